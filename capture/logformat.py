@@ -1,0 +1,219 @@
+"""The graphtrain-inspect log format: the one definition the writer and every reader use.
+
+A capture directory holds one log per rank in PyTorch's TORCH_TRACE structured-log format, so
+tlparse reads it too, plus a manifest and content-addressed sidecar blobs:
+
+    DIR/manifest.json
+    DIR/dedicated_log_torch_trace_rank_<R>_gti.log
+    DIR/blobs/<sha256>.gpkl
+
+A record is one glog-style line, a space, a JSON envelope, then its payload lines, each starting
+with a tab (an empty payload line is a lone tab). The envelope names exactly one record kind;
+ours are all tlparse `artifact`s whose `name` is one of KINDS below, and extra keys inside the
+`artifact` object (tlparse ignores them) carry what an index needs without reading the payload.
+`has_payload` is the md5 of the payload lines joined with "\\n". docs/log-format.md describes
+every record kind and field. This module must stay importable without torch: the inspector
+imports it to read logs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from typing import Any
+
+import orjson
+
+FORMAT_NAME = "graphtrain-inspect"
+# Bump on any change a reader must know about; readers accept versions <= their own.
+FORMAT_VERSION = 1
+
+MANIFEST_NAME = "manifest.json"
+BLOB_DIR = "blobs"
+BLOB_SUFFIX = ".gpkl"
+LOG_PREFIX = "dedicated_log_torch_trace_rank_"
+LOG_SUFFIX = "_gti.log"
+
+# Record kinds, each a tlparse artifact name, with the payload encoding tlparse accepts.
+HEADER = "gti_header"  # json: who wrote this log (rank, host, torch, device), once per process
+PASS_START = "gti_pass_start"  # json: a pass began (seq, name, before graph id)
+PASS = "gti_pass"  # json: a pass application finished or raised
+GRAPH_CODE = "gti_graph"  # string: readable code of one distinct graph (print_readable)
+NODES = "gti_nodes"  # json: structured node table of a graph and every nested subgraph
+SYMBOLS = "gti_symbols"  # json: unbacked-symbol map of a graph
+DEVICES = "gti_devices"  # json: device table of a graph on this rank
+RANKS = "gti_ranks"  # json: process groups, meshes and coordinates of this rank
+ERROR = "gti_error"  # json: an error inside the instrumentation (training went on)
+END = "gti_end"  # json: the process finished cleanly; totals
+
+KINDS: dict[str, str] = {
+    HEADER: "json",
+    PASS_START: "json",
+    PASS: "json",
+    GRAPH_CODE: "string",
+    NODES: "json",
+    SYMBOLS: "json",
+    DEVICES: "json",
+    RANKS: "json",
+    ERROR: "json",
+    END: "json",
+}
+GRAPH_KINDS = (GRAPH_CODE, NODES, SYMBOLS, DEVICES)
+
+# Keys of a TORCH_TRACE envelope that are not the record kind.
+ENVELOPE_COMMON_KEYS = frozenset(
+    {"rank", "frame_id", "frame_compile_id", "attempt", "compiled_autograd_id", "has_payload", "stack"}
+)
+COMPILE_ID_KEYS = ("compiled_autograd_id", "frame_id", "frame_compile_id", "attempt")
+
+# The glog prefix tlparse parses (exactly six fraction digits). torch may put "[rankN]:" before it.
+GLOG_RE = re.compile(
+    rb"(?:\[rank\d+\]:)?([VIWEC])(\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2})\.(\d{6}) (\d+) ([^:\n]*):(\d+)\] "
+)
+
+
+class FormatError(ValueError):
+    """A line or record that does not follow the format; the message says what is wrong."""
+
+
+def log_file_name(rank: int) -> str:
+    return f"{LOG_PREFIX}{rank}{LOG_SUFFIX}"
+
+
+def rank_of_log_name(name: str) -> int | None:
+    """The rank in a per-rank log file name (ours or torch's own), or None if it is not one."""
+    if not name.startswith(LOG_PREFIX) or not name.endswith(".log"):
+        return None
+    head = name[len(LOG_PREFIX) : -len(".log")].split("_", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+def blob_relpath(sha256: str) -> str:
+    return f"{BLOB_DIR}/{sha256}{BLOB_SUFFIX}"
+
+
+def is_valid_sha256(text: str) -> bool:
+    return len(text) == 64 and all(c in "0123456789abcdef" for c in text)
+
+
+def graph_id(code: str) -> str:
+    """Content id of a graph: equal code (nested subgraphs included) is the same graph."""
+    return "g" + hashlib.sha256(code.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing
+
+
+def _payload_lines(text: str) -> list[str]:
+    # tlparse splits payload lines on "\n" and strips a trailing "\r": normalise so md5s agree.
+    return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+
+
+def payload_md5(lines: list[str]) -> str:
+    return hashlib.md5("\n".join(lines).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def encode_record(
+    kind: str,
+    payload: Any,
+    *,
+    rank: int,
+    meta: dict[str, Any] | None = None,
+    compile_id: dict[str, int] | None = None,
+    pid: int = 0,
+    pathname: str = "graphtrain_inspect/capture.py",
+    lineno: int = 1,
+    when: float | None = None,
+) -> bytes:
+    """One complete record as bytes, ready for a single write.
+
+    `payload` is a JSON-able object for json kinds and a str for string kinds. `meta` goes into the
+    artifact object for cheap indexing; `compile_id` (frame_id, frame_compile_id, attempt, ...) is
+    set only where torch had a real compile id, so tlparse files the record under that compile.
+    """
+    encoding = KINDS[kind]
+    if encoding == "json":
+        text = orjson.dumps(payload, option=orjson.OPT_NON_STR_KEYS).decode()
+    else:
+        text = payload
+    lines = _payload_lines(text)
+    artifact = {"name": kind, "encoding": encoding}
+    if meta:
+        artifact.update(meta)
+    envelope: dict[str, Any] = {"artifact": artifact, "rank": rank}
+    if compile_id:
+        envelope.update({k: v for k, v in compile_id.items() if k in COMPILE_ID_KEYS and v is not None})
+    envelope["has_payload"] = payload_md5(lines)
+    when = time.time() if when is None else when
+    tm = time.localtime(when)
+    micros = int((when % 1) * 1_000_000)
+    prefix = f"V{tm.tm_mon:02d}{tm.tm_mday:02d} {tm.tm_hour:02d}:{tm.tm_min:02d}:{tm.tm_sec:02d}.{micros:06d} {pid} {pathname}:{lineno}] "
+    body = "\n\t".join(lines)
+    out = prefix.encode() + orjson.dumps(envelope) + b"\n\t" + body.encode("utf-8", "surrogatepass") + b"\n"
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading
+
+
+def parse_envelope_line(line: bytes) -> dict[str, Any]:
+    """The JSON envelope of a record's first line; FormatError says why it is not one."""
+    m = GLOG_RE.match(line)
+    if m is None:
+        raise FormatError("not a structured-log line (no glog prefix)")
+    try:
+        env = orjson.loads(line[m.end() :])
+    except orjson.JSONDecodeError as e:
+        raise FormatError(f"envelope is not valid JSON ({e})") from None
+    if not isinstance(env, dict):
+        raise FormatError("envelope is not a JSON object")
+    return env
+
+
+def record_kind(env: dict[str, Any]) -> str:
+    """The kind an envelope names: our artifact name for our records, else torch's key."""
+    kinds = [k for k in env if k not in ENVELOPE_COMMON_KEYS]
+    if len(kinds) != 1:
+        raise FormatError(f"envelope names {len(kinds)} record kinds, expected 1: {sorted(kinds)}")
+    kind = kinds[0]
+    if kind == "artifact":
+        art = env["artifact"]
+        if not isinstance(art, dict) or not isinstance(art.get("name"), str):
+            raise FormatError("artifact envelope without a name")
+        return art["name"]
+    return kind
+
+
+def compile_id_of(env: dict[str, Any]) -> str | None:
+    """torch's printed form of a compile id ("0/1", "!2/0/1_1"), or None without one."""
+    if env.get("frame_id") is None and env.get("frame_compile_id") is None:
+        return None
+    s = f"{env.get('frame_id', '-')}/{env.get('frame_compile_id', '-')}"
+    if env.get("attempt"):
+        s += f"_{env['attempt']}"
+    if env.get("compiled_autograd_id") is not None:
+        s = f"!{env['compiled_autograd_id']}/" + s
+    return s
+
+
+def decode_payload(raw_lines: list[bytes], env: dict[str, Any], *, verify: bool = True) -> Any:
+    """Payload of a record from its tab-prefixed lines (tabs still on): str or parsed JSON."""
+    text = b"\n".join(l[1:] if l.startswith(b"\t") else l for l in raw_lines)
+    expected = env.get("has_payload")
+    if verify and isinstance(expected, str) and len(expected) == 32:
+        if hashlib.md5(text).hexdigest() != expected:
+            raise FormatError("payload md5 does not match has_payload (damaged or truncated record)")
+    art = env.get("artifact")
+    encoding = art.get("encoding") if isinstance(art, dict) else None
+    if encoding == "json":
+        try:
+            return orjson.loads(text)
+        except orjson.JSONDecodeError as e:
+            raise FormatError(f"json payload does not parse ({e})") from None
+    try:
+        return text.decode("utf-8")
+    except UnicodeDecodeError:
+        return text.decode("utf-8", "replace")

@@ -1,0 +1,29 @@
+"""Start a capture in this process from the variables the launcher set."""
+
+from __future__ import annotations
+
+import os
+
+from capture import session
+
+
+def start_from_env() -> None:
+    directory = os.environ.get(session.ENV_DIR)
+    if not directory:
+        return
+    passes = [p for p in os.environ.get(session.ENV_PASSES, "").splitlines() if p.strip()]
+    inductor = os.environ.get(session.ENV_INDUCTOR, "1") == "1"
+    sources = ("api", *(("named",) if passes else ()), *(("inductor",) if inductor else ()))
+    # The session first, so that a hook failing to install is recorded in the capture.
+    session.start(directory, blobs=os.environ.get(session.ENV_BLOBS, "1") == "1", sources=sources)
+    from capture import import_hooks, rank_table
+
+    import_hooks.when_imported("torch.distributed.device_mesh", rank_table.register_mesh_hook)
+    if passes:
+        from capture import named_passes
+
+        named_passes.install(passes)
+    if inductor:
+        from capture import inductor_hooks
+
+        inductor_hooks.install()

@@ -1,0 +1,414 @@
+"""The capture of one process: which rank it is, what it has written, and how a pass is recorded.
+
+A session exists only in a process started under `graphtrain-inspect capture` (or by `start()`).
+Every instrumentation step is wrapped so that an error in it becomes a `gti_error` record and the
+pass's own result goes back to the training untouched; an exception from the pass itself is
+recorded and re-raised unchanged.
+"""
+
+from __future__ import annotations
+
+import atexit
+import getpass
+import os
+import socket
+import sys
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from capture import logformat
+from capture.writer import RankLog
+
+ENV_DIR = "GTI_CAPTURE_DIR"
+ENV_PASSES = "GTI_CAPTURE_PASSES"  # newline-separated MODULE:QUALNAME targets
+ENV_INDUCTOR = "GTI_CAPTURE_INDUCTOR"  # "1" to hook Inductor's passes
+ENV_BLOBS = "GTI_CAPTURE_BLOBS"  # "1" to write GraphPickler blobs
+
+_CURRENT: "Session | None" = None
+
+
+def current() -> "Session | None":
+    return _CURRENT
+
+
+def _env_int(name: str, default: int) -> int:
+    try:
+        return int(os.environ.get(name, default))
+    except ValueError:
+        return default
+
+
+@dataclass
+class _Frame:
+    """A pass in progress; `child_capture_s` is capture time spent in passes nested inside it."""
+
+    seq: int
+    name: str
+    before: str | None
+    t0: float
+    errors: int = 0
+    child_capture_s: float = 0.0
+
+
+@dataclass
+class _GraphInfo:
+    nodes: int
+    blob: dict | None = None
+
+
+@dataclass
+class Session:
+    directory: str
+    blobs: bool = True
+    sources: tuple[str, ...] = ("named", "inductor", "api")
+    rank: int = field(default_factory=lambda: _env_int("RANK", 0))
+    local_rank: int = field(default_factory=lambda: _env_int("LOCAL_RANK", 0))
+    world_size: int = field(default_factory=lambda: _env_int("WORLD_SIZE", 1))
+
+    def __post_init__(self) -> None:
+        self.log = RankLog(self.directory, self.rank)
+        self.lock = threading.RLock()
+        self.seq = 0
+        self.pipeline = -1
+        self.graphs: dict[str, _GraphInfo] = {}  # gid -> what is written for it on this rank
+        self.produced: set[str] = set()  # gids some captured pass returned
+        self.passes = 0
+        self.capture_errors = 0
+        self.stack: list[_Frame] = []
+        self.header_written = False
+        self.rank_table_key: Any = None
+        self.ended = False
+
+    # -- records -------------------------------------------------------------------------------
+
+    def _write(self, kind: str, payload: Any, meta: dict | None = None, compile_id: dict | None = None) -> bool:
+        if not self.header_written:
+            self.header_written = True
+            self.log.write(logformat.HEADER, self._header())
+        return self.log.write(kind, payload, meta=meta, compile_id=compile_id)
+
+    def _header(self) -> dict[str, Any]:
+        try:
+            user = getpass.getuser()
+        except Exception:  # noqa: BLE001 - no passwd entry in some containers
+            user = str(os.getuid())
+        torch_mod = sys.modules.get("torch")
+        return {
+            "format": logformat.FORMAT_NAME,
+            "format_version": logformat.FORMAT_VERSION,
+            "rank": self.rank,
+            "local_rank": self.local_rank,
+            "world_size": self.world_size,
+            "group_rank": _env_int("GROUP_RANK", 0),
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "user": user,
+            "uid": os.getuid(),
+            "argv": list(sys.argv),
+            "torch_version": getattr(torch_mod, "__version__", None),
+            "python": sys.version.split()[0],
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+            "time": time.time(),
+            "sources": list(self.sources),
+            "blobs": self.blobs,
+        }
+
+    def error(self, where: str, exc: BaseException, frame: _Frame | None = None) -> None:
+        """An instrumentation failure: recorded, counted, and otherwise ignored."""
+        self.capture_errors += 1
+        if frame is not None:
+            frame.errors += 1
+        try:
+            self._write(
+                logformat.ERROR,
+                {
+                    "where": where,
+                    "seq": frame.seq if frame else None,
+                    "pass": frame.name if frame else None,
+                    "type": type(exc).__name__,
+                    "message": str(exc)[:2000],
+                    "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-8000:],
+                },
+            )
+        except Exception:  # noqa: BLE001 - the error path itself must never raise
+            pass
+
+    # -- graphs ----------------------------------------------------------------------------------
+
+    def snapshot(self, gm: Any, frame: _Frame, role: str) -> str | None:
+        """Write the graph's records once per distinct content; return its gid (None on failure)."""
+        from capture import graph_tables
+
+        try:
+            code = graph_tables.readable_code(gm)
+        except Exception as e:  # noqa: BLE001
+            self.error(f"graph code ({role})", e, frame)
+            return None
+        gid = logformat.graph_id(code)
+        if gid in self.graphs:
+            return gid
+        info = _GraphInfo(nodes=0)
+        self.graphs[gid] = info
+        tables = None
+        try:
+            tables = graph_tables.node_tables(gm)
+            info.nodes = graph_tables.count_nodes(tables)
+        except Exception as e:  # noqa: BLE001
+            self.error(f"node table ({role})", e, frame)
+        meta = {"gid": gid, "nodes": info.nodes}
+        self._write(logformat.GRAPH_CODE, code, meta)
+        shape_env = None
+        if tables is not None:
+            self._write(logformat.NODES, {"gid": gid, **tables}, meta)
+            try:
+                shape_env = graph_tables.find_shape_env(gm)
+                self._write(logformat.SYMBOLS, {"gid": gid, **graph_tables.symbol_map(gm, tables, shape_env)}, {"gid": gid})
+            except Exception as e:  # noqa: BLE001
+                self.error(f"symbol map ({role})", e, frame)
+        try:
+            self._write(logformat.DEVICES, {"gid": gid, **graph_tables.device_table(gm)}, {"gid": gid})
+        except Exception as e:  # noqa: BLE001
+            self.error(f"device table ({role})", e, frame)
+        if self.blobs:
+            from capture import blobs
+
+            try:
+                info.blob = blobs.dump(self.directory, gm, shape_env)
+            except Exception as e:  # noqa: BLE001
+                self.error(f"blob ({role})", e, frame)
+        return gid
+
+    def _maybe_rank_table(self) -> None:
+        from capture import rank_table
+
+        try:
+            key = rank_table.change_key()
+            if key != self.rank_table_key:
+                self.rank_table_key = key
+                self._write(logformat.RANKS, rank_table.rank_table(self.rank, self.world_size))
+        except Exception as e:  # noqa: BLE001
+            self.error("rank table", e)
+
+    # -- passes ----------------------------------------------------------------------------------
+
+    def begin(self, name: str, gm: Any) -> _Frame:
+        """Record the graph a pass receives. Runs with every dispatch mode popped (see _quiet)."""
+        t_start = time.perf_counter()
+        with self.lock:
+            frame = _Frame(seq=self.seq, name=name, before=None, t0=0.0)
+            self.seq += 1
+            with _quiet():
+                self._maybe_rank_table()
+                frame.before = self.snapshot(gm, frame, "before")
+                self._write(logformat.PASS_START, {"seq": frame.seq, "name": name, "before": frame.before, "time": time.time()}, {"seq": frame.seq})
+            self.stack.append(frame)
+            frame.t0 = time.perf_counter()
+            if len(self.stack) > 1:
+                self.stack[-2].child_capture_s += frame.t0 - t_start
+        return frame
+
+    def end(
+        self,
+        frame: _Frame,
+        *,
+        qualname: str | None,
+        source: str,
+        outputs: dict[str, Any],
+        exc: BaseException | None = None,
+        subsystem: str | None = None,
+        t_wall: float | None = None,
+        target: str | None = None,
+    ) -> None:
+        """Record how a pass ended: its output graphs by role, or the exception it raised."""
+        wall = (time.perf_counter() - frame.t0) if t_wall is None else t_wall
+        wall -= frame.child_capture_s
+        t_start = time.perf_counter()
+        with self.lock:
+            if self.stack and self.stack[-1] is frame:
+                self.stack.pop()
+            with _quiet():
+                after: dict[str, str] = {}
+                for role, g in outputs.items():
+                    gid = self.snapshot(g, frame, role)
+                    if gid is not None:
+                        after[role] = gid
+                        self.produced.add(gid)
+                traced = frame.before is not None and frame.before not in self.produced
+                if traced:
+                    self.pipeline += 1
+                self.passes += 1
+                gids = [frame.before, *after.values()]
+                record = {
+                    "seq": frame.seq,
+                    "name": frame.name,
+                    "qualname": qualname,
+                    "source": source,
+                    "target": target,
+                    "subsystem": subsystem,
+                    "parent": self.stack[-1].seq if self.stack else None,
+                    "rank": self.rank,
+                    "local_rank": self.local_rank,
+                    "world_size": self.world_size,
+                    "compile_id": _compile_id_str(),
+                    "pipeline": max(self.pipeline, 0),
+                    "traced": traced,
+                    "time": time.time() - wall,
+                    "wall_s": wall,
+                    "status": "raised" if exc is not None else "ok",
+                    "exception": _exc_record(exc) if exc is not None else None,
+                    "before": frame.before,
+                    "after": after,
+                    "nodes": {
+                        "before": self.graphs[frame.before].nodes if frame.before in self.graphs else None,
+                        "after": {r: self.graphs[g].nodes for r, g in after.items()},
+                    },
+                    "blobs": {g: self.graphs[g].blob for g in gids if g in self.graphs and self.graphs[g].blob},
+                    "capture_errors": frame.errors,
+                }
+                self._write(logformat.PASS, record, {"seq": frame.seq, "status": record["status"]}, _compile_id_fields())
+            if self.stack:
+                self.stack[-1].child_capture_s += time.perf_counter() - t_start + frame.child_capture_s
+
+    def run_pass(
+        self,
+        name: str,
+        qualname: str | None,
+        source: str,
+        gm: Any,
+        call: Callable[[], Any],
+        outputs_of: Callable[[Any], dict[str, Any]],
+        subsystem: str | None = None,
+        target: str | None = None,
+    ) -> Any:
+        """Run `call()` (the pass) with its input and outputs recorded; return its result unchanged."""
+        try:
+            frame = self.begin(name, gm)
+        except Exception as e:  # noqa: BLE001
+            self.error("pass start", e)
+            return call()
+        try:
+            result = call()
+        except BaseException as exc:
+            wall = time.perf_counter() - frame.t0
+            try:
+                self.end(frame, qualname=qualname, source=source, outputs={}, exc=exc, subsystem=subsystem, t_wall=wall, target=target)
+            except Exception as e:  # noqa: BLE001
+                self.error("pass end", e, frame)
+            raise
+        wall = time.perf_counter() - frame.t0
+        try:
+            outputs = outputs_of(result)
+        except Exception as e:  # noqa: BLE001
+            self.error("pass outputs", e, frame)
+            outputs = {}
+        try:
+            self.end(frame, qualname=qualname, source=source, outputs=outputs, subsystem=subsystem, t_wall=wall, target=target)
+        except Exception as e:  # noqa: BLE001
+            self.error("pass end", e, frame)
+        return result
+
+    # -- lifetime --------------------------------------------------------------------------------
+
+    def finish(self) -> None:
+        if self.ended:
+            return
+        self.ended = True
+        if self.header_written and self.log.stopped is None:
+            self.log.write(
+                logformat.END,
+                {
+                    "records": self.log.records + 1,
+                    "bytes": self.log.bytes,
+                    "passes": self.passes,
+                    "graphs": len(self.graphs),
+                    "blobs": sum(1 for g in self.graphs.values() if g.blob),
+                    "capture_errors": self.capture_errors,
+                    "time": time.time(),
+                },
+            )
+        self.log.close()
+
+
+class _quiet:
+    """Pop every active dispatch mode (fake, proxy, functional) while the capture looks at a graph.
+
+    A pass may run under make_fx tracing or a FakeTensorMode; anything the capture computes must
+    not be traced into the user's graph or touch its modes.
+    """
+
+    def __enter__(self) -> None:
+        from torch.utils._python_dispatch import _disable_current_modes
+
+        import torch
+
+        self._modes = _disable_current_modes()
+        self._modes.__enter__()
+        self._grad = torch.no_grad()
+        self._grad.__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        self._grad.__exit__(*exc)
+        self._modes.__exit__(*exc)
+
+
+def _exc_record(exc: BaseException) -> dict[str, str]:
+    return {
+        "type": f"{type(exc).__module__}.{type(exc).__qualname__}",
+        "message": str(exc)[:4000],
+        "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-8000:],
+    }
+
+
+def _trace_id() -> Any:
+    guards = sys.modules.get("torch._guards")
+    ctx = getattr(guards, "CompileContext", None)
+    getter = getattr(ctx, "current_trace_id", None)
+    try:
+        return getter() if getter else None
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _compile_id_fields() -> dict[str, int] | None:
+    tid = _trace_id()
+    if tid is None:
+        return None
+    cid = tid.compile_id
+    return {
+        "compiled_autograd_id": getattr(cid, "compiled_autograd_id", None),
+        "frame_id": getattr(cid, "frame_id", None),
+        "frame_compile_id": getattr(cid, "frame_compile_id", None),
+        "attempt": tid.attempt,
+    }
+
+
+def _compile_id_str() -> str | None:
+    fields = _compile_id_fields()
+    return logformat.compile_id_of(fields) if fields else None
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def start(directory: str, *, blobs: bool = True, sources: tuple[str, ...] = ("named", "inductor", "api")) -> Session:
+    """Begin capturing in this process (the launcher's bootstrap calls this in every worker)."""
+    global _CURRENT
+    if _CURRENT is not None:
+        return _CURRENT
+    os.makedirs(directory, exist_ok=True)
+    _CURRENT = Session(directory=directory, blobs=blobs, sources=sources)
+    atexit.register(stop)
+    return _CURRENT
+
+
+def stop() -> None:
+    global _CURRENT
+    sess, _CURRENT = _CURRENT, None
+    if sess is not None:
+        try:
+            sess.finish()
+        except Exception:  # noqa: BLE001
+            pass

@@ -1,0 +1,118 @@
+"""Wrapping a pass function so each call is recorded, and rebinding references to it."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from typing import Any, Callable
+
+from capture import session
+
+_WRAPPED = "_gti_original"
+
+
+def _is_graph_module(x: Any) -> bool:
+    fx = sys.modules.get("torch.fx")
+    return fx is not None and isinstance(x, fx.GraphModule)
+
+
+def _first_graph_module(args: tuple, kwargs: dict) -> Any:
+    for a in (*args, *kwargs.values()):
+        if _is_graph_module(a):
+            return a
+    return None
+
+
+def outputs_of(gm: Any) -> Callable[[Any], dict[str, Any]]:
+    """A pass returns a new GraphModule, or None / something else after mutating `gm` in place."""
+
+    def outputs(result: Any) -> dict[str, Any]:
+        if _is_graph_module(result):
+            return {"out": result}
+        if isinstance(result, (tuple, list)):
+            for r in result:
+                if _is_graph_module(r):
+                    return {"out": r}
+        return {"out": gm}
+
+    return outputs
+
+
+def wrap_pass(fn: Callable, *, name: str | None = None, qualname: str | None = None, source: str = "named", target: str | None = None) -> Callable:
+    """A function that behaves exactly like `fn` and records each call made on a GraphModule."""
+    if getattr(fn, _WRAPPED, None) is not None:
+        return fn
+    pass_name = name or getattr(fn, "__name__", None) or repr(fn)
+    qual = qualname or _qualname(fn)
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        sess = session.current()
+        if sess is None:
+            return fn(*args, **kwargs)
+        gm = _first_graph_module(args, kwargs)
+        if gm is None:
+            return fn(*args, **kwargs)
+        return sess.run_pass(pass_name, qual, source, gm, lambda: fn(*args, **kwargs), outputs_of(gm), target=target)
+
+    setattr(wrapper, _WRAPPED, fn)
+    return wrapper
+
+
+def _qualname(fn: Any) -> str | None:
+    mod = getattr(fn, "__module__", None)
+    qn = getattr(fn, "__qualname__", None)
+    return f"{mod}:{qn}" if mod and qn else None
+
+
+def rebind_references(original: Any, wrapper: Any) -> int:
+    """Replace `original` by `wrapper` in module-level lists, dicts and tuples of loaded modules.
+
+    Pass registries built before the wrap (a list in the pass's own module, a dict of
+    functools.partial configurations) would otherwise keep calling the unwrapped function.
+    """
+    count = 0
+    for mod in list(sys.modules.values()):
+        d = getattr(mod, "__dict__", None)
+        if not isinstance(d, dict):
+            continue
+        for key, value in list(d.items()):
+            try:
+                new, n = _rebind_in(value, original, wrapper)
+            except Exception:  # noqa: BLE001 - exotic containers are left alone
+                continue
+            if n:
+                count += n
+                if new is not value:
+                    d[key] = new
+    return count
+
+
+def _swap(x: Any, original: Any, wrapper: Any) -> tuple[Any, int]:
+    if x is original:
+        return wrapper, 1
+    if isinstance(x, functools.partial) and x.func is original:
+        return functools.partial(wrapper, *x.args, **x.keywords), 1
+    return x, 0
+
+
+def _rebind_in(value: Any, original: Any, wrapper: Any) -> tuple[Any, int]:
+    if value is original:  # `from mod import f` done before the wrap
+        return wrapper, 1
+    if type(value) is list:
+        n = 0
+        for i, x in enumerate(value):
+            value[i], k = _swap(x, original, wrapper)
+            n += k
+        return value, n
+    if type(value) is dict:
+        n = 0
+        for k2, x in list(value.items()):
+            value[k2], k = _swap(x, original, wrapper)
+            n += k
+        return value, n
+    if type(value) is tuple:
+        items = [_swap(x, original, wrapper) for x in value]
+        n = sum(k for _, k in items)
+        return (tuple(x for x, _ in items), n) if n else (value, 0)
+    return value, 0

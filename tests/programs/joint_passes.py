@@ -1,0 +1,36 @@
+"""Small graph passes `(gm, example_inputs) -> gm` for the capture tests, in a registry."""
+
+import torch
+import torch.fx
+
+
+def remove_dead_code(gm, example_inputs):
+    gm.graph.eliminate_dead_code()
+    gm.recompile()
+    return gm
+
+
+def scale_by_rank(gm, example_inputs):
+    """A rank-baked constant on purpose: multiplies the loss by (1 + 0 * rank) with the rank literal kept."""
+    import os
+
+    rank = int(os.environ.get("RANK", 0))
+    out = next(n for n in gm.graph.nodes if n.op == "output")
+    loss = out.args[0][0]
+    with gm.graph.inserting_before(out):
+        zero = gm.graph.call_function(torch.ops.aten.mul.Tensor, (loss, 0))
+        rk = gm.graph.call_function(torch.ops.aten.mul.Tensor, (zero, rank))
+        new = gm.graph.call_function(torch.ops.aten.add.Tensor, (loss, rk))
+    out.replace_input_with(loss, new)
+    zero.meta["val"] = loss.meta.get("val")
+    rk.meta["val"] = loss.meta.get("val")
+    new.meta["val"] = loss.meta.get("val")
+    gm.recompile()
+    return gm
+
+
+def always_fails(gm, example_inputs):
+    raise RuntimeError("this pass always fails")
+
+
+PIPELINE = [remove_dead_code, scale_by_rank]

@@ -1,0 +1,737 @@
+"""Open a capture directory or torch's own TORCH_TRACE logs: ranks, passes, graphs, errors.
+
+    cap = open_capture("captures/run1")          # or a TORCH_TRACE dir, or one log file
+    cap.ranks                                    # [0, 1]
+    for p in cap.passes(0): print(p.seq, p.name, p.before, p.after)
+    tables = cap.node_table(0, gid)              # GraphTables (parsed on demand, LRU-cached)
+    cap.graph_code(0, gid); cap.symbols(0, gid); cap.devices(0, gid); cap.rank_table(0)
+    cap.errors                                   # ReadError: file, line, message
+
+Opening scans each log once for record offsets (envelopes only) and decodes the small pass
+records; graph payloads are decoded when asked. Two sources are understood:
+
+* a capture (`kind == "capture"`): our `gti_*` records, passes as the capture recorded them.
+* torch's TORCH_TRACE logs (`kind == "torch_trace"`): graph records (`dynamo_output_graph`,
+  `aot_*_graph`, `before/after_*_grad_graph`, `inductor_*_graph`, `graph_dump` ...) become the
+  graph states of one pipeline per compile id, linked by synthetic passes: `inductor_entry`,
+  `pre_grad_passes`, `aot_autograd`, `partition` (roles fw, bw), `post_grad_passes`. Their graph
+  ids are `t` + the record's payload md5, and their node tables are parsed from the text.
+
+Nothing here imports torch; nothing is ever unpickled.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from capture import logformat
+from inspector.fxtext import parse_graph_code
+from inspector.graphmodel import GraphTables, derive_devices, derive_symbols
+from inspector.logscan import LogFile, ReadError, Record
+
+_TABLE_CACHE_SIZE = 256
+
+# torch's own record kinds that hold FX graph code (top-level envelope keys)
+TORCH_GRAPH_KINDS = frozenset(
+    {
+        "dynamo_output_graph",
+        "aot_joint_graph",
+        "aot_forward_graph",
+        "aot_backward_graph",
+        "aot_inference_graph",
+        "inductor_pre_grad_graph",
+        "inductor_post_grad_graph",
+        "graph_dump",
+        "optimize_ddp_split_graph",
+        "optimize_ddp_split_child",
+        "compiled_autograd_graph",
+    }
+)
+# torch's string artifacts that hold FX graph code
+TORCH_GRAPH_ARTIFACTS = frozenset(
+    {
+        "before_pre_grad_graph",
+        "after_pre_grad_graph",
+        "before_post_grad_graph",
+        "after_post_grad_graph",
+        "inductor_pre_grad_graph",
+        "inductor_post_grad_graph",
+        "before_joint_graph",
+        "after_joint_graph",
+    }
+)
+
+
+class CaptureUnreadable(Exception):
+    """The input cannot be read at all (no such path, no logs, not a capture): one-line message."""
+
+
+@dataclass
+class PassRecord:
+    """One pass application on one rank, as `gti_pass` records it (or synthesized from torch logs)."""
+
+    rank: int
+    seq: int
+    name: str
+    before: str | None
+    after: dict[str, str]
+    pipeline: int = 0
+    traced: bool = False
+    status: str = "ok"  # ok | raised | incomplete (started, never finished: the rank died)
+    qualname: str | None = None
+    source: str | None = None
+    subsystem: str | None = None
+    compile_id: str | None = None
+    exception: dict[str, Any] | None = None
+    nodes: dict[str, Any] | None = None
+    wall_s: float | None = None
+    time: float | None = None
+    capture_errors: int = 0
+    parent: int | None = None
+    blobs: dict[str, Any] = field(default_factory=dict)
+    synthetic: bool = False  # made from torch's own graph records
+    record: Record | None = field(default=None, repr=False)
+
+    @property
+    def label(self) -> str:
+        return f"#{self.seq} {self.name}"
+
+
+@dataclass
+class GraphRef:
+    """Where one distinct graph's records are on one rank. `label` is torch's record kind if any."""
+
+    rank: int
+    gid: str
+    records: dict[str, Record] = field(default_factory=dict, repr=False)
+    nodes: int | None = None
+    label: str | None = None
+    compile_id: str | None = None
+
+    @property
+    def bytes(self) -> int:
+        return sum(r.payload_bytes for r in self.records.values())
+
+
+@dataclass
+class Pipeline:
+    """Passes applied one after another starting from one traced graph."""
+
+    rank: int
+    index: int
+    key: str  # comparable across ranks: compile id (or "") and ordinal
+    passes: list[PassRecord]
+    traced: str | None  # gid of the graph at the start
+
+
+class _Rank:
+    def __init__(self, rank: int):
+        self.rank = rank
+        self.log: LogFile | None = None
+        self.header: dict[str, Any] | None = None
+        self.header_rec: Record | None = None
+        self.rank_recs: list[Record] = []
+        self.pass_recs: list[Record] = []
+        self.start_recs: list[Record] = []
+        self.error_recs: list[Record] = []
+        self.end_rec: Record | None = None
+        self.graphs: dict[str, GraphRef] = {}
+        self.passes: list[PassRecord] | None = None
+        self.torch_states: list[tuple[str, GraphRef]] = []
+
+
+class Capture:
+    """A capture directory or a set of TORCH_TRACE logs, indexed. See the module docstring."""
+
+    def __init__(self, path: str, kind: str):
+        self.path = path
+        self.kind = kind  # "capture" | "torch_trace"
+        self.manifest: dict[str, Any] | None = None
+        self.errors: list[ReadError] = []
+        self.torch_trace_dir: str | None = None
+        self._ranks: dict[int, _Rank] = {}
+        self._tables: OrderedDict[tuple[int, str], GraphTables | None] = OrderedDict()
+        self._derived: dict[tuple[str, int, str], Any] = {}
+
+    # -- ranks, headers --------------------------------------------------------------------------
+
+    @property
+    def ranks(self) -> list[int]:
+        return sorted(self._ranks)
+
+    @property
+    def world_size(self) -> int:
+        sizes = [r.header.get("world_size") for r in self._ranks.values() if r.header]
+        sizes = [s for s in sizes if isinstance(s, int)]
+        return max(sizes) if sizes else (max(self._ranks) + 1 if self._ranks else 0)
+
+    def all_errors(self) -> list[ReadError]:
+        """Read errors of the capture and of every log, in file order (decode errors included)."""
+        out = list(self.errors)
+        for r in self.ranks:
+            log = self._ranks[r].log
+            if log is not None:
+                out.extend(log.errors)
+        return out
+
+    def log_file(self, rank: int) -> LogFile | None:
+        return self._ranks[rank].log if rank in self._ranks else None
+
+    def header(self, rank: int) -> dict[str, Any] | None:
+        return self._ranks[rank].header if rank in self._ranks else None
+
+    def end(self, rank: int) -> dict[str, Any] | None:
+        r = self._ranks.get(rank)
+        if r is None or r.end_rec is None or r.log is None:
+            return None
+        return r.log.payload(r.end_rec)
+
+    def records(self, rank: int) -> list[Record]:
+        r = self._ranks.get(rank)
+        return r.log.records if r is not None and r.log is not None else []
+
+    def payload(self, rank: int, record: Record) -> Any:
+        log = self.log_file(rank)
+        return None if log is None else log.payload(record)
+
+    def rank_table(self, rank: int) -> dict[str, Any] | None:
+        """The last `gti_ranks` record of the rank (process groups, meshes, coordinates)."""
+        r = self._ranks.get(rank)
+        if r is None or r.log is None:
+            return None
+        for rec in reversed(r.rank_recs):
+            v = r.log.payload(rec)
+            if isinstance(v, dict):
+                return v
+        return None
+
+    def local_rank(self, rank: int) -> int | None:
+        h = self.header(rank)
+        if h and isinstance(h.get("local_rank"), int):
+            return h["local_rank"]
+        return None
+
+    def capture_errors(self, rank: int) -> list[dict[str, Any]]:
+        """`gti_error` payloads of the rank: instrumentation failures (training went on)."""
+        r = self._ranks.get(rank)
+        if r is None or r.log is None:
+            return []
+        out = []
+        for rec in r.error_recs:
+            v = r.log.payload(rec)
+            if isinstance(v, dict):
+                out.append(v)
+        return out
+
+    # -- passes ------------------------------------------------------------------------------------
+
+    def passes(self, rank: int) -> list[PassRecord]:
+        """Pass applications of the rank in order (seq), raised and unfinished ones included."""
+        r = self._ranks.get(rank)
+        if r is None:
+            return []
+        if r.passes is None:
+            r.passes = self._torch_passes(r) if self.kind == "torch_trace" else self._capture_passes(r)
+        return r.passes
+
+    def pass_by_seq(self, rank: int, seq: int) -> PassRecord | None:
+        for p in self.passes(rank):
+            if p.seq == seq:
+                return p
+        return None
+
+    def find_passes(self, name: str, rank: int | None = None) -> list[PassRecord]:
+        """Passes whose name (or `module:qualname`, or `#seq`) matches, on one rank or all."""
+        out = []
+        for r in [rank] if rank is not None else self.ranks:
+            for p in self.passes(r):
+                if name in (p.name, p.qualname, f"#{p.seq}", str(p.seq)) or (p.qualname and p.qualname.endswith(":" + name)):
+                    out.append(p)
+        return out
+
+    def pass_names(self) -> list[str]:
+        seen: dict[str, None] = {}
+        for r in self.ranks:
+            for p in self.passes(r):
+                seen.setdefault(p.name, None)
+        return list(seen)
+
+    def pipelines(self, rank: int) -> list[Pipeline]:
+        groups: dict[int, list[PassRecord]] = {}
+        for p in self.passes(rank):
+            groups.setdefault(p.pipeline, []).append(p)
+        out = []
+        ordinal: dict[str, int] = {}
+        for idx in sorted(groups):
+            ps = groups[idx]
+            cid = next((p.compile_id for p in ps if p.compile_id), None) or ""
+            k = ordinal.get(cid, 0)
+            ordinal[cid] = k + 1
+            traced = next((p.before for p in ps if p.traced), None) or (ps[0].before if ps else None)
+            out.append(Pipeline(rank, idx, f"{cid}#{k}", ps, traced))
+        return out
+
+    def _capture_passes(self, r: _Rank) -> list[PassRecord]:
+        log = r.log
+        assert log is not None
+        by_seq: dict[int, PassRecord] = {}
+        for rec in r.pass_recs:
+            v = log.payload(rec)
+            if not isinstance(v, dict) or not isinstance(v.get("seq"), int):
+                continue
+            after = v.get("after") if isinstance(v.get("after"), dict) else {}
+            by_seq[v["seq"]] = PassRecord(
+                rank=r.rank,
+                seq=v["seq"],
+                name=str(v.get("name") or "?"),
+                before=v.get("before"),
+                after={str(k): str(g) for k, g in after.items() if g},
+                pipeline=int(v.get("pipeline") or 0),
+                traced=bool(v.get("traced")),
+                status=str(v.get("status") or "ok"),
+                qualname=v.get("qualname"),
+                source=v.get("source"),
+                subsystem=v.get("subsystem"),
+                compile_id=v.get("compile_id"),
+                exception=v.get("exception"),
+                nodes=v.get("nodes"),
+                wall_s=v.get("wall_s"),
+                time=v.get("time"),
+                capture_errors=int(v.get("capture_errors") or 0),
+                parent=v.get("parent"),
+                blobs=v.get("blobs") or {},
+                record=rec,
+            )
+        last_pipeline = max((p.pipeline for p in by_seq.values()), default=0)
+        for rec in r.start_recs:
+            v = log.payload(rec)
+            if not isinstance(v, dict) or not isinstance(v.get("seq"), int) or v["seq"] in by_seq:
+                continue
+            by_seq[v["seq"]] = PassRecord(
+                rank=r.rank,
+                seq=v["seq"],
+                name=str(v.get("name") or "?"),
+                before=v.get("before"),
+                after={},
+                pipeline=last_pipeline,
+                status="incomplete",
+                time=v.get("time"),
+                record=rec,
+            )
+        return [by_seq[k] for k in sorted(by_seq)]
+
+    def _torch_passes(self, r: _Rank) -> list[PassRecord]:
+        """Synthesize passes from torch's graph records, one pipeline per compile id."""
+        by_cid: OrderedDict[str, list[tuple[str, GraphRef]]] = OrderedDict()
+        for label, ref in r.torch_states:
+            by_cid.setdefault(ref.compile_id or "", []).append((label, ref))
+        out: list[PassRecord] = []
+        pipeline = -1
+        seq = 0
+
+        def add(name: str, before: str | None, after: dict[str, str], traced: bool, cid: str, subsystem: str | None = None) -> None:
+            nonlocal seq
+            out.append(
+                PassRecord(
+                    rank=r.rank, seq=seq, name=name, before=before, after=after, pipeline=pipeline, traced=traced,
+                    source="torch", subsystem=subsystem, compile_id=cid or None, synthetic=True,
+                )
+            )  # fmt: skip
+            seq += 1
+
+        for cid, states in by_cid.items():
+            pipeline += 1
+            cur: str | None = None  # the main line before partitioning
+            aot_outputs: list[tuple[str, str]] = []  # (role, gid) compiled by Inductor in turn
+            joint: str | None = None
+            fw_bw: dict[str, str] = {}
+            post_k = 0
+            post_before: dict[int, str] = {}
+            started = False
+
+            def first(gid: str, name: str) -> None:
+                nonlocal started
+                add(name, None, {"out": gid}, True, cid)
+                started = True
+
+            for label, ref in states:
+                gid = ref.gid
+                if label == "dynamo_output_graph":
+                    if started:
+                        pipeline += 1
+                        aot_outputs, joint, fw_bw, post_k, post_before = [], None, {}, 0, {}
+                    first(gid, "dynamo")
+                    cur = gid
+                elif label == "before_pre_grad_graph":
+                    if cur is None:
+                        first(gid, "trace")
+                    else:
+                        add("inductor_entry", cur, {"out": gid}, False, cid)
+                    cur = gid
+                elif label in ("after_pre_grad_graph", "inductor_pre_grad_graph"):
+                    if cur is None:
+                        first(gid, label)
+                    else:
+                        add("pre_grad_passes", cur, {"out": gid}, False, cid, "pre_grad_passes")
+                    cur = gid
+                elif label in ("aot_joint_graph", "aot_inference_graph"):
+                    if cur is None:
+                        first(gid, label)
+                    else:
+                        add("aot_autograd", cur, {"out": gid}, False, cid)
+                    if label == "aot_joint_graph":
+                        joint = gid
+                    else:
+                        aot_outputs.append(("inference", gid))
+                    cur = gid
+                elif label in ("aot_forward_graph", "aot_backward_graph"):
+                    role = "fw" if label == "aot_forward_graph" else "bw"
+                    fw_bw[role] = gid
+                    aot_outputs.append((role, gid))
+                    if "fw" in fw_bw and "bw" in fw_bw:
+                        base = joint or cur
+                        if base is None:
+                            first(fw_bw["fw"], "aot_forward_graph")
+                            add("aot_backward", None, {"bw": fw_bw["bw"]}, True, cid)
+                        else:
+                            add("partition" if joint else "aot_autograd", base, dict(fw_bw), False, cid)
+                elif label == "before_post_grad_graph":
+                    role, base = aot_outputs[post_k] if post_k < len(aot_outputs) else ("out", cur)
+                    if base is None:
+                        first(gid, label)
+                    else:
+                        add("inductor_entry", base, {role: gid}, False, cid)
+                    post_before[post_k] = gid
+                elif label in ("after_post_grad_graph", "inductor_post_grad_graph"):
+                    role = aot_outputs[post_k][0] if post_k < len(aot_outputs) else "out"
+                    base = post_before.get(post_k) or (aot_outputs[post_k][1] if post_k < len(aot_outputs) else cur)
+                    if base is None:
+                        first(gid, label)
+                    else:
+                        add("post_grad_passes", base, {role: gid}, False, cid, "post_grad_passes")
+                    post_k += 1
+                else:
+                    # graph_dump, compiled autograd, DDP splits ...: graphs of their own
+                    pipeline += 1
+                    add(label, None, {"out": gid}, True, cid)
+            if fw_bw and not ("fw" in fw_bw and "bw" in fw_bw):
+                base = joint or cur
+                add("partition" if joint else "aot_autograd", base, dict(fw_bw), base is None, cid)
+        return out
+
+    # -- graphs --------------------------------------------------------------------------------
+
+    def graphs(self, rank: int) -> dict[str, GraphRef]:
+        r = self._ranks.get(rank)
+        return r.graphs if r is not None else {}
+
+    def graph(self, rank: int, gid: str) -> GraphRef | None:
+        return self.graphs(rank).get(gid)
+
+    def node_count(self, rank: int, gid: str | None) -> int | None:
+        ref = self.graph(rank, gid) if gid else None
+        if ref is None:
+            return None
+        if ref.nodes is None:
+            tables = self.node_table(rank, gid)
+            if tables is not None:
+                ref.nodes = tables.node_count
+        return ref.nodes
+
+    def _payload(self, rank: int, gid: str, kind: str) -> Any:
+        ref = self.graph(rank, gid)
+        if ref is None:
+            return None
+        rec = ref.records.get(kind)
+        log = self.log_file(rank)
+        if rec is None or log is None:
+            return None
+        return log.payload(rec)
+
+    def graph_code(self, rank: int, gid: str) -> str | None:
+        v = self._payload(rank, gid, logformat.GRAPH_CODE)
+        return v if isinstance(v, str) else None
+
+    def node_table(self, rank: int, gid: str) -> GraphTables | None:
+        """Node tables of a graph: the captured table, else parsed from its code; None if neither."""
+        key = (rank, gid)
+        if key in self._tables:
+            self._tables.move_to_end(key)
+            return self._tables[key]
+        tables: GraphTables | None = None
+        v = self._payload(rank, gid, logformat.NODES)
+        if isinstance(v, dict) and isinstance(v.get("graphs"), list):
+            tables = GraphTables.from_payload(gid, v, source="table")
+        else:
+            code = self.graph_code(rank, gid)
+            if code is not None:
+                parsed, warnings = parse_graph_code(code)
+                tables = GraphTables.from_payload(gid, parsed, source="text", warnings=warnings)
+        self._tables[key] = tables
+        if len(self._tables) > _TABLE_CACHE_SIZE:
+            self._tables.popitem(last=False)
+        return tables
+
+    def symbols(self, rank: int, gid: str) -> dict[str, Any] | None:
+        """The graph's symbol map (`gti_symbols`), or one derived from its node rows."""
+        v = self._payload(rank, gid, logformat.SYMBOLS)
+        if isinstance(v, dict) and isinstance(v.get("symbols"), dict):
+            return v
+        key = ("sym", rank, gid)
+        if key not in self._derived:
+            t = self.node_table(rank, gid)
+            self._derived[key] = derive_symbols(t) if t is not None else None
+        return self._derived[key]
+
+    def devices(self, rank: int, gid: str) -> dict[str, Any] | None:
+        """The graph's device table (`gti_devices`) on this rank, or one derived from node rows."""
+        v = self._payload(rank, gid, logformat.DEVICES)
+        if isinstance(v, dict) and isinstance(v.get("literals"), list):
+            return v
+        key = ("dev", rank, gid)
+        if key not in self._derived:
+            t = self.node_table(rank, gid)
+            self._derived[key] = derive_devices(t) if t is not None else None
+        return self._derived[key]
+
+    def own_device(self, rank: int, gid: str | None = None) -> str | None:
+        """The device this rank computes on, from a device table (captured or inferred)."""
+        if gid is not None:
+            d = self.devices(rank, gid)
+            if d and d.get("own_device"):
+                return d["own_device"]
+        for g in self.graphs(rank):
+            rec = self.graph(rank, g).records.get(logformat.DEVICES)  # type: ignore[union-attr]
+            if rec is not None:
+                d = self.payload(rank, rec)
+                if isinstance(d, dict) and d.get("own_device"):
+                    return d["own_device"]
+        return None
+
+    def close(self) -> None:
+        for r in self._ranks.values():
+            if r.log is not None:
+                r.log.close()
+
+    def __enter__(self) -> "Capture":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Capture({self.path!r}, {self.kind}, ranks={self.ranks})"
+
+
+# ---------------------------------------------------------------------------------------------
+# Opening
+
+
+def _is_torch_log(name: str) -> bool:
+    return name.startswith(logformat.LOG_PREFIX) and name.endswith(".log") and not name.endswith(logformat.LOG_SUFFIX)
+
+
+def _is_our_log(name: str) -> bool:
+    return name.startswith(logformat.LOG_PREFIX) and name.endswith(logformat.LOG_SUFFIX)
+
+
+def open_capture(path: str, *, source: str = "auto") -> Capture:
+    """Open a capture directory, a TORCH_TRACE directory or one log file.
+
+    `source`: "auto" (our logs if any, else torch's), "capture" or "torch" (the `torch_trace/`
+    subdirectory of a capture, or torch's logs in the directory). Raises CaptureUnreadable.
+    """
+    if not os.path.exists(path):
+        raise CaptureUnreadable(f"{path}: no such file or directory")
+    if os.path.isfile(path):
+        return _open_files(path, [path], None, source)
+    try:
+        names = sorted(os.listdir(path))
+    except OSError as e:
+        raise CaptureUnreadable(f"{path}: cannot list directory: {e.strerror or e}") from None
+    manifest = None
+    manifest_error = None
+    if logformat.MANIFEST_NAME in names:
+        mpath = os.path.join(path, logformat.MANIFEST_NAME)
+        try:
+            with open(mpath, "rb") as f:
+                manifest = orjson.loads(f.read())
+            if not isinstance(manifest, dict):
+                raise ValueError("not a JSON object")
+        except (OSError, ValueError) as e:
+            manifest = None
+            manifest_error = ReadError(mpath, None, f"manifest does not parse: {e}")
+    ours = [os.path.join(path, n) for n in names if _is_our_log(n)]
+    torch_dir = os.path.join(path, "torch_trace")
+    torch_logs = [os.path.join(path, n) for n in names if _is_torch_log(n)]
+    if not torch_logs and os.path.isdir(torch_dir):
+        torch_logs = [os.path.join(torch_dir, n) for n in sorted(os.listdir(torch_dir)) if _is_torch_log(n)]
+    if source == "torch" or (source == "auto" and not ours and torch_logs):
+        if not torch_logs:
+            raise CaptureUnreadable(f"{path}: no TORCH_TRACE logs (dedicated_log_torch_trace_rank_*.log)")
+        cap = _open_files(path, torch_logs, None, "torch")
+    else:
+        if not ours:
+            other = [n for n in names if n.endswith(".log")]
+            hint = f" (found {', '.join(other[:3])})" if other else ""
+            raise CaptureUnreadable(f"{path}: not a capture: no {logformat.LOG_PREFIX}<R>{logformat.LOG_SUFFIX} logs{hint}")
+        cap = _open_files(path, ours, manifest, "capture")
+        if os.path.isdir(torch_dir):
+            cap.torch_trace_dir = torch_dir
+    if manifest_error is not None:
+        cap.errors.insert(0, manifest_error)
+    cap.manifest = manifest
+    _check_manifest(cap, path)
+    return cap
+
+
+def _check_manifest(cap: Capture, path: str) -> None:
+    m = cap.manifest
+    if m is None:
+        if cap.kind == "capture":
+            cap.errors.append(ReadError(os.path.join(path, logformat.MANIFEST_NAME), None, "no manifest (capture still running or copied without it)"))
+        return
+    version = m.get("format_version")
+    if isinstance(version, int) and version > logformat.FORMAT_VERSION:
+        cap.errors.append(ReadError(os.path.join(path, logformat.MANIFEST_NAME), None, f"format version {version} is newer than this reader's {logformat.FORMAT_VERSION}; reading what is understood"))
+    ranks = m.get("ranks")
+    if isinstance(ranks, dict):
+        for key, info in ranks.items():
+            try:
+                r = int(key)
+            except ValueError:
+                continue
+            if r not in cap._ranks:
+                log = info.get("log") if isinstance(info, dict) else None
+                cap.errors.append(ReadError(os.path.join(path, log or logformat.log_file_name(r)), None, f"rank {r}: log missing", r))
+
+
+def _open_files(path: str, files: list[str], manifest: dict | None, source: str) -> Capture:
+    by_rank: dict[int, list[str]] = {}
+    unranked: list[str] = []
+    for f in files:
+        r = logformat.rank_of_log_name(os.path.basename(f))
+        if r is None:
+            unranked.append(f)
+        else:
+            by_rank.setdefault(r, []).append(f)
+    errors: list[ReadError] = []
+    logs: dict[int, LogFile] = {}
+    for r, fs in sorted(by_rank.items()):
+        if len(fs) > 1:
+            fs = sorted(fs, key=lambda p: os.path.getsize(p), reverse=True)
+            for extra in fs[1:]:
+                errors.append(ReadError(extra, None, f"another log for rank {r}; reading the largest, {os.path.basename(fs[0])}", r))
+        logs[r] = LogFile(fs[0], rank=r)
+    for f in unranked:
+        log = LogFile(f)
+        r = next((rec.rank for rec in log.records if rec.rank is not None), None)
+        if r is None:
+            r = 0
+        log.rank = r
+        if r in logs:
+            errors.append(ReadError(f, None, f"another log for rank {r}; ignored", r))
+            log.close()
+            continue
+        logs[r] = log
+    if not logs:
+        raise CaptureUnreadable(f"{path}: no logs to read")
+    kind = "torch_trace" if source == "torch" else "capture"
+    if source == "auto":
+        kind = "capture" if any(rec.kind == logformat.HEADER for lg in logs.values() for rec in lg.records[:50]) else "torch_trace"
+        if kind == "capture" and not any(rec.kind.startswith("gti_") for lg in logs.values() for rec in lg.records):
+            kind = "torch_trace"
+    cap = Capture(path, kind)
+    cap.errors.extend(errors)
+    readable = 0
+    for r, log in sorted(logs.items()):
+        rd = _Rank(r)
+        rd.log = log
+        cap._ranks[r] = rd
+        if log.records:
+            readable += 1
+        if kind == "capture":
+            _index_capture_rank(cap, rd)
+        else:
+            _index_torch_rank(cap, rd)
+    if readable == 0:
+        msgs = "; ".join(str(e) for lg in logs.values() for e in lg.errors[:1])
+        raise CaptureUnreadable(f"{path}: no readable records ({msgs})" if msgs else f"{path}: no readable records")
+    return cap
+
+
+def _index_capture_rank(cap: Capture, rd: _Rank) -> None:
+    log = rd.log
+    assert log is not None
+    n_other = 0
+    for rec in log.records:
+        kind = rec.kind
+        if rec.rank is None and kind.startswith("gti_"):
+            log.errors.append(ReadError(log.path, log.line_of(rec.offset), f"{kind} record without a rank", rd.rank))
+        elif rec.rank is not None and rec.rank != rd.rank and kind.startswith("gti_"):
+            log.errors.append(ReadError(log.path, log.line_of(rec.offset), f"{kind} record of rank {rec.rank} in the log of rank {rd.rank}", rd.rank))
+        if kind in logformat.GRAPH_KINDS:
+            gid = rec.meta.get("gid")
+            if not isinstance(gid, str):
+                log.errors.append(ReadError(log.path, log.line_of(rec.offset), f"{kind} record without a gid", rd.rank))
+                continue
+            ref = rd.graphs.get(gid)
+            if ref is None:
+                ref = rd.graphs[gid] = GraphRef(rd.rank, gid)
+            ref.records[kind] = rec
+            if isinstance(rec.meta.get("nodes"), int):
+                ref.nodes = rec.meta["nodes"]
+        elif kind == logformat.PASS:
+            rd.pass_recs.append(rec)
+        elif kind == logformat.PASS_START:
+            rd.start_recs.append(rec)
+        elif kind == logformat.RANKS:
+            rd.rank_recs.append(rec)
+        elif kind == logformat.ERROR:
+            rd.error_recs.append(rec)
+        elif kind == logformat.END:
+            rd.end_rec = rec
+        elif kind == logformat.HEADER:
+            if rd.header_rec is None:
+                rd.header_rec = rec
+        else:
+            n_other += 1
+    if rd.header_rec is not None:
+        h = log.payload(rd.header_rec)
+        if isinstance(h, dict):
+            rd.header = h
+            v = h.get("format_version")
+            if isinstance(v, int) and v > logformat.FORMAT_VERSION:
+                log.errors.append(ReadError(log.path, log.line_of(rd.header_rec.offset), f"format version {v} is newer than this reader's {logformat.FORMAT_VERSION}; reading what is understood", rd.rank))
+    elif log.records:
+        log.errors.append(ReadError(log.path, None, "no gti_header record", rd.rank))
+
+
+def _index_torch_rank(cap: Capture, rd: _Rank) -> None:
+    log = rd.log
+    assert log is not None
+    for rec in log.records:
+        kind = rec.kind
+        label = None
+        if "artifact" in rec.env:
+            if kind in TORCH_GRAPH_ARTIFACTS and rec.meta.get("encoding") == "string":
+                label = kind
+        elif kind in TORCH_GRAPH_KINDS:
+            label = kind
+            if kind == "graph_dump":
+                name = rec.meta.get("name")
+                label = f"graph_dump:{name}" if name else kind
+        if label is None or not rec.has_payload:
+            continue
+        md5 = rec.env.get("has_payload")
+        gid = "t" + (md5[:16] if isinstance(md5, str) and len(md5) >= 16 else f"{rec.offset:016x}")
+        ref = rd.graphs.get(gid)
+        if ref is None:
+            ref = rd.graphs[gid] = GraphRef(rd.rank, gid, label=label, compile_id=rec.compile_id)
+            ref.records[logformat.GRAPH_CODE] = rec
+        rd.torch_states.append((label, ref if ref.compile_id == rec.compile_id else GraphRef(rd.rank, gid, dict(ref.records), ref.nodes, label, rec.compile_id)))

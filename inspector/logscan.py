@@ -1,0 +1,227 @@
+"""One structured log file (ours or torch's TORCH_TRACE), indexed by record offsets in one scan.
+
+Opening a log maps it into memory and finds every record's first line with one regular-expression
+scan for line starts that are not payload lines (payload lines start with a tab), so the scan
+never looks inside payloads: only envelopes are parsed. Payloads are decoded (md5 checked, JSON
+parsed) only when asked, through a small LRU cache.
+
+Anything wrong with the file becomes a `ReadError` naming the file and line; the records that
+are readable stay usable. Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import re
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from capture import logformat
+
+# A line start that is not a payload line: an envelope, or garbage.
+_LINE_START_RE = re.compile(rb"\n[^\t]")
+_PAYLOAD_CACHE_SIZE = 48
+
+
+@dataclass(frozen=True)
+class ReadError:
+    """A problem reading the input: one line, naming the file and the line."""
+
+    path: str
+    line: int | None
+    message: str
+    rank: int | None = None
+
+    def __str__(self) -> str:
+        where = self.path if self.line is None else f"{self.path}:{self.line}"
+        return f"{where}: {self.message}"
+
+
+@dataclass
+class Record:
+    """One record of a log: where it is and its envelope; the payload is read on demand."""
+
+    index: int
+    kind: str  # our artifact name (gti_pass ...), torch's artifact name, or torch's envelope key
+    offset: int  # first byte of the envelope line
+    payload_start: int  # first byte of the payload lines (== end when there is none)
+    end: int  # first byte after the record
+    env: dict[str, Any] = field(repr=False)
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        """The artifact object (our index keys: gid, seq, nodes ...) or torch's metadata object."""
+        art = self.env.get("artifact")
+        if isinstance(art, dict):
+            return art
+        v = self.env.get(self.kind)
+        return v if isinstance(v, dict) else {}
+
+    @property
+    def rank(self) -> int | None:
+        r = self.env.get("rank")
+        return r if isinstance(r, int) else None
+
+    @property
+    def compile_id(self) -> str | None:
+        return logformat.compile_id_of(self.env)
+
+    @property
+    def has_payload(self) -> bool:
+        return self.end > self.payload_start
+
+    @property
+    def payload_bytes(self) -> int:
+        return self.end - self.payload_start
+
+
+class LogFile:
+    """Index of one log file. `records` in file order; `errors` found so far (scan and decode)."""
+
+    def __init__(self, path: str, *, rank: int | None = None, ours: bool | None = None):
+        self.path = path
+        self.rank = rank
+        self.records: list[Record] = []
+        self.errors: list[ReadError] = []
+        self.size = 0
+        self._buf: Any = b""
+        self._fh = None
+        self._cache: OrderedDict[int, Any] = OrderedDict()
+        self._bad: set[int] = set()  # records known damaged by the scan (truncated)
+        self._bad_payload: set[int] = set()  # records whose payload failed to decode
+        self._line_marks: list[tuple[int, int]] = [(0, 1)]  # (offset, line number at offset)
+        self.truncated = False
+        self._open()
+
+    # -- scanning ------------------------------------------------------------------------------
+
+    def _err(self, offset: int | None, message: str) -> None:
+        line = None if offset is None else self.line_of(offset)
+        self.errors.append(ReadError(self.path, line, message, self.rank))
+
+    def _open(self) -> None:
+        try:
+            self._fh = open(self.path, "rb")
+            self.size = os.fstat(self._fh.fileno()).st_size
+        except OSError as e:
+            self.errors.append(ReadError(self.path, None, f"cannot read: {e.strerror or e}", self.rank))
+            return
+        if self.size == 0:
+            self.errors.append(ReadError(self.path, None, "empty file", self.rank))
+            return
+        try:
+            self._buf = mmap.mmap(self._fh.fileno(), 0, access=mmap.ACCESS_READ)
+        except (OSError, ValueError):
+            self._buf = self._fh.read()
+        self._scan()
+
+    def _scan(self) -> None:
+        buf = self._buf
+        size = self.size
+        starts = [0] if buf[0:1] != b"\t" else []
+        if not starts:
+            self._err(0, "payload line before the first record")
+        starts.extend(m.start() + 1 for m in _LINE_START_RE.finditer(buf))
+        self.truncated = buf[size - 1 : size] != b"\n"
+        records = self.records
+        glog_match = logformat.GLOG_RE.match
+        n = len(starts)
+        for i, start in enumerate(starts):
+            nl = buf.find(b"\n", start)
+            line_end = size if nl < 0 else nl
+            nxt = starts[i + 1] if i + 1 < n else size
+            if line_end == start:  # an empty line
+                self._err(start, "empty line (a blank payload line must be a lone tab)")
+                continue
+            line = buf[start:line_end]
+            if glog_match(line) is None:
+                self._err(start, f"not a structured-log line: {_preview(line)}")
+                continue
+            try:
+                env = logformat.parse_envelope_line(line)
+                kind = logformat.record_kind(env)
+            except logformat.FormatError as e:
+                msg = str(e)
+                if nl < 0:
+                    msg = f"truncated record (file ends mid-line): {msg}"
+                self._err(start, msg)
+                continue
+            if kind.startswith("gti_") and kind not in logformat.KINDS:
+                self._err(start, f"unknown record kind {kind!r} (written by a newer graphtrain-inspect?)")
+                continue
+            payload_start = min(line_end + 1, nxt)
+            records.append(Record(len(records), kind, start, payload_start, nxt, env))
+        if self.truncated and records and records[-1].end == size:
+            rec = records[-1]
+            self._err(rec.offset, f"last record ({rec.kind}) is truncated: the file ends mid-line")
+            self._bad.add(rec.index)
+
+    # -- lines ---------------------------------------------------------------------------------
+
+    def line_of(self, offset: int) -> int:
+        """1-based line number of the byte at `offset` (counted lazily, cached by position)."""
+        best = (0, 1)
+        for mark in self._line_marks:
+            if mark[0] <= offset and mark[0] >= best[0]:
+                best = mark
+        line = best[1] + bytes(self._buf[best[0] : offset]).count(b"\n")
+        self._line_marks.append((offset, line))
+        if len(self._line_marks) > 64:
+            self._line_marks = sorted(self._line_marks)[-32:]
+        return line
+
+    # -- payloads ------------------------------------------------------------------------------
+
+    def raw_payload(self, rec: Record) -> bytes:
+        """The payload lines as stored (tabs on), without the final newline."""
+        end = rec.end
+        if end > rec.payload_start and self._buf[end - 1 : end] == b"\n":
+            end -= 1
+        return bytes(self._buf[rec.payload_start : end])
+
+    def payload(self, rec: Record, *, verify: bool = True) -> Any:
+        """The decoded payload, or None when the record has none or it is damaged (then an error)."""
+        cached = self._cache.get(rec.index)
+        if cached is not None:
+            self._cache.move_to_end(rec.index)
+            return cached
+        if not rec.has_payload or rec.index in self._bad_payload:
+            return None
+        raw = self.raw_payload(rec)
+        try:
+            value = logformat.decode_payload(raw.split(b"\n"), rec.env, verify=verify)
+        except logformat.FormatError as e:
+            self._bad_payload.add(rec.index)
+            if rec.index not in self._bad:  # a truncated last record was reported by the scan
+                self._err(rec.offset, f"{rec.kind}: {e}")
+            return None
+        self._cache[rec.index] = value
+        if len(self._cache) > _PAYLOAD_CACHE_SIZE:
+            self._cache.popitem(last=False)
+        return value
+
+    def verify(self) -> int:
+        """Decode every payload (md5 checked); return how many are damaged. Errors are recorded."""
+        bad = 0
+        for rec in self.records:
+            if rec.has_payload and self.payload(rec) is None:
+                bad += 1
+        return bad
+
+    def close(self) -> None:
+        self._cache.clear()
+        if isinstance(self._buf, mmap.mmap):
+            try:
+                self._buf.close()
+            except BufferError:
+                pass
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+
+def _preview(line: bytes, n: int = 60) -> str:
+    text = line[:n].decode("utf-8", "replace")
+    return repr(text + ("..." if len(line) > n else ""))

@@ -1,0 +1,119 @@
+"""Graph states of each rank (the traced graph, then each pass's outputs) and how they line up.
+
+A `Stage` is one graph a rank had at one point of a pipeline: the traced graph (`pass_name ==
+"trace"`), or one output role of one pass application. Its `StageKey` (pipeline key, pass name,
+occurrence of that pass name in the pipeline, role) is the same on every rank that ran the same
+passes, which is how graphs are compared across ranks. `parent` is the stage the pass received,
+which is how findings are blamed on the pass that introduced them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from inspector.capture_index import Capture, PassRecord
+
+TRACE = "trace"
+
+
+@dataclass(frozen=True)
+class StageKey:
+    pipeline: str
+    pass_name: str
+    occurrence: int
+    role: str
+
+    def label(self) -> str:
+        base = self.pass_name if self.occurrence == 0 else f"{self.pass_name}[{self.occurrence}]"
+        return base if self.role == "out" else f"{base}:{self.role}"
+
+
+@dataclass
+class Stage:
+    rank: int
+    key: StageKey
+    gid: str
+    pass_rec: "PassRecord | None"  # None for the traced graph
+    parent: "Stage | None"
+    order: int  # position in the rank's stage list
+
+    @property
+    def pass_name(self) -> str:
+        return self.key.pass_name
+
+    @property
+    def seq(self) -> int | None:
+        return self.pass_rec.seq if self.pass_rec is not None else None
+
+    def __repr__(self) -> str:
+        return f"Stage(r{self.rank} {self.key.pipeline} {self.key.label()} {self.gid})"
+
+
+def rank_stages(cap: "Capture", rank: int) -> list[Stage]:
+    """Stages of one rank in pipeline order: traced graph first, then each finished pass's outputs."""
+    out: list[Stage] = []
+    for pl in cap.pipelines(rank):
+        counts: dict[tuple[str, str], int] = {}
+        latest: dict[str, Stage] = {}  # gid -> latest stage holding it
+
+        def add(name: str, role: str, gid: str, rec: "PassRecord | None", parent: Stage | None) -> Stage:
+            k = counts.get((name, role), 0)
+            counts[(name, role)] = k + 1
+            st = Stage(rank, StageKey(pl.key, name, k, role), gid, rec, parent, len(out))
+            out.append(st)
+            latest[gid] = st
+            return st
+
+        for p in pl.passes:
+            if p.status != "ok" or not p.after:
+                continue
+            if p.before is None:
+                # a graph torch logged with nothing before it: a traced graph of its own
+                for role, gid in p.after.items():
+                    add(TRACE if p.traced else p.name, role, gid, None if p.traced else p, None)
+                continue
+            parent = latest.get(p.before)
+            if parent is None:
+                parent = add(TRACE, "out", p.before, None, None)
+            for role, gid in p.after.items():
+                add(p.name, role, gid, p, parent)
+    return out
+
+
+class StageIndex:
+    """Stages of every rank, and the same stage across ranks."""
+
+    def __init__(self, cap: "Capture"):
+        self.cap = cap
+        self.by_rank: dict[int, list[Stage]] = {r: rank_stages(cap, r) for r in cap.ranks}
+        self.by_key: dict[StageKey, dict[int, Stage]] = {}
+        self.keys: list[StageKey] = []
+        for r in sorted(self.by_rank):
+            for st in self.by_rank[r]:
+                d = self.by_key.get(st.key)
+                if d is None:
+                    d = self.by_key[st.key] = {}
+                    self.keys.append(st.key)
+                d[r] = st
+
+    def across(self, key: StageKey) -> dict[int, Stage]:
+        return self.by_key.get(key, {})
+
+    def find(self, pass_name: str, rank: int | None = None) -> list[StageKey]:
+        """Stage keys of a pass by name, `module:qualname`, `#seq` (on `rank`), or `trace`."""
+        out = []
+        for key in self.keys:
+            stages = self.by_key[key]
+            if key.pass_name == pass_name:
+                out.append(key)
+                continue
+            for r, st in stages.items():
+                p = st.pass_rec
+                if p is None or (rank is not None and r != rank):
+                    continue
+                if pass_name in (p.qualname, f"#{p.seq}") or (p.qualname and p.qualname.endswith(":" + pass_name)):
+                    out.append(key)
+                    break
+        return out

@@ -1,0 +1,85 @@
+"""Trace the whole training step once into a joint FX graph.
+
+make_fx under a FakeTensorMode that owns a ShapeEnv: ``.tolist()`` of routing
+counts yields unbacked SymInts (u0, u1, ...), every node carries
+``meta['val']`` (FakeTensors / SymInts), and mesh coordinates come out of
+``torch.ops.device_mesh._runtime_compute_coordinate_on_dim`` (we trace with
+``torch.distributed.config.compile_on_one_rank`` on).
+"""
+
+from __future__ import annotations
+
+import re
+
+import torch
+import torch.fx as fx
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.proxy_tensor import make_fx
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+from samples.parallel import compile_on_one_rank_ctx
+
+
+def _sanitize(name: str) -> str:
+    return re.sub(r"[^0-9a-zA-Z_]", "_", name)
+
+
+def fake_mode_of(gm: fx.GraphModule):
+    """The FakeTensorMode of a traced graph (from any node's meta['val'])."""
+    for node in gm.graph.nodes:
+        val = node.meta.get("val")
+        if isinstance(val, torch.Tensor) and hasattr(val, "fake_mode"):
+            return val.fake_mode
+    return None
+
+
+def shape_env_of(gm: fx.GraphModule):
+    env = getattr(gm, "shape_env", None)
+    if env is not None:
+        return env
+    fm = fake_mode_of(gm)
+    return fm.shape_env if fm is not None else None
+
+
+def trace_train_step(step, args, input_names):
+    """Trace ``step(*args)`` (forward + loss + autograd.grad) into one graph.
+
+    Returns ``(gm, fake_args)``.  Placeholders are renamed after
+    ``input_names``; every node gets ``meta['phase']`` ('forward' or
+    'backward', the latter also ``meta['autograd_backward'] = True``).
+    """
+    shape_env = ShapeEnv()
+    fake_mode = FakeTensorMode(shape_env=shape_env, allow_non_fake_inputs=False)
+    fake_args = []
+    for a in args:
+        fa = fake_mode.from_tensor(a, static_shapes=True)
+        if a.requires_grad and not fa.requires_grad:  # pragma: no cover
+            fa.requires_grad_(True)
+        fake_args.append(fa)
+
+    with compile_on_one_rank_ctx(True):
+        gm = make_fx(step, tracing_mode="fake", record_stack_traces=True)(*fake_args)
+    gm.shape_env = shape_env
+
+    # readable placeholder names (make_fx names them arg0_1, ...)
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for node, name in zip(placeholders, input_names):
+        node.meta["gti_input"] = name
+        new = _sanitize(name)
+        rename = getattr(node, "_rename", None)
+        if rename is not None:
+            rename(new)
+            node.target = node.name
+
+    boundary = getattr(step, "phase_boundary", None)
+    for i, node in enumerate(gm.graph.nodes):
+        if node.op in ("placeholder", "output"):
+            continue
+        if boundary is not None and i >= boundary:
+            node.meta["phase"] = "backward"
+            node.meta["autograd_backward"] = True
+        else:
+            node.meta["phase"] = "forward"
+    gm.graph.lint()
+    gm.recompile()
+    return gm, fake_args

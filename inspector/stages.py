@@ -51,9 +51,14 @@ class Stage:
         return f"Stage(r{self.rank} {self.key.pipeline} {self.key.label()} {self.gid})"
 
 
-def rank_stages(cap: "Capture", rank: int) -> list[Stage]:
-    """Stages of one rank in pipeline order: traced graph first, then each finished pass's outputs."""
+def rank_stages(cap: "Capture", rank: int, *, containers: bool = False) -> list[Stage]:
+    """Stages of one rank in pipeline order: traced graph first, then each finished pass's outputs.
+
+    Passes that contain other recorded passes (a pass that calls passes) are left out unless
+    `containers`: their effect is the sum of their children's, which are blamed instead.
+    """
     out: list[Stage] = []
+    parents = {p.parent for p in cap.passes(rank) if p.parent is not None}
     for pl in cap.pipelines(rank):
         counts: dict[tuple[str, str], int] = {}
         latest: dict[str, Stage] = {}  # gid -> latest stage holding it
@@ -67,7 +72,7 @@ def rank_stages(cap: "Capture", rank: int) -> list[Stage]:
             return st
 
         for p in pl.passes:
-            if p.status != "ok" or not p.after:
+            if p.status != "ok" or not p.after or (p.seq in parents and not containers):
                 continue
             if p.before is None:
                 # a graph torch logged with nothing before it: a traced graph of its own

@@ -1,0 +1,135 @@
+"""Checks: find the bugs of graph-based distributed training in a capture, and blame a pass.
+
+    from inspector.checks import run_checks, check_report
+    findings = run_checks(cap)                       # list[Finding], errors first
+    report = check_report(cap)                       # findings + summary (+ checks that could not run)
+
+Each check is a small module in this package, registered in CHECKS below, with `KIND`,
+`DESCRIPTION` and `run(ctx) -> list[Finding]`. Checks look at every graph state (the traced graph,
+then each pass's outputs, on every rank); `inspector.checks.blame` turns per-stage observations
+into findings that name the first pass after which each one appears (`introduced_by`, or
+`"trace"` when the traced graph already has it) and the last pass where it is still present
+(`pass`).
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from inspector.capture_index import Capture
+
+SEVERITIES = ("error", "warning", "info")
+SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
+
+# kind -> module; the order is the order of the report
+CHECKS: dict[str, str] = {
+    "rank-baked-constant": "inspector.checks.rank_baked",
+    "device-baked": "inspector.checks.device_baked",
+    "stale-unbacked-symbol": "inspector.checks.stale_symbol",
+    "rank-divergent-graph": "inspector.checks.rank_divergent",
+}
+
+
+@dataclass
+class Finding:
+    """One problem found, as `check --json` prints it (`pass_` is the JSON key `pass`)."""
+
+    kind: str
+    severity: str
+    message: str
+    introduced_by: str | None = None  # first pass after which it appears, or "trace"
+    pass_: str | None = None  # last pass where it is still present ("trace" if none kept it)
+    ranks: list[int] = field(default_factory=list)
+    graph: str | None = None  # gid of the graph where it first appears (lowest rank)
+    subgraph: str | None = None  # nested subgraph path, None for the root
+    node: str | None = None
+    evidence: dict[str, Any] = field(default_factory=dict)
+    pipeline: str | None = None
+    introduced_seq: int | None = None  # seq of the introducing pass on the lowest rank
+    last_seq: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "severity": self.severity,
+            "introduced_by": self.introduced_by,
+            "pass": self.pass_,
+            "ranks": list(self.ranks),
+            "graph": self.graph,
+            "subgraph": self.subgraph or None,
+            "node": self.node,
+            "message": self.message,
+            "evidence": self.evidence,
+            "pipeline": self.pipeline,
+            "introduced_seq": self.introduced_seq,
+            "last_seq": self.last_seq,
+        }
+
+
+@dataclass
+class NotRun:
+    check: str
+    reason: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"check": self.check, "reason": self.reason}
+
+
+@dataclass
+class Report:
+    findings: list[Finding]
+    not_run: list[NotRun]
+    notes: list[str]
+    cap: Any = field(default=None, repr=False)
+
+    def counts(self) -> dict[str, int]:
+        c = {s: 0 for s in SEVERITIES}
+        for f in self.findings:
+            c[f.severity] = c.get(f.severity, 0) + 1
+        return c
+
+    def summary(self) -> dict[str, Any]:
+        by_kind: dict[str, int] = {}
+        for f in self.findings:
+            by_kind[f.kind] = by_kind.get(f.kind, 0) + 1
+        cap = self.cap
+        return {
+            **self.counts(),
+            "findings": len(self.findings),
+            "by_kind": by_kind,
+            "checks": list(CHECKS),
+            "not_run": [n.to_json() for n in self.not_run],
+            "notes": list(self.notes),
+            "source": getattr(cap, "kind", None),
+            "ranks": list(getattr(cap, "ranks", [])),
+            "read_errors": [str(e) for e in cap.all_errors()] if cap is not None else [],
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        return {"findings": [f.to_json() for f in self.findings], "summary": self.summary()}
+
+
+def _sort_key(f: Finding) -> tuple:
+    return (SEVERITY_RANK.get(f.severity, 9), list(CHECKS).index(f.kind) if f.kind in CHECKS else 99, f.pipeline or "", f.introduced_seq if f.introduced_seq is not None else -1, f.subgraph or "", f.node or "")
+
+
+def check_report(cap: "Capture", only: list[str] | None = None) -> Report:
+    from inspector.checks.context import CheckContext
+
+    ctx = CheckContext(cap)
+    findings: list[Finding] = []
+    for kind, module in CHECKS.items():
+        if only and kind not in only:
+            continue
+        mod = importlib.import_module(module)
+        findings.extend(mod.run(ctx))
+    findings.sort(key=_sort_key)
+    return Report(findings, ctx.not_run, ctx.notes, cap)
+
+
+def run_checks(cap: "Capture", only: list[str] | None = None) -> list[Finding]:
+    """Every registered check on the capture (or those named in `only`); errors first."""
+    return check_report(cap, only).findings

@@ -1,0 +1,248 @@
+"""What every check shares: cached tables and rank diffs, rank-derived vectors, and blame.
+
+A check reports `Observation`s at graph states (per rank: one `Stage`; across ranks: one
+`StageKey`). `blame_*` links each observation to the same observation (same `key`) in the state
+the pass received: a chain of them is one problem, introduced where the chain starts (`trace` if
+that is the traced graph) and present until where it ends. Chains of several ranks with the same
+start and key become one `Finding` listing those ranks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Hashable, Iterable
+
+from inspector.checks import Finding, NotRun
+from inspector.diff import GraphDiff, diff_tables
+from inspector.graphmodel import GraphTables
+from inspector.normalize import GraphNormalizer, RankContext
+from inspector.stages import TRACE, Stage, StageIndex, StageKey
+
+if TYPE_CHECKING:
+    from inspector.capture_index import Capture
+
+
+@dataclass
+class Observation:
+    """Something a check saw in one graph state; `key` must not depend on node names."""
+
+    key: Hashable
+    severity: str
+    message: str
+    node: str | None = None
+    subgraph: str | None = None
+    evidence: dict[str, Any] = field(default_factory=dict)
+    # a coarser key, tried when no chain continues `key`: the same problem after a pass that
+    # changed the node's op or position (e.g. operator.mul -> aten.mul.Tensor when lowering)
+    loose_key: Hashable | None = None
+
+
+@dataclass
+class _Chain:
+    first: Any
+    last: Any
+    obs: Observation
+    rank: int | None
+
+
+def _chains(points: list[Any], parent: Callable[[Any], Any], observe: Callable[[Any], Iterable[Observation]], order: Callable[[Any], int], rank: int | None) -> list[_Chain]:
+    chains: list[_Chain] = []
+    at: dict[tuple[Any, Hashable], _Chain] = {}
+    loose_at: dict[tuple[Any, Hashable], list[_Chain]] = {}
+    for p in points:
+        par = parent(p)
+        seen: dict[Hashable, int] = {}
+        pending: list[tuple[Observation, tuple]] = []
+        taken: set[int] = set()
+        for o in observe(p):
+            n = seen.get(o.key, 0)
+            seen[o.key] = n + 1
+            k = (o.key, n)
+            ch = at.get((par, k)) if par is not None else None
+            if ch is None:
+                pending.append((o, k))
+                continue
+            taken.add(id(ch))
+            if order(p) > order(ch.last):
+                ch.last = p
+            at[(p, k)] = ch
+            if o.loose_key is not None:
+                loose_at.setdefault((p, o.loose_key), []).append(ch)
+        for o, k in pending:
+            ch = None
+            if par is not None and o.loose_key is not None:
+                for cand in loose_at.get((par, o.loose_key), []):
+                    if id(cand) not in taken:
+                        ch = cand
+                        break
+            if ch is None:
+                ch = _Chain(p, p, o, rank)
+                chains.append(ch)
+            elif order(p) > order(ch.last):
+                ch.last = p
+            taken.add(id(ch))
+            at[(p, k)] = ch
+            if o.loose_key is not None:
+                loose_at.setdefault((p, o.loose_key), []).append(ch)
+    return chains
+
+
+class CheckContext:
+    def __init__(self, cap: "Capture"):
+        self.cap = cap
+        self.index = StageIndex(cap)
+        self.not_run: list[NotRun] = []
+        self.notes: list[str] = []
+        self._rank_ctx: dict[int, RankContext] = {}
+        self._norm: dict[tuple[int, str], GraphNormalizer] = {}
+        self._rdiff: dict[tuple[StageKey, int, int], GraphDiff | None] = {}
+        self._groups: list[list[int]] | None = None
+        self._vectors: dict[str, dict[int, int]] | None = None
+
+    def skip(self, check: str, reason: str) -> None:
+        if not any(n.check == check and n.reason == reason for n in self.not_run):
+            self.not_run.append(NotRun(check, reason))
+
+    # -- per-graph data ------------------------------------------------------------------------
+
+    def tables(self, rank: int, gid: str) -> GraphTables | None:
+        return self.cap.node_table(rank, gid)
+
+    def rank_ctx(self, rank: int) -> RankContext:
+        ctx = self._rank_ctx.get(rank)
+        if ctx is None:
+            ctx = RankContext.from_table(rank, self.cap.rank_table(rank), local_rank=self.cap.local_rank(rank), own_device=self.cap.own_device(rank))
+            self._rank_ctx[rank] = ctx
+        return ctx
+
+    def normalizer(self, rank: int, gid: str) -> GraphNormalizer:
+        key = (rank, gid)
+        n = self._norm.get(key)
+        if n is None:
+            ctx = self.rank_ctx(rank)
+            own = self.cap.own_device(rank, gid)
+            if own != ctx.own_device:
+                ctx = RankContext(ctx.rank, ctx.local_rank, own, ctx.group_keys, ctx.coordinates, ctx.group_positions)
+            n = self._norm[key] = GraphNormalizer(self.tables(rank, gid), ctx)
+        return n
+
+    # -- ranks -----------------------------------------------------------------------------------
+
+    def rank_groups(self) -> list[list[int]]:
+        """Ranks whose graphs ought to agree: all ranks, split by pipeline-parallel stage if any."""
+        if self._groups is None:
+            groups: dict[Any, list[int]] = {}
+            for r in self.cap.ranks:
+                coords = self.rank_ctx(r).coordinates
+                pp = next((v for d, v in coords.items() if d.lower() in ("pp", "pipeline", "stage", "pp_stage")), None)
+                groups.setdefault(pp, []).append(r)
+            self._groups = [sorted(g) for g in groups.values()]
+        return self._groups
+
+    def vectors(self) -> dict[str, dict[int, int]]:
+        """Rank-derived integer vectors: global rank, local rank, mesh coordinates, group ranks."""
+        if self._vectors is None:
+            vec: dict[str, dict[int, int]] = {"rank": {r: r for r in self.cap.ranks}}
+            local = {r: self.cap.local_rank(r) for r in self.cap.ranks}
+            if all(isinstance(v, int) for v in local.values()):
+                vec["local_rank"] = local  # type: ignore[assignment]
+            dims: dict[str, dict[int, int]] = {}
+            groups: dict[str, dict[int, int]] = {}
+            for r in self.cap.ranks:
+                ctx = self.rank_ctx(r)
+                for d, c in ctx.coordinates.items():
+                    dims.setdefault(d, {})[r] = c
+                for g, pos in ctx.group_positions.items():
+                    groups.setdefault(g, {})[r] = pos
+            for d, m in dims.items():
+                if len(m) == len(self.cap.ranks):
+                    vec[f"coordinate[{d}]"] = m
+            for g, m in groups.items():
+                if len(m) == len(self.cap.ranks) and g != "world":
+                    vec[f"group_rank[{g}]"] = m
+            self._vectors = vec
+        return self._vectors
+
+    def rank_diff(self, key: StageKey, ref: int, other: int) -> GraphDiff | None:
+        """Normalized diff of one stage's graph on two ranks (cached); None if unavailable."""
+        k = (key, ref, other)
+        if k in self._rdiff:
+            return self._rdiff[k]
+        stages = self.index.across(key)
+        d = None
+        if ref in stages and other in stages:
+            ga, gb = stages[ref].gid, stages[other].gid
+            ta, tb = self.tables(ref, ga), self.tables(other, gb)
+            if ta is not None and tb is not None:
+                d = diff_tables(ta, tb, a_label=f"rank {ref}", b_label=f"rank {other}", norm_a=self.normalizer(ref, ga), norm_b=self.normalizer(other, gb))
+        self._rdiff[k] = d
+        return d
+
+    def parent_key(self, key: StageKey, rank: int) -> StageKey | None:
+        st = self.index.across(key).get(rank)
+        return st.parent.key if st is not None and st.parent is not None else None
+
+    # -- blame -----------------------------------------------------------------------------------
+
+    def blame_per_rank(self, kind: str, observe: Callable[[Stage], Iterable[Observation]]) -> list[Finding]:
+        """Observations made on each rank's stages, chained within the rank, merged across ranks."""
+        chains: list[_Chain] = []
+        for r in self.cap.ranks:
+            stages = self.index.by_rank.get(r, [])
+            chains.extend(_chains(stages, lambda s: s.parent, observe, lambda s: s.order, r))
+        merged: dict[tuple, list[_Chain]] = {}
+        for ch in chains:
+            merged.setdefault((ch.first.key, ch.obs.key, ch.obs.severity), []).append(ch)
+        out = []
+        for group in merged.values():
+            group.sort(key=lambda c: c.rank)
+            first = group[0]
+            out.append(self._finding(kind, first.first, first.last, first.obs, sorted({c.rank for c in group})))  # type: ignore[arg-type]
+        return out
+
+    def blame_across(self, kind: str, observe: Callable[[StageKey, list[int]], Iterable[Observation]]) -> list[Finding]:
+        """Observations made on stage keys across a group of ranks, chained through the lowest rank."""
+        out = []
+        for group in self.rank_groups():
+            if len(group) < 2:
+                continue
+            ref = group[0]
+            keys = [st.key for st in self.index.by_rank.get(ref, [])]
+            order = {k: i for i, k in enumerate(keys)}
+            chains = _chains(
+                keys,
+                lambda k: self.parent_key(k, ref),
+                lambda k: observe(k, group),
+                lambda k: order.get(k, -1),
+                None,
+            )
+            for ch in chains:
+                ranks = ch.obs.evidence.get("_ranks") or group
+                ch.obs.evidence.pop("_ranks", None)
+                st_first = self.index.across(ch.first)[ref]
+                st_last = self.index.across(ch.last)[ref]
+                out.append(self._finding(kind, st_first, st_last, ch.obs, sorted(ranks)))
+        return out
+
+    def _finding(self, kind: str, first: Stage, last: Stage, o: Observation, ranks: list[int]) -> Finding:
+        intro = TRACE if first.pass_rec is None else first.pass_name
+        last_name = TRACE if last.pass_rec is None else last.pass_name
+        ev = dict(o.evidence)
+        ev.setdefault("stage", first.key.label())
+        if last is not first:
+            ev.setdefault("last_stage", last.key.label())
+        return Finding(
+            kind=kind,
+            severity=o.severity,
+            message=o.message,
+            introduced_by=intro,
+            pass_=last_name,
+            ranks=ranks,
+            graph=first.gid,
+            subgraph=o.subgraph or None,
+            node=o.node,
+            evidence=ev,
+            pipeline=first.key.pipeline,
+            introduced_seq=first.seq,
+            last_seq=last.seq,
+        )

@@ -1,0 +1,136 @@
+"""device-baked: a device baked into a graph that some rank cannot or should not use.
+
+Per rank: a device literal (a `device=` kwarg, a device inside a list argument, a "cuda:1"
+string), or a constant, buffer or parameter reached by get_attr, on a device whose index is not
+the rank's own device (from the capture's device table; for text-only graphs, inferred from the
+inputs' devices). Across ranks: device literals that differ between ranks at aligned nodes of
+otherwise comparable graphs (e.g. `device(type='cpu', index=LOCAL_RANK)`): the graph is only
+right on the rank that traced it. With compile on one rank, an indexed device in the shared
+graph is the compiling rank's device, wrong on every other rank.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from inspector.checks.context import CheckContext, Observation
+from inspector.checks.crossrank import literal_sites
+from inspector.checks.rank_baked import compile_on_one_rank, match_vectors
+from inspector.graphmodel import device_of_leaf, split_device
+
+KIND = "device-baked"
+DESCRIPTION = "device literals, constants or buffers on another rank's device, or device literals that differ across ranks"
+
+_HOST = ("cpu", "meta")
+
+
+def _foreign(dev: str | None, own: str | None) -> str | None:
+    """Why `dev` is wrong for a rank computing on `own`, or None."""
+    typ, idx = split_device(dev)
+    own_typ, own_idx = split_device(own)
+    if typ is None:
+        return None
+    if own_idx is not None and typ == own_typ and idx is not None and idx != own_idx:
+        return f"is not this rank's device {own}"
+    if own_typ in _HOST and typ not in _HOST and own is not None:
+        return f"is an accelerator on a rank that computes on {own}"
+    return None
+
+
+def per_graph(devices: dict[str, Any], own: str | None, *, shared: bool) -> list[Observation]:
+    out: list[Observation] = []
+    own = devices.get("own_device") or own
+    for lit in devices.get("literals") or []:
+        dev = lit.get("device")
+        why = _foreign(dev, own)
+        sev = "error"
+        if why is None and shared and split_device(dev)[1] is not None:
+            why = "pins the compiling rank's device in a graph every rank loads"
+        if why is None:
+            continue
+        if "accelerator" in why:
+            sev = "warning"
+        msg = f"device literal {dev} in {lit.get('target')} {lit.get('where')} {why}"
+        ev = {"device": dev, "own_device": own, "where": lit.get("where"), "target": lit.get("target"), "source": "literal"}
+        key = ("literal", lit.get("graph") or "", lit.get("target"), lit.get("where"), dev)
+        out.append(Observation(key, sev, msg, node=lit.get("node"), subgraph=lit.get("graph") or None, evidence=ev, loose_key=("literal", dev)))
+    for val in devices.get("values") or []:
+        kind = val.get("kind")
+        if kind == "input":
+            continue
+        dev = val.get("device")
+        why = _foreign(dev, own)
+        if why is None and shared and split_device(dev)[1] is not None and split_device(dev)[0] not in _HOST:
+            why = "pins the compiling rank's device in a graph every rank loads"
+        if why is None:
+            continue
+        sev = "warning" if "accelerator" in why else "error"
+        msg = f"{kind} {val.get('node')} ({val.get('dtype')}{val.get('shape')}) lives on {dev}, which {why}"
+        ev = {"device": dev, "own_device": own, "kind": kind, "dtype": val.get("dtype"), "shape": val.get("shape"), "source": kind}
+        if "value" in val:
+            ev["value"] = val["value"]
+        key = ("value", val.get("graph") or "", kind, dev, val.get("dtype"), repr(val.get("shape")))
+        out.append(Observation(key, sev, msg, node=val.get("node"), subgraph=val.get("graph") or None, evidence=ev))
+    return out
+
+
+def _observe_across(ctx: CheckContext, key, group: list[int]) -> list[Observation]:
+    out = []
+    stages = ctx.index.across(key)
+    vectors = ctx.vectors()
+    for s in literal_sites(ctx, key, group):
+        if not s.is_device:
+            continue
+        devs = {r: device_of_leaf(v) for r, v in s.values.items()}
+        if len(set(devs.values())) < 2:
+            continue
+        # a rank whose literal is foreign to it is reported by the per-rank check
+        if any(_foreign(d, ctx.cap.own_device(r, stages[r].gid)) for r, d in devs.items() if r in stages):
+            continue
+        idx = {r: split_device(d)[1] for r, d in devs.items()}
+        matches = match_vectors({r: i for r, i in idx.items() if i is not None}, vectors) if all(i is not None for i in idx.values()) else []
+        vals = ", ".join(f"rank {r}: {devs[r]}" for r in sorted(devs))
+        if matches:
+            msg = f"device literal in {s.target} {s.where} differs across ranks ({vals}): the index is the {matches[0]['vector']}"
+            sev = "error"
+        else:
+            msg = f"device literal in {s.target} {s.where} differs across ranks ({vals})"
+            sev = "warning"
+        ev = {
+            "where": s.where,
+            "target": s.target,
+            "values": {str(r): devs[r] for r in sorted(devs)},
+            "nodes": {str(r): n for r, n in sorted(s.nodes.items())},
+            "matches": matches,
+            "source": "cross-rank",
+            "_ranks": sorted(devs),
+        }
+        vals_key = tuple(devs[r] for r in sorted(devs))
+        out.append(Observation(("across", s.subgraph, s.target, s.where, vals_key), sev, msg, node=s.node, subgraph=s.subgraph or None, evidence=ev, loose_key=("across", vals_key)))
+    return out
+
+
+def run(ctx: CheckContext) -> list:
+    coor, compiling = compile_on_one_rank(ctx)
+    cache: dict[tuple[int, str], list[Observation]] = {}
+    unknown_own: set[int] = set()
+
+    def observe(stage):
+        k = (stage.rank, stage.gid)
+        if k not in cache:
+            devices = ctx.cap.devices(stage.rank, stage.gid)
+            own = ctx.cap.own_device(stage.rank, stage.gid)
+            if own is None:
+                unknown_own.add(stage.rank)
+            shared = coor and stage.rank in compiling and (ctx.cap.world_size or 1) > 1
+            cache[k] = per_graph(devices, own, shared=shared) if devices else []
+        return cache[k]
+
+    findings = ctx.blame_per_rank(KIND, observe)
+    if unknown_own:
+        ctx.skip(f"{KIND} (own device)", f"rank(s) {sorted(unknown_own)}: own device unknown (no device table, no inputs with a device)")
+    if any(len([r for r in g if ctx.index.by_rank.get(r)]) >= 2 for g in ctx.rank_groups()):
+        findings.extend(ctx.blame_across(KIND, lambda key, group: _observe_across(ctx, key, group)))
+    else:
+        ctx.skip(f"{KIND} (across ranks)", "needs graphs of at least two ranks to compare")
+    return findings

@@ -1,0 +1,245 @@
+"""rank-baked-constant: a literal that differs across ranks where the graphs ought to agree.
+
+At aligned nodes of the same graph state on different ranks (after normalizing group names and
+the own device), a literal differs: an int, float, bool or string, a value inside a (nested)
+list, or an element of a small tensor constant. The evidence is the value on each rank and the
+rank-derived vector it equals exactly: global rank, local rank, a mesh coordinate, the rank's
+position in a process group, or a multiple of one (`k * v`, `k * (v + 1)`, and for three or more
+distinct values `a + k * v`). Matching a vector is an error; differing otherwise is a warning.
+
+Compile on one rank (one rank compiles, every rank loads its graph) leaves one graph per stage:
+there the check compares each literal with what the graph computes at run time elsewhere. Where
+a node takes a value derived from `device_mesh._runtime_compute_coordinate_on_dim` at some
+argument, another node of the same op with a literal at that argument equal to the compiling
+rank's value is reported (a coordinate baked where it should have been computed, e.g. in the
+backward graph).
+"""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+from typing import Any
+
+from inspector.checks.context import CheckContext, Observation
+from inspector.checks.crossrank import literal_sites
+from inspector.graphmodel import is_ref, row_leaves
+
+KIND = "rank-baked-constant"
+DESCRIPTION = "literals that differ across ranks and equal a rank-derived value (rank, local rank, mesh coordinate)"
+
+COORD_OP = "device_mesh._runtime_compute_coordinate_on_dim"
+
+
+def _num(x: Any) -> Fraction | None:
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return None
+    try:
+        return Fraction(x).limit_denominator(1 << 20) if isinstance(x, float) else Fraction(x)
+    except (OverflowError, ValueError):
+        return None
+
+
+def _fmt(k: Fraction) -> str:
+    return str(k.numerator) if k.denominator == 1 else str(float(k))
+
+
+def match_vectors(values: dict[int, Any], vectors: dict[str, dict[int, int]]) -> list[dict[str, Any]]:
+    """Rank-derived vectors the per-rank values equal exactly (or a multiple of)."""
+    ranks = sorted(values)
+    xs = [values[r] for r in ranks]
+    out: list[dict[str, Any]] = []
+    for name, vec in vectors.items():
+        if any(r not in vec for r in ranks):
+            continue
+        vs = [vec[r] for r in ranks]
+        if len(set(vs)) < 2:
+            continue
+        nums = [_num(x) for x in xs]
+        if all(n is not None for n in nums):
+            if all(n == v for n, v in zip(nums, vs)):
+                out.append({"vector": name, "relation": "equal"})
+                continue
+            found = False
+            for shift, label in ((0, "{k} * {v}"), (1, "{k} * ({v} + 1)")):
+                ks = {n / (v + shift) for n, v in zip(nums, vs) if v + shift != 0}  # type: ignore[operator]
+                zero_ok = all(n == 0 for n, v in zip(nums, vs) if v + shift == 0)
+                if len(ks) == 1 and zero_ok:
+                    k = ks.pop()
+                    if k != 0 and not (k == 1 and shift == 0):
+                        out.append({"vector": name, "relation": "multiple", "factor": _fmt(k), "form": label.format(k=_fmt(k), v=name)})
+                        found = True
+                        break
+            if not found and len(set(vs)) >= 3:
+                v0, v1 = vs[0], next(v for v in vs if v != vs[0])
+                n0, n1 = nums[0], nums[vs.index(v1)]
+                k = (n1 - n0) / (v1 - v0)  # type: ignore[operator]
+                a = n0 - k * v0  # type: ignore[operator]
+                if k != 0 and all(n == a + k * v for n, v in zip(nums, vs)):
+                    out.append({"vector": name, "relation": "affine", "offset": _fmt(a), "factor": _fmt(k), "form": f"{_fmt(a)} + {_fmt(k)} * {name}"})
+            continue
+        if all(isinstance(x, bool) for x in xs):
+            for c in sorted(set(vs)):
+                if all(x == (v == c) for x, v in zip(xs, vs)):
+                    out.append({"vector": name, "relation": f"{name} == {c}"})
+                    break
+            continue
+        if all(isinstance(x, str) for x in xs):
+            if all(str(v) in re.findall(r"\d+", x) for x, v in zip(xs, vs)):
+                out.append({"vector": name, "relation": "contains"})
+    return out
+
+
+def _observe_sites(ctx: CheckContext, key, group: list[int]) -> list[Observation]:
+    out = []
+    vectors = ctx.vectors()
+    for s in literal_sites(ctx, key, group):
+        if s.is_device:
+            continue  # device-baked reports these
+        values = {r: v for r, v in s.values.items()}
+        if len(values) < 2 or len({repr(v) for v in values.values()}) < 2:
+            continue
+        matches = match_vectors(values, vectors)
+        vals = ", ".join(f"rank {r}: {values[r]!r}" for r in sorted(values))
+        what = f"{s.target} {s.where}" if s.where else str(s.target)
+        if matches:
+            m = matches[0]
+            rel = m.get("form") or m["vector"]
+            msg = f"{what} differs across ranks ({vals}) and equals {rel}"
+            sev = "error"
+        else:
+            msg = f"{what} differs across ranks ({vals}); equals no rank-derived value"
+            sev = "warning"
+        ev = {
+            "where": s.where,
+            "target": s.target,
+            "values": {str(r): values[r] for r in sorted(values)},
+            "nodes": {str(r): n for r, n in sorted(s.nodes.items())},
+            "matches": matches,
+            "vectors": {m["vector"]: {str(r): vectors[m["vector"]][r] for r in sorted(values)} for m in matches},
+            "backward": s.bwd,
+            "_ranks": sorted(values),
+        }
+        k = ("lit", s.subgraph, s.target, s.where, tuple(repr(values[r]) for r in sorted(values)))
+        loose = ("lit", tuple(repr(values[r]) for r in sorted(values)))
+        out.append(Observation(k, sev, msg, node=s.node, subgraph=s.subgraph or None, evidence=ev, loose_key=loose))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# compile on one rank
+
+
+def compile_on_one_rank(ctx: CheckContext) -> tuple[bool, list[int]]:
+    """(is this a compile-on-one-rank capture, the ranks that compiled)."""
+    cap = ctx.cap
+    compiling = [r for r in cap.ranks if ctx.index.by_rank.get(r)]
+    env = (cap.manifest or {}).get("env") or {}
+    flag = str(env.get("TORCH_DISTRIBUTED_COMPILE_ON_ONE_RANK", "")).lower() in ("1", "true", "yes")
+    one = len(compiling) == 1 and (len(cap.ranks) > 1 or (cap.world_size or 1) > 1)
+    return (flag or one), compiling
+
+
+def _coord_values(ctx: CheckContext, rank: int) -> dict[int, int]:
+    """Mesh dim index -> the compiling rank's coordinate, from its rank table."""
+    table = ctx.cap.rank_table(rank) or {}
+    for mesh in table.get("meshes") or []:
+        coord = mesh.get("coordinate") if isinstance(mesh, dict) else None
+        if isinstance(coord, list) and coord:
+            return {i: c for i, c in enumerate(coord) if isinstance(c, int)}
+    return {}
+
+
+_ARITH = {
+    "operator.mul": lambda a, b: a * b, "aten.mul.Tensor": lambda a, b: a * b, "aten.mul.Scalar": lambda a, b: a * b,
+    "operator.add": lambda a, b: a + b, "aten.add.Tensor": lambda a, b: a + b, "aten.add.Scalar": lambda a, b: a + b,
+    "operator.sub": lambda a, b: a - b, "aten.sub.Tensor": lambda a, b: a - b,
+    "operator.floordiv": lambda a, b: a // b if b else None, "operator.mod": lambda a, b: a % b if b else None,
+    "operator.neg": lambda a: -a, "aten.sym_size.int": None,
+}  # fmt: skip
+
+
+def shared_graph_observations(tables, coords: dict[int, int], rank: int, vectors: dict[str, dict[int, int]]) -> list[Observation]:
+    """Literals in a shared graph where a twin node of the same op uses a runtime coordinate."""
+    out: list[Observation] = []
+    rank_values = {name: vec[rank] for name, vec in vectors.items() if rank in vec}
+    for g in tables.graphs:
+        value: dict[str, Any] = {}  # coordinate-derived node -> its value on the compiling rank (or None)
+        for row in g.nodes:
+            target = str(row.get("target") or "")
+            if COORD_OP in target:
+                args = row.get("args") or []
+                dim = args[1] if len(args) > 1 and isinstance(args[1], int) else 0
+                value[row["name"]] = coords.get(dim)
+                continue
+            refs = [leaf["n"] for _, leaf in row_leaves(row) if is_ref(leaf)]
+            if not any(r in value for r in refs):
+                continue
+            fn = _ARITH.get(target)
+            ins = [value.get(leaf["n"]) if is_ref(leaf) else leaf for _, leaf in row_leaves(row)]
+            v = None
+            if fn is not None and all(isinstance(x, int) and not isinstance(x, bool) for x in ins):
+                try:
+                    v = fn(*ins)
+                except Exception:  # noqa: BLE001
+                    v = None
+            value[row["name"]] = v
+        if not value:
+            continue
+        # positions (target, where) where some node takes a coordinate-derived value
+        twins: dict[tuple[str, str], tuple[str, Any]] = {}
+        for row in g.nodes:
+            for where, leaf in row_leaves(row):
+                if is_ref(leaf) and leaf["n"] in value:
+                    twins.setdefault((str(row.get("target")), where), (row["name"], value[leaf["n"]]))
+        for row in g.nodes:
+            target = str(row.get("target"))
+            for where, leaf in row_leaves(row):
+                tw = twins.get((target, where))
+                if tw is None or is_ref(leaf) or isinstance(leaf, bool) or not isinstance(leaf, int):
+                    continue
+                twin_name, twin_value = tw
+                hits = [n for n, v in rank_values.items() if v == leaf]
+                if (twin_value is not None and leaf == twin_value) or (twin_value is None and hits):
+                    msg = (
+                        f"{target} {where} is the literal {leaf!r}, the compiling rank's value; "
+                        f"{twin_name} computes it at run time from the mesh coordinate"
+                    )
+                    ev = {
+                        "where": where,
+                        "target": target,
+                        "value": leaf,
+                        "compiling_rank": rank,
+                        "runtime_twin": twin_name,
+                        "twin_value_on_compiling_rank": twin_value,
+                        "equals": hits,
+                        "backward": bool(row.get("bwd")),
+                    }
+                    out.append(Observation(("coor", g.path, target, where, leaf), "error", msg, node=row["name"], subgraph=g.path or None, evidence=ev))
+    return out
+
+
+def run(ctx: CheckContext) -> list:
+    coor, compiling = compile_on_one_rank(ctx)
+    findings = []
+    multi = [g for g in ctx.rank_groups() if len([r for r in g if ctx.index.by_rank.get(r)]) >= 2]
+    if multi:
+        findings.extend(ctx.blame_across(KIND, lambda key, group: _observe_sites(ctx, key, group)))
+    elif not coor:
+        ctx.skip(KIND, f"needs graphs of at least two ranks to compare (found {len(compiling)})")
+    if coor:
+        ctx.notes.append(f"compile on one rank: rank(s) {compiling} compiled; their graphs are checked as shared graphs")
+        vectors = ctx.vectors()
+        cache: dict[tuple[int, str], list[Observation]] = {}
+
+        def observe(stage):
+            if stage.rank not in compiling:
+                return []
+            k = (stage.rank, stage.gid)
+            if k not in cache:
+                t = ctx.tables(stage.rank, stage.gid)
+                cache[k] = shared_graph_observations(t, _coord_values(ctx, stage.rank), stage.rank, vectors) if t is not None else []
+            return cache[k]
+
+        findings.extend(ctx.blame_per_rank(KIND, observe))
+    return findings

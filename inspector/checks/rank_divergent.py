@@ -1,0 +1,128 @@
+"""rank-divergent-graph: a pass leaves ranks with structurally different graphs.
+
+For each pass (by its place in the pipeline), its output graph on every rank of a group that
+ought to agree is aligned with the lowest rank's, after rank normalization. If the outputs differ
+structurally (nodes added or removed, another op or target, other inputs) while the graphs the
+pass received agreed structurally, the pass's decision depended on rank-local data: an error at
+that pass. Literal-only differences are rank-baked-constant's business; when the inputs differed
+only in literals, the evidence names them (a rank literal that the pass folded differently).
+
+Also reported: a pass that ran on some ranks of a pipeline and not on others (error), and traced
+graphs that already differ structurally across ranks (`introduced_by: trace`, a warning: ranks may
+legitimately trace different programs, e.g. pipeline stages without a mesh to tell).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from inspector.checks.context import CheckContext, Observation
+from inspector.stages import TRACE, StageKey
+
+KIND = "rank-divergent-graph"
+DESCRIPTION = "a pass's outputs differ structurally across ranks while its inputs agreed"
+
+
+def _structural_lines(d, n: int = 6) -> list[str]:
+    out = []
+    for ch in d.changes():
+        if ch.status in ("added", "removed") or ch.structural:
+            out.append((f"[{ch.subgraph}] " if ch.subgraph else "") + ch.summary())
+            if len(out) >= n:
+                break
+    return out
+
+
+def _literal_lines(d, n: int = 6) -> list[str]:
+    out = []
+    for ch in d.changes():
+        if ch.status == "changed" and ch.args and not ch.structural:
+            out.append((f"[{ch.subgraph}] " if ch.subgraph else "") + ch.summary())
+            if len(out) >= n:
+                break
+    return out
+
+
+def run(ctx: CheckContext) -> list:
+    findings = []
+    groups = [g for g in ctx.rank_groups() if len([r for r in g if ctx.index.by_rank.get(r)]) >= 2]
+    if not groups:
+        ctx.skip(KIND, "needs graphs of at least two ranks to compare")
+        return findings
+    for group in groups:
+        ranks = [r for r in group if ctx.index.by_rank.get(r)]
+        ref = ranks[0]
+        ref_stages = ctx.index.by_rank[ref]
+        pipelines_of = {r: {st.key.pipeline for st in ctx.index.by_rank[r]} for r in ranks}
+        # passes missing on some ranks
+        reported_missing: set[StageKey] = set()
+        for key in ctx.index.keys:
+            across = ctx.index.across(key)
+            have = [r for r in ranks if r in across]
+            lack = [r for r in ranks if r not in across and key.pipeline in pipelines_of[r]]
+            if have and lack and key.pass_name != TRACE and key not in reported_missing:
+                reported_missing.add(key)
+                st = across[have[0]]
+                o = Observation(
+                    ("missing", key),
+                    "error",
+                    f"pass {key.label()} ran on rank(s) {have} but not on rank(s) {lack} of the same pipeline",
+                    evidence={"ran_on": have, "not_on": lack, "stage": key.label()},
+                )
+                findings.append(ctx._finding(KIND, st, st, o, sorted(have + lack)))
+        # structural divergence
+        for st in ref_stages:
+            key = st.key
+            diverged: dict[int, Any] = {}
+            literal_before: dict[int, list[str]] = {}
+            for r in ranks[1:]:
+                d_after = ctx.rank_diff(key, ref, r)
+                if d_after is None or not d_after.structural:
+                    continue
+                if st.parent is not None:
+                    d_before = ctx.rank_diff(st.parent.key, ref, r)
+                    if d_before is None or d_before.structural:
+                        continue  # already divergent before this pass (reported there)
+                    if not d_before.empty:
+                        literal_before[r] = _literal_lines(d_before)
+                diverged[r] = d_after
+            if not diverged:
+                continue
+            # how long does the divergence last: follow this stage's descendants on the reference
+            last = st
+            chain = {id(st)}
+            for later in ref_stages[st.order + 1 :]:
+                if later.parent is not None and id(later.parent) in chain:
+                    if any((ctx.rank_diff(later.key, ref, r) or _NoDiff).structural for r in diverged):
+                        chain.add(id(later))
+                        last = later
+            intro = st.pass_rec is None
+            counts = {str(r): d.counts for r, d in diverged.items()}
+            first_r = min(diverged)
+            lines = _structural_lines(diverged[first_r])
+            where = "traced graphs" if intro else f"pass {key.label()}"
+            msg = f"{where}: rank(s) {sorted(diverged)} differ structurally from rank {ref}"
+            if not intro:
+                msg += " although the graphs the pass received agreed"
+            ev: dict[str, Any] = {
+                "reference_rank": ref,
+                "counts": counts,
+                "differences": lines,
+                "stage": key.label(),
+            }
+            if literal_before:
+                ev["inputs_differed_in_literals"] = {str(r): v for r, v in literal_before.items()}
+                msg += " (they differed only in literals: see rank-baked-constant)"
+            first_change = next((c for c in diverged[first_r].changes() if c.status != "same"), None)
+            node = None
+            sub = None
+            if first_change is not None:
+                node = first_change.name
+                sub = first_change.subgraph or None
+            o = Observation(("divergent", key), "warning" if intro else "error", msg, node=node, subgraph=sub, evidence=ev)
+            findings.append(ctx._finding(KIND, st, last, o, sorted([ref, *diverged])))
+    return findings
+
+
+class _NoDiff:
+    structural = False

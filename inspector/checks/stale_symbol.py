@@ -1,0 +1,167 @@
+"""stale-unbacked-symbol: an unbacked symbol in a node's metadata that nothing in scope binds.
+
+Walk each graph in node order. In scope: the symbols of the root's placeholders (inputs), plus
+every symbol a node binds (`unbacked_bindings`) once that node has run. A nested subgraph (cond
+branch, flex_attention score_mod, invoke_subgraph body) starts with the scope of its parent at
+the node that uses it, so a parent symbol lifted into it as a `Sym(u0)` placeholder is bound; a
+placeholder symbol the parent never bound is stale. Symbols the capture's ShapeEnv does not know
+are reported too. Renamed symbols (ShapeEnv `unbacked_renamings`) count as their new names.
+
+Graphs that only have text (TORCH_TRACE) have no `unbacked_bindings`: a symbol's first appearance
+binds it where the node's op can create one (data-dependent aten ops, custom ops, higher-order
+ops and their getitems); such findings are warnings and say the bindings were inferred.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from inspector.checks.context import CheckContext, Observation
+from inspector.graphmodel import GraphTables, SubGraph, is_ref, is_unbacked, row_leaves, row_symbols
+
+KIND = "stale-unbacked-symbol"
+DESCRIPTION = "unbacked symbols that no node in scope binds (root or nested subgraph, placeholders included)"
+
+# aten ops whose output sizes or values are data-dependent: they create unbacked symbols
+_ATEN_BINDERS = re.compile(
+    r"^aten\.(nonzero|_local_scalar_dense|item|masked_select|unique|_unique|_unique2|unique_dim|unique_consecutive"
+    r"|repeat_interleave|bincount|argwhere|nonzero_numpy|index|_embedding_bag|tolist|_assert_tensor_metadata"
+    r"|sym_constrain_range|segment_reduce)\b"
+)
+
+
+def _canon(renamings: dict[str, str]):
+    def canon(s: str) -> str:
+        seen = 0
+        while s in renamings and seen < 64:
+            s = renamings[s]
+            seen += 1
+        return s
+
+    return canon
+
+
+def _text_binder(row: dict[str, Any]) -> bool:
+    target = str(row.get("target") or "")
+    if row.get("op") in ("placeholder", "output", "get_attr"):
+        return False
+    if not target.startswith("aten."):
+        return True  # custom ops, higher-order ops, getitem of their outputs, operator.*
+    return bool(_ATEN_BINDERS.match(target))
+
+
+def stale_symbols(tables: GraphTables, symmap: dict[str, Any] | None) -> list[Observation]:
+    """Observations of stale (and ShapeEnv-unknown) unbacked symbols in one graph."""
+    symmap = symmap or {}
+    renamings = {str(k): str(v) for k, v in (symmap.get("renamings") or {}).items()}
+    canon = _canon(renamings)
+    text = tables.source == "text"
+    info = symmap.get("symbols") or {}
+    shape_env = bool(symmap.get("shape_env"))
+    children: dict[str | None, list[SubGraph]] = {}
+    for g in tables.graphs:
+        if g.path:
+            parent_path = g.path.rsplit("/", 1)[0] if "/" in g.path else ""
+            children.setdefault(parent_path, []).append(g)
+    bound_anywhere: dict[str, list[str]] = {}
+    for g, row in tables.iter_nodes():
+        for s in row.get("unbacked_bindings") or ():
+            bound_anywhere.setdefault(canon(str(s)), []).append(f"{g.path + ':' if g.path else ''}{row['name']}")
+    out: list[Observation] = []
+
+    def walk(g: SubGraph, scope: set[str], is_root: bool) -> None:
+        bound = set(scope)
+        reported: set[str] = set()
+        found: dict[str, Observation] = {}
+        sub_scope: dict[str, set[str]] = {}
+        sub_by_node = {c.parent_node: c for c in children.get(g.path, []) if c.parent_node}
+        for row in g.nodes:
+            op = row.get("op")
+            syms = [canon(s) for s in row_symbols(row)]
+            binds = {canon(str(s)) for s in (row.get("unbacked_bindings") or ())}
+            if op == "placeholder" and is_root:
+                bound.update(syms)
+                continue
+            if text and not binds and _text_binder(row):
+                binds = {s for s in syms if is_unbacked(s) and s not in bound}
+            for s in syms:
+                if not is_unbacked(s) or s in bound or s in binds:
+                    if s in found:
+                        found[s].evidence["uses"] += 1
+                    continue
+                if s in reported:
+                    found[s].evidence["uses"] += 1
+                    continue
+                reported.add(s)
+                where = "placeholder" if op == "placeholder" else "node"
+                in_sub = f" of subgraph {g.path}" if g.path else ""
+                msg = f"unbacked symbol {s} in {where} {row['name']}{in_sub} is bound by nothing in scope"
+                if op == "placeholder":
+                    msg += " (not lifted from the parent graph)"
+                ev: dict[str, Any] = {
+                    "symbol": s,
+                    "in_placeholder": op == "placeholder",
+                    "value": row.get("val"),
+                    "uses": 1,
+                    "bound_elsewhere": bound_anywhere.get(s, []),
+                    "shape_env_known": (info.get(s) or {}).get("known") if shape_env else None,
+                    "bindings": "inferred from graph text" if text else "captured (unbacked_bindings)",
+                }
+                o = Observation(key=("stale", g.path, s), severity="warning" if text else "error", message=msg, node=row["name"], subgraph=g.path or None, evidence=ev, loose_key=("stale", s))
+                found[s] = o
+                out.append(o)
+            bound.update(binds)
+            # a subgraph sees the scope of the node that uses it (its get_attr, then the HOP call)
+            if op == "get_attr" and row["name"] in sub_by_node:
+                sub_scope[row["name"]] = set(bound)
+            for _, leaf in row_leaves(row):
+                if is_ref(leaf) and leaf["n"] in sub_by_node and op != "get_attr":
+                    sub_scope[leaf["n"]] = set(bound)
+        for node_name, child in sub_by_node.items():
+            walk(child, sub_scope.get(node_name, bound), False)
+        orphan = [c for c in children.get(g.path, []) if not c.parent_node]
+        for child in orphan:
+            walk(child, bound, False)
+
+    walk(tables.root, set(), True)
+    if shape_env:
+        for name, e in info.items():
+            if is_unbacked(name) and e.get("known") is False and not any(o.evidence.get("symbol") == name for o in out):
+                where = (e.get("bound_by") or e.get("inputs") or e.get("used_by") or [{}])[0]
+                out.append(
+                    Observation(
+                        key=("unknown", name),
+                        severity="warning",
+                        message=f"unbacked symbol {name} is not known to the ShapeEnv",
+                        node=where.get("node"),
+                        subgraph=where.get("graph") or None,
+                        evidence={"symbol": name, "bound_by": e.get("bound_by"), "uses": e.get("uses")},
+                    )
+                )
+    return out
+
+
+def run(ctx: CheckContext) -> list:
+    cache: dict[tuple[int, str], list[Observation]] = {}
+    text_graphs = 0
+
+    def observe(stage):
+        nonlocal text_graphs
+        key = (stage.rank, stage.gid)
+        if key not in cache:
+            tables = ctx.tables(stage.rank, stage.gid)
+            if tables is None:
+                cache[key] = []
+            else:
+                if tables.source == "text":
+                    text_graphs += 1
+                cache[key] = stale_symbols(tables, ctx.cap.symbols(stage.rank, stage.gid))
+        return cache[key]
+
+    findings = ctx.blame_per_rank(KIND, observe)
+    if text_graphs:
+        ctx.notes.append(f"{KIND}: {text_graphs} graph(s) have only text: bindings inferred from the ops, findings are warnings")
+    if ctx.cap.kind == "torch_trace":
+        ctx.skip(f"{KIND} (ShapeEnv)", "TORCH_TRACE logs carry no ShapeEnv: symbols unknown to it cannot be found")
+    return findings

@@ -97,9 +97,13 @@ def is_valid_sha256(text: str) -> bool:
     return len(text) == 64 and all(c in "0123456789abcdef" for c in text)
 
 
-def graph_id(code: str) -> str:
-    """Content id of a graph: equal code (nested subgraphs included) is the same graph."""
-    return "g" + hashlib.sha256(code.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+def graph_id(code: str, node_table_json: bytes = b"") -> str:
+    """Content id of a graph: its code and its node table (so a pass that changes only node
+    meta, such as activation-checkpoint tags or symbols in meta['val'], yields a new graph)."""
+    h = hashlib.sha256(code.encode("utf-8", "surrogatepass"))
+    h.update(b"\n")
+    h.update(node_table_json)
+    return "g" + h.hexdigest()[:16]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -134,7 +138,9 @@ def encode_record(
     set only where torch had a real compile id, so tlparse files the record under that compile.
     """
     encoding = KINDS[kind]
-    if encoding == "json":
+    if encoding == "json" and isinstance(payload, bytes):
+        text = payload.decode()  # already-encoded JSON, one line
+    elif encoding == "json":
         text = orjson.dumps(payload, option=orjson.OPT_NON_STR_KEYS).decode()
     else:
         text = payload

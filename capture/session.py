@@ -88,6 +88,8 @@ class Session:
         if not self.header_written:
             self.header_written = True
             self.log.write(logformat.HEADER, self._header())
+        if compile_id is None:
+            compile_id = _compile_id_fields()  # inside torch.compile: filed under that compile
         return self.log.write(kind, payload, meta=meta, compile_id=compile_id)
 
     def _header(self) -> dict[str, Any]:
@@ -140,6 +142,8 @@ class Session:
 
     def snapshot(self, gm: Any, frame: _Frame, role: str) -> str | None:
         """Write the graph's records once per distinct content; return its gid (None on failure)."""
+        import orjson
+
         from capture import graph_tables
 
         try:
@@ -147,22 +151,25 @@ class Session:
         except Exception as e:  # noqa: BLE001
             self.error(f"graph code ({role})", e, frame)
             return None
-        gid = logformat.graph_id(code)
-        if gid in self.graphs:
-            return gid
-        info = _GraphInfo(nodes=0)
-        self.graphs[gid] = info
         tables = None
+        tables_json = b""
         try:
             tables = graph_tables.node_tables(gm)
-            info.nodes = graph_tables.count_nodes(tables)
+            tables_json = orjson.dumps(tables, option=orjson.OPT_NON_STR_KEYS)
         except Exception as e:  # noqa: BLE001
             self.error(f"node table ({role})", e, frame)
+            tables = None
+        gid = logformat.graph_id(code, tables_json)
+        if gid in self.graphs:
+            return gid
+        info = _GraphInfo(nodes=graph_tables.count_nodes(tables) if tables is not None else 0)
+        self.graphs[gid] = info
         meta = {"gid": gid, "nodes": info.nodes}
         self._write(logformat.GRAPH_CODE, code, meta)
         shape_env = None
         if tables is not None:
-            self._write(logformat.NODES, {"gid": gid, **tables}, meta)
+            # The table is already JSON: splice the gid in rather than encode it twice.
+            self._write(logformat.NODES, b'{"gid":"' + gid.encode() + b'",' + tables_json[1:], meta)
             try:
                 shape_env = graph_tables.find_shape_env(gm)
                 self._write(logformat.SYMBOLS, {"gid": gid, **graph_tables.symbol_map(gm, tables, shape_env)}, {"gid": gid})

@@ -44,6 +44,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--fail-pass", action="store_true")
+    ap.add_argument("--unpicklable-meta", action="store_true")
+    ap.add_argument("--losses", help="also write this rank's loss lines to LOSSES.rank<R> (torchrun can drop worker stdout)")
     args = ap.parse_args()
     if "RANK" in os.environ:
         dist.init_process_group("gloo")
@@ -61,6 +63,8 @@ def main() -> None:
         gm = make_fx(step)(fw, fx_, fc)
     example = [w, x, counts]
     pipeline = list(joint_passes.PIPELINE)
+    if args.unpicklable_meta:
+        pipeline.append(joint_passes.tag_with_callback)
     if args.fail_pass:
         pipeline.append(joint_passes.always_fails)
     for p in pipeline:
@@ -68,12 +72,18 @@ def main() -> None:
             gm = p(gm, example)
         except RuntimeError as e:
             print(f"rank {rank} pass {p.__name__} raised: {e}", flush=True)
+    lines = []
     with torch.no_grad():
         for i in range(args.steps):
             loss, g = gm(w, x, counts)
             w -= 0.1 * g
-            print(f"rank {rank} step {i} loss {loss.item()!r}", flush=True)
+            lines.append(f"rank {rank} step {i} loss {loss.item()!r}")
+            print(lines[-1], flush=True)
+    if args.losses:
+        with open(f"{args.losses}.rank{rank}", "w") as f:
+            f.write("\n".join(lines) + "\n")
     if dist.is_initialized():
+        dist.barrier()  # no rank tears the group down while a peer still talks to it
         dist.destroy_process_group()
 
 

@@ -18,12 +18,25 @@ if TYPE_CHECKING:
 TRACE = "trace"
 
 
+def pipeline_label(key: str | None) -> str:
+    """ "#2" -> "pipeline 2", "0/1#0" -> "compile 0/1" """
+    if not key:
+        return ""
+    cid, _, k = key.rpartition("#")
+    if not cid:
+        return f"pipeline {k}"
+    return f"compile {cid}" + (f" #{k}" if k not in ("", "0") else "")
+
+
 @dataclass(frozen=True)
 class StageKey:
     pipeline: str
     pass_name: str
     occurrence: int
     role: str
+
+    def pipeline_label(self) -> str:
+        return pipeline_label(self.pipeline)
 
     def label(self) -> str:
         base = self.pass_name if self.occurrence == 0 else f"{self.pass_name}[{self.occurrence}]"

@@ -1,0 +1,64 @@
+"""capture.record_pass in-process: decorator and context-manager forms, and a no-op outside a capture."""
+
+from __future__ import annotations
+
+import torch
+import torch.fx
+
+from capture import logformat, record_pass, session
+from tests.capture_utils import payloads
+
+
+def _gm():
+    def f(x):
+        return torch.relu(x) + 1
+
+    return torch.fx.symbolic_trace(f)
+
+
+def _drop_relu(gm, example_inputs):
+    for n in list(gm.graph.nodes):
+        if n.op == "call_function" and n.target is torch.relu:
+            n.replace_all_uses_with(n.args[0])
+            gm.graph.erase_node(n)
+    gm.recompile()
+    return gm
+
+
+def test_no_op_outside_a_capture():
+    assert session.current() is None
+    wrapped = record_pass(_drop_relu)
+    gm = wrapped(_gm(), [])
+    assert "relu" not in gm.code
+    with record_pass("noop", gm) as rec:
+        rec.result = gm
+
+
+def test_decorator_and_context_manager(tmp_path):
+    sess = session.start(str(tmp_path))
+    try:
+        named = record_pass("drop-relu")(_drop_relu)
+        gm = named(_gm(), [])
+        with record_pass("add-one", gm) as rec:
+            out = next(n for n in gm.graph.nodes if n.op == "output")
+            with gm.graph.inserting_before(out):
+                extra = gm.graph.call_function(torch.add, (out.args[0], 1))
+            out.replace_input_with(out.args[0], extra)
+            gm.recompile()
+            rec.result = gm
+        try:
+            with record_pass("boom", gm):
+                raise KeyError("inside")
+        except KeyError:
+            pass
+        else:
+            raise AssertionError("record_pass swallowed the exception")
+    finally:
+        session.stop()
+    passes = payloads(tmp_path / logformat.log_file_name(0), logformat.PASS)
+    assert [(p["name"], p["source"], p["status"]) for p in passes] == [
+        ("drop-relu", "api", "ok"), ("add-one", "api", "ok"), ("boom", "api", "raised")]
+    assert passes[0]["traced"] and not passes[1]["traced"]
+    assert passes[1]["before"] == passes[0]["after"]["out"] != passes[1]["after"]["out"]
+    assert passes[2]["exception"]["type"] == "builtins.KeyError"
+    assert sess.capture_errors == 0

@@ -1,0 +1,40 @@
+"""Shared, session-scoped captures of the real sample training (2 CPU ranks, gloo).
+
+Capturing a 2-rank torchrun costs ~10-20 s on 2 cores, so every test module that needs a capture
+of the sample asks this fixture instead of running its own: each distinct configuration runs once
+per test session.
+
+    def test_x(sample_capture):
+        cap_dir = sample_capture("rank-baked")               # --bug rank-baked
+        cap_dir = sample_capture()                           # clean
+        cap_dir = sample_capture("rank-baked", coor=True)    # compile on one rank
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.capture_utils import run_cli, torchrun
+
+SAMPLE_STEPS = "2"
+
+
+@pytest.fixture(scope="session")
+def sample_capture(tmp_path_factory):
+    cache: dict[tuple, Path] = {}
+
+    def get(*bugs: str, coor: bool = False, blobs: bool = True, nproc: int = 2) -> Path:
+        key = (tuple(sorted(bugs)), coor, blobs, nproc)
+        if key not in cache:
+            name = "-".join([*key[0], *(["coor"] if coor else []), *([] if blobs else ["noblobs"]), f"n{nproc}"]) or "clean"
+            out = tmp_path_factory.mktemp("sample") / name
+            args = ["--steps", SAMPLE_STEPS, "--quiet", *[a for b in key[0] for a in ("--bug", b)], *(["--coor"] if coor else [])]
+            opts = ["--pass", "samples.pipeline:PIPELINE", "--no-inductor", *([] if blobs else ["--no-blobs"])]
+            r = run_cli("capture", "--out", str(out), *opts, "--", *torchrun(nproc, "samples.train", *args), timeout=600)
+            assert r.returncode == 0, f"sample capture {name} failed:\n{r.stderr[-4000:]}"
+            cache[key] = out
+        return cache[key]
+
+    return get

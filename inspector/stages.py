@@ -43,7 +43,7 @@ class StageKey:
         return base if self.role == "out" else f"{base}:{self.role}"
 
 
-@dataclass
+@dataclass(eq=False)
 class Stage:
     rank: int
     key: StageKey

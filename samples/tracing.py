@@ -9,6 +9,7 @@ counts yields unbacked SymInts (u0, u1, ...), every node carries
 
 from __future__ import annotations
 
+import inspect
 import re
 
 import torch
@@ -22,23 +23,6 @@ from samples.parallel import compile_on_one_rank_ctx
 
 def _sanitize(name: str) -> str:
     return re.sub(r"[^0-9a-zA-Z_]", "_", name)
-
-
-def fake_mode_of(gm: fx.GraphModule):
-    """The FakeTensorMode of a traced graph (from any node's meta['val'])."""
-    for node in gm.graph.nodes:
-        val = node.meta.get("val")
-        if isinstance(val, torch.Tensor) and hasattr(val, "fake_mode"):
-            return val.fake_mode
-    return None
-
-
-def shape_env_of(gm: fx.GraphModule):
-    env = getattr(gm, "shape_env", None)
-    if env is not None:
-        return env
-    fm = fake_mode_of(gm)
-    return fm.shape_env if fm is not None else None
 
 
 def trace_train_step(step, args, input_names):
@@ -57,8 +41,11 @@ def trace_train_step(step, args, input_names):
             fa.requires_grad_(True)
         fake_args.append(fa)
 
+    kw = {}
+    if "record_stack_traces" in inspect.signature(make_fx).parameters:
+        kw["record_stack_traces"] = True  # '# File: samples/model.py:NN' comments point at model code
     with compile_on_one_rank_ctx(True):
-        gm = make_fx(step, tracing_mode="fake", record_stack_traces=True)(*fake_args)
+        gm = make_fx(step, tracing_mode="fake", **kw)(*fake_args)
     gm.shape_env = shape_env
 
     # readable placeholder names (make_fx names them arg0_1, ...)

@@ -111,8 +111,10 @@ def remap_group_names(gm, saved_roles: dict, pc) -> int:
     for g in [gm] + [s for _, s in nested_graph_modules(gm)]:
         for node in g.graph.nodes:
             if node.op == "call_function" and is_collective(node):
-                node.args = tuple(mapping.get(a, a) if isinstance(a, str) else a for a in node.args)
-                n += 1
+                new_args = tuple(mapping.get(a, a) if isinstance(a, str) else a for a in node.args)
+                if new_args != node.args:
+                    node.args = new_args
+                    n += 1
         g.recompile()
     return n
 
@@ -149,8 +151,11 @@ def main(argv=None):
         raise SystemExit("--coor needs --mode traced")
     torch.manual_seed(args.seed)
     if args.device == "cuda":
+        # same kernels, same order in eager and traced runs; keep them deterministic
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
+        torch.use_deterministic_algorithms(True, warn_only=True)
     pc = init_parallel(args.device)
     t_start = time.perf_counter()
     cfg = ModelConfig(seed=args.seed)
@@ -167,6 +172,10 @@ def main(argv=None):
             gm = compile_on_one_rank(step, params, names, cfg, pc, args)
         else:
             gm = build_graph(step, params, names, cfg, pc, args)
+        if args.dump_graphs:  # the graph this rank runs, with its metadata (GraphPickler)
+            from samples import artifact
+
+            artifact.save(gm, os.path.join(args.dump_graphs, f"rank{pc.rank}", "final.graph.pkl"))
 
         def run(*a):
             with torch.no_grad():

@@ -142,15 +142,25 @@ def subst_val(val, mapping, fake_mode, shape_env):
         return _subst_int(val, mapping, shape_env)
     if isinstance(val, torch.Tensor) and fake_mode is not None:
         syms = set()
-        for s in list(val.shape) + list(val.stride()):
+        for s in list(val.shape) + list(val.stride()) + [val.storage_offset()]:
             if isinstance(s, torch.SymInt):
                 syms |= s.node.expr.free_symbols
         if not (syms & mapping.keys()):
             return val
         size = [_subst_int(s, mapping, shape_env) for s in val.shape]
         stride = [_subst_int(s, mapping, shape_env) for s in val.stride()]
+        offset = _subst_int(val.storage_offset(), mapping, shape_env)
         with fake_mode:
-            new = torch.empty_strided(size, stride, dtype=val.dtype, device=val.device)
+            new = None
+            if not (isinstance(offset, int) and offset == 0):
+                try:  # keep the storage offset (it may mention the symbols too)
+                    extent = 1 + sum((s - 1) * st for s, st in zip(size, stride))
+                    base = torch.empty(offset + extent, dtype=val.dtype, device=val.device)
+                    new = base.as_strided(size, stride, offset)
+                except Exception:
+                    new = None
+            if new is None:
+                new = torch.empty_strided(size, stride, dtype=val.dtype, device=val.device)
         if val.requires_grad:
             new.requires_grad_(True)
         return new

@@ -8,10 +8,13 @@ nodes are compared by what they are:
 * `local` key: the shallow signature plus the node's normalized literals and the shallow
   signatures of its inputs.
 
-Alignment: common prefix and suffix by local key, then patience anchors (local keys unique on
-both sides, longest increasing run), then the gaps between anchors by a sequence match on shallow
-signatures (difflib for small gaps, an in-order greedy pairing for huge ones). Every step is
-linear or n log n except the gap matching, which only sees what changed.
+Alignment, every step linear or n log n in the graph size:
+1. common prefix and suffix by local key;
+2. anchors: local keys that occur once on each side;
+3. propagation along edges from every matched pair: inputs at the same argument position, and
+   users with the same signature at the same position, when unmatched and alike;
+4. gaps between matched nodes (in order): a sequence match on shallow signatures (difflib for
+   small gaps, an in-order greedy pairing for large ones).
 """
 
 from __future__ import annotations
@@ -19,12 +22,12 @@ from __future__ import annotations
 import bisect
 import difflib
 import re
+from collections import deque
 from typing import Any, Callable, Sequence
 
-from inspector.graphmodel import is_ref, row_leaves
 
 _NUM_SUFFIX = re.compile(r"_?\d+$")
-_DIFFLIB_LIMIT = 4_000_000  # gap size product above which greedy pairing replaces difflib
+_DIFFLIB_LIMIT = 250_000  # gap size product above which greedy pairing replaces difflib
 
 
 def shallow_sig(row: dict[str, Any]) -> tuple:
@@ -36,9 +39,9 @@ def shallow_sig(row: dict[str, Any]) -> tuple:
     target = str(row.get("target"))
     if op in ("get_attr", "call_module"):
         target = _NUM_SUFFIX.sub("", target)
-    args = row.get("args") or []
-    kwargs = row.get("kwargs") or {}
-    return (op, target, len(args), tuple(sorted(kwargs)))
+    args = row.get("args") or ()
+    kwargs = row.get("kwargs") or ()
+    return (op, target, len(args), tuple(sorted(kwargs)) if kwargs else ())
 
 
 def freeze(v: Any) -> Any:
@@ -52,23 +55,97 @@ def freeze(v: Any) -> Any:
     return v
 
 
-def local_keys(rows: Sequence[dict[str, Any]], sigs: Sequence[tuple], leaf_norm: Callable[[Any, Any], Any] | None = None) -> list[tuple]:
-    index = {row["name"]: i for i, row in enumerate(rows)}
-    keys = []
-    for row, sig in zip(rows, sigs):
-        lits = []
-        ins = []
-        target = row.get("target")
-        if row.get("op") == "placeholder":
-            lits.append(("target", target))
-        for where, leaf in row_leaves(row):
-            if is_ref(leaf):
-                j = index.get(leaf["n"])
-                ins.append((where, sigs[j] if j is not None else None))
+class Parts:
+    """Per-node pieces of one node list, computed once: signatures, refs, normalized literals."""
+
+    __slots__ = ("rows", "sigs", "refs", "lits", "index", "keys", "_users")
+
+    def __init__(self, rows: Sequence[dict[str, Any]], leaf_norm: Callable[[Any, Any], Any] | None = None):
+        self.rows = rows
+        self.sigs = [shallow_sig(r) for r in rows]
+        self.index = {r["name"]: i for i, r in enumerate(rows)}
+        refs: list[tuple] = []
+        lits: list[tuple] = []
+        for row in rows:
+            rf: list = []
+            lt: list = []
+            target = row.get("target")
+            if row.get("op") == "placeholder":
+                lt.append(("target", target))
+            _split(row.get("args") or (), "args", rf, lt, leaf_norm, target)
+            kw = row.get("kwargs")
+            if kw:
+                for k, v in kw.items():
+                    _split(v, "kwargs." + k, rf, lt, leaf_norm, target)
+            refs.append(tuple(rf))
+            lits.append(tuple(lt))
+        self.refs = refs
+        self.lits = lits
+        idx = self.index
+        sigs = self.sigs
+        self.keys = [(s, l, tuple(sigs[idx[n]] if n in idx else None for _, n in rf)) for s, l, rf in zip(sigs, lits, refs)]
+        self._users: list[list[tuple[int, str]]] | None = None
+
+    def users(self) -> list[list[tuple[int, str]]]:
+        if self._users is None:
+            us: list[list[tuple[int, str]]] = [[] for _ in self.rows]
+            idx = self.index
+            for i, rf in enumerate(self.refs):
+                for where, n in rf:
+                    j = idx.get(n)
+                    if j is not None:
+                        us[j].append((i, where))
+            self._users = us
+        return self._users
+
+
+def _split(value: Any, path: str, rf: list, lt: list, leaf_norm: Callable[[Any, Any], Any] | None, target: Any) -> None:
+    """Leaves of an encoded arg into node refs (rf) and normalized literals (lt), like row_leaves."""
+    t = type(value)
+    if t is list:
+        for i, v in enumerate(value):
+            tv = type(v)
+            if tv is int or tv is bool or v is None:
+                lt.append((f"{path}[{i}]", v))
             else:
-                lits.append((where, freeze(leaf_norm(target, leaf) if leaf_norm else leaf)))
-        keys.append((sig, tuple(lits), tuple(ins)))
-    return keys
+                _split(v, f"{path}[{i}]", rf, lt, leaf_norm, target)
+        return
+    if t is dict:
+        if len(value) == 1:
+            if "n" in value:
+                rf.append((path, value["n"]))
+                return
+            if "dict" in value and type(value["dict"]) is list:
+                for kv in value["dict"]:
+                    if type(kv) is list and len(kv) == 2:
+                        k = kv[0] if type(kv[0]) is str else repr(kv[0])
+                        _split(kv[1], f"{path}{{{k}}}", rf, lt, leaf_norm, target)
+                return
+        if leaf_norm is not None:
+            value = leaf_norm(target, value)
+        lt.append((path, freeze(value)))
+        return
+    if t is str and leaf_norm is not None:
+        value = leaf_norm(target, value)
+    elif t is float and value != value:
+        value = "nan"
+    lt.append((path, value))
+
+
+def _unique_pairs(a: Sequence, b: Sequence, ia: Sequence[int], ib: Sequence[int]) -> list[tuple[int, int]]:
+    count_a: dict[Any, int] = {}
+    pos_a: dict[Any, int] = {}
+    for i in ia:
+        k = a[i]
+        count_a[k] = count_a.get(k, 0) + 1
+        pos_a[k] = i
+    count_b: dict[Any, int] = {}
+    pos_b: dict[Any, int] = {}
+    for j in ib:
+        k = b[j]
+        count_b[k] = count_b.get(k, 0) + 1
+        pos_b[k] = j
+    return sorted((pos_a[k], pos_b[k]) for k, c in count_a.items() if c == 1 and count_b.get(k) == 1)
 
 
 def _lis(pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -94,80 +171,127 @@ def _lis(pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return out
 
 
-def _unique_pairs(a: Sequence, b: Sequence, lo_a: int, hi_a: int, lo_b: int, hi_b: int) -> list[tuple[int, int]]:
-    count_a: dict[Any, int] = {}
-    pos_a: dict[Any, int] = {}
-    for i in range(lo_a, hi_a):
-        k = a[i]
-        count_a[k] = count_a.get(k, 0) + 1
-        pos_a[k] = i
-    count_b: dict[Any, int] = {}
-    pos_b: dict[Any, int] = {}
-    for j in range(lo_b, hi_b):
-        k = b[j]
-        count_b[k] = count_b.get(k, 0) + 1
-        pos_b[k] = j
-    pairs = [(pos_a[k], pos_b[k]) for k, c in count_a.items() if c == 1 and count_b.get(k) == 1]
-    pairs.sort()
-    return pairs
-
-
-def _match_gap(sa: Sequence, sb: Sequence, lo_a: int, hi_a: int, lo_b: int, hi_b: int, out: list[tuple[int, int]]) -> None:
-    na, nb = hi_a - lo_a, hi_b - lo_b
-    if na == 0 or nb == 0:
+def _match_gap(sa: Sequence, sb: Sequence, ia: list[int], ib: list[int], out: list[tuple[int, int]]) -> None:
+    if not ia or not ib:
         return
-    if na * nb <= _DIFFLIB_LIMIT:
-        sm = difflib.SequenceMatcher(None, list(sa[lo_a:hi_a]), list(sb[lo_b:hi_b]), autojunk=False)
+    if len(ia) * len(ib) <= _DIFFLIB_LIMIT:
+        sm = difflib.SequenceMatcher(None, [sa[i] for i in ia], [sb[j] for j in ib], autojunk=False)
         for blk in sm.get_matching_blocks():
             for k in range(blk.size):
-                out.append((lo_a + blk.a + k, lo_b + blk.b + k))
+                out.append((ia[blk.a + k], ib[blk.b + k]))
         return
-    # Huge gap: pair equal signatures in order, never crossing an earlier pair.
-    queues: dict[Any, list[int]] = {}
-    for j in range(hi_b - 1, lo_b - 1, -1):
-        queues.setdefault(sb[j], []).append(j)
-    last_j = lo_b - 1
-    for i in range(lo_a, hi_a):
+    queues: dict[Any, deque[int]] = {}
+    for j in ib:
+        queues.setdefault(sb[j], deque()).append(j)
+    last = -1
+    for i in ia:
         q = queues.get(sa[i])
-        while q and q[-1] <= last_j:
-            q.pop()
+        while q and q[0] <= last:
+            q.popleft()
         if q:
-            j = q.pop()
+            j = q.popleft()
             out.append((i, j))
-            last_j = j
+            last = j
 
 
-def align_sequences(ka: Sequence, kb: Sequence, sa: Sequence, sb: Sequence) -> list[tuple[int, int]]:
-    """Matched index pairs (increasing in both) of two sequences: local keys ka/kb, shallow sa/sb."""
-    na, nb = len(ka), len(kb)
+def align_parts(pa: Parts, pb: Parts) -> dict[int, int]:
+    """Matched node indices a -> b."""
+    na, nb = len(pa.rows), len(pb.rows)
+    ka, kb, sa, sb = pa.keys, pb.keys, pa.sigs, pb.sigs
+    ma: dict[int, int] = {}
+    mb: dict[int, int] = {}
+    queue: deque[tuple[int, int]] = deque()
+
+    def match(i: int, j: int) -> None:
+        ma[i] = j
+        mb[j] = i
+        queue.append((i, j))
+
     pre = 0
     while pre < na and pre < nb and ka[pre] == kb[pre]:
+        match(pre, pre)
         pre += 1
     suf = 0
     while suf < na - pre and suf < nb - pre and ka[na - 1 - suf] == kb[nb - 1 - suf]:
+        match(na - 1 - suf, nb - 1 - suf)
         suf += 1
-    pairs = [(i, i) for i in range(pre)]
-    lo_a, hi_a, lo_b, hi_b = pre, na - suf, pre, nb - suf
-    if lo_a < hi_a and lo_b < hi_b:
-        anchors = _lis(_unique_pairs(ka, kb, lo_a, hi_a, lo_b, hi_b))
-        # second level: anchors on shallow signatures unique within each gap
-        refined: list[tuple[int, int]] = []
-        pa, pb = lo_a, lo_b
-        for ia, ib in anchors + [(hi_a, hi_b)]:
-            if ia - pa > 0 and ib - pb > 0:
-                sub = _lis(_unique_pairs(sa, sb, pa, ia, pb, ib))
-                qa, qb = pa, pb
-                for xa, xb in sub + [(ia, ib)]:
-                    _match_gap(sa, sb, qa, xa, qb, xb, refined)
-                    if (xa, xb) != (ia, ib):
-                        refined.append((xa, xb))
-                    qa, qb = xa + 1, xb + 1
-            if (ia, ib) != (hi_a, hi_b):
-                refined.append((ia, ib))
-            pa, pb = ia + 1, ib + 1
-        pairs.extend(refined)
-    pairs.extend((na - suf + k, nb - suf + k) for k in range(suf))
-    return pairs
+    mid_a = range(pre, na - suf)
+    mid_b = range(pre, nb - suf)
+    if len(mid_a) and len(mid_b):
+        for i, j in _lis(_unique_pairs(ka, kb, mid_a, mid_b)):
+            match(i, j)
+        _propagate(pa, pb, ma, mb, queue, match)
+        # gaps between matched nodes, in order on both sides
+        anchors = sorted((i, j) for i, j in ma.items())
+        mono = _lis(anchors)
+        extra: list[tuple[int, int]] = []
+        pi, pj = -1, -1
+        for i, j in mono + [(na, nb)]:
+            ia = [x for x in range(pi + 1, i) if x not in ma]
+            ib = [y for y in range(pj + 1, j) if y not in mb]
+            _match_gap(sa, sb, ia, ib, extra)
+            pi, pj = i, j
+        for i, j in extra:
+            if i not in ma and j not in mb:
+                match(i, j)
+        _propagate(pa, pb, ma, mb, queue, match)
+    return ma
+
+
+def _propagate(pa: Parts, pb: Parts, ma: dict[int, int], mb: dict[int, int], queue: deque, match: Callable[[int, int], None]) -> None:
+    sa, sb = pa.sigs, pb.sigs
+    ia_, ib_ = pa.index, pb.index
+    ua, ub = pa.users(), pb.users()
+    while queue:
+        i, j = queue.popleft()
+        # inputs at the same argument position
+        rb = dict(pb.refs[j])
+        for where, name in pa.refs[i]:
+            nb_ = rb.get(where)
+            if nb_ is None:
+                continue
+            x, y = ia_.get(name), ib_.get(nb_)
+            if x is not None and y is not None and x not in ma and y not in mb and sa[x] == sb[y]:
+                match(x, y)
+        # users with the same signature at the same position
+        if ua[i] and ub[j]:
+            ga: dict[tuple, list[int]] = {}
+            for u, where in ua[i]:
+                if u not in ma:
+                    ga.setdefault((sa[u], where), []).append(u)
+            if not ga:
+                continue
+            gb: dict[tuple, list[int]] = {}
+            for u, where in ub[j]:
+                if u not in mb:
+                    gb.setdefault((sb[u], where), []).append(u)
+            for k, xs in ga.items():
+                ys = gb.get(k)
+                if ys and len(xs) == len(ys):
+                    for x, y in zip(xs, ys):
+                        if x not in ma and y not in mb:
+                            match(x, y)
+
+
+def merge_order(na: int, nb: int, ma: dict[int, int]) -> list[tuple[int | None, int | None]]:
+    """Both node lists merged in b's order: (i, j) matched, (i, None) only in a, (None, j) only in b.
+    An a-only node follows the b position of the matched a node before it."""
+    mb = {j: i for i, j in ma.items()}
+    after: dict[int, list[int]] = {}  # b index (or -1) -> a-only nodes to emit after it
+    last_b = -1
+    for i in range(na):
+        j = ma.get(i)
+        if j is None:
+            after.setdefault(last_b, []).append(i)
+        else:
+            last_b = j
+    out: list[tuple[int | None, int | None]] = [(i, None) for i in after.get(-1, [])]
+    for j in range(nb):
+        i = mb.get(j)
+        out.append((i, j))
+        for x in after.get(j, ()):
+            out.append((x, None))
+    return out
 
 
 def align_rows(
@@ -177,26 +301,5 @@ def align_rows(
     leaf_norm_b: Callable[[Any, Any], Any] | None = None,
 ) -> list[tuple[int | None, int | None]]:
     """Both node lists merged in order: (i, j) matched, (i, None) only in a, (None, j) only in b."""
-    sa = [shallow_sig(r) for r in a_rows]
-    sb = [shallow_sig(r) for r in b_rows]
-    ka = local_keys(a_rows, sa, leaf_norm_a)
-    kb = local_keys(b_rows, sb, leaf_norm_b)
-    pairs = align_sequences(ka, kb, sa, sb)
-    out: list[tuple[int | None, int | None]] = []
-    i = j = 0
-    for pi, pj in pairs:
-        while i < pi:
-            out.append((i, None))
-            i += 1
-        while j < pj:
-            out.append((None, j))
-            j += 1
-        out.append((pi, pj))
-        i, j = pi + 1, pj + 1
-    while i < len(a_rows):
-        out.append((i, None))
-        i += 1
-    while j < len(b_rows):
-        out.append((None, j))
-        j += 1
-    return out
+    pa, pb = Parts(a_rows, leaf_norm_a), Parts(b_rows, leaf_norm_b)
+    return merge_order(len(a_rows), len(b_rows), align_parts(pa, pb))

@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterator
 
-from inspector.align import align_rows, freeze
+from inspector.align import Parts, align_parts, freeze, merge_order
 from inspector.graphmodel import GraphTables, SubGraph, is_ref, row_leaves
 from inspector.normalize import IDENTITY, GraphNormalizer, RankContext
 
@@ -214,6 +214,9 @@ def _leaf_map(row: dict[str, Any]) -> dict[str, Any]:
     return dict(row_leaves(row))
 
 
+_MISSING = object()
+
+
 def compare_rows(
     a: dict[str, Any],
     b: dict[str, Any],
@@ -225,45 +228,79 @@ def compare_rows(
     stack: bool = False,
 ) -> tuple[list[tuple[str, Any, Any]], list[tuple[str, Any, Any]], bool]:
     """Differences of two aligned nodes: (arg changes, meta changes, structural?)."""
-    structural = a.get("op") != b.get("op") or a.get("target") != b.get("target")
+    pa, pb = Parts([a], na.leaf), Parts([b], nb.leaf)
+    return _compare(0, 0, pa, pb, name_map, na, nb, meta=meta, stack=stack)
+
+
+def _compare(i: int, j: int, pa: Parts, pb: Parts, name_map: dict[str, str], na: GraphNormalizer, nb: GraphNormalizer, *, meta: bool, stack: bool) -> tuple[list, list, bool]:
+    a, b = pa.rows[i], pb.rows[j]
+    ra, rb = pa.refs[i], pb.refs[j]
+    same_refs = len(ra) == len(rb)
+    if same_refs:
+        for (w1, n1), (w2, n2) in zip(ra, rb):
+            if w1 != w2 or name_map.get(n1) != n2:
+                same_refs = False
+                break
+    if same_refs and pa.lits[i] == pb.lits[j] and (a == b or _same_meta(a, b, stack)):
+        return _NONE, _NONE, False
     args: list[tuple[str, Any, Any]] = []
+    structural = False
     if a.get("op") != b.get("op"):
+        structural = True
         args.append(("op", a.get("op"), b.get("op")))
     if a.get("target") != b.get("target"):
+        structural = True
         args.append(("target", a.get("target"), b.get("target")))
-    la, lb = _leaf_map(a), _leaf_map(b)
-    ta, tb = a.get("target"), b.get("target")
-    for where in list(la) + [w for w in lb if w not in la]:
-        va, vb = la.get(where, _MISSING), lb.get(where, _MISSING)
-        if va is _MISSING or vb is _MISSING:
-            structural = True
-            args.append((where, None if va is _MISSING else va, None if vb is _MISSING else vb))
-            continue
-        if is_ref(va) or is_ref(vb):
-            if not (is_ref(va) and is_ref(vb) and name_map.get(va["n"]) == vb["n"]):
+    if not same_refs:
+        da, db = dict(ra), dict(rb)
+        for where in list(da) + [w for w in db if w not in da]:
+            x, y = da.get(where), db.get(where)
+            if x is None or y is None or name_map.get(x) != y:
                 structural = True
-                args.append((where, va, vb))
-            continue
-        xa, xb = na.leaf(ta, va), nb.leaf(tb, vb)
-        if freeze(xa) != freeze(xb):
-            args.append((where, va, vb))
+                args.append((where, {"n": x} if x is not None else _leaf_or_none(a, where), {"n": y} if y is not None else _leaf_or_none(b, where)))
+    la, lb = pa.lits[i], pb.lits[j]
+    if la != lb:
+        da, db = dict(la), dict(lb)
+        da.pop("target", None)
+        db.pop("target", None)
+        if da != db:
+            raw_a, raw_b = _leaf_map(a), _leaf_map(b)
+            for where in list(da) + [w for w in db if w not in da]:
+                x, y = da.get(where, _MISSING), db.get(where, _MISSING)
+                if x == y:
+                    continue
+                if x is _MISSING or y is _MISSING:
+                    if where in dict(ra) or where in dict(rb):
+                        continue  # a literal replaced by a node (or back): listed with the refs
+                    structural = True
+                args.append((where, raw_a.get(where), raw_b.get(where)))
     metas: list[tuple[str, Any, Any]] = []
     if meta:
         for k in META_KEYS:
             va, vb = a.get(k), b.get(k)
-            if k == "val":
-                va, vb = na.val(va), nb.val(vb)
-            elif k == "attr":
-                va = na.val(va) if va is not None else None
-                vb = nb.val(vb) if vb is not None else None
-            if freeze(va) != freeze(vb):
-                metas.append((k, a.get(k), b.get(k)))
+            if va == vb:
+                continue
+            if k in ("val", "attr") and va is not None and vb is not None:
+                if freeze(na.val(va)) == freeze(nb.val(vb)):
+                    continue
+            metas.append((k, va, vb))
         if stack and a.get("stack") != b.get("stack"):
             metas.append(("stack", a.get("stack"), b.get("stack")))
     return args, metas, structural
 
 
-_MISSING = object()
+_NONE: list = []
+
+
+def _same_meta(a: dict[str, Any], b: dict[str, Any], stack: bool) -> bool:
+    for k in META_KEYS:
+        if a.get(k) != b.get(k):
+            return False
+    return not stack or a.get("stack") == b.get("stack")
+
+
+def _leaf_or_none(row: dict[str, Any], where: str) -> Any:
+    return _leaf_map(row).get(where)
 
 
 def diff_subgraph(
@@ -280,21 +317,24 @@ def diff_subgraph(
         return SubgraphDiff(path, "added", [NodeDiff("added", path, None, r) for r in b.nodes])  # type: ignore[union-attr]
     if b is None:
         return SubgraphDiff(path, "removed", [NodeDiff("removed", path, r, None) for r in a.nodes])
-    pairs = align_rows(a.nodes, b.nodes, na.leaf, nb.leaf)
-    name_map = {a.nodes[i]["name"]: b.nodes[j]["name"] for i, j in pairs if i is not None and j is not None}
+    pa, pb = Parts(a.nodes, na.leaf if na is not IDENTITY else None), Parts(b.nodes, nb.leaf if nb is not IDENTITY else None)
+    ma = align_parts(pa, pb)
+    name_map = {a.nodes[i]["name"]: b.nodes[j]["name"] for i, j in ma.items()}
     nodes: list[NodeDiff] = []
-    for i, j in pairs:
+    changed = False
+    for i, j in merge_order(len(a.nodes), len(b.nodes), ma):
         if j is None:
             nodes.append(NodeDiff("removed", path, a.nodes[i], None))  # type: ignore[index]
+            changed = True
         elif i is None:
             nodes.append(NodeDiff("added", path, None, b.nodes[j]))
+            changed = True
         else:
-            ra, rb = a.nodes[i], b.nodes[j]
-            args, metas, structural = compare_rows(ra, rb, name_map, na, nb, meta=meta, stack=stack)
+            args, metas, structural = _compare(i, j, pa, pb, name_map, na, nb, meta=meta, stack=stack)
             status = "changed" if (args or metas or structural) else "same"
-            nodes.append(NodeDiff(status, path, ra, rb, args, metas, structural))
-    status = "same" if all(n.status == "same" for n in nodes) else "changed"
-    return SubgraphDiff(path, status, nodes)
+            changed = changed or status == "changed"
+            nodes.append(NodeDiff(status, path, a.nodes[i], b.nodes[j], args, metas, structural))
+    return SubgraphDiff(path, "changed" if changed else "same", nodes)
 
 
 def diff_tables(

@@ -1,0 +1,213 @@
+"""Reading captures: lazy index, bad input gives one clear line, import hygiene of inspector/."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import orjson
+import pytest
+
+from capture import logformat
+from inspector.capture_index import CaptureUnreadable, open_capture
+from inspector.logscan import LogFile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _env():
+    env = dict(os.environ)
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "inspector.cli", *args], capture_output=True, text=True, env=_env(), cwd=ROOT, timeout=120)
+
+
+def write_log(path, records: list[bytes]):
+    with open(path, "wb") as f:
+        for r in records:
+            f.write(r)
+
+
+def rec(kind, payload, rank=0, meta=None):
+    return logformat.encode_record(kind, payload, rank=rank, meta=meta)
+
+
+def header(rank=0, world=2):
+    return rec(logformat.HEADER, {"format": "graphtrain-inspect", "format_version": 1, "rank": rank, "local_rank": rank, "world_size": world}, rank)
+
+
+def graph_records(rank, code="class G(torch.nn.Module):\n    def forward(self, x):\n        add = torch.ops.aten.add.Tensor(x, 1)\n        return (add,)\n"):
+    gid = logformat.graph_id(code)
+    return gid, [rec(logformat.GRAPH_CODE, code, rank, {"gid": gid, "nodes": 3})]
+
+
+def pass_record(rank, seq, name, before, after):
+    return rec(logformat.PASS, {"seq": seq, "name": name, "before": before, "after": {"out": after}, "pipeline": 0, "traced": seq == 0, "status": "ok"}, rank, {"seq": seq, "status": "ok"})
+
+
+def small_capture(tmp_path, ranks=(0, 1), manifest=True):
+    code_b = "class G(torch.nn.Module):\n    def forward(self, x):\n        add = torch.ops.aten.add.Tensor(x, 1)\n        return (add,)\n"
+    code_a = "class G(torch.nn.Module):\n    def forward(self, x):\n        mul = torch.ops.aten.mul.Tensor(x, 2)\n        add = torch.ops.aten.add.Tensor(mul, 1)\n        return (add,)\n"
+    for r in ranks:
+        gb, rb = graph_records(r, code_b)
+        ga, ra = graph_records(r, code_a)
+        write_log(tmp_path / logformat.log_file_name(r), [header(r), *rb, *ra, pass_record(r, 0, "double", gb, ga), rec(logformat.END, {"passes": 1}, r)])
+    if manifest:
+        (tmp_path / "manifest.json").write_bytes(orjson.dumps({"format": "graphtrain-inspect", "format_version": 1, "status": "finished", "ranks": {str(r): {"log": logformat.log_file_name(r)} for r in ranks}}))
+    return tmp_path
+
+
+def test_lazy_index_reads_no_graph_payload(tmp_path, monkeypatch):
+    small_capture(tmp_path)
+    decoded = []
+    orig = logformat.decode_payload
+
+    def spy(lines, env, **kw):
+        decoded.append(logformat.record_kind(env))
+        return orig(lines, env, **kw)
+
+    monkeypatch.setattr(logformat, "decode_payload", spy)
+    cap = open_capture(str(tmp_path))
+    assert cap.ranks == [0, 1]
+    assert logformat.GRAPH_CODE not in decoded  # opening decodes headers only
+    ps = cap.passes(0)
+    assert [p.name for p in ps] == ["double"]
+    assert logformat.GRAPH_CODE not in decoded
+    t = cap.node_table(0, ps[0].after["out"])  # parsed from the code on demand
+    assert [r["target"] for r in t.root.nodes] == ["x", "aten.mul.Tensor", "aten.add.Tensor", "output"]
+    assert t.source == "text"
+
+
+def test_index_record_offsets(tmp_path):
+    small_capture(tmp_path)
+    log = LogFile(str(tmp_path / logformat.log_file_name(0)))
+    assert [r.kind for r in log.records] == [logformat.HEADER, logformat.GRAPH_CODE, logformat.GRAPH_CODE, logformat.PASS, logformat.END]
+    data = open(log.path, "rb").read()
+    for r in log.records:
+        assert data[r.offset : r.offset + 1] == b"V"
+        assert r.end == len(data) or data[r.end : r.end + 1] == b"V"
+    assert log.line_of(log.records[1].offset) == 3
+    assert not log.errors
+
+
+def _one_line(text: str) -> list[str]:
+    lines = [l for l in text.splitlines() if l.strip()]
+    assert "Traceback" not in text
+    return lines
+
+
+def test_truncated_last_record(tmp_path):
+    small_capture(tmp_path)
+    p = tmp_path / logformat.log_file_name(1)
+    data = p.read_bytes()
+    p.write_bytes(data[:-25])  # the end record cut mid-payload
+    cap = open_capture(str(tmp_path))
+    errs = [str(e) for e in cap.all_errors()]
+    assert any("truncated" in e and logformat.log_file_name(1) in e and ":" in e for e in errs)
+    assert [p.name for p in cap.passes(1)] == ["double"]  # everything before it stays usable
+    r = cli("ls", str(tmp_path), "--color", "never")
+    assert r.returncode == 0 and "Traceback" not in r.stderr
+    assert "truncated" in r.stdout
+
+
+def test_garbage_line_and_bad_md5(tmp_path):
+    small_capture(tmp_path)
+    p = tmp_path / logformat.log_file_name(0)
+    lines = p.read_bytes().split(b"\n")
+    lines.insert(2, b"this is not a record")
+    # damage the payload of the pass record (its md5 no longer matches)
+    for i, l in enumerate(lines):
+        if b'"gti_pass"' in l:
+            lines[i + 1] = lines[i + 1].replace(b"double", b"triple")
+    p.write_bytes(b"\n".join(lines))
+    cap = open_capture(str(tmp_path))
+    assert cap.passes(0) == []  # the damaged pass record is dropped ...
+    errs = [str(e) for e in cap.all_errors()]
+    assert any(e.startswith(str(p) + ":3: not a structured-log line") for e in errs), errs
+    assert any("md5" in e and str(p) in e for e in errs)
+    assert [x.name for x in cap.passes(1)] == ["double"]  # ... the other rank is fine
+
+
+def test_unknown_kind_and_missing_rank(tmp_path):
+    small_capture(tmp_path)
+    p = tmp_path / logformat.log_file_name(0)
+    bad = logformat.encode_record(logformat.HEADER, {}, rank=0).replace(b'"gti_header"', b'"gti_future"')
+    no_rank = logformat.encode_record(logformat.ERROR, {"where": "x"}, rank=0).replace(b',"rank":0', b"")
+    p.write_bytes(p.read_bytes() + bad + no_rank)
+    cap = open_capture(str(tmp_path))
+    errs = [str(e) for e in cap.all_errors()]
+    assert any("unknown record kind 'gti_future'" in e for e in errs)
+    assert any("without a rank" in e for e in errs)
+
+
+def test_missing_rank_log(tmp_path):
+    small_capture(tmp_path)
+    m = orjson.loads((tmp_path / "manifest.json").read_bytes())
+    m["ranks"]["2"] = {"log": logformat.log_file_name(2)}
+    (tmp_path / "manifest.json").write_bytes(orjson.dumps(m))
+    cap = open_capture(str(tmp_path))
+    assert any("rank 2: log missing" in str(e) for e in cap.errors)
+
+
+def test_not_a_capture_and_empty_file(tmp_path):
+    (tmp_path / "notes.txt").write_text("hello")
+    with pytest.raises(CaptureUnreadable, match="not a capture"):
+        open_capture(str(tmp_path))
+    r = cli("check", str(tmp_path))
+    assert r.returncode == 2 and len(_one_line(r.stderr)) == 1 and "not a capture" in r.stderr
+    empty = tmp_path / logformat.log_file_name(0)
+    empty.write_bytes(b"")
+    r = cli("ls", str(empty))
+    assert r.returncode == 2 and "empty file" in r.stderr and "Traceback" not in r.stderr
+    r = cli("diff", str(tmp_path / "nope"), "--pass", "x")
+    assert r.returncode == 2 and "no such file" in r.stderr
+
+
+def test_newer_format_version_is_read_with_a_note(tmp_path):
+    small_capture(tmp_path)
+    m = orjson.loads((tmp_path / "manifest.json").read_bytes())
+    m["format_version"] = logformat.FORMAT_VERSION + 1
+    (tmp_path / "manifest.json").write_bytes(orjson.dumps(m))
+    cap = open_capture(str(tmp_path))
+    assert any("newer" in str(e) for e in cap.errors)
+    assert cap.passes(0)
+
+
+def test_inspector_imports_without_textual_rich_or_torch():
+    import pkgutil
+
+    import inspector
+
+    mods = sorted(f"inspector.{m.name}" for m in pkgutil.walk_packages(inspector.__path__) if not m.ispkg)
+    mods += ["inspector.checks"] + sorted(f"inspector.checks.{m.name}" for m in pkgutil.iter_modules([os.path.join(ROOT, "inspector", "checks")]))
+    needs_torch = {"inspector.testing"}
+    code = (
+        "import importlib, sys, json\n"
+        f"mods = {[m for m in mods if m not in needs_torch]!r}\n"
+        "for m in mods: importlib.import_module(m)\n"
+        "print(json.dumps(sorted(k for k in ('textual', 'rich', 'torch') if k in sys.modules)))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), cwd=ROOT, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]", f"heavy modules imported: {r.stdout}"
+    assert "inspector.cmd_check" in mods and "inspector.checks.stale_symbol" in mods
+
+
+def test_check_and_ls_run_without_torch(tmp_path):
+    """The commands themselves (not only their modules) never import torch."""
+    small_capture(tmp_path)
+    code = (
+        "import sys\n"
+        "from inspector import cli\n"
+        f"rc = cli.main(['check', {str(tmp_path)!r}, '--json'])\n"
+        f"cli.main(['ls', {str(tmp_path)!r}])\n"
+        f"cli.main(['diff', {str(tmp_path)!r}, '--pass', 'double'])\n"
+        "print('HEAVY', sorted(k for k in ('textual', 'rich', 'torch') if k in sys.modules))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), cwd=ROOT, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "HEAVY []" in r.stdout

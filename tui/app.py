@@ -1,0 +1,823 @@
+"""The graphtrain-inspect browser: a tree of ranks, graphs and passes; code, diffs, findings.
+
+Everything that reads the capture runs in thread workers (`@work(thread=True, exclusive=True,
+group=...)`) and reports back with the messages in `tui.messages`; the UI thread only lays out
+what arrived. A view is filled when it is shown, for the place selected in the tree.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from textual import on, work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.widgets import Footer, Header, Input, Label, ProgressBar, TabbedContent, TabPane, Tree
+from textual.worker import get_current_worker
+
+from inspector.capture_index import CaptureUnreadable
+from inspector.live import files_signature
+from inspector.outline import finding_target
+from tui.commands import CaptureCommands
+from tui.messages import CaptureFailed, CaptureLoaded, FindingsReady, Progress, ViewReady
+from tui.replay import replay_argv, run_captured, run_in_terminal
+from tui.screens.help import HelpScreen
+from tui.screens.prompt import PromptScreen
+from tui.session import CaptureSession, Place
+from tui.widgets.capture_tree import CaptureTree, RankData
+from tui.widgets.code_view import CodeView
+from tui.widgets.diff_view import DiffView
+from tui.widgets.findings_view import FindingsView
+from tui.widgets.line_view import LineView
+from tui.widgets.record_table import RecordTable
+from tui.widgets.table_views import DevicesView, NodeChosen, ProblemsView, SymbolsView
+
+VIEWS = ("code", "pass-diff", "rank-diff", "findings", "symbols", "devices", "problems")
+
+
+class InspectApp(App[int]):
+    CSS_PATH = "app.tcss"
+    TITLE = "graphtrain-inspect"
+    COMMANDS = App.COMMANDS | {CaptureCommands}
+
+    VIEW_TITLES = {
+        "code": "Code",
+        "pass-diff": "Pass diff",
+        "rank-diff": "Rank diff",
+        "findings": "Findings",
+        "symbols": "Symbols",
+        "devices": "Devices",
+        "problems": "Problems",
+    }
+
+    BINDINGS = [
+        Binding("q", "quit", "Quit", id="app.quit"),
+        Binding("question_mark", "help", "Help", id="app.help"),
+        Binding("slash", "search", "Search", id="app.search"),
+        Binding("n", "search_next(1)", "Next match", show=False, id="app.search-next"),
+        Binding("N", "search_next(-1)", "Previous match", show=False, id="app.search-previous"),
+        Binding("g", "goto_node_prompt", "Go to node", id="app.goto-node"),
+        Binding("s", "toggle_diff_mode", "Split/unified", id="diff.toggle-mode"),
+        Binding("z", "expand_folds", "Unfold all", show=False, id="diff.expand-all"),
+        Binding("b", "cycle_base_rank", "Base rank", show=False, id="rankdiff.base-rank"),
+        Binding("left_square_bracket", "other_rank(-1)", "Previous rank", show=False, id="app.rank-previous"),
+        Binding("right_square_bracket", "other_rank(1)", "Next rank", show=False, id="app.rank-next"),
+        Binding("y", "copy_line", "Copy line", show=False, id="app.copy-line"),
+        Binding("Y", "copy_hunk", "Copy hunk", show=False, id="app.copy-hunk"),
+        Binding("e", "export", "Export", id="app.export"),
+        Binding("r", "replay", "Replay pass", id="app.replay"),
+        Binding("t", "focus_tree", "Tree", show=False, id="app.focus-tree"),
+        Binding("v", "focus_view", "View", show=False, id="app.focus-view"),
+        Binding("R", "reload", "Reload", show=False, id="app.reload"),
+        Binding("1", "show_view('code')", "Code", show=False, id="view.code"),
+        Binding("2", "show_view('pass-diff')", "Pass diff", show=False, id="view.pass-diff"),
+        Binding("3", "show_view('rank-diff')", "Rank diff", show=False, id="view.rank-diff"),
+        Binding("4", "show_view('findings')", "Findings", show=False, id="view.findings"),
+        Binding("5", "show_view('symbols')", "Symbols", show=False, id="view.symbols"),
+        Binding("6", "show_view('devices')", "Devices", show=False, id="view.devices"),
+        Binding("7", "show_view('problems')", "Problems", show=False, id="view.problems"),
+    ]
+
+    def __init__(self, path: str, *, source: str = "auto", keymap: dict[str, str] | None = None, keymap_problems: list[str] | None = None, poll_seconds: float = 1.0, replay_runner=None) -> None:
+        super().__init__()
+        self.path = str(path)
+        self.source = source
+        self.user_keymap = dict(keymap or {})
+        self.keymap_problems = list(keymap_problems or [])
+        self.poll_seconds = poll_seconds
+        self.replay_runner = replay_runner  # tests: a callable(argv) -> int instead of a subprocess
+        self.session: CaptureSession | None = None
+        self.old_sessions: list[CaptureSession] = []
+        self.place: Place | None = None
+        self.base_rank: int | None = None
+        self.findings: list = []
+        self.badges: dict = {}
+        self.stale: set[str] = set(VIEWS)
+        self.shown: dict[str, Any] = {}  # view -> key of what it shows
+        self.pending_jump: tuple[str, str, str | None] | None = None  # (view, node, subgraph)
+        self.search_query = ""
+        self.jobs: dict[str, str] = {}
+        self.signature: tuple = ()
+        self.checks_dirty = False
+        self.load_seconds: float | None = None
+        self.first_tree_painted: float | None = None
+        self.started = time.perf_counter()
+        self.last_replay: list[str] | None = None
+        self.requests: dict[str, int] = {}
+        self._poll_timer = None
+
+    # -- layout --------------------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield Header(show_clock=False)
+        with Horizontal(id="main"):
+            yield CaptureTree(id="tree")
+            with Vertical(id="right"):
+                with TabbedContent(id="views", initial="code"):
+                    with TabPane("Code", id="code"):
+                        yield Label("", id="code-title", classes="view-title")
+                        yield CodeView(id="code-view")
+                    with TabPane("Pass diff", id="pass-diff"):
+                        yield Label("", id="pass-diff-title", classes="view-title")
+                        yield DiffView(id="pass-diff-view")
+                    with TabPane("Rank diff", id="rank-diff"):
+                        yield Label("", id="rank-diff-title", classes="view-title")
+                        yield Label("", id="rank-diff-status", classes="view-status")
+                        yield DiffView(id="rank-diff-view")
+                    with TabPane("Findings", id="findings"):
+                        yield FindingsView(id="findings-view")
+                    with TabPane("Symbols", id="symbols"):
+                        yield SymbolsView(id="symbols-view")
+                    with TabPane("Devices", id="devices"):
+                        yield DevicesView(id="devices-view")
+                    with TabPane("Problems", id="problems"):
+                        yield ProblemsView(id="problems-view")
+        with Horizontal(id="search-bar"):
+            yield Label("/", id="search-label")
+            yield Input(placeholder="search in this view (Enter: next, Esc: close)", id="search-input")
+        with Horizontal(id="status-bar"):
+            yield Label("", id="status")
+            yield ProgressBar(total=None, show_eta=False, show_percentage=False, id="progress")
+        yield Footer()
+
+    # -- widgets -----------------------------------------------------------------------------------
+
+    @property
+    def tree(self) -> CaptureTree:
+        return self.query_one(CaptureTree)
+
+    @property
+    def code_view(self) -> CodeView:
+        return self.query_one("#code-view", CodeView)
+
+    @property
+    def pass_diff_view(self) -> DiffView:
+        return self.query_one("#pass-diff-view", DiffView)
+
+    @property
+    def rank_diff_view(self) -> DiffView:
+        return self.query_one("#rank-diff-view", DiffView)
+
+    @property
+    def findings_view(self) -> FindingsView:
+        return self.query_one(FindingsView)
+
+    @property
+    def active_view(self) -> str:
+        return self.query_one(TabbedContent).active or "code"
+
+    def view_widget(self, view: str | None = None) -> Any:
+        view = view or self.active_view
+        return {
+            "code": lambda: self.code_view,
+            "pass-diff": lambda: self.pass_diff_view,
+            "rank-diff": lambda: self.rank_diff_view,
+            "findings": lambda: self.findings_view.table,
+            "symbols": lambda: self.query_one(SymbolsView).table,
+            "devices": lambda: self.query_one(DevicesView).table,
+            "problems": lambda: self.query_one(ProblemsView).table,
+        }[view]()
+
+    # -- start ---------------------------------------------------------------------------------------
+
+    def on_mount(self) -> None:
+        if self.user_keymap:
+            self.set_keymap(self.user_keymap)
+        for p in self.keymap_problems:
+            self.notify(p, title="keymap", severity="warning")
+        self.query_one("#search-bar").display = False
+        self.title = "graphtrain-inspect"
+        self.sub_title = self.path
+        self.tree.loading = True
+        self.tree.focus()
+        self.load_capture()
+
+    def set_job(self, job: str, text: str | None) -> None:
+        if text is None:
+            self.jobs.pop(job, None)
+        else:
+            self.jobs[job] = text
+        status = self.query_one("#status", Label)
+        bar = self.query_one("#progress", ProgressBar)
+        if self.jobs:
+            status.update(" · ".join(self.jobs.values()))
+            bar.display = True
+        else:
+            status.update(self.idle_status())
+            bar.display = False
+
+    def idle_status(self) -> str:
+        if self.session is None:
+            return ""
+        o = self.session.outline
+        n = len(self.findings)
+        live = " · live: watching for new records" if o.live else ""
+        place = f" · {self.place.label(o)}" if self.place else ""
+        return f"{o.name}: {len(o.ranks)} ranks · {sum(len(r.passes) for r in o.ranks)} passes · {n} findings{place}{live}"
+
+    @on(Progress)
+    def on_progress(self, m: Progress) -> None:
+        self.set_job(m.job, None if m.done else m.text)
+
+    # -- loading the capture ----------------------------------------------------------------------
+
+    @work(thread=True, exclusive=True, group="load")
+    def load_capture(self, reload: bool = False) -> None:
+        t0 = time.perf_counter()
+        self.post_message(Progress("load", f"{'re-reading' if reload else 'indexing'} {self.path}…"))
+        try:
+            sig = files_signature(self.path)
+            session = CaptureSession.open(self.path, source=self.source)
+        except CaptureUnreadable as e:
+            self.post_message(Progress("load", "", done=True))
+            self.post_message(CaptureFailed(self.path, str(e)))
+            return
+        except Exception as e:  # a reader bug must not take the app down: say what happened
+            self.post_message(Progress("load", "", done=True))
+            self.post_message(CaptureFailed(self.path, f"{type(e).__name__}: {e}"))
+            return
+        session.signature = sig  # type: ignore[attr-defined]
+        if get_current_worker().is_cancelled:
+            return
+        self.post_message(CaptureLoaded(session, time.perf_counter() - t0, reload=reload))
+        self.post_message(Progress("load", "", done=True))
+
+    @on(CaptureFailed)
+    def on_capture_failed(self, m: CaptureFailed) -> None:
+        self.tree.loading = False
+        self.tree.root.set_label(f"cannot read {m.path}")
+        self.code_view.clear(m.error)
+        self.query_one(ProblemsView).set_rows([(m.path, "", m.error)])
+        self.notify(m.error, title="cannot read the capture", severity="error", timeout=10)
+
+    @on(CaptureLoaded)
+    def on_capture_loaded(self, m: CaptureLoaded) -> None:
+        old = self.session
+        self.session = m.session
+        self.signature = getattr(m.session, "signature", ())
+        self.load_seconds = m.seconds
+        tree = self.tree
+        tree.loading = False
+        if m.reload and old is not None:
+            self.old_sessions.append(old)
+            added = tree.sync(m.session.outline)
+            if added:
+                self.notify(f"{added} new entries", title="capture grew", timeout=3)
+            self.stale = set(VIEWS)
+            self.refresh_view(force=False)
+        else:
+            tree.load(m.session.outline, self.badges)
+            self.call_after_refresh(self._tree_painted)
+            first = self._first_place()
+            if first is not None:
+                tree.reveal(first)
+        self.fill_problems(announce=not m.reload)
+        self.run_checks()
+        if m.session.outline.live:
+            if self._poll_timer is None:
+                self._poll_timer = self.set_interval(self.poll_seconds, self.poll_live)
+        elif self._poll_timer is not None:
+            self._poll_timer.stop()
+            self._poll_timer = None
+        self.set_job("load", None)
+
+    def _tree_painted(self) -> None:
+        if self.first_tree_painted is None:
+            self.first_tree_painted = time.perf_counter() - self.started
+
+    def _first_place(self) -> Place | None:
+        o = self.session.outline if self.session else None
+        if not o or not o.ranks:
+            return None
+        for r in o.ranks:
+            for pl in r.pipelines:
+                if pl.passes:
+                    p = pl.passes[0]
+                    return Place(r.rank, pl.index, p.seq, p.first_role())
+                return Place(r.rank, pl.index)
+        return None
+
+    def fill_problems(self, announce: bool = False) -> None:
+        if self.session is None:
+            return
+        rows = self.session.problems()
+        self.query_one(ProblemsView).set_rows(rows)
+        tab = self.query_one(TabbedContent).get_tab("problems")
+        tab.label = f"Problems ({len(rows)})" if rows else "Problems"
+        if announce and rows:
+            where, _, msg = rows[0]
+            more = f" (and {len(rows) - 1} more: see Problems, key 7)" if len(rows) > 1 else ""
+            self.notify(f"{where}: {msg}{more}", title="reading problems", severity="warning", timeout=8)
+
+    def poll_live(self) -> None:
+        if self.session is None or "load" in self.jobs:
+            return
+        sig = files_signature(self.path)
+        if sig != self.signature:
+            self.signature = sig
+            self.load_capture(reload=True)
+
+    def action_reload(self) -> None:
+        self.load_capture(reload=True)
+
+    # -- checks ------------------------------------------------------------------------------------
+
+    def run_checks(self) -> None:
+        if "checks" in self.jobs:
+            self.checks_dirty = True
+            return
+        self.checks_dirty = False
+        self.findings_view.set_status("running checks…")
+        self._checks_worker(self.path, self.source)
+
+    @work(thread=True, exclusive=True, group="checks")
+    def _checks_worker(self, path: str, source: str) -> None:
+        from inspector.capture_index import open_capture
+        from inspector.checks import check_report
+        from inspector.outline import finding_badges
+        from inspector.stages import StageIndex
+
+        self.post_message(Progress("checks", "running checks…"))
+        t0 = time.perf_counter()
+        try:
+            # a capture of its own: the checks read every graph and must not hold the views' lock
+            with open_capture(path, source=source) as cap:
+                report = check_report(cap)
+                badges = finding_badges(report.findings, StageIndex(cap))
+            msg = FindingsReady(report.findings, badges, report.notes, [n.to_json() for n in report.not_run], time.perf_counter() - t0)
+        except Exception as e:
+            msg = FindingsReady([], {}, [], [], time.perf_counter() - t0, error=f"{type(e).__name__}: {e}")
+        self.post_message(msg)
+        self.post_message(Progress("checks", "", done=True))
+
+    @on(FindingsReady)
+    def on_findings_ready(self, m: FindingsReady) -> None:
+        self.jobs.pop("checks", None)
+        if m.error:
+            self.findings_view.set_status(f"checks failed: {m.error}")
+            self.notify(m.error, title="checks failed", severity="error")
+            return
+        self.findings = m.findings
+        self.badges = m.badges
+        fv = self.findings_view
+        status = None
+        if m.not_run:
+            status = fv._status() if m.findings else "no findings"
+        fv.set_findings(m.findings)
+        if status and m.not_run:
+            fv.set_status(status + " · not run: " + "; ".join(f"{n['check']}: {n['reason']}" for n in m.not_run))
+        self.tree.set_badges(m.badges)
+        tab = self.query_one(TabbedContent).get_tab("findings")
+        tab.label = f"Findings ({len(m.findings)})" if m.findings else "Findings"
+        if self.checks_dirty:
+            self.run_checks()
+
+    # -- selecting places --------------------------------------------------------------------------
+
+    @on(Tree.NodeHighlighted, "#tree")
+    def on_tree_highlighted(self, event: Tree.NodeHighlighted) -> None:
+        data = event.node.data
+        if isinstance(data, Place):
+            self.select_place(data)
+        elif isinstance(data, RankData) and self.session is not None:
+            r = self.session.outline.rank(data.rank)
+            if r and r.pipelines:
+                self.select_place(Place(data.rank, r.pipelines[0].index), from_rank=True)
+
+    @on(Tree.NodeSelected, "#tree")
+    def on_tree_selected(self, event: Tree.NodeSelected) -> None:
+        if isinstance(event.node.data, Place):
+            self.select_place(event.node.data)
+
+    def select_place(self, place: Place, *, from_rank: bool = False) -> None:
+        if place == self.place and not self.stale:
+            return
+        changed = place != self.place
+        self.place = place
+        if changed:
+            self.stale = set(VIEWS) - {"findings", "problems"}
+        self.refresh_view()
+        self.set_job("idle", None)
+
+    def open_place(self, place: Place, view: str | None = None) -> None:
+        """Select `place` in the tree (and the views follow), optionally showing `view`."""
+        if view:
+            self.show_view(view)
+        if not self.tree.reveal(place):
+            self.select_place(place)
+
+    def open_rank(self, rank: int) -> None:
+        node = self.tree.rank_node(rank)
+        if node is not None:
+            node.expand()
+            self.tree.move_cursor(node)
+            self.tree.focus()
+
+    def action_other_rank(self, step: int) -> None:
+        if self.session is None or self.place is None:
+            return
+        ranks = self.session.cap.ranks
+        i = ranks.index(self.place.rank) if self.place.rank in ranks else 0
+        for k in range(1, len(ranks)):
+            r = ranks[(i + step * k) % len(ranks)]
+            other = self.session.same_place_on(self.place, r)
+            if other is not None:
+                self.open_place(other)
+                return
+        self.notify("no other rank has this graph", severity="warning")
+
+    # -- views -------------------------------------------------------------------------------------
+
+    def action_show_view(self, view: str) -> None:
+        self.show_view(view)
+        self.call_after_refresh(lambda: self.view_widget(view).focus())
+
+    def show_view(self, view: str) -> None:
+        self.query_one(TabbedContent).active = view
+        self.refresh_view()
+
+    @on(TabbedContent.TabActivated)
+    def on_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        self.refresh_view()
+
+    def refresh_view(self, force: bool = False) -> None:
+        view = self.active_view
+        if self.session is None or self.place is None:
+            return
+        if view not in self.stale and not force:
+            return
+        self.stale.discard(view)
+        place = self.place
+        if view == "code":
+            self._load(view, place, self._code_job)
+        elif view == "pass-diff":
+            if place.seq is None:
+                self.pass_diff_view.clear("the traced graph has no pass: select a pass to see what it changed")
+                self._title("pass-diff", f"{place.label(self.session.outline)}: traced graph")
+                return
+            self._load(view, place, self._pass_diff_job)
+        elif view == "rank-diff":
+            if len(self.session.cap.ranks) < 2:
+                self.rank_diff_view.clear("one rank only: nothing to compare")
+                return
+            self._load(view, place, self._rank_diff_job)
+        elif view == "symbols":
+            self._load(view, place, self._symbols_job)
+        elif view == "devices":
+            self._load(view, place, self._devices_job)
+
+    def _title(self, view: str, text: str) -> None:
+        self.query_one(f"#{view}-title", Label).update(text)
+
+    def _load(self, view: str, place: Place, job) -> None:
+        widget = self.view_widget(view)
+        widget.loading = True
+        base = self.base_rank_for(place) if view == "rank-diff" else None
+        self.requests[view] = request = self.requests.get(view, 0) + 1
+        session = self.session
+
+        def work() -> None:
+            self.post_message(Progress(f"view-{view}", f"loading {self.VIEW_TITLES[view].lower()}…"))
+            try:
+                payload, extra = job(session, place, base)
+                msg = ViewReady(view, place, payload, extra, request=request)
+            except Exception as e:
+                msg = ViewReady(view, place, None, error=f"{type(e).__name__}: {e}", request=request)
+            self.post_message(msg)
+            self.post_message(Progress(f"view-{view}", "", done=True))
+
+        # one worker per view at a time: a newer request cancels the older one
+        self.run_worker(work, name=f"view-{view}", group=f"view-{view}", exclusive=True, thread=True)
+
+    # jobs: run in a worker thread, return (payload, extra)
+
+    @staticmethod
+    def _code_job(session: CaptureSession, place: Place, base):
+        return session.graph_text(place), None
+
+    @staticmethod
+    def _pass_diff_job(session: CaptureSession, place: Place, base):
+        return session.pass_diff(place), None
+
+    @staticmethod
+    def _rank_diff_job(session: CaptureSession, place: Place, base):
+        return session.rank_diff(place, base)
+
+    @staticmethod
+    def _symbols_job(session: CaptureSession, place: Place, base):
+        return session.symbols(place), None
+
+    @staticmethod
+    def _devices_job(session: CaptureSession, place: Place, base):
+        return session.devices(place), None
+
+    def base_rank_for(self, place: Place) -> int:
+        """The rank diff's base: the chosen one (b), else the lowest rank."""
+        ranks = self.session.cap.ranks if self.session else [0]
+        return self.base_rank if self.base_rank in ranks else ranks[0]  # type: ignore[return-value]
+
+    @on(ViewReady)
+    def on_view_ready(self, m: ViewReady) -> None:
+        widget = self.view_widget(m.view)
+        if m.request != self.requests.get(m.view) or m.place != self.place:
+            return  # the user moved on; the newer request fills the view
+        widget.loading = False
+        outline = self.session.outline if self.session else None
+        if m.error:
+            self._show_error(m.view, m.error)
+            return
+        if m.view == "code":
+            gt = m.payload
+            if gt is None:
+                self.code_view.clear(self._unreadable(m.place, "graph code"))
+                self._title("code", m.place.label(outline))
+            else:
+                self.code_view.show(gt.lines, gt.index, title=gt.title, key=(gt.rank, gt.gid), keep_place=self.shown.get("code") == (gt.rank, gt.gid))
+                self.shown["code"] = (gt.rank, gt.gid)
+                self._title("code", gt.title)
+        elif m.view in ("pass-diff", "rank-diff"):
+            view = self.pass_diff_view if m.view == "pass-diff" else self.rank_diff_view
+            d = m.payload
+            if m.view == "rank-diff":
+                status = m.extra or []
+                self.query_one("#rank-diff-status", Label).update("  ".join(status) + "   (b: change the base rank, [ ]: other rank)")
+            if d is None:
+                view.clear(self._unreadable(m.place, "graphs of this pass"))
+                self._title(m.view, m.place.label(outline))
+            else:
+                view.show(d.model, a_label=d.a_label, b_label=d.b_label, a_index=d.a_index, b_index=d.b_index, key=d.key)
+                self.shown[m.view] = d.key
+                self._title(m.view, f"{d.title} · {d.summary} · {view.mode}")
+        elif m.view == "symbols":
+            self.query_one(SymbolsView).set_rows(m.payload, m.place.label(outline))
+        elif m.view == "devices":
+            self.query_one(DevicesView).set_rows(m.payload, m.place.label(outline) + " on every rank")
+        self._apply_pending_jump(m.view)
+
+    def _unreadable(self, place: Place, what: str) -> str:
+        errs = self.session.problems() if self.session else []
+        mine = [e for e in errs if e[1] == str(place.rank)]
+        tail = f": {mine[-1][0]}: {mine[-1][2]}" if mine else ""
+        return f"{what} unreadable on rank {place.rank}{tail}"
+
+    def _show_error(self, view: str, error: str) -> None:
+        w = self.view_widget(view)
+        if isinstance(w, LineView):
+            w.clear(error)  # type: ignore[attr-defined]
+        self.notify(error, title=f"{self.VIEW_TITLES[view]} failed", severity="error")
+
+    # -- jumping to findings and nodes --------------------------------------------------------------
+
+    @on(FindingsView.Chosen)
+    def on_finding_chosen(self, m: FindingsView.Chosen) -> None:
+        self.jump_to_finding(m.finding)
+
+    def jump_to_finding(self, f) -> bool:
+        if self.session is None:
+            return False
+        target = finding_target(f, self.session.index, prefer_rank=self.place.rank if self.place else None)
+        if target is None:
+            self.notify(f"cannot place this finding in the capture ({f.introduced_by}, ranks {f.ranks})", severity="warning")
+            return False
+        if target.base_rank is not None:
+            self.base_rank = target.base_rank
+        place = Place(target.rank, target.pipeline if target.pipeline is not None else 0, target.seq, target.role)
+        if target.node:
+            self.pending_jump = (target.view, target.node, target.subgraph)
+        self.query_one(TabbedContent).active = target.view
+        self.stale = set(VIEWS) - {"findings", "problems"}
+        if place == self.place:
+            self.refresh_view(force=True)
+        else:
+            self.open_place(place)
+        return True
+
+    def _apply_pending_jump(self, view: str) -> None:
+        if self.pending_jump is None or self.pending_jump[0] != view:
+            return
+        _, node, sub = self.pending_jump
+        self.pending_jump = None
+        w = self.view_widget(view)
+        ok = w.goto_node(node, sub) if hasattr(w, "goto_node") else False
+        if ok:
+            w.focus()
+        else:
+            self.notify(f"node {node} is not in this view", severity="warning")
+
+    @on(NodeChosen)
+    def on_node_chosen(self, m: NodeChosen) -> None:
+        if m.rank is not None and self.place is not None and m.rank != self.place.rank and self.session is not None:
+            other = self.session.same_place_on(self.place, m.rank)
+            if other is not None:
+                self.pending_jump = ("code", m.node, m.subgraph)
+                self.query_one(TabbedContent).active = "code"
+                self.open_place(other)
+                return
+        self.goto_node(m.node, m.subgraph)
+
+    def goto_node(self, name: str, subgraph: str | None = None) -> bool:
+        """Go to node `name` in the code or diff view in front (the code view otherwise)."""
+        view = self.active_view if self.active_view in ("code", "pass-diff", "rank-diff") else "code"
+        if view != self.active_view:
+            self.pending_jump = (view, name, subgraph)
+            self.show_view(view)
+            if view not in self.stale and self.code_view.index is not None:
+                self._apply_pending_jump(view)
+            return True
+        w = self.view_widget(view)
+        if w.goto_node(name, subgraph):
+            w.focus()
+            return True
+        self.notify(f"no node {name} in this view", severity="warning")
+        return False
+
+    def action_goto_node_prompt(self) -> None:
+        names = [n for _, n, _ in self.code_view.index.names()] if self.code_view.index else []
+
+        def done(value: str | None) -> None:
+            if value:
+                sub = None
+                if ":" in value:
+                    sub, _, value = value.rpartition(":")
+                self.goto_node(value, sub or None)
+
+        self.push_screen(PromptScreen("Go to node (name, or subgraph:name)", placeholder="add_3", suggestions=names[:50000], id="goto-prompt"), done)
+
+    # -- search ------------------------------------------------------------------------------------
+
+    def action_search(self) -> None:
+        bar = self.query_one("#search-bar")
+        bar.display = True
+        inp = self.query_one("#search-input", Input)
+        inp.value = self.search_query
+        inp.focus()
+
+    @on(Input.Submitted, "#search-input")
+    def on_search_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.search_query = event.value
+        self.query_one("#search-bar").display = False
+        w = self.view_widget()
+        found = w.find(self.search_query) if self.search_query else None
+        w.focus()
+        if self.search_query and found is None:
+            self.notify(f"'{self.search_query}' not found in this view", severity="warning", timeout=3)
+
+    def on_key(self, event) -> None:
+        if event.key == "escape" and self.query_one("#search-bar").display:
+            self.query_one("#search-bar").display = False
+            self.view_widget().focus()
+            event.stop()
+
+    def action_search_next(self, direction: int) -> None:
+        if not self.search_query:
+            self.action_search()
+            return
+        w = self.view_widget()
+        if w.find(self.search_query, forward=direction > 0) is None:
+            self.notify(f"'{self.search_query}' not found in this view", severity="warning", timeout=3)
+
+    # -- diff modes, ranks ---------------------------------------------------------------------------
+
+    def action_toggle_diff_mode(self) -> None:
+        views = [self.pass_diff_view, self.rank_diff_view]
+        mode = "split" if views[0].mode == "unified" else "unified"
+        for v in views:
+            v.set_mode(mode)
+        for name in ("pass-diff", "rank-diff"):
+            label = self.query_one(f"#{name}-title", Label)
+            text = str(label.content)
+            if text.endswith(" · unified") or text.endswith(" · split"):
+                label.update(text.rsplit(" · ", 1)[0] + f" · {mode}")
+        self.notify(f"diffs: {'side by side' if mode == 'split' else 'unified'}", timeout=2)
+
+    def action_expand_folds(self) -> None:
+        w = self.view_widget()
+        if isinstance(w, DiffView):
+            w.expand_all()
+
+    def action_cycle_base_rank(self) -> None:
+        if self.session is None or self.place is None:
+            return
+        ranks = self.session.cap.ranks
+        cur = self.base_rank_for(self.place)
+        self.base_rank = ranks[(ranks.index(cur) + 1) % len(ranks)] if cur in ranks else ranks[0]
+        self.notify(f"rank diff: base rank {self.base_rank}", timeout=2)
+        self.stale.add("rank-diff")
+        if self.active_view != "rank-diff":
+            self.show_view("rank-diff")
+        else:
+            self.refresh_view()
+
+    # -- copy, export, replay --------------------------------------------------------------------------
+
+    def action_copy_line(self) -> None:
+        text = self.view_widget().current_line_text()
+        self.copy_to_clipboard(text)
+        self.notify("copied the line" if text else "nothing to copy", timeout=2)
+
+    def action_copy_hunk(self) -> None:
+        w = self.view_widget()
+        text = w.hunk_text() if isinstance(w, DiffView) else w.current_line_text()
+        self.copy_to_clipboard(text)
+        n = text.count("\n")
+        self.notify(f"copied {n} line{'s' if n != 1 else ''}" if text else "nothing to copy", timeout=2)
+
+    def export_text(self) -> tuple[str, str]:
+        """(text, file suffix) of what the view in front shows."""
+        view = self.active_view
+        w = self.view_widget(view)
+        if isinstance(w, DiffView):
+            return w.export_text(), ".diff"
+        if isinstance(w, CodeView):
+            return "\n".join(w.lines) + "\n", ".py"
+        if isinstance(w, RecordTable):
+            return w.export_text(), ".tsv"
+        return "", ".txt"
+
+    def default_export_name(self) -> str:
+        view = self.active_view
+        _, suffix = self.export_text()
+        parts = ["gti", Path(self.path).name or "capture", view]
+        if self.place is not None and view not in ("findings", "problems"):
+            parts.append(f"r{self.place.rank}")
+            parts.append(f"p{self.place.seq}" if self.place.seq is not None else f"g{self.place.pipeline}")
+        return "-".join(parts) + suffix
+
+    def action_export(self) -> None:
+        def done(value: str | None) -> None:
+            if value:
+                self.export_to(value)
+
+        self.push_screen(PromptScreen(f"Export the {self.VIEW_TITLES[self.active_view].lower()} view to a file", value=self.default_export_name(), id="export-prompt"), done)
+
+    def export_to(self, path: str) -> str | None:
+        text, _ = self.export_text()
+        if not text:
+            self.notify("nothing to export in this view", severity="warning")
+            return None
+        target = os.path.abspath(os.path.expanduser(path))
+        try:
+            with open(target, "w") as f:
+                f.write(text)
+        except OSError as e:
+            self.notify(f"{target}: {e.strerror or e}", title="export failed", severity="error")
+            return None
+        self.notify(f"wrote {text.count(chr(10))} lines to {target}", title="exported", timeout=4)
+        return target
+
+    def action_replay(self) -> None:
+        if self.session is None or self.place is None or self.place.seq is None:
+            self.notify("select a pass to replay", severity="warning")
+            return
+        p = self.session.pass_entry(self.place)
+        if p is None:
+            return
+        argv = replay_argv(self.session.path, p.name, p.rank, p.occurrence)
+        self.last_replay = argv
+        if self.replay_runner is not None:
+            rc = self.replay_runner(argv)
+            msg = ""
+        else:
+            try:
+                with self.suspend():
+                    rc = run_in_terminal(argv)
+                msg = ""
+            except Exception:  # no terminal to hand over (headless, web): run it in the background
+                rc, msg = run_captured(argv)
+        sev = "information" if rc == 0 else "warning"
+        self.notify(f"replay of #{p.seq} {p.name} on rank {p.rank} exited with {rc}" + (f": {msg}" if msg else ""), severity=sev)
+        self.refresh()
+
+    # -- help, focus --------------------------------------------------------------------------------
+
+    def binding_groups(self) -> list[tuple[str, list[Binding]]]:
+        def only(bs):
+            return [b for b in bs if isinstance(b, Binding)]
+
+        return [
+            ("everywhere", only(self.BINDINGS) + [Binding("ctrl+p", "command_palette", "Command palette: open a rank, pass or node by name", id="app.command-palette")]),
+            ("code and diff views", only(LineView.BINDINGS) + [Binding("enter", "", "Open a folded stretch (diff)", id="diff.unfold")]),
+            ("tree", only(CaptureTree.BINDINGS)),
+        ]
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen(self.binding_groups(), self.user_keymap))
+
+    def action_focus_tree(self) -> None:
+        self.tree.focus()
+
+    def action_focus_view(self) -> None:
+        self.view_widget().focus()
+
+    def on_unmount(self) -> None:
+        for s in [self.session, *self.old_sessions]:
+            if s is not None:
+                try:
+                    s.close()
+                except Exception:
+                    pass

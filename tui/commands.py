@@ -1,0 +1,48 @@
+"""The command palette (Ctrl+P): open any rank, graph, pass or node by fuzzy name."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+from tui.session import Place
+
+
+class CaptureCommands(Provider):
+    """Ranks, traced graphs, passes of every rank, nodes of the graph in view, and the views."""
+
+    def _entries(self) -> list[tuple[str, object, str]]:
+        app = self.app
+        session = getattr(app, "session", None)
+        out: list[tuple[str, object, str]] = []
+        for view, label in getattr(app, "VIEW_TITLES", {}).items():
+            out.append((f"view: {label}", partial(app.show_view, view), "switch the right-hand view"))
+        if session is None:
+            return out
+        o = session.outline
+        for r in o.ranks:
+            out.append((f"rank {r.rank}", partial(app.open_rank, r.rank), f"{len(r.passes)} passes, {r.own_device or ''}"))
+            for pl in r.pipelines:
+                out.append((f"rank {r.rank} · graph {pl.index} · trace", partial(app.open_place, Place(r.rank, pl.index)), f"traced graph, {pl.traced_nodes} nodes"))
+                for p in pl.passes:
+                    out.append((f"rank {r.rank} · #{p.seq} {p.name}", partial(app.open_place, Place(r.rank, pl.index, p.seq, p.first_role())), "pass"))
+        code = app.code_view
+        if code.index is not None:
+            place = getattr(app, "place", None)
+            where = f"rank {place.rank}" if place else ""
+            for sub, name, _line in code.index.names()[:20000]:
+                label = f"node {name}" + (f" in {sub}" if sub else "")
+                out.append((label, partial(app.goto_node, name, sub or None), f"in the graph in view ({where})"))
+        return out
+
+    async def discover(self) -> Hits:
+        for text, cb, help_text in self._entries()[:200]:
+            yield DiscoveryHit(text, cb, help=help_text)
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for text, cb, help_text in self._entries():
+            score = matcher.match(text)
+            if score > 0:
+                yield Hit(score, matcher.highlight(text), cb, help=help_text)

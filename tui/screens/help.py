@@ -1,0 +1,64 @@
+"""The help screen (`?`): what each view shows and every key, with the binding ids to remap."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+INTRO = """[b]graphtrain-inspect tui[/b]: browse a capture of graph passes on every rank.
+
+The tree on the left lists the run, each rank, each traced graph and the passes applied to it in
+order, with node counts, node deltas, wall times and a red badge with the number of findings a pass
+introduced. Selecting an entry shows it in the views on the right:
+
+  [b]Code[/b]       the graph after the selected pass (or the traced graph)
+  [b]Pass diff[/b]  what the pass changed, before against after
+  [b]Rank diff[/b]  the same graph on another rank against a base rank, normalized as in `diff`
+  [b]Findings[/b]   what `check` finds; Enter jumps to the node, with its rank and pass selected
+  [b]Symbols[/b]    unbacked symbols of the graph: who binds them, who uses them, stale ones
+  [b]Devices[/b]    each rank's own device and the devices baked into the graph
+  [b]Problems[/b]   what could not be read, as file:line: message
+
+Keys can be remapped by binding id in ~/.config/graphtrain-inspect/keymap.toml
+(or --keymap FILE), one line per binding:  "app.replay" = "ctrl+r"
+"""
+
+
+def bindings_table(groups: list[tuple[str, list[Binding]]], keymap: dict[str, str]) -> Table:
+    t = Table(box=None, expand=True, padding=(0, 2))
+    t.add_column("key", style="bold")
+    t.add_column("does")
+    t.add_column("id", style="dim")
+    for title, bindings in groups:
+        t.add_row(Text(title, style="bold underline"), "", "")
+        for b in bindings:
+            keys = keymap.get(b.id or "", b.key) if b.id else b.key
+            t.add_row(keys, b.description or b.action, b.id or "")
+    return t
+
+
+class HelpScreen(ModalScreen[None]):
+    DEFAULT_CSS = """
+    HelpScreen { align: center middle; }
+    HelpScreen > VerticalScroll { width: 100; height: 90%; border: thick $primary; background: $surface; padding: 1 2; }
+    """
+
+    BINDINGS = [Binding("escape,q,question_mark", "close", "Close", id="help.close")]
+
+    def __init__(self, groups: list[tuple[str, list[Binding]]], keymap: dict[str, str]) -> None:
+        super().__init__(id="help")
+        self.groups = groups
+        self.keymap = keymap
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            yield Static(INTRO, id="help-intro")
+            yield Static(bindings_table(self.groups, self.keymap), id="help-keys")
+
+    def action_close(self) -> None:
+        self.dismiss(None)

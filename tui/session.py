@@ -1,0 +1,230 @@
+"""One open capture, shared by the app's workers: the core's objects behind one lock.
+
+Every question the views ask (a graph's code, a pass's before and after, a rank diff, symbols,
+devices) is one method here, safe to call from any worker thread: the core's readers keep LRU
+caches and memory maps that are not meant for concurrent use. Long computations on what was read
+(diffs, the checks) run outside the lock. No textual imports: this is plain Python.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from inspector.capture_index import Capture, CaptureUnreadable, open_capture
+from inspector.code_locate import CodeIndex
+from inspector.device_rows import DeviceRow, device_rows
+from inspector.diff import normalize_code, rank_diff_gids, rank_text
+from inspector.diff_rows import DiffModel
+from inspector.outline import Outline, PassEntry, PipelineEntry, build_outline
+from inspector.stages import StageIndex
+from inspector.symbol_rows import SymbolRow, symbol_rows
+
+__all__ = ["CaptureSession", "CaptureUnreadable", "Place", "GraphText", "DiffResult"]
+
+
+@dataclass(frozen=True)
+class Place:
+    """A graph state in the tree: the traced graph of a pipeline (seq None) or a pass's output."""
+
+    rank: int
+    pipeline: int
+    seq: int | None = None
+    role: str | None = None
+
+    def label(self, outline: Outline | None = None) -> str:
+        if self.seq is None:
+            return f"rank {self.rank} · graph {self.pipeline} · traced"
+        p = outline.find_pass(self.rank, self.seq) if outline is not None else None
+        name = f"#{self.seq} {p.name}" if p else f"#{self.seq}"
+        role = f" ({self.role})" if self.role and self.role != "out" else ""
+        return f"rank {self.rank} · {name}{role}"
+
+
+@dataclass
+class GraphText:
+    rank: int
+    gid: str
+    lines: list[str]
+    index: CodeIndex
+    title: str
+
+
+@dataclass
+class DiffResult:
+    model: DiffModel
+    a_label: str
+    b_label: str
+    a_index: CodeIndex
+    b_index: CodeIndex
+    title: str
+    summary: str
+    key: tuple
+
+
+class CaptureSession:
+    def __init__(self, cap: Capture):
+        self.cap = cap
+        self.path = cap.path
+        self.lock = threading.RLock()
+        with self.lock:
+            self.outline: Outline = build_outline(cap)
+            self.index = StageIndex(cap)
+
+    @classmethod
+    def open(cls, path: str, source: str = "auto") -> "CaptureSession":
+        return cls(open_capture(path, source=source))
+
+    def close(self) -> None:
+        with self.lock:
+            self.cap.close()
+
+    # -- places ----------------------------------------------------------------------------------
+
+    def pipeline(self, rank: int, index: int) -> PipelineEntry | None:
+        r = self.outline.rank(rank)
+        if r is None:
+            return None
+        return next((pl for pl in r.pipelines if pl.index == index), None)
+
+    def pass_entry(self, place: Place) -> PassEntry | None:
+        return self.outline.find_pass(place.rank, place.seq) if place.seq is not None else None
+
+    def gid_of(self, place: Place) -> str | None:
+        if place.seq is None:
+            pl = self.pipeline(place.rank, place.pipeline)
+            return pl.traced if pl else None
+        p = self.pass_entry(place)
+        if p is None:
+            return None
+        if not p.after:
+            return p.before
+        return p.after.get(place.role or "") or p.after.get(p.first_role() or "")
+
+    def same_place_on(self, place: Place, rank: int) -> Place | None:
+        """The same graph state on another rank: same pipeline, same pass name and occurrence."""
+        if rank == place.rank:
+            return place
+        if place.seq is None:
+            return Place(rank, place.pipeline) if self.pipeline(rank, place.pipeline) else None
+        p = self.pass_entry(place)
+        other = self.outline.rank(rank)
+        if p is None or other is None:
+            return None
+        for q in other.passes:
+            if q.name == p.name and q.occurrence == p.occurrence:
+                return Place(rank, q.pipeline, q.seq, place.role)
+        return None
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def graph_text(self, place: Place) -> GraphText | None:
+        gid = self.gid_of(place)
+        if gid is None:
+            return None
+        with self.lock:
+            code = self.cap.graph_code(place.rank, gid)
+        if code is None:
+            return None
+        lines = code.splitlines()
+        return GraphText(place.rank, gid, lines, CodeIndex(lines), f"{place.label(self.outline)} · {gid} · {len(lines)} lines")
+
+    def pass_diff(self, place: Place) -> DiffResult | None:
+        p = self.pass_entry(place)
+        if p is None or p.before is None or not p.after:
+            return None
+        role = place.role if place.role in p.after else p.first_role()
+        gid = p.after[role]  # type: ignore[index]
+        with self.lock:
+            a = self.cap.graph_code(place.rank, p.before)
+            b = self.cap.graph_code(place.rank, gid)
+        if a is None or b is None:
+            return None
+        la, lb = normalize_code(a), normalize_code(b)
+        model = DiffModel(la, lb)
+        c = model.counts
+        bn = p.before_nodes
+        an = p.after_nodes.get(role or "")
+        nodes = f"{bn if bn is not None else '?'} → {an if an is not None else '?'} nodes"
+        role_txt = f" ({role})" if role != "out" else ""
+        title = f"#{p.seq} {p.name}{role_txt} on rank {place.rank}: {p.before} → {gid}"
+        summary = f"{nodes} · −{c['removed']} +{c['added']} lines" + (" · no text changes" if model.empty else "")
+        return DiffResult(model, f"before {p.name}", f"after {p.name}{role_txt}", CodeIndex(la), CodeIndex(lb), title, summary, ("pass", place.rank, p.before, gid))
+
+    def rank_diff(self, place: Place, base: int) -> tuple[DiffResult | None, list[str]]:
+        """The place's graph on the base rank against place.rank (the next rank when place is on the
+        base rank), normalized; plus one status line per rank."""
+        status: list[str] = []
+        if place.rank == base:
+            others = [r for r in self.cap.ranks if r != base]
+            later = [r for r in others if r > base] + [r for r in others if r < base]
+            for r in later:
+                op = self.same_place_on(place, r)
+                if op is not None:
+                    place = op
+                    break
+        here = self.gid_of(place)
+        bplace = self.same_place_on(place, base)
+        bgid = self.gid_of(bplace) if bplace is not None else None
+        for r in self.cap.ranks:
+            if r == base:
+                continue
+            op = self.same_place_on(place, r)
+            og = self.gid_of(op) if op is not None else None
+            if og is None or bgid is None:
+                status.append(f"rank {r}: no such graph")
+                continue
+            with self.lock:
+                d = rank_diff_gids(self.cap, base, bgid, r, og)
+            if d is None:
+                status.append(f"rank {r}: unreadable")
+            elif d.empty:
+                status.append(f"rank {r}: agrees")
+            else:
+                c = d.counts
+                status.append(f"rank {r}: differs ({c['changed']} changed, {c['added']} added, {c['removed']} removed)")
+        if here is None or bgid is None:
+            return None, status
+        with self.lock:
+            la = rank_text(self.cap, base, bgid) or []
+            lb = rank_text(self.cap, place.rank, here) or []
+        model = DiffModel(la, lb)
+        c = model.counts
+        title = f"{place.label(self.outline)} against base rank {base}, normalized"
+        summary = "ranks agree (after normalization)" if model.empty else f"−{c['removed']} +{c['added']} lines"
+        return DiffResult(model, f"rank {base} {bgid}", f"rank {place.rank} {here}", CodeIndex(la), CodeIndex(lb), title, summary, ("rank", base, bgid, place.rank, here)), status
+
+    def symbols(self, place: Place) -> list[SymbolRow]:
+        gid = self.gid_of(place)
+        if gid is None:
+            return []
+        with self.lock:
+            symmap = self.cap.symbols(place.rank, gid)
+            tables = self.cap.node_table(place.rank, gid)
+        return symbol_rows(symmap, tables)
+
+    def devices(self, place: Place) -> list[DeviceRow]:
+        per: dict[int, tuple[Any, Any, Any]] = {}
+        for r in self.cap.ranks:
+            op = self.same_place_on(place, r)
+            gid = self.gid_of(op) if op is not None else None
+            with self.lock:
+                table = self.cap.devices(r, gid) if gid else None
+                per[r] = (table, self.cap.local_rank(r), self.cap.header(r))
+        return device_rows(per)
+
+    def problems(self) -> list[tuple[str, str, str]]:
+        """(where, rank, message) of every reading problem and capture error."""
+        out = []
+        with self.lock:
+            for e in self.cap.all_errors():
+                where = e.path if e.line is None else f"{e.path}:{e.line}"
+                out.append((where, "" if e.rank is None else str(e.rank), e.message))
+            for r in self.cap.ranks:
+                log = self.cap.log_file(r)
+                for ce in self.cap.capture_errors(r):
+                    p = f" in pass #{ce.get('seq')} {ce.get('pass')}" if ce.get("pass") else ""
+                    msg = str(ce.get("message") or "").splitlines()
+                    out.append((log.path if log else "", str(r), f"capture error{p} ({ce.get('where')}): {ce.get('type')}: {msg[0] if msg else ''}"))
+        return out

@@ -1,0 +1,242 @@
+"""The tree on the left: run, ranks, graphs (pipelines) and their passes in order.
+
+Each pass shows its node count, node delta, wall time and a badge with the number of findings it
+introduced. The tree is built from an `inspector.outline.Outline` and updated in place when a
+live capture grows (`sync`), keeping what is expanded and where the cursor is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Hashable
+
+from rich.text import Text
+from textual.binding import Binding
+from textual.widgets import Tree
+from textual.widgets.tree import TreeNode
+
+from inspector.outline import Outline, PassEntry, PipelineEntry, RankEntry
+from tui.session import Place
+
+
+@dataclass(frozen=True)
+class RankData:
+    rank: int
+
+
+@dataclass(frozen=True)
+class RunData:
+    path: str
+
+
+TreeData = Any  # RunData | RankData | Place
+
+
+def _fmt_time(s: float | None) -> str:
+    if s is None:
+        return ""
+    if s >= 1:
+        return f"{s:.2f}s"
+    return f"{s * 1000:.0f}ms" if s >= 0.001 else f"{s * 1e6:.0f}µs"
+
+
+def _badge(findings: list | None) -> Text:
+    if not findings:
+        return Text()
+    sev = {f.severity for f in findings}
+    style = "bold red" if "error" in sev else ("bold yellow" if "warning" in sev else "bold cyan")
+    return Text(f" ●{len(findings)}", style=style)
+
+
+def run_label(o: Outline, findings: int | None) -> Text:
+    t = Text(o.name, style="bold")
+    status = o.status or ("torch trace" if o.kind == "torch_trace" else "no manifest")
+    t.append(f"  {status}", style="green" if status == "finished" else ("yellow" if status == "running" else "red"))
+    t.append(f" · {len(o.ranks)} rank{'s' if len(o.ranks) != 1 else ''}", style="dim")
+    if o.live:
+        t.append(" · live", style="bold yellow")
+    if findings:
+        t.append(f" · {findings} findings", style="bold red")
+    return t
+
+
+def rank_label(r: RankEntry, findings: int) -> Text:
+    t = Text(f"rank {r.rank}", style="bold")
+    extra = [x for x in (r.own_device, f"{len(r.passes)} passes") if x]
+    t.append("  " + " · ".join(extra), style="dim")
+    if r.complete is False:
+        t.append(" · no end record", style="yellow")
+    if r.capture_errors:
+        t.append(f" · {r.capture_errors} capture errors", style="yellow")
+    if findings:
+        t.append(f" ●{findings}", style="bold red")
+    return t
+
+
+def pipeline_label(pl: PipelineEntry) -> Text:
+    t = Text(pl.label, style="bold")
+    if pl.traced_nodes is not None:
+        t.append(f"  {pl.traced_nodes} nodes", style="dim")
+    return t
+
+
+def trace_label(pl: PipelineEntry, findings: list | None) -> Text:
+    t = Text("trace", style="italic")
+    t.append(f"  {pl.traced_nodes if pl.traced_nodes is not None else '?'}", style="dim")
+    t.append_text(_badge(findings))
+    return t
+
+
+def pass_label(p: PassEntry, findings: list | None) -> Text:
+    t = Text(f"#{p.seq} ", style="dim")
+    t.append(p.name, style="red" if p.status != "ok" else "")
+    if p.status == "raised":
+        t.append("  raised", style="bold red")
+    elif p.status == "incomplete":
+        t.append("  unfinished", style="bold red")
+    else:
+        n = next(iter(p.after_nodes.values()), None) if p.after_nodes else None
+        if len(p.after_nodes) > 1:
+            t.append("  " + " ".join(f"{role}:{c if c is not None else '?'}" for role, c in p.after_nodes.items()), style="dim")
+        elif n is not None:
+            t.append(f"  {n}", style="dim")
+        d = p.delta
+        if d is not None:
+            if d == 0:
+                t.append(" ±0", style="dim")
+            else:
+                t.append(f" {d:+d}", style="green" if d > 0 else "yellow")
+    if p.wall_s is not None:
+        t.append(f"  {_fmt_time(p.wall_s)}", style="dim italic")
+    t.append_text(_badge(findings))
+    return t
+
+
+class CaptureTree(Tree[TreeData]):
+    DEFAULT_CSS = """
+    CaptureTree { width: 1fr; }
+    """
+
+    BINDINGS = [
+        Binding("enter", "select_cursor", "Open", show=False, id="tree.open"),
+        Binding("space", "toggle_node", "Fold", show=False, id="tree.toggle"),
+        Binding("E", "expand_everything", "Expand all", show=False, id="tree.expand-all"),
+    ]
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__("capture", id=id)
+        self.show_root = True
+        self.guide_depth = 3
+        self.outline: Outline | None = None
+        self.badges: dict[Hashable, list] = {}
+        self.nodes_by_key: dict[Hashable, TreeNode[TreeData]] = {}
+
+    # -- building ----------------------------------------------------------------------------------
+
+    def load(self, outline: Outline, badges: dict[Hashable, list] | None = None) -> None:
+        self.clear()
+        self.nodes_by_key = {}
+        self.outline = outline
+        self.badges = badges or {}
+        self.root.data = RunData(outline.path)
+        self.root.expand()
+        self.sync(outline, first=True)
+
+    def _key_of(self, data: TreeData) -> Hashable:
+        if isinstance(data, RankData):
+            return ("rank", data.rank)
+        if isinstance(data, Place):
+            return ("place", data.rank, data.pipeline, data.seq, data.role)
+        return ("pipeline",) + tuple(data) if isinstance(data, tuple) else ("run",)
+
+    def sync(self, outline: Outline, *, first: bool = False) -> int:
+        """Add what is new in `outline` (ranks, pipelines, passes) and refresh labels; return the
+        number of entries added."""
+        self.outline = outline
+        added = 0
+        self.root.set_label(run_label(outline, len({id(f) for v in self.badges.values() for f in v}) or None))
+        for i, r in enumerate(outline.ranks):
+            key = ("rank", r.rank)
+            node = self.nodes_by_key.get(key)
+            n_find = len({id(f) for k, v in self.badges.items() if k[0] == r.rank for f in v})
+            if node is None:
+                node = self.root.add(rank_label(r, n_find), data=RankData(r.rank), expand=first and i == 0)
+                self.nodes_by_key[key] = node
+                added += 1
+            else:
+                node.set_label(rank_label(r, n_find))
+            for pl in r.pipelines:
+                pkey = ("pipeline", r.rank, pl.index)
+                pnode = self.nodes_by_key.get(pkey)
+                if pnode is None:
+                    pnode = node.add(pipeline_label(pl), data=Place(r.rank, pl.index), expand=True)
+                    self.nodes_by_key[pkey] = pnode
+                    added += 1
+                    tkey = ("place", r.rank, pl.index, None, None)
+                    self.nodes_by_key[tkey] = pnode.add_leaf(trace_label(pl, self.badges.get((r.rank, "trace", pl.index))), data=Place(r.rank, pl.index))
+                else:
+                    pnode.set_label(pipeline_label(pl))
+                    self.nodes_by_key[("place", r.rank, pl.index, None, None)].set_label(trace_label(pl, self.badges.get((r.rank, "trace", pl.index))))
+                for p in pl.passes:
+                    pk = ("place", r.rank, pl.index, p.seq, None)
+                    label = pass_label(p, self.badges.get((r.rank, p.seq)))
+                    existing = self.nodes_by_key.get(pk)
+                    if existing is None:
+                        data = Place(r.rank, pl.index, p.seq, p.first_role())
+                        if len(p.after) > 1:
+                            pn = pnode.add(label, data=data, expand=False)
+                            for role in p.after:
+                                self.nodes_by_key[("place", r.rank, pl.index, p.seq, role)] = pn.add_leaf(
+                                    Text(f"→ {role}  {p.after_nodes.get(role) if p.after_nodes.get(role) is not None else '?'} nodes", style="dim"),
+                                    data=Place(r.rank, pl.index, p.seq, role),
+                                )
+                        else:
+                            pn = pnode.add_leaf(label, data=data)
+                        self.nodes_by_key[pk] = pn
+                        added += 1
+                    else:
+                        existing.set_label(label)
+        return added
+
+    def set_badges(self, badges: dict[Hashable, list]) -> None:
+        self.badges = badges
+        if self.outline is not None:
+            self.sync(self.outline)
+
+    # -- finding and selecting --------------------------------------------------------------------
+
+    def node_for(self, place: Place) -> TreeNode[TreeData] | None:
+        if place.seq is None:
+            return self.nodes_by_key.get(("place", place.rank, place.pipeline, None, None))
+        if place.role:
+            n = self.nodes_by_key.get(("place", place.rank, place.pipeline, place.seq, place.role))
+            if n is not None:
+                return n
+        return self.nodes_by_key.get(("place", place.rank, place.pipeline, place.seq, None))
+
+    def rank_node(self, rank: int) -> TreeNode[TreeData] | None:
+        return self.nodes_by_key.get(("rank", rank))
+
+    def reveal(self, place: Place, *, select: bool = True) -> bool:
+        """Expand the way to `place`, move the cursor there (and select it)."""
+        node = self.node_for(place)
+        if node is None:
+            return False
+        parent = node.parent
+        while parent is not None:
+            parent.expand()
+            parent = parent.parent
+        self.call_after_refresh(self._move_to, node, select)
+        return True
+
+    def _move_to(self, node: TreeNode[TreeData], select: bool) -> None:
+        self.move_cursor(node)
+        self.scroll_to_node(node, animate=False)
+        if select:
+            self.select_node(node)
+
+    def action_expand_everything(self) -> None:
+        self.root.expand_all()
+
+    def all_places(self) -> list[Place]:
+        return [n.data for k, n in self.nodes_by_key.items() if k[0] == "place" and isinstance(n.data, Place)]

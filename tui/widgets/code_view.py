@@ -1,0 +1,81 @@
+"""The selected graph's code, syntax-highlighted line by line, with line numbers and a cursor."""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from inspector.code_locate import CodeIndex
+from tui.highlight import Palette, token_spans
+from tui.widgets.line_view import LineView, Mark
+
+
+class CodeView(LineView):
+    """Shows one graph's readable code. `show(lines, title)` replaces it; `goto_node` jumps."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.lines: list[str] = []
+        self.index: CodeIndex | None = None
+        self.title = ""
+        self.graph_key: tuple | None = None  # (rank, gid) shown
+        self._width = 0
+        self._gutter = 0
+        self.message_text = "select a graph or a pass in the tree"
+
+    def show(self, lines: list[str], index: CodeIndex | None, *, title: str = "", key: tuple | None = None, keep_place: bool = False) -> None:
+        place = (self.cursor, self.scroll_offset) if keep_place and key == self.graph_key else None
+        self.lines = lines
+        self.index = index
+        self.title = title
+        self.graph_key = key
+        self.mark = None
+        self._width = max(map(len, lines), default=0)
+        self._gutter = len(str(len(lines))) + 2
+        self.rows_changed(keep_cursor=place is not None)
+        if place is not None:
+            self.set_cursor(place[0], scroll=False)
+            self.scroll_to(place[1].x, place[1].y, animate=False)
+
+    def clear(self, message: str) -> None:
+        self.lines = []
+        self.index = None
+        self.graph_key = None
+        self.mark = None
+        self.message_text = message
+        self.rows_changed()
+
+    def row_count(self) -> int:
+        return len(self.lines)
+
+    def row_plain(self, index: int) -> str:
+        return self.lines[index] if 0 <= index < len(self.lines) else ""
+
+    def gutter_width(self) -> int:
+        return self._gutter
+
+    def body_width(self) -> int:
+        return self._width
+
+    def build_row(self, index: int, palette: Palette) -> tuple[Text, Text]:
+        line = self.lines[index]
+        gutter = Text(f"{index + 1:>{self._gutter - 2}}  ", style=palette.gutter)
+        body = Text(line)
+        for start, end, key in token_spans(line):
+            body.stylize(palette.token(key), start, end)
+        return gutter, body
+
+    def goto_node(self, name: str, subgraph: str | None = None) -> bool:
+        """Put the cursor on the line defining node `name` and mark the name; False if not found."""
+        if self.index is None:
+            return False
+        loc = self.index.find(name, subgraph)
+        if loc is None:
+            return False
+        self.mark = Mark(loc.line, loc.start, loc.end)
+        self._cache.clear()
+        self.set_cursor(loc.line, center=True)
+        self.refresh()
+        return True
+
+    def node_at_cursor(self) -> str | None:
+        return self.index.node_at(self.cursor) if self.index is not None else None

@@ -1,0 +1,246 @@
+"""A text diff, unified or side by side: changed characters marked, unchanged stretches folded.
+
+The alignment is computed once (in a worker, `inspector.diff_rows.DiffModel`); switching mode or
+opening a fold only rebuilds the row list, and rows are rendered only when on screen.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual import events
+from textual.binding import Binding
+
+from inspector.code_locate import CodeIndex
+from inspector.diff_rows import DiffModel, Row, char_marks, hunk_bounds
+from tui.highlight import Palette, token_spans
+from tui.widgets.line_view import LineView, Mark
+
+
+class DiffView(LineView):
+    BINDINGS = [Binding("enter", "unfold", "Unfold", show=False, id="diff.unfold")]
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.model: DiffModel | None = None
+        self.mode = "unified"
+        self.expanded: set[int] = set()
+        self.rows: list[Row] = []
+        self.a_label = "a"
+        self.b_label = "b"
+        self.a_index: CodeIndex | None = None
+        self.b_index: CodeIndex | None = None
+        self.key: tuple | None = None
+        self.split_x = 0
+        self._num = 4
+        self._width = 0
+        self.message_text = "select a pass in the tree"
+
+    # -- content ------------------------------------------------------------------------------------
+
+    def show(self, model: DiffModel, *, a_label: str, b_label: str, a_index: CodeIndex | None = None, b_index: CodeIndex | None = None, key: tuple | None = None) -> None:
+        same = key is not None and key == self.key
+        self.model = model
+        self.a_label, self.b_label = a_label, b_label
+        self.a_index, self.b_index = a_index, b_index
+        self.key = key
+        if not same:
+            self.expanded = set()
+        self.mark = None
+        self._num = len(str(max(len(model.a_lines), len(model.b_lines), 1)))
+        self._width = max(max(map(len, model.a_lines), default=0), max(map(len, model.b_lines), default=0))
+        self.message_text = "no differences" if model.empty else None
+        self._rebuild(keep=None)
+
+    def clear(self, message: str) -> None:
+        self.model = None
+        self.rows = []
+        self.key = None
+        self.mark = None
+        self.message_text = message
+        self.rows_changed()
+
+    def _rebuild(self, keep: tuple[int | None, int | None] | None) -> None:
+        self.rows = self.model.rows(self.mode, self.expanded) if self.model is not None else []
+        if self.model is not None and self.model.empty:
+            self.rows = []
+        self.rows_changed(keep_cursor=keep is not None)
+        if keep is not None:
+            self.set_cursor(self.row_of(*keep), center=True)
+
+    def row_of(self, a_no: int | None, b_no: int | None) -> int:
+        """The row showing line a_no of a (or b_no of b); a fold row holding it; else 0."""
+        for i, r in enumerate(self.rows):
+            if (b_no is not None and r.b_no == b_no and r.kind != "fold") or (a_no is not None and r.a_no == a_no and r.kind != "fold" and b_no is None):
+                return i
+        for i, r in enumerate(self.rows):
+            if r.kind == "fold" and r.b_no is not None and b_no is not None and r.b_no <= b_no < r.b_no + r.count:
+                return i
+            if r.kind == "fold" and r.a_no is not None and a_no is not None and b_no is None and r.a_no <= a_no < r.a_no + r.count:
+                return i
+        return 0
+
+    def set_mode(self, mode: str) -> None:
+        if mode == self.mode:
+            return
+        cur = self.rows[self.cursor] if self.rows and self.cursor < len(self.rows) else None
+        self.mode = mode
+        self.mark = None
+        self.split_x = 0
+        self.scroll_to(x=0, animate=False)
+        self._rebuild(keep=(cur.a_no, cur.b_no) if cur is not None else (None, None))
+
+    def toggle_mode(self) -> str:
+        self.set_mode("split" if self.mode == "unified" else "unified")
+        return self.mode
+
+    def expand_fold(self, row: int) -> bool:
+        if not (0 <= row < len(self.rows)) or self.rows[row].kind != "fold":
+            return False
+        r = self.rows[row]
+        self.expanded.add(r.fold)  # type: ignore[arg-type]
+        self._rebuild(keep=(r.a_no, r.b_no))
+        return True
+
+    def expand_all(self) -> None:
+        if self.model is None:
+            return
+        cur = self.rows[self.cursor] if self.rows else None
+        self.expanded = set(range(self.model.folds))
+        self._rebuild(keep=(cur.a_no, cur.b_no) if cur else (None, None))
+
+    def row_activated(self, row: int) -> None:
+        self.expand_fold(row)
+
+    def action_unfold(self) -> None:
+        self.expand_fold(self.cursor)
+
+    def goto_node(self, name: str, subgraph: str | None = None) -> bool:
+        """Cursor to the line defining `name`: in the new graph, else in the old one."""
+        for side, index in (("b", self.b_index), ("a", self.a_index)):
+            if index is None:
+                continue
+            loc = index.find(name, subgraph)
+            if loc is None:
+                continue
+            key = (None, loc.line) if side == "b" else (loc.line, None)
+            row = self.row_of(*key)
+            if self.rows and self.rows[row].kind == "fold":
+                self.expanded.add(self.rows[row].fold)  # type: ignore[arg-type]
+                self._rebuild(keep=key)
+                row = self.row_of(*key)
+            if self.mode == "unified":
+                self.mark = Mark(row, loc.start + 1, loc.end + 1)
+            else:
+                self.mark = Mark(row, loc.start, loc.end, side)
+            self._cache.clear()
+            self.set_cursor(row, center=True)
+            self.refresh()
+            return True
+        return False
+
+    # -- export and copy ----------------------------------------------------------------------------
+
+    def export_text(self) -> str:
+        if self.model is None:
+            return ""
+        return self.model.unified_text(self.a_label, self.b_label)
+
+    def hunk_text(self) -> str:
+        if not self.rows:
+            return ""
+        start, end = hunk_bounds(self.rows, self.cursor)
+        return "\n".join(r.plain("unified") for r in self.rows[start:end]) + "\n"
+
+    # -- LineView ------------------------------------------------------------------------------------
+
+    def row_count(self) -> int:
+        return len(self.rows)
+
+    def row_plain(self, index: int) -> str:
+        if not (0 <= index < len(self.rows)):
+            return ""
+        return self.rows[index].plain(self.mode, width=self._col() if self.mode == "split" else 0)
+
+    def gutter_width(self) -> int:
+        return 2 * self._num + 4 if self.mode == "unified" else 0
+
+    def body_width(self) -> int:
+        return self._width + 1 if self.mode == "unified" else 0
+
+    def _col(self) -> int:
+        width = max(20, self.scrollable_content_region.width or 120)
+        return max(8, (width - 2 * (self._num + 1) - 3) // 2)
+
+    def on_resize(self, event: events.Resize) -> None:
+        if self.mode == "split":
+            self._version += 1
+            self._cache.clear()
+
+    def action_hscroll(self, delta: int) -> None:
+        if self.mode == "split":
+            self.split_x = max(0, min(self.split_x + delta, max(0, self._width - self._col() // 2)))
+            self._version += 1
+            self._cache.clear()
+            self.refresh()
+            return
+        super().action_hscroll(delta)
+
+    def _line(self, text: str, palette: Palette, marks: list[tuple[int, int]], mark_style, bg) -> Text:
+        t = Text(text)
+        if bg is not None:
+            t.stylize(bg)
+        for s, e, key in token_spans(text):
+            t.stylize(palette.token(key), s, e)
+        for s, e in marks:
+            t.stylize(mark_style, s, e)
+        return t
+
+    def build_row(self, index: int, palette: Palette) -> tuple[Text, Text]:
+        row = self.rows[index]
+        n = self._num
+        if row.kind == "fold":
+            label = f"⋯ {row.count} unchanged lines (Enter to show)"
+            if self.mode == "unified":
+                return Text(" " * (2 * n + 4)), Text(label, style=palette.fold)
+            return Text(), Text(" " * (n + 1) + label, style=palette.fold)
+        if self.mode == "unified":
+            a = f"{row.a_no + 1:>{n}}" if row.a_no is not None else " " * n
+            b = f"{row.b_no + 1:>{n}}" if row.b_no is not None else " " * n
+            if row.kind == "del":
+                ma, _ = char_marks(row.a_text, row.pair) if row.pair is not None else ([], [])
+                body = Text("-", style=palette.removed_chars) + self._line(row.a_text or "", palette, ma, palette.removed_chars, palette.removed)
+                body.stylize(palette.removed)
+            elif row.kind == "add":
+                _, mb = char_marks(row.pair, row.b_text) if row.pair is not None else ([], [])
+                body = Text("+", style=palette.added_chars) + self._line(row.b_text or "", palette, mb, palette.added_chars, palette.added)
+                body.stylize(palette.added)
+            else:
+                body = Text(" ") + self._line(row.b_text or "", palette, [], None, None)
+            return Text(f"{a} {b}  ", style=palette.gutter), body
+        # side by side
+        col = self._col()
+        x = self.split_x
+        ma, mb = char_marks(row.a_text, row.b_text) if row.kind == "change" else ([], [])
+        left = self._side(row.a_text, row.a_no, ma, palette, "a", row.kind, col, x, index)
+        right = self._side(row.b_text, row.b_no, mb, palette, "b", row.kind, col, x, index)
+        sep = {"change": "│", "del": "<", "add": ">", "same": "│"}[row.kind]
+        return Text(), left + Text(f" {sep} ", style=palette.gutter) + right
+
+    def _side(self, text: str | None, no: int | None, marks, palette: Palette, side: str, kind: str, col: int, x: int, index: int) -> Text:
+        n = self._num
+        num = Text(f"{no + 1:>{n}} " if no is not None else " " * (n + 1), style=palette.gutter)
+        if text is None:
+            return num + Text(" " * col)
+        changed = kind in ("change", "del" if side == "a" else "add")
+        bg = (palette.removed if side == "a" else palette.added) if changed else None
+        chars = palette.removed_chars if side == "a" else palette.added_chars
+        body = self._line(text, palette, marks, chars, bg)
+        if self.mark is not None and self.mark.row == index and self.mark.side == side:
+            body.stylize(palette.node, self.mark.start, self.mark.end)
+        body = body[x : x + col] if x else body[:col]
+        if len(text) - x > col:
+            body = body[: col - 1] + Text("…", style=palette.gutter)
+        body.pad_right(col - body.cell_len)
+        if bg is not None:
+            body.stylize(bg)
+        return num + body

@@ -1,0 +1,136 @@
+"""What `check` finds, as a table filtered by kind, severity, rank and pass; Enter jumps to it."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.widgets import DataTable, Label, Select
+
+from tui.widgets.record_table import RecordTable
+
+SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+class FindingsView(Vertical):
+    DEFAULT_CSS = """
+    FindingsView #findings-filters { height: 3; }
+    FindingsView #findings-filters Select { width: 1fr; }
+    FindingsView #findings-status { height: 1; color: $text-muted; padding: 0 1; }
+    """
+
+    class Chosen(Message):
+        """Enter on a finding: the app jumps to it."""
+
+        def __init__(self, finding) -> None:
+            super().__init__()
+            self.finding = finding
+
+    FILTERS = ("kind", "severity", "rank", "pass")
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.findings: list = []
+        self.shown: list = []
+        self.filters: dict[str, object] = {k: Select.NULL for k in self.FILTERS}
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="findings-filters"):
+            for k in self.FILTERS:
+                yield Select([], prompt=f"any {k}", id=f"filter-{k}", allow_blank=True)
+        yield Label("running checks…", id="findings-status")
+        yield RecordTable(id="findings-table")
+
+    def on_mount(self) -> None:
+        t = self.query_one(RecordTable)
+        t.add_columns("severity", "kind", "ranks", "introduced by", "still after", "node", "message")
+
+    @property
+    def table(self) -> RecordTable:
+        return self.query_one(RecordTable)
+
+    def set_findings(self, findings: list, status: str | None = None) -> None:
+        self.findings = list(findings)
+        options = {
+            "kind": sorted({f.kind for f in findings}),
+            "severity": [s for s in ("error", "warning", "info") if any(f.severity == s for f in findings)],
+            "rank": sorted({r for f in findings for r in f.ranks}),
+            "pass": list(dict.fromkeys(f.introduced_by or "?" for f in findings)),
+        }
+        for k, values in options.items():
+            sel = self.query_one(f"#filter-{k}", Select)
+            current = sel.value
+            with self.prevent(Select.Changed):
+                sel.set_options([(str(v), v) for v in values])
+                if current in values:
+                    sel.value = current
+        self.query_one("#findings-status", Label).update(status or self._status())
+        self.apply_filters()
+
+    def _status(self) -> str:
+        n = len(self.findings)
+        if not n:
+            return "no findings"
+        by = {}
+        for f in self.findings:
+            by[f.severity] = by.get(f.severity, 0) + 1
+        return f"{n} findings: " + ", ".join(f"{v} {k}s" for k, v in by.items()) + " · Enter: go to the node · filters above"
+
+    def set_status(self, text: str) -> None:
+        self.query_one("#findings-status", Label).update(text)
+
+    def set_filter(self, key: str, value) -> None:
+        """Filter by kind, severity, rank or pass (Select.NULL for any)."""
+        self.query_one(f"#filter-{key}", Select).value = value
+        self.filters[key] = value
+        self.apply_filters()
+
+    def on_select_changed(self, event: Select.Changed) -> None:
+        key = (event.select.id or "").removeprefix("filter-")
+        if key in self.filters:
+            self.filters[key] = event.value
+            self.apply_filters()
+            event.stop()
+
+    def _match(self, f) -> bool:
+        v = self.filters
+        if v["kind"] is not Select.NULL and f.kind != v["kind"]:
+            return False
+        if v["severity"] is not Select.NULL and f.severity != v["severity"]:
+            return False
+        if v["rank"] is not Select.NULL and v["rank"] not in f.ranks:
+            return False
+        if v["pass"] is not Select.NULL and (f.introduced_by or "?") != v["pass"]:
+            return False
+        return True
+
+    def apply_filters(self) -> None:
+        t = self.table
+        t.clear()
+        self.shown = [f for f in self.findings if self._match(f)]
+        for i, f in enumerate(self.shown):
+            node = f"{f.subgraph}:{f.node}" if f.subgraph else (f.node or "")
+            t.add_row(
+                Text(f.severity.upper(), style=SEVERITY_STYLE.get(f.severity, "")),
+                f.kind,
+                ",".join(str(r) for r in f.ranks),
+                f.introduced_by or "?",
+                f.pass_ or "",
+                node,
+                f.message,
+                key=str(i),
+            )
+
+    @property
+    def current(self):
+        t = self.table
+        if not self.shown or t.cursor_row >= len(self.shown):
+            return None
+        return self.shown[t.cursor_row]
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        f = self.current
+        if f is not None:
+            self.post_message(self.Chosen(f))

@@ -385,9 +385,8 @@ def normalize_code(code: str, norm: GraphNormalizer | None = None, *, drop_stack
     own_idx = own.partition(":")[2] if own and ":" in own else None
     groups: dict[str, str] = {}
     if norm is not None:
-        if norm.ctx is not None:
-            groups.update({k: norm.group(k) for k in norm.ctx.group_keys})
-        groups.update(norm.ordinals)
+        names = set(norm.ordinals) | (set(norm.ctx.group_keys) if norm.ctx is not None else set())
+        groups = {k: norm.group(k) for k in names}
     for line in code.splitlines():
         if drop_stack and _STACK_LINE.match(line):
             continue

@@ -1,0 +1,63 @@
+"""Helpers for replaying captures of the sample training (tests and the README's example).
+
+`--setup tests.programs.replay_sample:bugs_from_argv`: the sample's bug switches are process
+state that `samples.train` sets from its command line, not environment; replay runs setup hooks
+with `sys.argv` set to the captured rank's argv, so this re-applies the switches the captured
+run had.
+
+`place_devices_fixed`: the device pass without the `device-literal` bug (the fix a user would try
+with `--fn`).
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def bugs_from_argv() -> None:
+    from samples import bugs
+    from samples.train import parse_args
+
+    args, _ = _parse_known(sys.argv[1:])
+    bugs.reset()
+    bugs.enable(args.bug)
+
+
+def _parse_known(argv):
+    try:
+        return parse_args(argv), []
+    except SystemExit:
+        # an argv from another program: no switches
+        import argparse
+
+        return argparse.Namespace(bug=[]), argv
+
+
+def parse_args(argv):
+    from samples.train import parse_args as sample_parse_args
+
+    return sample_parse_args(argv)
+
+
+def place_devices_fixed(gm, example_inputs):
+    """samples.passes.device:place_devices, fixed: index-less devices whatever the switches say."""
+    import torch
+
+    from samples.passes._util import finalize
+    from samples.passes.device import _graph_device
+
+    dev = _graph_device(example_inputs)
+    target = torch.device(dev.type)
+    rewritten = []
+    for node in gm.graph.nodes:
+        if node.op != "call_function":
+            continue
+        d = node.kwargs.get("device")
+        if not isinstance(d, torch.device) or d.type != dev.type:
+            continue
+        if d != target:
+            node.kwargs = {**node.kwargs, "device": target}
+        node.meta["gti_device"] = str(target)
+        rewritten.append(node.name)
+    gm.meta["gti_device_policy"] = {"target": str(target), "nodes": rewritten}
+    return finalize(gm)

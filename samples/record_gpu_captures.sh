@@ -5,8 +5,7 @@
 #
 # Runs from the repository root with `python3` holding torch (and orjson importable). Each
 # capture is packed as OUTDIR/h200x<N>-<name>.tar.xz; every command and its output goes to
-# OUTDIR/gpu-log-<N>.txt. Blobs are kept only where replay needs them (the clean and rank-baked
-# runs on 2 GPUs) to stay inside the samples size budget.
+# OUTDIR/gpu-log-<N>.txt. Every capture keeps its blobs (xz packs a 2-rank capture to ~200 KB).
 set -u
 NGPU=${1:?number of GPUs}
 OUT=${2:?output directory}
@@ -43,18 +42,15 @@ capture() {  # capture NAME [--no-blobs] -- TRAIN-ARGS...
 say "# $(date -u +%FT%TZ) on $(hostname): $(nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c | xargs)"
 say "# torch $($PY -c 'import torch; print(torch.__version__, torch.version.cuda)' 2>/dev/null)"
 
-if [ "$NGPU" = 2 ]; then
-    capture clean -- ; capture rank-baked -- --bug rank-baked
-else
-    capture clean --no-blobs -- ; capture rank-baked --no-blobs -- --bug rank-baked
-fi
-capture device-literal --no-blobs -- --bug device-literal
-capture stale-symbol --no-blobs -- --bug stale-symbol
-capture rank-divergent --no-blobs -- --bug rank-divergent
-capture coor-rank-baked --no-blobs -- --coor --bug rank-baked
+capture clean --
+capture rank-baked -- --bug rank-baked
+capture device-literal -- --bug device-literal
+capture stale-symbol -- --bug stale-symbol
+capture rank-divergent -- --bug rank-divergent
+capture coor-rank-baked -- --coor --bug rank-baked
 
 if [ "$NGPU" = 2 ]; then
-    capture coor-clean --no-blobs -- --coor
+    capture coor-clean -- --coor
     say "# evidence: eager vs traced, traced without capture (compare with the clean capture's losses)"
     run "${TRAIN[@]}" --mode eager --losses-json "$WORK/eager.losses.json"
     run "${TRAIN[@]}" --losses-json "$WORK/plain.losses.json"

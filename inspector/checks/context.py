@@ -43,6 +43,7 @@ class _Chain:
     last: Any
     obs: Observation
     rank: int | None
+    okey: Hashable = None  # the observation's key and its occurrence in the first state
 
 
 def _chains(points: list[Any], parent: Callable[[Any], Any], observe: Callable[[Any], Iterable[Observation]], order: Callable[[Any], int], rank: int | None) -> list[_Chain]:
@@ -76,7 +77,7 @@ def _chains(points: list[Any], parent: Callable[[Any], Any], observe: Callable[[
                         ch = cand
                         break
             if ch is None:
-                ch = _Chain(p, p, o, rank)
+                ch = _Chain(p, p, o, rank, k)
                 chains.append(ch)
             elif order(p) > order(ch.last):
                 ch.last = p
@@ -192,7 +193,7 @@ class CheckContext:
             chains.extend(_chains(stages, lambda s: s.parent, observe, lambda s: s.order, r))
         merged: dict[tuple, list[_Chain]] = {}
         for ch in chains:
-            merged.setdefault((ch.first.key, ch.obs.key, ch.obs.severity), []).append(ch)
+            merged.setdefault((ch.first.key, ch.okey, ch.obs.severity), []).append(ch)
         out = []
         for group in merged.values():
             group.sort(key=lambda c: c.rank)

@@ -155,16 +155,85 @@ _ARITH = {
     "operator.add": lambda a, b: a + b, "aten.add.Tensor": lambda a, b: a + b, "aten.add.Scalar": lambda a, b: a + b,
     "operator.sub": lambda a, b: a - b, "aten.sub.Tensor": lambda a, b: a - b,
     "operator.floordiv": lambda a, b: a // b if b else None, "operator.mod": lambda a, b: a % b if b else None,
-    "operator.neg": lambda a: -a, "aten.sym_size.int": None,
+    "operator.neg": lambda a: -a,
 }  # fmt: skip
+_INDEX_OPS = ("aten.select.int", "aten.slice.Tensor", "aten.narrow.default")
 
 
-def shared_graph_observations(tables, coords: dict[int, int], rank: int, vectors: dict[str, dict[int, int]]) -> list[Observation]:
-    """Literals in a shared graph where a twin node of the same op uses a runtime coordinate."""
+def _is_scalar(row: dict[str, Any]) -> bool:
+    v = row.get("val")
+    return v is None or (isinstance(v, dict) and v.get("t") == "sym") or isinstance(v, (int, float))
+
+
+def _shape(rows_by_name: dict[str, dict], leaf: Any) -> list | None:
+    if is_ref(leaf):
+        v = (rows_by_name.get(leaf["n"]) or {}).get("val")
+        if isinstance(v, dict) and v.get("t") == "tensor":
+            return v.get("shape")
+    return None
+
+
+def shared_graph_observations(tables, coords: dict[int, int], rank: int, vectors: dict[str, dict[int, int]], mesh_sizes: dict[str, int] | None = None) -> list[Observation]:
+    """In a graph compiled on `rank` and loaded by every rank: literals that are `rank`'s own values.
+
+    1. A select/slice/narrow that takes one mesh-sized chunk of a dimension at the compiling
+       rank's coordinate (e.g. `select(x, 0, 0)` on a dimension of the mesh size), where the graph
+       does not also take the other chunks of that dimension (then it enumerates them all).
+    2. A node with a literal where a twin node of the same op takes a value computed at run time
+       from `device_mesh._runtime_compute_coordinate_on_dim` (scalar arithmetic evaluated on the
+       compiling rank): the coordinate baked where it should have been computed (e.g. backward).
+    """
     out: list[Observation] = []
     rank_values = {name: vec[rank] for name, vec in vectors.items() if rank in vec}
+    sizes = {k: v for k, v in (mesh_sizes or {}).items() if v > 1}
     for g in tables.graphs:
-        value: dict[str, Any] = {}  # coordinate-derived node -> its value on the compiling rank (or None)
+        by_name = {r["name"]: r for r in g.nodes}
+        # (1) chunk selection at the compiling rank's coordinate
+        taken: dict[tuple[str, int], set] = {}
+        for row in g.nodes:
+            t = str(row.get("target"))
+            args = row.get("args") or []
+            if t in _INDEX_OPS and len(args) >= 3 and is_ref(args[0]) and isinstance(args[1], int) and not any(is_ref(x) for x in args[2:]):
+                taken.setdefault((args[0]["n"], args[1]), set()).add(repr(args[2:]))
+        for row in g.nodes:
+            t = str(row.get("target"))
+            args = row.get("args") or []
+            if t not in _INDEX_OPS or len(args) < 3 or not isinstance(args[1], int):
+                continue
+            shape = _shape(by_name, args[0])
+            d = args[1]
+            if not shape or not (-len(shape) <= d < len(shape)) or not isinstance(shape[d], int):
+                continue
+            if len(taken.get((args[0]["n"], d), ())) > 1:
+                continue  # the graph takes several chunks of this dimension: it enumerates them
+            size = shape[d]
+            chunk = index = None
+            if t == "aten.select.int" and isinstance(args[2], int) and not isinstance(args[2], bool):
+                chunk, index = 1, args[2]
+            elif t == "aten.slice.Tensor" and len(args) >= 4 and all(isinstance(x, int) and not isinstance(x, bool) for x in args[2:4]):
+                length = min(args[3], size) - args[2]
+                if length > 0 and args[2] % length == 0:
+                    chunk, index = length, args[2] // length
+            elif t == "aten.narrow.default" and len(args) >= 4 and all(isinstance(x, int) for x in args[2:4]):
+                if args[3] > 0 and args[2] % args[3] == 0:
+                    chunk, index = args[3], args[2] // args[3]
+            if chunk is None:
+                continue
+            pieces = size // chunk if size % chunk == 0 else None
+            for dim, n in sizes.items():
+                vec = f"coordinate[{dim}]" if f"coordinate[{dim}]" in rank_values else ("rank" if dim == "world" else None)
+                if vec is None or pieces != n or rank_values.get(vec) != index:
+                    continue
+                msg = (
+                    f"{t} takes chunk {index} of {n} of a dimension (size {size}) at a literal equal to the compiling rank's "
+                    f"{vec}: every rank that loads this graph takes rank {rank}'s chunk"
+                )
+                ev = {"where": "args[2]", "target": t, "value": args[2], "chunk_index": index, "chunks": n, "dim_size": size,
+                      "compiling_rank": rank, "equals": vec, "backward": bool(row.get("bwd"))}  # fmt: skip
+                out.append(Observation(("coor-chunk", g.path, t, index, n), "error", msg, node=row["name"], subgraph=g.path or None, evidence=ev, loose_key=("coor-chunk", t, index, n)))
+                break
+        # (2) runtime-coordinate twins
+        value: dict[str, Any] = {}
         for row in g.nodes:
             target = str(row.get("target") or "")
             if COORD_OP in target:
@@ -172,11 +241,13 @@ def shared_graph_observations(tables, coords: dict[int, int], rank: int, vectors
                 dim = args[1] if len(args) > 1 and isinstance(args[1], int) else 0
                 value[row["name"]] = coords.get(dim)
                 continue
-            refs = [leaf["n"] for _, leaf in row_leaves(row) if is_ref(leaf)]
-            if not any(r in value for r in refs):
+            if not _is_scalar(row):
+                continue  # tensors computed from a coordinate are data, not the coordinate
+            leaves = [leaf for _, leaf in row_leaves(row)]
+            if not any(is_ref(x) and x["n"] in value for x in leaves):
                 continue
             fn = _ARITH.get(target)
-            ins = [value.get(leaf["n"]) if is_ref(leaf) else leaf for _, leaf in row_leaves(row)]
+            ins = [value.get(x["n"]) if is_ref(x) else x for x in leaves]
             v = None
             if fn is not None and all(isinstance(x, int) and not isinstance(x, bool) for x in ins):
                 try:
@@ -186,7 +257,6 @@ def shared_graph_observations(tables, coords: dict[int, int], rank: int, vectors
             value[row["name"]] = v
         if not value:
             continue
-        # positions (target, where) where some node takes a coordinate-derived value
         twins: dict[tuple[str, str], tuple[str, Any]] = {}
         for row in g.nodes:
             for where, leaf in row_leaves(row):
@@ -194,29 +264,35 @@ def shared_graph_observations(tables, coords: dict[int, int], rank: int, vectors
                     twins.setdefault((str(row.get("target")), where), (row["name"], value[leaf["n"]]))
         for row in g.nodes:
             target = str(row.get("target"))
+            args = row.get("args") or []
             for where, leaf in row_leaves(row):
                 tw = twins.get((target, where))
                 if tw is None or is_ref(leaf) or isinstance(leaf, bool) or not isinstance(leaf, int):
                     continue
+                if target in _INDEX_OPS and len(args) >= 2 and is_ref(args[0]) and len(taken.get((args[0]["n"], args[1]), ())) > 1:
+                    continue  # enumerates every chunk of the dimension
                 twin_name, twin_value = tw
+                if twin_value is None or leaf != twin_value:
+                    continue
                 hits = [n for n, v in rank_values.items() if v == leaf]
-                if (twin_value is not None and leaf == twin_value) or (twin_value is None and hits):
-                    msg = (
-                        f"{target} {where} is the literal {leaf!r}, the compiling rank's value; "
-                        f"{twin_name} computes it at run time from the mesh coordinate"
-                    )
-                    ev = {
-                        "where": where,
-                        "target": target,
-                        "value": leaf,
-                        "compiling_rank": rank,
-                        "runtime_twin": twin_name,
-                        "twin_value_on_compiling_rank": twin_value,
-                        "equals": hits,
-                        "backward": bool(row.get("bwd")),
-                    }
-                    out.append(Observation(("coor", g.path, target, where, leaf), "error", msg, node=row["name"], subgraph=g.path or None, evidence=ev))
+                msg = f"{target} {where} is the literal {leaf!r}, the compiling rank's value; {twin_name} computes it at run time from the mesh coordinate"
+                ev = {"where": where, "target": target, "value": leaf, "compiling_rank": rank, "runtime_twin": twin_name,
+                      "twin_value_on_compiling_rank": twin_value, "equals": hits, "backward": bool(row.get("bwd"))}  # fmt: skip
+                out.append(Observation(("coor", g.path, target, where, leaf), "error", msg, node=row["name"], subgraph=g.path or None, evidence=ev, loose_key=("coor", target, where, leaf)))
     return out
+
+
+def _mesh_sizes(ctx: CheckContext, rank: int) -> dict[str, int]:
+    sizes: dict[str, int] = {}
+    table = ctx.cap.rank_table(rank) or {}
+    for mesh in table.get("meshes") or []:
+        if isinstance(mesh, dict) and isinstance(mesh.get("shape"), list):
+            names = mesh.get("dim_names") or [str(i) for i in range(len(mesh["shape"]))]
+            for n, size in zip(names, mesh["shape"]):
+                if isinstance(size, int):
+                    sizes.setdefault(str(n), size)
+    sizes.setdefault("world", ctx.cap.world_size or 1)
+    return sizes
 
 
 def run(ctx: CheckContext) -> list:
@@ -238,7 +314,7 @@ def run(ctx: CheckContext) -> list:
             k = (stage.rank, stage.gid)
             if k not in cache:
                 t = ctx.tables(stage.rank, stage.gid)
-                cache[k] = shared_graph_observations(t, _coord_values(ctx, stage.rank), stage.rank, vectors) if t is not None else []
+                cache[k] = shared_graph_observations(t, _coord_values(ctx, stage.rank), stage.rank, vectors, _mesh_sizes(ctx, stage.rank)) if t is not None else []
             return cache[k]
 
         findings.extend(ctx.blame_per_rank(KIND, observe))

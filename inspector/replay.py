@@ -124,6 +124,7 @@ class Loaded:
     fake_mode: Any
     seconds: float
     blob: Blob
+    standins: list[str] = field(default_factory=list)  # __main__ classes replaced by stand-ins
 
 
 def new_fake_mode() -> Any:
@@ -140,8 +141,10 @@ def load_blob(blob: Blob, *, captured_torch: str | None = None) -> Loaded:
 
     fm = new_fake_mode()
     t0 = time.perf_counter()
+    standins: list[str] = []
     try:
-        obj = blobs.pickler().loads(blob.data, fm)
+        with _main_standins(standins):
+            obj = blobs.pickler().loads(blob.data, fm)
     except Exception as e:  # noqa: BLE001 - any failure is explained in one line
         raise ReplayError(explain_load_error(e, blob, captured_torch)) from e
     if isinstance(obj, tuple) and len(obj) == 2:
@@ -152,7 +155,49 @@ def load_blob(blob: Blob, *, captured_torch: str | None = None) -> Loaded:
         raise ReplayError(f"blob {blob.path} holds a {type(gm).__name__}, not a GraphModule")
     if shape_env is None:
         shape_env = fm.shape_env
-    return Loaded(gm, shape_env, fm, time.perf_counter() - t0, blob)
+    return Loaded(gm, shape_env, fm, time.perf_counter() - t0, blob, sorted(set(standins)))
+
+
+_STANDINS: dict[tuple[str, str], type] = {}
+
+
+def _standin(module: str, name: str) -> type:
+    key = (module, name)
+    cls = _STANDINS.get(key)
+    if cls is None:
+        cls = type(name.rpartition(".")[2], (), {"__module__": module, "__qualname__": name, "_gti_standin": True,
+                                                  "__doc__": "Stands in for a class of the training's __main__ module (replay cannot import it)."})
+        _STANDINS[key] = cls
+    return cls
+
+
+@contextlib.contextmanager
+def _main_standins(found: list[str]) -> Iterator[None]:
+    """Classes of the training's `__main__` (a model class in node metadata such as
+    `fwd_nn_module_stack`) cannot be imported by another program: stand-ins take their place.
+    Anything else that cannot be imported still fails the load."""
+    from torch.fx import _graph_pickler as gp
+
+    base = getattr(gp, "_GraphUnpickler", None)
+    if base is None:
+        yield
+        return
+
+    class _Unpickler(base):  # type: ignore[misc, valid-type]
+        def find_class(self, module: str, name: str) -> Any:
+            try:
+                return super().find_class(module, name)
+            except (AttributeError, ImportError):
+                if module != "__main__":
+                    raise
+                found.append(f"{module}.{name}")
+                return _standin(module, name)
+
+    gp._GraphUnpickler = _Unpickler
+    try:
+        yield
+    finally:
+        gp._GraphUnpickler = base
 
 
 def explain_load_error(e: BaseException, blob: Blob, captured_torch: str | None) -> str:
@@ -803,3 +848,44 @@ class Replayer:
                 continue
             outs[r] = self.run(fn, rec)
         return outs
+
+
+# ---------------------------------------------------------------------------------------------
+# Checks on the result
+
+
+@dataclass
+class CheckDelta:
+    """Findings of the checks with the replayed outputs in place, against the captured ones."""
+
+    new: list[Any]
+    gone: list[Any]
+    kept: list[Any]
+    replaced: list[int]  # ranks whose output is the replayed one
+    not_run: list[Any]
+    notes: list[str]
+
+
+def check_delta(cap: "Capture", target: Target, outcomes: dict[int, Outcome], peer_recs: dict[int, "PassRecord"] | None = None) -> CheckDelta:
+    """Run every check on the capture cut after the pass, once as captured and once with the
+    replayed results in place (ranks whose replay raised keep their captured output)."""
+    from inspector.checks import check_report
+    from inspector.replay_view import ReplayView, captured_view, compare_findings, cut_points
+
+    if peer_recs is None:
+        from inspector.replay_plan import peers
+
+        peer_recs = peers(cap, target)
+    cuts = cut_points(cap, target.rank, target.rec, peer_recs)
+    notes = []
+    replaced: dict[int, dict[str, GraphView]] = {}
+    for r, out in sorted(outcomes.items()):
+        if out.view is None:
+            notes.append(f"rank {r}: the replay raised, its captured output is kept for the checks")
+            continue
+        role = next(iter(out.rec.after), "out")
+        replaced[r] = {role: out.view}
+    before = check_report(captured_view(cap, cuts))  # type: ignore[arg-type]
+    after = check_report(ReplayView(cap, cuts, replaced))  # type: ignore[arg-type]
+    new, gone, kept = compare_findings(before.findings, after.findings)
+    return CheckDelta(new, gone, kept, sorted(replaced), after.not_run, notes + list(after.notes))

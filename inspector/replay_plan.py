@@ -20,6 +20,7 @@ import hashlib
 import os
 import socket
 import stat
+import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -260,6 +261,9 @@ def major_minor(version: str | None) -> tuple[int, int] | None:
         return None
 
 
+_NOT_OP_NAMESPACES = frozenset({"aten", "prims", "higher_order", "operator", "_operator", "builtins", "torch", "math"})
+
+
 def op_namespaces(cap: "Capture", rank: int, gid: str) -> set[str]:
     """Operator namespaces the graph's node table uses (`device_mesh`, `_c10d_functional` ...),
     read from the log, so their libraries can be imported before the blob is loaded."""
@@ -270,10 +274,10 @@ def op_namespaces(cap: "Capture", rank: int, gid: str) -> set[str]:
     for _, row in t.iter_nodes():
         if row.get("op") != "call_function":
             continue
-        target = str(row.get("target") or "")
-        ns, dot, _ = target.partition(".")
-        if dot and ns not in ("aten", "operator", "builtins", "prims", "higher_order", "_operator"):
-            out.add(ns)
+        parts = str(row.get("target") or "").split(".")
+        # an OpOverload prints as namespace.op.overload; Python callables as module.qualname
+        if len(parts) == 3 and parts[0] not in _NOT_OP_NAMESPACES and parts[0] not in sys.modules:
+            out.add(parts[0])
     return out
 
 

@@ -38,3 +38,34 @@ def sample_capture(tmp_path_factory):
         return cache[key]
 
     return get
+
+
+# ---------------------------------------------------------------------------------------------
+# The TUI's tests (tests/test_tui*.py)
+
+
+@pytest.fixture(scope="session")
+def tui_small_capture(tmp_path_factory) -> Path:
+    """A deterministic 2-rank capture with one rank-baked constant (tests/tui_support.py)."""
+    from tests.tui_support import small_capture
+
+    return Path(small_capture(tmp_path_factory.mktemp("tui") / "small"))
+
+
+@pytest.fixture(scope="session")
+def tui_sample_capture(sample_capture) -> Path:
+    """The real sample training on 2 ranks with every planted bug, captured once per session."""
+    return sample_capture("device-literal", "rank-baked", "rank-divergent", "stale-symbol")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem):
+    """Run `async def` tests (the TUI's pilot tests) in a fresh event loop; no plugin needed."""
+    import asyncio
+    import inspect
+
+    if not inspect.iscoroutinefunction(pyfuncitem.obj):
+        return None
+    args = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
+    asyncio.run(pyfuncitem.obj(**args))
+    return True

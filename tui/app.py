@@ -98,7 +98,7 @@ class InspectApp(App[int]):
         self.badges: dict = {}
         self.stale: set[str] = set(VIEWS)
         self.shown: dict[str, Any] = {}  # view -> key of what it shows
-        self.pending_jump: tuple[str, str, str | None] | None = None  # (view, node, subgraph)
+        self.pending_jump: tuple[str, str, str | None, Place | None] | None = None  # (view, node, subgraph, place)
         self.search_query = ""
         self.jobs: dict[str, str] = {}
         self.signature: tuple = ()
@@ -367,7 +367,7 @@ class InspectApp(App[int]):
         status = None
         if m.not_run:
             status = fv._status() if m.findings else "no findings"
-        fv.set_findings(m.findings)
+        fv.set_findings(m.findings, ranks=self.session.cap.ranks if self.session else None)
         if status and m.not_run:
             fv.set_status(status + " · not run: " + "; ".join(f"{n['check']}: {n['reason']}" for n in m.not_run))
         self.tree.set_badges(m.badges)
@@ -587,19 +587,20 @@ class InspectApp(App[int]):
             self.base_rank = target.base_rank
         place = Place(target.rank, target.pipeline if target.pipeline is not None else 0, target.seq, target.role)
         if target.node:
-            self.pending_jump = (target.view, target.node, target.subgraph)
+            self.pending_jump = (target.view, target.node, target.subgraph, place)
         self.query_one(TabbedContent).active = target.view
         self.stale = set(VIEWS) - {"findings", "problems"}
-        if place == self.place:
-            self.refresh_view(force=True)
-        else:
-            self.open_place(place)
+        self.place = place
+        self.refresh_view(force=True)
+        self.tree.reveal(place, select=False)
         return True
 
     def _apply_pending_jump(self, view: str) -> None:
         if self.pending_jump is None or self.pending_jump[0] != view:
             return
-        _, node, sub = self.pending_jump
+        _, node, sub, place = self.pending_jump
+        if place is not None and place != self.place:
+            return
         self.pending_jump = None
         w = self.view_widget(view)
         ok = w.goto_node(node, sub) if hasattr(w, "goto_node") else False
@@ -613,7 +614,7 @@ class InspectApp(App[int]):
         if m.rank is not None and self.place is not None and m.rank != self.place.rank and self.session is not None:
             other = self.session.same_place_on(self.place, m.rank)
             if other is not None:
-                self.pending_jump = ("code", m.node, m.subgraph)
+                self.pending_jump = ("code", m.node, m.subgraph, other)
                 self.query_one(TabbedContent).active = "code"
                 self.open_place(other)
                 return
@@ -623,7 +624,7 @@ class InspectApp(App[int]):
         """Go to node `name` in the code or diff view in front (the code view otherwise)."""
         view = self.active_view if self.active_view in ("code", "pass-diff", "rank-diff") else "code"
         if view != self.active_view:
-            self.pending_jump = (view, name, subgraph)
+            self.pending_jump = (view, name, subgraph, self.place)
             self.show_view(view)
             if view not in self.stale and self.code_view.index is not None:
                 self._apply_pending_jump(view)

@@ -42,7 +42,29 @@ class CaptureCommands(Provider):
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
+        words = query.lower().split()
         for text, cb, help_text in self._entries():
             score = matcher.match(text)
             if score > 0:
+                # every word of the query found as a word start ("rank 1 shard"): rank these first
+                low = text.lower()
+                if words and _words_in(words, low):
+                    # and prefer texts where the query's words stand together ("rank 1")
+                    pairs = [f"{a} {b}" for a, b in zip(words, words[1:])]
+                    together = sum(p in low for p in pairs) / len(pairs) if pairs else 1.0
+                    score = 0.5 + score / 4 + together / 4
+                else:
+                    score = score / 2
                 yield Hit(score, matcher.highlight(text), cb, help=help_text)
+
+
+def _words_in(words: list[str], text: str) -> bool:
+    import re
+
+    pos = 0
+    for w in words:
+        m = re.compile(r"(?<![a-z0-9_])" + re.escape(w)).search(text, pos)
+        if m is None:
+            return False
+        pos = m.end()
+    return True

@@ -29,16 +29,27 @@ Keys can be remapped by binding id in ~/.config/graphtrain-inspect/keymap.toml
 """
 
 
-def bindings_table(groups: list[tuple[str, list[Binding]]], keymap: dict[str, str]) -> Table:
+def binding_rows(groups: list[tuple[str, list[Binding]]], keymap: dict[str, str]) -> list[tuple[str, str, str, str]]:
+    """(group, keys as remapped, what it does, binding id) for every binding."""
+    out = []
+    for title, bindings in groups:
+        for b in bindings:
+            keys = keymap.get(b.id, b.key) if b.id else b.key
+            out.append((title, keys, b.description or b.action, b.id or ""))
+    return out
+
+
+def bindings_table(rows: list[tuple[str, str, str, str]]) -> Table:
     t = Table(box=None, expand=True, padding=(0, 2))
     t.add_column("key", style="bold")
     t.add_column("does")
     t.add_column("id", style="dim")
-    for title, bindings in groups:
-        t.add_row(Text(title, style="bold underline"), "", "")
-        for b in bindings:
-            keys = keymap.get(b.id or "", b.key) if b.id else b.key
-            t.add_row(keys, b.description or b.action, b.id or "")
+    group = None
+    for title, keys, does, bid in rows:
+        if title != group:
+            group = title
+            t.add_row(Text(title, style="bold underline"), "", "")
+        t.add_row(keys, does, bid)
     return t
 
 
@@ -52,13 +63,12 @@ class HelpScreen(ModalScreen[None]):
 
     def __init__(self, groups: list[tuple[str, list[Binding]]], keymap: dict[str, str]) -> None:
         super().__init__(id="help")
-        self.groups = groups
-        self.keymap = keymap
+        self.rows = binding_rows(groups, keymap)
 
     def compose(self) -> ComposeResult:
         with VerticalScroll():
             yield Static(INTRO, id="help-intro")
-            yield Static(bindings_table(self.groups, self.keymap), id="help-keys")
+            yield Static(bindings_table(self.rows), id="help-keys")
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -50,12 +50,14 @@ class FindingsView(Vertical):
     def table(self) -> RecordTable:
         return self.query_one(RecordTable)
 
-    def set_findings(self, findings: list, status: str | None = None) -> None:
+    def set_findings(self, findings: list, status: str | None = None, ranks: list[int] | None = None) -> None:
+        from inspector.checks import CHECKS, SEVERITIES
+
         self.findings = list(findings)
         options = {
-            "kind": sorted({f.kind for f in findings}),
-            "severity": [s for s in ("error", "warning", "info") if any(f.severity == s for f in findings)],
-            "rank": sorted({r for f in findings for r in f.ranks}),
+            "kind": list(dict.fromkeys([*CHECKS, *sorted({f.kind for f in findings})])),
+            "severity": list(SEVERITIES),
+            "rank": sorted(set(ranks or []) | {r for f in findings for r in f.ranks}),
             "pass": list(dict.fromkeys(f.introduced_by or "?" for f in findings)),
         }
         for k, values in options.items():

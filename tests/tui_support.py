@@ -1,0 +1,84 @@
+"""Captures and helpers for the TUI tests.
+
+`small_capture(dir)` writes a deterministic 2-rank capture (hand-built graphs, the real record
+format) with one rank-baked constant introduced by a pass: the same bytes on every machine, so
+SVG snapshots of the app on it are stable. `settle(pilot)` waits for the app's workers and the
+messages they post, instead of sleeping.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from capture import logformat
+
+
+def _graphs(rank: int):
+    import torch
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def traced(x, w):
+        y = torch.ops.aten.mm.default(x, w)
+        z = torch.ops.aten.relu.default(y)
+        d = torch.ops.aten.detach.default(z)  # noqa: F841 - dead code for the first pass
+        return torch.ops.aten.sum.default(z)
+
+    def no_dead(x, w):
+        y = torch.ops.aten.mm.default(x, w)
+        z = torch.ops.aten.relu.default(y)
+        return torch.ops.aten.sum.default(z)
+
+    def sharded(x, w):
+        y = torch.ops.aten.mm.default(x, w)
+        z = torch.ops.aten.relu.default(y)
+        s = torch.ops.aten.select.int(z, 0, rank)  # the bug: this rank's row, baked in
+        return torch.ops.aten.sum.default(s)
+
+    args = (torch.randn(4, 8), torch.randn(8, 4))
+    return [make_fx(f, tracing_mode="fake")(*args) for f in (traced, no_dead, sharded)]
+
+
+def small_capture(directory, *, world: int = 2, status: str = "finished") -> str:
+    from inspector.testing import CaptureWriter, mesh_rank_table
+
+    w = CaptureWriter(directory, world_size=world)
+    for r in range(world):
+        rw = w.rank(r, rank_table=mesh_rank_table(r, (world,), ("dp",)), own_device="cpu")
+        g0, g1, g2 = _graphs(r)
+        rw.apply("remove_dead_code", g0, g1)
+        rw.apply("shard_rows", g1, g2)
+        rw.apply("noop", g2, g2)
+        rw.end()
+    return w.finish(status=status)
+
+
+def log_path(directory, rank: int) -> Path:
+    return Path(directory) / logformat.log_file_name(rank)
+
+
+def record_starts(data: bytes) -> list[int]:
+    """Byte offsets of each record's envelope line in a log."""
+    starts = [0]
+    i = data.find(b"\n")
+    while i >= 0 and i + 1 < len(data):
+        if data[i + 1 : i + 2] != b"\t":
+            starts.append(i + 1)
+        i = data.find(b"\n", i + 1)
+    return starts
+
+
+async def settle(pilot, rounds: int = 50) -> None:
+    """Wait until no worker runs and the messages they posted are handled."""
+    app = pilot.app
+    for _ in range(rounds):
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        if not any(w.is_running for w in app.workers) and not app.jobs:
+            await pilot.pause()
+            return
+    raise AssertionError(f"the app did not settle: jobs {app.jobs}")
+
+
+def tmp_env_for_bundled(tmp_path) -> dict:
+    return {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}

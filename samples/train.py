@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -80,6 +81,9 @@ def build_graph(step, params, names, cfg, pc, args):
     return gm
 
 
+_TEMP_DIRS: list[str] = []
+
+
 def _artifact_path(pc, args):
     if args.artifact_dir:
         d = args.artifact_dir
@@ -90,6 +94,8 @@ def _artifact_path(pc, args):
         box = [d]
         dist.broadcast_object_list(box, src=0)
         d = box[0]
+        if pc.rank == 0:
+            _TEMP_DIRS.append(d)
     return os.path.join(d, "train_step.graph.pkl")
 
 
@@ -201,6 +207,8 @@ def main(argv=None):
         with open(args.losses_json, "w") as f:
             json.dump(losses, f)
     dist.barrier()
+    for d in _TEMP_DIRS:  # a default --coor artifact dir (rank 0 made it)
+        shutil.rmtree(d, ignore_errors=True)
     dist.destroy_process_group()
 
 

@@ -352,6 +352,7 @@ class Capture:
             fw_bw: dict[str, str] = {}
             post_k = 0
             post_before: dict[int, str] = {}
+            joint_before: str | None = None
             started = False
 
             def first(gid: str, name: str) -> None:
@@ -400,6 +401,32 @@ class Capture:
                             add("aot_backward", None, {"bw": fw_bw["bw"]}, True, cid)
                         else:
                             add("partition" if joint else "aot_autograd", base, dict(fw_bw), False, cid)
+                elif label == "before_joint_graph":
+                    # Inductor's joint-graph passes, on the joint graph or on the graph it compiles
+                    if joint is not None and not fw_bw:
+                        base = joint
+                    elif post_k < len(aot_outputs):
+                        base = aot_outputs[post_k][1]
+                    else:
+                        base = cur
+                    if base is None:
+                        first(gid, label)
+                    else:
+                        add("inductor_entry", base, {"out": gid}, False, cid)
+                    joint_before = gid
+                elif label == "after_joint_graph":
+                    base = joint_before if joint_before is not None else (joint or cur)
+                    if base is None:
+                        first(gid, label)
+                    else:
+                        add("joint_graph_passes", base, {"out": gid}, False, cid, "joint_graph_passes")
+                    if joint is not None and not fw_bw:
+                        joint = gid
+                    elif post_k < len(aot_outputs):
+                        aot_outputs[post_k] = (aot_outputs[post_k][0], gid)
+                    else:
+                        cur = gid
+                    joint_before = None
                 elif label == "before_post_grad_graph":
                     role, base = aot_outputs[post_k] if post_k < len(aot_outputs) else ("out", cur)
                     if base is None:

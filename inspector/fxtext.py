@@ -43,6 +43,7 @@ _BINOPS = {
 _CMPOPS = {ast.Eq: "eq", ast.NotEq: "ne", ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge"}
 _UNARY = {ast.USub: "neg", ast.UAdd: "pos", ast.Not: "not_", ast.Invert: "invert"}
 
+_CLASS_NAME_RE = re.compile(r"^(\s*class )([^(:\n]*[^\w(:\n][^(:\n]*)\(", re.M)
 _FILE_COMMENT_RE = re.compile(r"^\s*# File: (.*?):(\d+) in ([^,]*), code: (.*)$")
 _NO_STACK_RE = re.compile(r"^\s*# No stacktrace found")
 
@@ -143,6 +144,8 @@ class _Parser:
         self._stacks: list[str | None] | None = None
 
     def parse(self) -> dict[str, Any]:
+        # `class <lambda>(torch.nn.Module):` (AOT's inference graphs) is not Python: rename
+        self.code = _CLASS_NAME_RE.sub(lambda m: m.group(1) + re.sub(r"\W", "_", m.group(2)) + "(", self.code)
         try:
             module = ast.parse(self.code)
         except SyntaxError as e:

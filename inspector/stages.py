@@ -51,6 +51,7 @@ class Stage:
     pass_rec: "PassRecord | None"  # None for the traced graph
     parent: "Stage | None"
     order: int  # position in the rank's stage list
+    origin: str | None = None  # for a traced graph torch logged: its record's pass name ("dynamo")
 
     @property
     def pass_name(self) -> str:
@@ -90,7 +91,8 @@ def rank_stages(cap: "Capture", rank: int, *, containers: bool = False) -> list[
             if p.before is None:
                 # a graph torch logged with nothing before it: a traced graph of its own
                 for role, gid in p.after.items():
-                    add(TRACE if p.traced else p.name, role, gid, None if p.traced else p, None)
+                    st = add(TRACE if p.traced else p.name, role, gid, None if p.traced else p, None)
+                    st.origin = p.name
                 continue
             parent = latest.get(p.before)
             if parent is None:
@@ -124,7 +126,7 @@ class StageIndex:
         out = []
         for key in self.keys:
             stages = self.by_key[key]
-            if key.pass_name == pass_name:
+            if key.pass_name == pass_name or any(st.origin == pass_name for st in stages.values()):
                 out.append(key)
                 continue
             for r, st in stages.items():

@@ -72,8 +72,8 @@ def literal_sites(ctx: CheckContext, key: StageKey, group: list[int]) -> list[Si
                 for where, x, y in changes:
                     for wx, lx in iter_leaves(x, where):
                         ly = _leaf_at(y, where, wx)
-                        if lx == ly:
-                            continue
+                        if ly is _ABSENT or lx == ly:
+                            continue  # a leaf only one rank has is a structural difference
                         k = (sub.path, n.a["name"], wx)
                         s = sites.get(k)
                         if s is None:
@@ -96,9 +96,12 @@ def _is_ref(v: Any) -> bool:
     return isinstance(v, dict) and len(v) == 1 and "n" in v
 
 
+_ABSENT = object()
+
+
 def _leaf_at(y: Any, base: str, path: str) -> Any:
-    """The leaf of `y` (whose own path is `base`) at `path`, or None."""
+    """The leaf of `y` (whose own path is `base`) at `path`, or _ABSENT."""
     for wy, ly in iter_leaves(y, base):
         if wy == path:
             return ly
-    return None
+    return _ABSENT

@@ -70,6 +70,12 @@ def match_vectors(values: dict[int, Any], vectors: dict[str, dict[int, int]]) ->
                         out.append({"vector": name, "relation": "multiple", "factor": _fmt(k), "form": label.format(k=_fmt(k), v=name)})
                         found = True
                         break
+            if not found:
+                offs = {n - v for n, v in zip(nums, vs)}  # type: ignore[operator]
+                if len(offs) == 1:
+                    c = offs.pop()
+                    out.append({"vector": name, "relation": "offset", "offset": _fmt(c), "form": f"{name} + {_fmt(c)}" if c >= 0 else f"{name} - {_fmt(-c)}"})
+                    found = True
             if not found and len(set(vs)) >= 3:
                 v0, v1 = vs[0], next(v for v in vs if v != vs[0])
                 n0, n1 = nums[0], nums[vs.index(v1)]

@@ -167,9 +167,10 @@ def eager():
     return losses(run_train(2, "--mode", "eager", "--quiet").stdout)
 
 
-def _bug_run(tmp_path_factory, bug, steps=2):
-    d = tmp_path_factory.mktemp(bug)
-    p = run_train(2, "--bug", bug, "--steps", str(steps), "--dump-graphs", str(d), "--quiet")
+def _bug_run(tmp_path_factory, *bugs_, steps=2):
+    d = tmp_path_factory.mktemp("-".join(bugs_))
+    args = [a for b in bugs_ for a in ("--bug", b)]
+    p = run_train(2, *args, "--steps", str(steps), "--dump-graphs", str(d), "--quiet")
     return d, losses(p.stdout)
 
 
@@ -179,18 +180,10 @@ def rank_baked(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def device_literal(tmp_path_factory):
-    return _bug_run(tmp_path_factory, "device-literal")
-
-
-@pytest.fixture(scope="module")
-def stale_symbol(tmp_path_factory):
-    return _bug_run(tmp_path_factory, "stale-symbol")
-
-
-@pytest.fixture(scope="module")
-def rank_divergent(tmp_path_factory):
-    return _bug_run(tmp_path_factory, "rank-divergent", steps=3)
+def pass_bugs(tmp_path_factory):
+    """The three pass-level switches in one run (each plants its bug in a
+    different pass; the rank-baked switch changes the trace, so it runs alone)."""
+    return _bug_run(tmp_path_factory, "device-literal", "stale-symbol", "rank-divergent", steps=3)
 
 
 COOR_STEPS = 5
@@ -297,8 +290,8 @@ def test_bug_rank_baked_is_a_rank_literal_in_the_trace(rank_baked, clean):
     assert "select.int(view, 0, 0)" in final0 and "select.int(view, 0, 1)" in final1
 
 
-def test_bug_device_literal_is_introduced_by_device_placement(device_literal, clean):
-    d, got = device_literal
+def test_bug_device_literal_is_introduced_by_device_placement(pass_bugs, clean):
+    d, got = pass_bugs
     assert got == clean[1][: len(got)]  # CPU kernels accept cpu:N: still runs, same numbers
     for r in (0, 1):
         before, after = graph(d, r, "06_resolve_coordinates"), graph(d, r, "07_place_devices")
@@ -308,8 +301,8 @@ def test_bug_device_literal_is_introduced_by_device_placement(device_literal, cl
         assert f"index={1 - r}" not in after
 
 
-def test_bug_stale_symbol_leaves_symbols_in_nested_subgraphs(stale_symbol, clean):
-    d, got = stale_symbol
+def test_bug_stale_symbol_leaves_symbols_in_nested_subgraphs(pass_bugs, clean):
+    d, got = pass_bugs
     assert got == clean[1][: len(got)]  # training still runs
     z = graph(d, 0, "05_concretize_symbolic_shapes")
     root, bodies = root_part(z), nested_parts(z)
@@ -325,8 +318,8 @@ def test_bug_stale_symbol_leaves_symbols_in_nested_subgraphs(stale_symbol, clean
     assert {s for _, _, ss in found for s in ss} == stale
 
 
-def test_bug_rank_divergent_graphs_differ_but_collectives_match(rank_divergent, clean):
-    d, got = rank_divergent
+def test_bug_rank_divergent_graphs_differ_but_collectives_match(pass_bugs, clean):
+    d, got = pass_bugs
     assert got == clean[1][: len(got)]  # recompute is numerically neutral; no hang
     assert graph(d, 0, "02_bucket_all_gathers") == graph(d, 1, "02_bucket_all_gathers")
     a0, a1 = graph(d, 0, "03_tag_activation_checkpointing"), graph(d, 1, "03_tag_activation_checkpointing")

@@ -87,6 +87,10 @@ def run(args: argparse.Namespace) -> int:
             read_blob(cap, rec, rec.before, trust=args.trust, what="before")
         except Refused as e:
             return _fail(f"refused: {e}")
+        if args.fn:
+            problem = fn_problem(args.fn)
+            if problem:
+                return _fail(problem)
         if rec.source == "partitioner":
             return _fail(f"#{rec.seq} {rec.name} is the joint-graph partitioner: it takes the joint inputs and the number of "
                          "forward outputs, which the capture does not record; it cannot be replayed (its fw/bw outputs' passes can)")
@@ -137,6 +141,27 @@ def _replay(cap: Any, target: Any, peer_recs: dict, origin: str, args: argparse.
     from inspector.replay_repl import start_repl
 
     return start_repl(r, out, peer_outs, delta, args)
+
+
+def fn_problem(spec: str) -> str | None:
+    """Why --fn cannot name a function, found without running anything (None if it may)."""
+    import importlib.util
+    import os
+
+    mod, sep, qual = spec.rpartition(":")
+    if not sep or not mod or not qual:
+        return f"--fn {spec!r}: expected MODULE:FUNCTION (or path/to/file.py:FUNCTION)"
+    if mod.endswith(".py") or os.sep in mod:
+        return None if os.path.isfile(mod) else f"--fn {spec!r}: no such file {mod}"
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        found = importlib.util.find_spec(mod)
+    except (ImportError, ValueError) as e:
+        found, err = None, str(e)
+    else:
+        err = f"no module named {mod!r}"
+    return None if found is not None else f"--fn {spec!r}: cannot import {mod}: {err}"
 
 
 # ---------------------------------------------------------------------------------------------

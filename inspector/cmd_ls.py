@@ -193,12 +193,6 @@ def _header(st: Style) -> str:
 def _pass_lines(p: dict, st: Style) -> list[str]:
     out = []
     name = f"#{p['seq']} {p['name']}"
-    if p["before"]["gid"] is None:
-        # a graph torch logged on its own (traced)
-        for role, a in p["after"].items():
-            r = "" if role == "out" else role
-            out.append(_row(name, r, a["gid"], "", _n(a["nodes"]), "", fmt_bytes(a["bytes"]), p.get("source") or "", st))
-        return out
     tail = []
     if p.get("wall_s") is not None:
         tail.append(f"{p['wall_s'] * 1000:.1f} ms")
@@ -213,6 +207,12 @@ def _pass_lines(p: dict, st: Style) -> list[str]:
         return out
     if p["status"] == "incomplete":
         out.append("    " + _pad(name, 32, st(name, "red")) + " " + st("started, never finished", "red"))
+        return out
+    if p["before"]["gid"] is None:
+        # a graph torch logged on its own (traced)
+        for role, a in p["after"].items():
+            r = "" if role == "out" else role
+            out.append(_row(name, r, a["gid"], "", _n(a["nodes"]), "", fmt_bytes(a["bytes"]), p.get("source") or "", st))
         return out
     first = True
     for role, a in p["after"].items():

@@ -457,3 +457,35 @@ def test_compile_on_one_rank_flags_the_compiling_ranks_value(tmp_path):
     assert len(rb) == 1 and rb[0].severity == "error" and rb[0].introduced_by == "trace_joint"
     assert rb[0].evidence["runtime_twin"] == "slice_1" or rb[0].evidence["runtime_twin"].startswith("slice")
     assert rb[0].evidence["backward"] is True and rb[0].evidence["value"] == 0
+
+
+def chunk_graph(index: int | None, enumerate_all: bool = False):
+    """x viewed as [2, 4]: select chunk `index` of the mesh-sized dimension (literal), or all."""
+
+    def f(x):
+        v = x.view(2, 4)
+        if enumerate_all:
+            return torch.ops.aten.select.int(v, 0, 0) + torch.ops.aten.select.int(v, 0, 1)
+        return torch.ops.aten.select.int(v, 0, index)
+
+    return make_fx(f)(torch.randn(8))
+
+
+def write_coor_chunk(tmp_path, gm):
+    w = CaptureWriter(tmp_path, world_size=2, env={"TORCH_DISTRIBUTED_COMPILE_ON_ONE_RANK": "1"})
+    for r in (0, 1):
+        rw = w.rank(r, rank_table=mesh_rank_table(r, (2,), ("dp",)))
+        if r == 0:
+            rw.apply("noop", gm, identity_pass(gm))
+        rw.end()
+    return open_capture(w.finish())
+
+
+def test_compile_on_one_rank_chunk_at_the_compiling_ranks_coordinate(tmp_path):
+    fs = run_checks(write_coor_chunk(tmp_path / "bug", chunk_graph(0)))
+    assert [(f.kind, f.introduced_by, f.node) for f in fs] == [("rank-baked-constant", "trace", "select")]
+    assert fs[0].evidence["equals"] == "coordinate[dp]" and fs[0].evidence["chunks"] == 2
+    # enumerating every chunk of the dimension is rank-agnostic
+    assert run_checks(write_coor_chunk(tmp_path / "enum", chunk_graph(None, enumerate_all=True))) == []
+    # chunk 1 is not the compiling rank's (rank 0) chunk
+    assert run_checks(write_coor_chunk(tmp_path / "other", chunk_graph(1))) == []

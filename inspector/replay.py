@@ -653,11 +653,8 @@ def run_pass(pf: PassFn, gm: torch.fx.GraphModule) -> Any:
         from torch.fx.passes.graph_transform_observer import GraphTransformObserver
 
         obs = GraphTransformObserver(gm, pf.inductor[0], subsystem=pf.inductor[1])
-        if pf.call == "graph":
-            obs.apply_graph_pass(pf.fn)
-        else:
-            obs.apply_gm_pass(pf.fn)
-        return gm
+        # As the capture did: a GraphModule returned by the pass is its output, else `gm`.
+        return obs.apply_graph_pass(pf.fn) if pf.call == "graph" else obs.apply_gm_pass(pf.fn)
     if pf.call == "graph":
         return pf.fn(gm.graph)
     if pf.call == "gm_inputs":

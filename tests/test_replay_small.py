@@ -1,0 +1,110 @@
+"""Replay on small captures written in this process (capture.session, no subprocess): a pass
+bound with functools.partial in a registry, a pass that raised in training, a rank-dependent
+pass on rank 3 of 4, --fn from a file path. Exercises the library; the command is tested in
+tests/test_replay.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from capture import logformat, session
+from capture.wrap import wrap_pass
+from tests.programs import replay_passes as rp
+
+
+def _traced():
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def f(x, w):
+        return (torch.relu(x @ w) + 1,)
+
+    return make_fx(f, tracing_mode="fake")(torch.randn(4, 8), torch.randn(8, 8))
+
+
+def _manifest(d: Path, world: int) -> None:
+    from inspector.replay_plan import me
+
+    user, uid, host = me()
+    (d / logformat.MANIFEST_NAME).write_text(json.dumps({
+        "format": logformat.FORMAT_NAME, "format_version": logformat.FORMAT_VERSION, "command": ["test"],
+        "env": {"GTI_CAPTURE_DIR": str(d), "TORCH_SHOW_CPP_STACKTRACES": "0"}, "torch_version": torch.__version__,
+        "host": host, "user": user, "uid": uid, "status": "finished", "ranks": {},
+    }))  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory, monkeypatch_module):
+    """Rank 3 of 4 (LOCAL_RANK 1): scale_output through the PASSES registry, add_rank, explode."""
+    d = tmp_path_factory.mktemp("small") / "cap"
+    for k, v in {"RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "4"}.items():
+        monkeypatch_module.setenv(k, v)
+    import torch.distributed as dist
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    # The "training": rank 3 of a 4-rank world with a subgroup (fake backend, one process).
+    dist.init_process_group("fake", rank=3, world_size=4, store=FakeStore())
+    dist.new_group([1, 3])
+    session.start(str(d))
+    try:
+        reg = "tests.programs.replay_passes:PASSES"
+        scale = wrap_pass(rp.scale_output, qualname="tests.programs.replay_passes:scale_output", target=reg)
+        scale(_traced(), [], factor=3)
+        wrap_pass(rp.add_rank, qualname="tests.programs.replay_passes:add_rank")(_traced(), [])
+        with pytest.raises(ValueError):
+            wrap_pass(rp.explode, qualname="tests.programs.replay_passes:explode")(_traced(), [])
+    finally:
+        session.stop()
+        dist.destroy_process_group()
+    _manifest(d, 4)
+    return d
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    mp = pytest.MonkeyPatch()
+    yield mp
+    mp.undo()
+
+
+def _run(d: Path, name: str, **kw):
+    from inspector.capture_index import open_capture
+    from inspector.replay import Replayer
+    from inspector.replay_plan import select
+
+    cap = open_capture(str(d))
+    fn = kw.pop("fn", None)
+    return Replayer(cap, select(cap, name, None, None), fn=fn, **kw).run()
+
+
+def test_partial_from_the_registry_keeps_its_configuration(small):
+    out = _run(small, "scale_output")
+    assert out.reproduced, out.reason
+    assert "as bound in tests.programs.replay_passes:PASSES" in out.pass_fn.description
+
+
+def test_rank_dependent_pass_sees_the_captured_rank(small):
+    import torch.distributed as dist
+
+    out = _run(small, "add_rank")
+    assert out.reproduced, out.reason
+    assert out.world.env["RANK"] == "3" and out.world.env["LOCAL_RANK"] == "1" and out.world.env["WORLD_SIZE"] == "4"
+    assert "rank 3 of 4" in out.world.process_group and "groups 0, 1" in out.world.process_group, out.world
+    assert not out.world.notes
+    assert not dist.is_initialized()  # the fake world is gone after the pass
+
+
+def test_a_pass_that_raised_in_training_reproduces_by_raising(small):
+    out = _run(small, "explode")
+    assert out.reproduced and "raised ValueError as in training" in out.reason
+    assert isinstance(out.exception, ValueError)
+
+
+def test_fn_from_a_file_path(small, tmp_path):
+    f = tmp_path / "candidate.py"
+    f.write_text("def add_rank(gm, example_inputs):\n    return gm\n")
+    out = _run(small, "add_rank", fn=f"{f}:add_rank")
+    assert not out.reproduced and out.diff.counts["removed"] == 2

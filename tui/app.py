@@ -8,6 +8,7 @@ what arrived. A view is filled when it is shown, for the place selected in the t
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from textual.worker import get_current_worker
 from inspector.capture_index import CaptureUnreadable
 from inspector.live import files_signature
 from inspector.outline import finding_target
+from inspector.progressive import ProgressiveLoader
 from tui.commands import CaptureCommands
 from tui.messages import CaptureFailed, CaptureLoaded, FindingsReady, Progress, ViewReady
 from tui.replay import replay_argv, run_captured, run_in_terminal
@@ -36,6 +38,10 @@ from tui.widgets.line_view import LineView
 from tui.widgets.record_table import RecordTable
 from tui.widgets.table_views import DevicesView, NodeChosen, ProblemsView, SymbolsView
 
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.0f} MB" if n >= 10e6 else f"{n / 1e6:.1f} MB"
+
+
 VIEWS = ("code", "pass-diff", "rank-diff", "findings", "symbols", "devices", "problems")
 
 
@@ -43,6 +49,10 @@ class InspectApp(App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "graphtrain-inspect"
     COMMANDS = App.COMMANDS | {CaptureCommands}
+
+    AUTO_CHECK_BYTES = 256 << 20  # larger captures are checked when asked (key c)
+    STEP_BYTES = 32 << 20  # indexed per log between two looks at the clock
+    SNAPSHOT_SECONDS = 0.4  # how often a large capture's tree grows while it is indexed
 
     VIEW_TITLES = {
         "code": "Code",
@@ -73,6 +83,7 @@ class InspectApp(App[int]):
         Binding("t", "focus_tree", "Tree", show=False, id="app.focus-tree"),
         Binding("v", "focus_view", "View", show=False, id="app.focus-view"),
         Binding("R", "reload", "Reload", show=False, id="app.reload"),
+        Binding("c", "run_checks", "Run checks", show=False, id="app.run-checks"),
         Binding("1", "show_view('code')", "Code", show=False, id="view.code"),
         Binding("2", "show_view('pass-diff')", "Pass diff", show=False, id="view.pass-diff"),
         Binding("3", "show_view('rank-diff')", "Rank diff", show=False, id="view.rank-diff"),
@@ -91,7 +102,8 @@ class InspectApp(App[int]):
         self.poll_seconds = poll_seconds
         self.replay_runner = replay_runner  # tests: a callable(argv) -> int instead of a subprocess
         self.session: CaptureSession | None = None
-        self.old_sessions: list[CaptureSession] = []
+        self.loader: ProgressiveLoader | None = None
+        self.capture_lock = threading.RLock()  # the loader and every snapshot share the logs
         self.place: Place | None = None
         self.base_rank: int | None = None
         self.findings: list = []
@@ -109,6 +121,7 @@ class InspectApp(App[int]):
         self.last_replay: list[str] | None = None
         self.requests: dict[str, int] = {}
         self._poll_timer = None
+        self.checks_process = None  # the running `check` child, stopped when the app exits
 
     # -- layout --------------------------------------------------------------------------------------
 
@@ -196,7 +209,7 @@ class InspectApp(App[int]):
         self.tree.focus()
         self.load_capture()
 
-    def set_job(self, job: str, text: str | None) -> None:
+    def set_job(self, job: str, text: str | None, fraction: float | None = None) -> None:
         if text is None:
             self.jobs.pop(job, None)
         else:
@@ -206,6 +219,10 @@ class InspectApp(App[int]):
         if self.jobs:
             status.update(" · ".join(self.jobs.values()))
             bar.display = True
+            if job == "load" and fraction is not None:
+                bar.update(total=100, progress=100 * fraction)
+            elif "load" not in self.jobs:
+                bar.update(total=None)
         else:
             status.update(self.idle_status())
             bar.display = False
@@ -221,34 +238,76 @@ class InspectApp(App[int]):
 
     @on(Progress)
     def on_progress(self, m: Progress) -> None:
-        self.set_job(m.job, None if m.done else m.text)
+        self.set_job(m.job, None if m.done else m.text, m.fraction)
 
     # -- loading the capture ----------------------------------------------------------------------
 
     @work(thread=True, exclusive=True, group="load")
-    def load_capture(self, reload: bool = False) -> None:
+    def load_capture(self) -> None:
+        """Index the capture a chunk at a time; post a snapshot after the first chunk (the tree
+        paints at once) and then every `SNAPSHOT_SECONDS`, so a large capture fills in as it is read."""
         t0 = time.perf_counter()
-        self.post_message(Progress("load", f"{'re-reading' if reload else 'indexing'} {self.path}…"))
+        worker = get_current_worker()
+        self.post_message(Progress("load", f"indexing {self.path}…"))
         try:
-            sig = files_signature(self.path)
-            session = CaptureSession.open(self.path, source=self.source)
+            loader = ProgressiveLoader(self.path, source=self.source)
+            self.loader = loader
+            last = None
+            while True:
+                with self.capture_lock:
+                    loader.step(self.STEP_BYTES)
+                    done = loader.done
+                    now = time.perf_counter()
+                    if done or last is None or now - last >= self.SNAPSHOT_SECONDS:
+                        session = CaptureSession(loader.snapshot(), self.capture_lock, complete=done)
+                        last = now
+                    else:
+                        session = None
+                if worker.is_cancelled:
+                    return
+                if session is not None:
+                    self.post_message(CaptureLoaded(session, time.perf_counter() - t0, final=done))
+                total = loader.total_bytes or 1
+                self.post_message(Progress("load", f"indexing {_mb(loader.scanned_bytes)} of {_mb(total)}", fraction=loader.scanned_bytes / total, done=done))
+                if done:
+                    break
         except CaptureUnreadable as e:
             self.post_message(Progress("load", "", done=True))
             self.post_message(CaptureFailed(self.path, str(e)))
-            return
         except Exception as e:  # a reader bug must not take the app down: say what happened
             self.post_message(Progress("load", "", done=True))
             self.post_message(CaptureFailed(self.path, f"{type(e).__name__}: {e}"))
+
+    @work(thread=True, exclusive=True, group="load")
+    def follow_capture(self) -> None:
+        """New records in a capture still being written: index only the new bytes."""
+        loader = self.loader
+        if loader is None:
             return
-        session.signature = sig  # type: ignore[attr-defined]
-        if get_current_worker().is_cancelled:
-            return
-        self.post_message(CaptureLoaded(session, time.perf_counter() - t0, reload=reload))
-        self.post_message(Progress("load", "", done=True))
+        t0 = time.perf_counter()
+        try:
+            with self.capture_lock:
+                if not loader.grow():
+                    return
+            self.post_message(Progress("load", "reading new records…"))
+            while True:
+                with self.capture_lock:
+                    loader.step(self.STEP_BYTES)
+                    if loader.done:
+                        session = CaptureSession(loader.snapshot(), self.capture_lock)
+                        break
+            self.post_message(CaptureLoaded(session, time.perf_counter() - t0, reload=True, final=True))
+        except Exception as e:
+            self.post_message(CaptureFailed(self.path, f"while following the capture: {type(e).__name__}: {e}"))
+        finally:
+            self.post_message(Progress("load", "", done=True))
 
     @on(CaptureFailed)
     def on_capture_failed(self, m: CaptureFailed) -> None:
         self.tree.loading = False
+        if self.session is not None:  # a failure while following: keep what is shown
+            self.notify(m.error, title="reading the capture failed", severity="error")
+            return
         self.tree.root.set_label(f"cannot read {m.path}")
         self.code_view.clear(m.error)
         self.query_one(ProblemsView).set_rows([(m.path, "", m.error)])
@@ -256,34 +315,39 @@ class InspectApp(App[int]):
 
     @on(CaptureLoaded)
     def on_capture_loaded(self, m: CaptureLoaded) -> None:
-        old = self.session
+        first = self.session is None
         self.session = m.session
-        self.signature = getattr(m.session, "signature", ())
-        self.load_seconds = m.seconds
         tree = self.tree
         tree.loading = False
-        if m.reload and old is not None:
-            self.old_sessions.append(old)
-            added = tree.sync(m.session.outline)
-            if added:
-                self.notify(f"{added} new entries", title="capture grew", timeout=3)
-            self.stale = set(VIEWS)
-            self.refresh_view(force=False)
-        else:
+        if first:
             tree.load(m.session.outline, self.badges)
             self.call_after_refresh(self._tree_painted)
-            first = self._first_place()
-            if first is not None:
-                tree.reveal(first)
+            place = self._first_place()
+            if place is not None:
+                tree.reveal(place)
+        else:
+            added = tree.sync(m.session.outline)
+            if m.reload and added:
+                self.notify(f"{added} new entries", title="capture grew", timeout=3)
+            if m.reload:
+                self.stale = set(VIEWS) - {"findings"}
+                self.refresh_view()
+            elif self.place is None:
+                place = self._first_place()
+                if place is not None:
+                    tree.reveal(place)
+        if not m.final:
+            return
+        self.load_seconds = m.seconds
         self.fill_problems(announce=not m.reload)
         self.run_checks()
         if m.session.outline.live:
             if self._poll_timer is None:
+                self.signature = files_signature(self.path)
                 self._poll_timer = self.set_interval(self.poll_seconds, self.poll_live)
         elif self._poll_timer is not None:
             self._poll_timer.stop()
             self._poll_timer = None
-        self.set_job("load", None)
 
     def _tree_painted(self) -> None:
         if self.first_tree_painted is None:
@@ -319,14 +383,24 @@ class InspectApp(App[int]):
         sig = files_signature(self.path)
         if sig != self.signature:
             self.signature = sig
-            self.load_capture(reload=True)
+            self.follow_capture()
 
     def action_reload(self) -> None:
-        self.load_capture(reload=True)
+        if self.loader is not None and self.loader.fallback is None:
+            self.follow_capture()
+        else:
+            self.notify("this input is read in one go: restart to read it again", timeout=3)
 
     # -- checks ------------------------------------------------------------------------------------
 
-    def run_checks(self) -> None:
+    def run_checks(self, *, asked: bool = False) -> None:
+        """Run the checks in the background (a child process); on a large capture only when asked."""
+        if self.session is None:
+            return
+        size = self.loader.total_bytes if self.loader is not None else 0
+        if not asked and size > self.AUTO_CHECK_BYTES and not self.findings:
+            self.findings_view.set_status(f"the capture is {_mb(size)}: the checks read every graph (minutes, GBs of memory); press c to run them")
+            return
         if "checks" in self.jobs:
             self.checks_dirty = True
             return
@@ -334,24 +408,24 @@ class InspectApp(App[int]):
         self.findings_view.set_status("running checks…")
         self._checks_worker(self.path, self.source)
 
+    def action_run_checks(self) -> None:
+        self.run_checks(asked=True)
+
     @work(thread=True, exclusive=True, group="checks")
     def _checks_worker(self, path: str, source: str) -> None:
-        from inspector.capture_index import open_capture
-        from inspector.checks import check_report
         from inspector.outline import finding_badges
-        from inspector.stages import StageIndex
+        from tui.checks_runner import run_checks
 
         self.post_message(Progress("checks", "running checks…"))
         t0 = time.perf_counter()
-        try:
-            # a capture of its own: the checks read every graph and must not hold the views' lock
-            with open_capture(path, source=source) as cap:
-                report = check_report(cap)
-                badges = finding_badges(report.findings, StageIndex(cap))
-            msg = FindingsReady(report.findings, badges, report.notes, [n.to_json() for n in report.not_run], time.perf_counter() - t0)
-        except Exception as e:
-            msg = FindingsReady([], {}, [], [], time.perf_counter() - t0, error=f"{type(e).__name__}: {e}")
-        self.post_message(msg)
+        result = run_checks(path, source, started=lambda proc: setattr(self, "checks_process", proc))
+        self.checks_process = None
+        badges: dict = {}
+        session = self.session
+        if result.error is None and session is not None:
+            with session.lock:
+                badges = finding_badges(result.findings, session.index)
+        self.post_message(FindingsReady(result.findings, badges, result.notes, result.not_run, time.perf_counter() - t0, error=result.error))
         self.post_message(Progress("checks", "", done=True))
 
     @on(FindingsReady)
@@ -816,9 +890,9 @@ class InspectApp(App[int]):
         self.view_widget().focus()
 
     def on_unmount(self) -> None:
-        for s in [self.session, *self.old_sessions]:
-            if s is not None:
-                try:
-                    s.close()
-                except Exception:
-                    pass
+        proc = self.checks_process
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+        if self.loader is not None:
+            with self.capture_lock:
+                self.loader.close()

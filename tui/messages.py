@@ -15,13 +15,15 @@ class Progress(Message):
     job: str
     text: str
     done: bool = False
+    fraction: float | None = None
 
 
 @dataclass
 class CaptureLoaded(Message):
     session: Any  # tui.session.CaptureSession
     seconds: float
-    reload: bool = False
+    reload: bool = False  # new records of a capture being written
+    final: bool = True  # False: more of the capture is still being indexed
 
 
 @dataclass

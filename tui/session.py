@@ -64,21 +64,28 @@ class DiffResult:
 
 
 class CaptureSession:
-    def __init__(self, cap: Capture):
+    """One snapshot of a capture. Snapshots of one capture share their logs, so they share `lock`
+    with the loader that indexes more of those logs."""
+
+    def __init__(self, cap: Capture, lock: "threading.RLock | None" = None, *, complete: bool = True):
         self.cap = cap
         self.path = cap.path
-        self.lock = threading.RLock()
+        self.lock = lock or threading.RLock()
+        self.complete = complete  # False while the loader is still indexing the logs
         with self.lock:
             self.outline: Outline = build_outline(cap)
             self.index = StageIndex(cap)
+        if not complete:
+            # what is not indexed yet is not missing: a pass whose record was not reached yet is
+            # not unfinished, a rank whose end record was not reached yet is not cut short
+            for r in self.outline.ranks:
+                r.complete = None
+                for pl in r.pipelines:
+                    pl.passes = [p for p in pl.passes if p.status != "incomplete"]
 
     @classmethod
     def open(cls, path: str, source: str = "auto") -> "CaptureSession":
         return cls(open_capture(path, source=source))
-
-    def close(self) -> None:
-        with self.lock:
-            self.cap.close()
 
     # -- places ----------------------------------------------------------------------------------
 

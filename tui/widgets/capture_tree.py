@@ -130,12 +130,14 @@ class CaptureTree(Tree[TreeData]):
         self.outline: Outline | None = None
         self.badges: dict[Hashable, list] = {}
         self.nodes_by_key: dict[Hashable, TreeNode[TreeData]] = {}
+        self.pass_keys: dict[tuple[int, int], Hashable] = {}  # (rank, seq) -> its key in nodes_by_key
 
     # -- building ----------------------------------------------------------------------------------
 
     def load(self, outline: Outline, badges: dict[Hashable, list] | None = None) -> None:
         self.clear()
         self.nodes_by_key = {}
+        self.pass_keys = {}
         self.outline = outline
         self.badges = badges or {}
         self.root.data = RunData(outline.path)
@@ -182,6 +184,7 @@ class CaptureTree(Tree[TreeData]):
                     label = pass_label(p, self.badges.get((r.rank, p.seq)))
                     existing = self.nodes_by_key.get(pk)
                     if existing is None:
+                        self._forget_pass(r.rank, p.seq)  # shown under another graph before
                         data = Place(r.rank, pl.index, p.seq, p.first_role())
                         if len(p.after) > 1:
                             pn = pnode.add(label, data=data, expand=False)
@@ -193,10 +196,21 @@ class CaptureTree(Tree[TreeData]):
                         else:
                             pn = pnode.add_leaf(label, data=data)
                         self.nodes_by_key[pk] = pn
+                        self.pass_keys[(r.rank, p.seq)] = pk
                         added += 1
                     else:
                         existing.set_label(label)
         return added
+
+    def _forget_pass(self, rank: int, seq: int) -> None:
+        pk = self.pass_keys.pop((rank, seq), None)
+        if pk is None:
+            return
+        node = self.nodes_by_key.pop(pk, None)
+        for k in [k for k in self.nodes_by_key if k[:4] == pk[:4]]:
+            self.nodes_by_key.pop(k)
+        if node is not None:
+            node.remove()
 
     def set_badges(self, badges: dict[Hashable, list]) -> None:
         self.badges = badges

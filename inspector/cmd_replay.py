@@ -193,8 +193,8 @@ def outcome_lines(r: Any, out: Any, origin: str, st: Style, limit: int, *, with_
     if w is not None:
         from inspector.replay_plan import describe_env
 
-        env = describe_env(w.env)
-        pg = w.process_group or "no process group"
+        env = describe_env(w.env) or "no torchrun variables (a single-process run)"
+        pg = w.process_group or "not initialized (as in training)"
         argv = (" ".join(w.argv[:8]) + (" ..." if len(w.argv) > 8 else "")) if w.argv else "(not recorded)"
         lines.append(f"  world   {env}; torch.distributed: {pg}; argv: {truncate(argv, 100)}")
         for note in w.notes:
@@ -246,8 +246,9 @@ def _finding_line(tag: str, f: Any, st: Style, colour: str) -> str:
 
 def check_lines(delta: Any, rec: Any, st: Style, peer_outs: dict) -> list[str]:
     ranks = ", ".join(str(r) for r in delta.replaced) or "none"
+    ranks = ("ranks " if len(delta.replaced) > 1 else "rank ") + ranks
     here = [f for f in delta.kept if f.introduced_by == rec.name]
-    head = f"checks  (results of ranks {ranks} in place): {len(delta.new)} new, {len(delta.gone)} gone, {len(delta.kept)} unchanged"
+    head = f"checks  (replayed result of {ranks} in place): {len(delta.new)} new, {len(delta.gone)} gone, {len(delta.kept)} unchanged"
     if here:
         head += f" ({len(here)} of them introduced by {rec.name})"
     lines = [st(head, "bold")]

@@ -13,9 +13,10 @@ type). Trust and the sha256 are checked first (inspector.replay_plan); this modu
 for captures that may be loaded.
 
 Running "as in training": the captured rank's environment variables (RANK, LOCAL_RANK, WORLD_SIZE,
-the manifest's TORCH_*/NCCL_* ...) and `sys.argv`; a single-process torch.distributed world with
-the "fake" backend of the captured rank and world size, with the captured process groups
-recreated under their captured names, so `dist.get_rank()` answers as on that rank; a
+the manifest's TORCH_*/NCCL_* ...) and `sys.argv`; where the rank had torch.distributed
+initialized (its rank table lists groups), a single-process world with the "fake" backend of the
+captured rank and world size, with the captured process groups recreated under their captured
+names, so `dist.get_rank()` answers as on that rank (and stays uninitialized where it was); a
 TracingContext holding the graph's fake mode (and Inductor's `V.fake_mode` for Inductor passes).
 Everything is restored afterwards.
 
@@ -52,6 +53,7 @@ from inspector.replay_plan import (
     Blob,
     Refused,
     Target,
+    distributed_initialized,
     major_minor,
     op_namespaces,
     rank_argv,
@@ -549,8 +551,9 @@ def rank_world(cap: "Capture", rank: int, fake_mode: Any, *, inductor: bool = Fa
         os.environ.update(w.env)
         if w.argv:
             sys.argv = list(w.argv)
-        if distributed:
-            world_size = int(w.env.get("WORLD_SIZE", "1"))
+        if distributed and distributed_initialized(cap, rank):
+            h = cap.header(rank) or {}
+            world_size = h["world_size"] if isinstance(h.get("world_size"), int) else cap.world_size
             try:
                 w.process_group, notes = init_fake_world(rank, world_size, cap.rank_table(rank))
                 w.notes.extend(notes)

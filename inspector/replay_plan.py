@@ -213,6 +213,9 @@ def rank_environment(cap: "Capture", rank: int) -> dict[str, str]:
         if isinstance(k, str) and isinstance(v, str) and not k.startswith(_SKIP_ENV_PREFIXES):
             env[k] = v
     h = cap.header(rank) or {}
+    if not launched_distributed(cap, rank):
+        # A plain single-process run: torchrun's variables were not set there, so not here either.
+        return env
     world = h.get("world_size") if isinstance(h.get("world_size"), int) else cap.world_size
     local = h.get("local_rank") if isinstance(h.get("local_rank"), int) else rank
     host = h.get("host")
@@ -236,6 +239,27 @@ def rank_environment(cap: "Capture", rank: int) -> dict[str, str]:
     if isinstance(cvd, str):
         env["CUDA_VISIBLE_DEVICES"] = cvd
     return env
+
+
+_LAUNCHERS = ("torchrun", "torch.distributed.run", "torch.distributed.launch", "torchx", "srun", "mpirun")
+
+
+def distributed_initialized(cap: "Capture", rank: int) -> bool:
+    """Whether torch.distributed was initialized on the rank (its rank table lists groups)."""
+    t = cap.rank_table(rank) or {}
+    return bool(t.get("groups")) or bool(t.get("backend"))
+
+
+def launched_distributed(cap: "Capture", rank: int) -> bool:
+    """Whether the rank ran under a launcher that sets RANK/WORLD_SIZE (torchrun and the like)."""
+    h = cap.header(rank) or {}
+    if isinstance(h.get("world_size"), int) and h["world_size"] > 1:
+        return True
+    if distributed_initialized(cap, rank):
+        return True
+    cmd = (cap.manifest or {}).get("command") if isinstance(cap.manifest, dict) else None
+    words = [str(w) for w in cmd] if isinstance(cmd, list) else []
+    return any(any(l in w for l in _LAUNCHERS) for w in words)
 
 
 def rank_argv(cap: "Capture", rank: int) -> list[str] | None:

@@ -323,7 +323,9 @@ class Capture:
                 time=v.get("time"),
                 record=rec,
             )
-        return [by_seq[k] for k in sorted(by_seq)]
+        out = [by_seq[k] for k in sorted(by_seq)]
+        _recompute_pipelines(out)
+        return out
 
     def _torch_passes(self, r: _Rank) -> list[PassRecord]:
         """Synthesize passes from torch's graph records, one pipeline per compile id."""
@@ -553,6 +555,30 @@ class Capture:
 
     def __repr__(self) -> str:
         return f"Capture({self.path!r}, {self.kind}, ranks={self.ranks})"
+
+
+def _recompute_pipelines(passes: list[PassRecord]) -> None:
+    """`traced` and `pipeline` from the pass chain itself (the record's fields are kept in
+    `record`): a pass starts a pipeline when no earlier pass produced the graph it receives.
+    Passes that contain other recorded passes take the pipeline of their first child."""
+    parents = {p.parent for p in passes if p.parent is not None}
+    produced: set[str] = set()
+    pipeline = -1
+    first_child: dict[int, int] = {}
+    for p in passes:
+        if p.seq in parents:
+            continue
+        p.traced = p.before is not None and p.before not in produced
+        if p.traced or pipeline < 0:
+            pipeline += 1
+        p.pipeline = pipeline
+        produced.update(p.after.values())
+        if p.parent is not None:
+            first_child.setdefault(p.parent, pipeline)
+    for p in passes:
+        if p.seq in parents:
+            p.pipeline = first_child.get(p.seq, max(pipeline, 0))
+            p.traced = False
 
 
 # ---------------------------------------------------------------------------------------------

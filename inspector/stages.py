@@ -70,12 +70,25 @@ def rank_stages(cap: "Capture", rank: int, *, containers: bool = False) -> list[
 
     Passes that contain other recorded passes (a pass that calls passes) are left out unless
     `containers`: their effect is the sum of their children's, which are blamed instead.
+
+    Inside one torch.compile (same compile id) several pipelines follow each other, linked by
+    steps no pass records (AOT tracing, partitioning, lowering): the traced graph of a later one
+    gets as parent the final graph of an earlier one with the closest node count (fw to fw,
+    bw to bw), so a problem carried along is one finding, not one per pipeline.
     """
     out: list[Stage] = []
     parents = {p.parent for p in cap.passes(rank) if p.parent is not None}
+    finals: dict[str, list[Stage]] = {}  # compile id -> leaf stages of its earlier pipelines
+
+    def nodes(gid: str) -> int:
+        ref = cap.graph(rank, gid)
+        return ref.nodes if ref is not None and ref.nodes is not None else 0
+
     for pl in cap.pipelines(rank):
         counts: dict[tuple[str, str], int] = {}
         latest: dict[str, Stage] = {}  # gid -> latest stage holding it
+        cid = pl.key.rpartition("#")[0]
+        start = len(out)
 
         def add(name: str, role: str, gid: str, rec: "PassRecord | None", parent: Stage | None) -> Stage:
             k = counts.get((name, role), 0)
@@ -85,20 +98,31 @@ def rank_stages(cap: "Capture", rank: int, *, containers: bool = False) -> list[
             latest[gid] = st
             return st
 
+        def trace_parent(gid: str) -> Stage | None:
+            cands = finals.get(cid) if cid else None
+            if not cands:
+                return None
+            n = nodes(gid)
+            return min(reversed(cands), key=lambda st: abs(nodes(st.gid) - n))
+
         for p in pl.passes:
             if p.status != "ok" or not p.after or (p.seq in parents and not containers):
                 continue
             if p.before is None:
                 # a graph torch logged with nothing before it: a traced graph of its own
                 for role, gid in p.after.items():
-                    st = add(TRACE if p.traced else p.name, role, gid, None if p.traced else p, None)
+                    st = add(TRACE if p.traced else p.name, role, gid, None if p.traced else p, trace_parent(gid))
                     st.origin = p.name
                 continue
             parent = latest.get(p.before)
             if parent is None:
-                parent = add(TRACE, "out", p.before, None, None)
+                parent = add(TRACE, "out", p.before, None, trace_parent(p.before))
             for role, gid in p.after.items():
                 add(p.name, role, gid, p, parent)
+        if cid:
+            mine = out[start:]
+            has_child = {id(st.parent) for st in mine if st.parent is not None}
+            finals.setdefault(cid, []).extend(st for st in mine if id(st) not in has_child)
     return out
 
 

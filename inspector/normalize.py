@@ -104,11 +104,9 @@ class GraphNormalizer:
                             self.ordinals[leaf] = f"<pg#{len(self.ordinals)}>"
 
     def _is_group_name(self, leaf: str) -> bool:
-        if leaf in REDUCE_OPS:
-            return False
-        if self.ctx is not None and self.ctx.group_keys:
-            return leaf in self.ctx.group_keys
-        return True
+        # every other string argument of a collective names a process group (or a tag); one the
+        # rank table does not know (created after the table was written) gets an ordinal
+        return leaf not in REDUCE_OPS
 
     def group(self, name: str) -> str:
         if self.ctx is not None and name in self.ctx.group_keys:

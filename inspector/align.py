@@ -83,7 +83,8 @@ class Parts:
         self.lits = lits
         idx = self.index
         sigs = self.sigs
-        self.keys = [(s, l, tuple(sigs[idx[n]] if n in idx else None for _, n in rf)) for s, l, rf in zip(sigs, lits, refs)]
+        get = idx.get
+        self.keys = [(s, l, tuple([sigs[j] if j is not None else None for j in [get(n) for _, n in rf]]) if rf else ()) for s, l, rf in zip(sigs, lits, refs)]
         self._users: list[list[tuple[int, str]]] | None = None
 
     def users(self) -> list[list[tuple[int, str]]]:

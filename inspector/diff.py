@@ -16,6 +16,7 @@ backward flag; recompute tag; constant descriptions). Stack traces are ignored u
 from __future__ import annotations
 
 import difflib
+import gc
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterator
@@ -331,10 +332,25 @@ def diff_subgraph(
             changed = True
         else:
             args, metas, structural = _compare(i, j, pa, pb, name_map, na, nb, meta=meta, stack=stack)
-            status = "changed" if (args or metas or structural) else "same"
-            changed = changed or status == "changed"
-            nodes.append(NodeDiff(status, path, a.nodes[i], b.nodes[j], args, metas, structural))
+            if args or metas or structural:
+                changed = True
+                nodes.append(NodeDiff("changed", path, a.nodes[i], b.nodes[j], args, metas, structural))
+            else:
+                nodes.append(NodeDiff("same", path, a.nodes[i], b.nodes[j], _NONE, _NONE, False))
     return SubgraphDiff(path, "changed" if changed else "same", nodes)
+
+
+class _no_gc:
+    """Cyclic GC off while a diff allocates its many small objects (none of them form cycles
+    that need it): the collector would otherwise rescan the whole node tables again and again."""
+
+    def __enter__(self) -> None:
+        self.was = gc.isenabled()
+        gc.disable()
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.was:
+            gc.enable()
 
 
 def diff_tables(
@@ -348,8 +364,11 @@ def diff_tables(
     meta: bool = True,
     stack: bool = False,
 ) -> GraphDiff:
-    na = norm_a or IDENTITY
-    nb = norm_b or IDENTITY
+    with _no_gc():
+        return _diff_tables(a, b, a_label, b_label, norm_a or IDENTITY, norm_b or IDENTITY, meta, stack)
+
+
+def _diff_tables(a: GraphTables, b: GraphTables, a_label: str, b_label: str, na: GraphNormalizer, nb: GraphNormalizer, meta: bool, stack: bool) -> GraphDiff:
     subs: list[SubgraphDiff] = []
     b_paths = {g.path: g for g in b.graphs}
     a_paths = {g.path: g for g in a.graphs}

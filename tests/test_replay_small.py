@@ -25,6 +25,22 @@ def _traced():
     return make_fx(f, tracing_mode="fake")(torch.randn(4, 8), torch.randn(8, 8))
 
 
+def _traced_cuda():
+    """A graph as a GPU capture holds it: fake tensors on cuda:1 (made without a GPU)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    fm = FakeTensorMode(shape_env=ShapeEnv())
+    with fm:
+        x, w = torch.empty(4, 8, device="cuda:1"), torch.empty(8, 8, device="cuda:1")
+
+    def f(x, w):
+        return (torch.relu(x @ w) + 1,)
+
+    return make_fx(f)(x, w)
+
+
 def _manifest(d: Path, world: int) -> None:
     from inspector.replay_plan import me
 
@@ -54,6 +70,7 @@ def small(tmp_path_factory, monkeypatch_module):
         scale = wrap_pass(rp.scale_output, qualname="tests.programs.replay_passes:scale_output", target=reg)
         scale(_traced(), [], factor=3)
         wrap_pass(rp.add_rank, qualname="tests.programs.replay_passes:add_rank")(_traced(), [])
+        wrap_pass(rp.pad_rows, qualname="tests.programs.replay_passes:pad_rows")(_traced_cuda(), [])
         with pytest.raises(ValueError):
             wrap_pass(rp.explode, qualname="tests.programs.replay_passes:explode")(_traced(), [])
     finally:
@@ -108,3 +125,12 @@ def test_fn_from_a_file_path(small, tmp_path):
     f.write_text("def add_rank(gm, example_inputs):\n    return gm\n")
     out = _run(small, "add_rank", fn=f"{f}:add_rank")
     assert not out.reproduced and out.diff.counts["removed"] == 2
+
+
+def test_graph_on_cuda_replays_without_a_gpu(small):
+    """Fake tensors on cuda devices load and run through a pass without a GPU (this machine's
+    torch may not even be built with CUDA)."""
+    out = _run(small, "pad_rows")
+    assert out.reproduced, out.reason
+    assert out.view.tables.root.nodes[0]["val"]["device"] == "cuda:1"
+    assert any(l["device"] == "cuda:1" for l in out.view.devices["literals"])

@@ -43,3 +43,20 @@ def explode(gm, example_inputs):
 
 
 PASSES = [functools.partial(scale_output, factor=3)]
+
+
+def pad_rows(gm, example_inputs):
+    """Appends a zero row to the output, with its fake value computed under the graph's fake
+    mode (on the graph's device: a GPU capture's fake cuda tensors, replayed on a CPU machine)."""
+    out = next(n for n in gm.graph.nodes if n.op == "output")
+    val = out.args[0][0]
+    fake = val.meta["val"]
+    with gm.graph.inserting_before(out):
+        zeros = gm.graph.call_function(torch.ops.aten.new_zeros.default, (val, [1, fake.shape[1]]), {"device": fake.device})
+        cat = gm.graph.call_function(torch.ops.aten.cat.default, ([val, zeros],))
+    with fake.fake_mode:
+        zeros.meta["val"] = torch.ops.aten.new_zeros.default(fake, [1, fake.shape[1]], device=fake.device)
+        cat.meta["val"] = torch.ops.aten.cat.default([fake, zeros.meta["val"]])
+    out.replace_input_with(val, cat)
+    gm.recompile()
+    return gm

@@ -44,6 +44,18 @@ def _env() -> dict:
     return e
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _sample_switches_restored():
+    """Replays here run --setup in this process, which sets the sample's bug switches (process
+    state): leave them as they were for the modules that run after this one."""
+    from samples import bugs
+
+    saved = bugs.active()
+    yield
+    bugs.reset()
+    bugs.enable(saved)
+
+
 @pytest.fixture(scope="module")
 def captures(sample_capture, tmp_path_factory):
     """(sample capture dir, compile capture dir): the compile capture runs while the sample is captured."""

@@ -251,13 +251,33 @@ def test_device_literal_differing_by_rank_on_cpu(tmp_path):
     assert fs[0].evidence["matches"][0]["vector"] == "rank"
 
 
-def test_own_device_literals_are_not_findings(tmp_path):
-    w = CaptureWriter(tmp_path, world_size=2)
+def test_own_device_literals_are_a_warning_and_info_once_fixed(tmp_path):
+    """cuda:<own> on every rank (what make_fx records on GPUs): fine per rank, wrong if shared."""
+    w = CaptureWriter(tmp_path / "kept", world_size=2)
     for r in (0, 1):
         rw = w.rank(r, own_device=f"cuda:{r}")
         rw.apply("place", torch.fx.GraphModule(torch.nn.Module(), _one_input_graph()), list_device_graph(r))
         rw.end()
-    assert kinds(run_checks(open_capture(w.finish()))) == []
+    fs = run_checks(open_capture(w.finish()))
+    assert [(f.kind, f.severity, f.evidence["source"]) for f in fs] == [("device-baked", "warning", "own-device")]
+    assert fs[0].evidence["values"] == {"0": "cuda:0", "1": "cuda:1"}
+    # a later pass that makes the device index-less repairs it: info, naming the pass
+    w = CaptureWriter(tmp_path / "fixed", world_size=2)
+    for r in (0, 1):
+        rw = w.rank(r, own_device=f"cuda:{r}")
+        rw.apply("trace_like", torch.fx.GraphModule(torch.nn.Module(), _one_input_graph()), list_device_graph(r))
+        rw.apply("place_devices", list_device_graph(r), _indexless_device_graph())
+        rw.end()
+    fs = run_checks(open_capture(w.finish()))
+    assert [(f.severity, f.introduced_by, f.pass_, f.evidence["fixed_by"]) for f in fs] == [("info", "trace_like", "trace_like", "place_devices")]
+
+
+def _indexless_device_graph():
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    n = g.call_function(move_all, ([x], [torch.device("cuda")]))
+    g.output(n)
+    return torch.fx.GraphModule(torch.nn.Module(), g)
 
 
 # ---------------------------------------------------------------------------------------------

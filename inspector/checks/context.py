@@ -198,7 +198,7 @@ class CheckContext:
         for group in merged.values():
             group.sort(key=lambda c: c.rank)
             first = group[0]
-            out.append(self._finding(kind, first.first, first.last, first.obs, sorted({c.rank for c in group})))  # type: ignore[arg-type]
+            out.append(self._finding(kind, first.first, first.last, first.obs, sorted({c.rank for c in group}), fixed=True))  # type: ignore[arg-type]
         return out
 
     def blame_across(self, kind: str, observe: Callable[[StageKey, list[int]], Iterable[Observation]]) -> list[Finding]:
@@ -222,20 +222,42 @@ class CheckContext:
                 ch.obs.evidence.pop("_ranks", None)
                 st_first = self.index.across(ch.first)[ref]
                 st_last = self.index.across(ch.last)[ref]
-                out.append(self._finding(kind, st_first, st_last, ch.obs, sorted(ranks)))
+                out.append(self._finding(kind, st_first, st_last, ch.obs, sorted(ranks), fixed=True))
         return out
 
-    def _finding(self, kind: str, first: Stage, last: Stage, o: Observation, ranks: list[int]) -> Finding:
+    def children(self, st: Stage) -> list[Stage]:
+        """Stages whose pass received `st`'s graph (on the same rank)."""
+        kids = self.__dict__.setdefault("_kids", {})
+        if not kids:
+            for stages in self.index.by_rank.values():
+                for x in stages:
+                    if x.parent is not None:
+                        kids.setdefault(id(x.parent), []).append(x)
+        return kids.get(id(st), [])
+
+    def _finding(self, kind: str, first: Stage, last: Stage, o: Observation, ranks: list[int], *, fixed: bool = False) -> Finding:
+        """A Finding from a chain of observations. With `fixed`, a chain that ends before the
+        pipeline does (a later pass received the graph and its output no longer has it) is
+        downgraded to info: the graph that runs does not have the problem."""
         intro = TRACE if first.pass_rec is None else first.pass_name
         last_name = TRACE if last.pass_rec is None else last.pass_name
         ev = dict(o.evidence)
         ev.setdefault("stage", first.key.label())
         if last is not first:
             ev.setdefault("last_stage", last.key.label())
+        severity, message = o.severity, o.message
+        if fixed:
+            kids = [k for k in self.children(last) if k.pass_rec is not None]
+            if kids:
+                ev["fixed_by"] = kids[0].pass_name
+                if severity in ("error", "warning"):
+                    ev["severity_before_fix"] = severity
+                    severity = "info"
+                message += f" (gone after {kids[0].pass_name})"
         return Finding(
             kind=kind,
-            severity=o.severity,
-            message=o.message,
+            severity=severity,
+            message=message,
             introduced_by=intro,
             pass_=last_name,
             ranks=ranks,

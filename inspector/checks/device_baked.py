@@ -3,10 +3,14 @@
 Per rank: a device literal (a `device=` kwarg, a device inside a list argument, a "cuda:1"
 string), or a constant, buffer or parameter reached by get_attr, on a device whose index is not
 the rank's own device (from the capture's device table; for text-only graphs, inferred from the
-inputs' devices). Across ranks: device literals that differ between ranks at aligned nodes of
-otherwise comparable graphs (e.g. `device(type='cpu', index=LOCAL_RANK)`): the graph is only
-right on the rank that traced it. With compile on one rank, an indexed device in the shared
-graph is the compiling rank's device, wrong on every other rank.
+inputs' devices): an error. Across ranks: device literals that differ between ranks at aligned
+nodes of otherwise comparable graphs (e.g. `device(type='cpu', index=LOCAL_RANK)`): the graph is
+only right on the rank that traced it (an error when the index is a rank-derived value); and
+accelerator literals that are each rank's own device (`cuda:0` on rank 0, `cuda:1` on rank 1:
+what make_fx records on GPUs): fine for per-rank compiles, wrong for a shared graph, a warning.
+With compile on one rank, an indexed device in the shared graph is the compiling rank's device,
+wrong on every other rank: an error. A chain that a later pass repairs (e.g. a device-placement
+pass rewriting `cuda:1` to `cuda`) is info, like every finding the final graph no longer has.
 """
 
 from __future__ import annotations
@@ -110,6 +114,55 @@ def _observe_across(ctx: CheckContext, key, group: list[int]) -> list[Observatio
     return out
 
 
+def _observe_own(ctx: CheckContext, key, group: list[int]) -> list[Observation]:
+    """Accelerator device literals that are each rank's own device (cuda:0 on rank 0, cuda:1 on
+    rank 1, at the same place): right for a per-rank compile, wrong for a graph compiled once and
+    loaded everywhere. Normalization hides them from the literal comparison, so look at them here."""
+    stages = ctx.index.across(key)
+    present = [r for r in group if r in stages]
+    if len(present) < 2:
+        return []
+    per_rank: dict[int, dict[tuple, dict]] = {}
+    for r in present:
+        table = ctx.cap.devices(r, stages[r].gid) or {}
+        own = table.get("own_device") or ctx.cap.own_device(r, stages[r].gid)
+        typ, idx = split_device(own)
+        if idx is None or typ in _HOST:
+            return []
+        seen: dict[tuple, int] = {}
+        mine: dict[tuple, dict] = {}
+        for lit in table.get("literals") or []:
+            if lit.get("device") != own:
+                continue
+            base = (lit.get("graph") or "", lit.get("target"), lit.get("where"))
+            n = seen.get(base, 0)
+            seen[base] = n + 1
+            mine[(*base, n)] = lit
+        per_rank[r] = mine
+    common = set.intersection(*(set(m) for m in per_rank.values()))
+    vectors = ctx.vectors()
+    out = []
+    for k in sorted(common, key=repr):
+        devs = {r: per_rank[r][k]["device"] for r in present}
+        if len(set(devs.values())) < 2:
+            continue
+        idx = {r: split_device(d)[1] for r, d in devs.items()}
+        matches = match_vectors(idx, vectors)  # type: ignore[arg-type]
+        lit = per_rank[present[0]][k]
+        vals = ", ".join(f"rank {r}: {devs[r]}" for r in present)
+        msg = (
+            f"device literal in {lit.get('target')} {lit.get('where')} is each rank's own device ({vals}): "
+            "baked per rank, wrong for a graph compiled on one rank and loaded by the others"
+        )
+        ev = {
+            "where": lit.get("where"), "target": lit.get("target"), "values": {str(r): devs[r] for r in present},
+            "nodes": {str(r): per_rank[r][k].get("node") for r in present}, "matches": matches, "source": "own-device",
+            "_ranks": present,
+        }  # fmt: skip
+        out.append(Observation(("own", *k[:3], tuple(devs[r] for r in present)), "warning", msg, node=lit.get("node"), subgraph=k[0] or None, evidence=ev, loose_key=("own", tuple(devs[r] for r in present))))
+    return out
+
+
 def run(ctx: CheckContext) -> list:
     coor, compiling = compile_on_one_rank(ctx)
     cache: dict[tuple[int, str], list[Observation]] = {}
@@ -130,7 +183,7 @@ def run(ctx: CheckContext) -> list:
     if unknown_own:
         ctx.skip(f"{KIND} (own device)", f"rank(s) {sorted(unknown_own)}: own device unknown (no device table, no inputs with a device)")
     if any(len([r for r in g if ctx.index.by_rank.get(r)]) >= 2 for g in ctx.rank_groups()):
-        findings.extend(ctx.blame_across(KIND, lambda key, group: _observe_across(ctx, key, group)))
+        findings.extend(ctx.blame_across(KIND, lambda key, group: _observe_across(ctx, key, group) + _observe_own(ctx, key, group)))
     else:
         ctx.skip(f"{KIND} (across ranks)", "needs graphs of at least two ranks to compare")
     return findings

@@ -509,3 +509,21 @@ def test_compile_on_one_rank_chunk_at_the_compiling_ranks_coordinate(tmp_path):
     assert run_checks(write_coor_chunk(tmp_path / "enum", chunk_graph(None, enumerate_all=True))) == []
     # chunk 1 is not the compiling rank's (rank 0) chunk
     assert run_checks(write_coor_chunk(tmp_path / "other", chunk_graph(1))) == []
+
+
+def _const_program(rank):
+    return lambda x: x.sum() + torch.tensor([rank, 7]).sum()
+
+
+def test_tensor_constant_whose_value_never_shows_in_the_code(tmp_path):
+    """torch.tensor([rank, 7]) becomes a real constant: the two ranks print the same code."""
+    w = CaptureWriter(tmp_path, world_size=2)
+    for r in (0, 1):
+        rw = w.rank(r)
+        rw.apply("bake", make_fx(lambda x: x.sum())(torch.randn(4)), make_fx(_const_program(r))(torch.randn(4)))
+        rw.end()
+    cap = open_capture(w.finish())
+    gids = {r: cap.passes(r)[0].after["out"] for r in (0, 1)}
+    assert gids[0] == gids[1]
+    fs = run_checks(cap)
+    assert [(f.kind, f.evidence["where"], f.evidence["values"]) for f in fs] == [("rank-baked-constant", "attr.value[0]", {"0": 0, "1": 1})]

@@ -88,6 +88,26 @@ def _chains(points: list[Any], parent: Callable[[Any], Any], observe: Callable[[
     return chains
 
 
+def _same_code_diff(ta: GraphTables, tb: GraphTables, ref: int, other: int) -> GraphDiff:
+    """Two ranks printed the very same code: only what the code does not show can differ, the
+    values of small tensor constants. Node by node, no alignment needed."""
+    from inspector.diff import NodeDiff, SubgraphDiff
+
+    subs = []
+    for ga, gb in zip(ta.graphs, tb.graphs):
+        nodes = []
+        changed = False
+        for ra, rb in zip(ga.nodes, gb.nodes):
+            aa, ab = ra.get("attr"), rb.get("attr")
+            if aa != ab:
+                nodes.append(NodeDiff("changed", ga.path, ra, rb, [], [("attr", aa, ab)], False))
+                changed = True
+            else:
+                nodes.append(NodeDiff("same", ga.path, ra, rb, [], [], False))
+        subs.append(SubgraphDiff(ga.path, "changed" if changed else "same", nodes))
+    return GraphDiff(f"rank {ref}", f"rank {other}", ta.gid, tb.gid, subs)
+
+
 class CheckContext:
     def __init__(self, cap: "Capture"):
         self.cap = cap
@@ -174,7 +194,9 @@ class CheckContext:
         if ref in stages and other in stages:
             ga, gb = stages[ref].gid, stages[other].gid
             ta, tb = self.tables(ref, ga), self.tables(other, gb)
-            if ta is not None and tb is not None:
+            if ta is not None and tb is not None and ga == gb:
+                d = _same_code_diff(ta, tb, ref, other)
+            elif ta is not None and tb is not None:
                 d = diff_tables(ta, tb, a_label=f"rank {ref}", b_label=f"rank {other}", norm_a=self.normalizer(ref, ga), norm_b=self.normalizer(other, gb))
         self._rdiff[k] = d
         return d

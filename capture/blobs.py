@@ -62,14 +62,15 @@ def pickler() -> Any:
 
     class CapturePickler(gp.GraphPickler):
         def reducer_override(self, obj: Any) -> Any:
-            if isinstance(obj, FakeTensor) and type(obj) not in self._PASSTHROUGH_TYPES:
+            # torch 2.13 lets some types through untouched; 2.11 has no such list.
+            if isinstance(obj, FakeTensor) and type(obj) not in getattr(self, "_PASSTHROUGH_TYPES", ()):
                 return _ViewSafeTensorPickleData.reduce_helper(self, obj)
             return super().reducer_override(obj)
 
     # Pickle records classes by module + qualname: make ours findable when a blob is loaded.
     _ViewSafeTensorPickleData.__qualname__ = _ViewSafeTensorPickleData.__name__
     globals()["_ViewSafeTensorPickleData"] = _ViewSafeTensorPickleData
-    _PICKLER = CapturePickler if base_data is not None and hasattr(gp.GraphPickler, "_PASSTHROUGH_TYPES") else gp.GraphPickler
+    _PICKLER = CapturePickler if base_data is not None and hasattr(base_data, "reduce_helper") else gp.GraphPickler
     return _PICKLER
 
 

@@ -35,6 +35,7 @@ capture() {  # capture NAME [--no-blobs] -- TRAIN-ARGS...
     shift
     local dir="$WORK/h200x$NGPU-$name"
     run $PY -m inspector.cli capture --out "$dir" --pass samples.pipeline:PIPELINE --no-inductor "${opts[@]}" -- "${TRAIN[@]}" --losses-json "$WORK/$name.losses.json" "$@"
+    run $PY -m inspector.cli check "$dir"
     (cd "$WORK" && tar -cJf "$OUT/h200x$NGPU-$name.tar.xz" "h200x$NGPU-$name")
     say "packed $OUT/h200x$NGPU-$name.tar.xz $(du -h "$OUT/h200x$NGPU-$name.tar.xz" | cut -f1)"
 }
@@ -66,6 +67,8 @@ print("coor rank-baked vs clean, equal:", L["coor-rank-baked"] == L["plain"], "(
 for k, v in L.items():
     print(f"{k:16s} first {v[0]!r} last {v[-1]!r}")
 EOF
+    say "# evidence: every blob of the clean capture loads back under this torch (what replay needs)"
+    run $PY samples/load_blobs.py "$WORK/h200x$NGPU-clean"
     say "# evidence: compile-on-one-rank with a baked device literal, then the same under --virtual-local-rank"
     run "${TRAIN[@]}" --steps 2 --coor --bug device-literal
     run $PY -m torch.distributed.run --standalone --virtual-local-rank --nproc-per-node "$NGPU" -m samples.train --device "$DEVICE" --steps 2 --quiet --coor --bug device-literal

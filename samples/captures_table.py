@@ -1,0 +1,45 @@
+"""Print the table of bundled captures for samples/README.md, from the captures themselves.
+
+    python -m samples.captures_table
+
+Each row: the capture, the command that recorded it (from its manifest), hardware, torch
+version, date, and what `graphtrain-inspect check` finds (errors and warnings by kind and blamed
+pass; info findings counted).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import Counter
+
+import orjson
+
+from inspector import bundled
+from inspector.capture_index import open_capture
+from inspector.checks import run_checks
+
+
+def row(name: str) -> str:
+    path = bundled.path_of(name)
+    manifest = orjson.loads((path / "manifest.json").read_bytes())
+    cmd = manifest["command_line"].replace("python3 -m torch.distributed.run", "torchrun")
+    cmd = re.sub(r" --losses-json \S+", "", cmd)  # the recording script's own bookkeeping
+    n = int(re.search(r"--nproc-per-node[ =](\d+)", cmd).group(1))
+    findings = run_checks(open_capture(str(path)))
+    serious = Counter((f.kind, f.severity, f.introduced_by) for f in findings if f.severity in ("error", "warning"))
+    info = sum(1 for f in findings if f.severity == "info")
+    found = "; ".join(f"{c} {sev} {kind} (introduced by {by})" for (kind, sev, by), c in sorted(serious.items())) or "no errors or warnings"
+    date = time.strftime("%Y-%m-%d", time.gmtime(manifest["started"]))
+    return f"| `{name}` | `graphtrain-inspect capture --pass samples.pipeline:PIPELINE --no-inductor -- {cmd}` | {n} × H200, NCCL | {manifest['torch_version']} | {date} | {found}; {info} info |"
+
+
+def main() -> None:
+    print("| capture | command | hardware | torch | date | `check` finds |")
+    print("|---|---|---|---|---|---|")
+    for name in bundled.names():
+        print(row(name))
+
+
+if __name__ == "__main__":
+    main()

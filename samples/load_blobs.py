@@ -1,0 +1,27 @@
+"""Load every GraphPickler blob of a capture back (what replay needs): `python samples/load_blobs.py DIR`.
+
+Used by record_gpu_captures.sh to show that the blobs written on the GPU machines load under
+the torch that wrote them. Unpickling runs code: only for captures you made yourself.
+"""
+
+import glob
+import sys
+
+import torch.distributed._functional_collectives  # noqa: F401 - ops a graph may call
+import torch.distributed.tensor  # noqa: F401 - makes DeviceMesh an opaque type before the op library below
+
+try:
+    import torch.distributed._ops.device_mesh  # noqa: F401 - compile-on-one-rank ops
+except ImportError:
+    pass
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx._graph_pickler import GraphPickler
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+blobs = sorted(glob.glob(sys.argv[1] + "/blobs/*.gpkl"))
+nodes = []
+for b in blobs:
+    with open(b, "rb") as f:
+        gm, _ = GraphPickler.loads(f.read(), FakeTensorMode(shape_env=ShapeEnv(), allow_non_fake_inputs=True))
+    nodes.append(len(gm.graph.nodes))
+print(f"loaded {len(blobs)} blobs; node counts {nodes}")

@@ -51,6 +51,9 @@ def parse_args(argv=None):
     p.add_argument("--losses-json", metavar="PATH", default=None,
                    help="rank 0 also writes the losses (floats) to PATH")
     p.add_argument("--quiet", action="store_true", help="no '# ...' info lines")
+    p.add_argument("--layers", type=int, default=2, help="transformer layers (about 450 graph nodes each)")
+    p.add_argument("--timings-json", metavar="PATH", default=None,
+                   help="rank 0 writes trace, pipeline and per-step wall times to PATH (benchmarks)")
     return p.parse_args(argv)
 
 
@@ -74,14 +77,19 @@ def build_graph(step, params, names, cfg, pc, args):
     tok, lab = global_batch(cfg, pc.world, 0, pc.device)
     t0 = time.perf_counter()
     gm, fake_args = trace_train_step(step, list(params) + [tok, lab], list(names) + ["tokens", "labels"])
+    TIMINGS["trace_s"] = time.perf_counter() - t0
+    TIMINGS["traced_nodes"] = len(gm.graph.nodes)
     _log(pc, args.quiet, f"traced joint graph: {len(gm.graph.nodes)} nodes in {time.perf_counter() - t0:.2f}s")
+    t1 = time.perf_counter()
     gm = pipeline.run_pipeline(gm, fake_args, dump_dir=args.dump_graphs, rank=pc.rank,
                                log=lambda m: _log(pc, args.quiet, m))
+    TIMINGS["pipeline_s"] = time.perf_counter() - t1
     gm.meta["gti_trace_info"] = {"traced_on": pc.describe(), "bugs": bugs.active()}
     return gm
 
 
 _TEMP_DIRS: list[str] = []
+TIMINGS: dict = {}  # filled as the run goes, written by --timings-json
 
 
 def _artifact_path(pc, args):
@@ -164,7 +172,7 @@ def main(argv=None):
         torch.use_deterministic_algorithms(True, warn_only=True)
     pc = init_parallel(args.device)
     t_start = time.perf_counter()
-    cfg = ModelConfig(seed=args.seed)
+    cfg = ModelConfig(seed=args.seed, n_layers=args.layers)
     shards = shard_params(init_full_params(cfg), cfg, pc)
     names = list(shards)
     params = [shards[n].requires_grad_(True) for n in names]
@@ -190,7 +198,9 @@ def main(argv=None):
         run = step
 
     losses = []
+    TIMINGS["step_s"] = []
     for i in range(args.steps):
+        t_step = time.perf_counter()
         tok, lab = global_batch(cfg, pc.world, i, pc.device)
         out = run(*params, tok, lab)
         loss, grads = _unwrap(out[0]), out[1:]
@@ -198,11 +208,15 @@ def main(argv=None):
             p.grad = _unwrap(g).detach()
         opt.step()
         opt.zero_grad(set_to_none=True)
-        lv = float(loss)
+        lv = float(loss)  # synchronizes: the step's work is done when this returns
+        TIMINGS["step_s"].append(time.perf_counter() - t_step)
         losses.append(lv)
         if pc.rank == 0:
             print(f"step {i} loss {lv!r}", flush=True)
     _log(pc, args.quiet, f"done in {time.perf_counter() - t_start:.2f}s")
+    if args.timings_json and pc.rank == 0:
+        with open(args.timings_json, "w") as f:
+            json.dump(TIMINGS, f)
     if args.losses_json and pc.rank == 0:
         with open(args.losses_json, "w") as f:
             json.dump(losses, f)

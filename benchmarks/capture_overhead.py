@@ -1,0 +1,90 @@
+"""Capture overhead on the sample training: compile phase (trace + pass pipeline) and later steps.
+
+    python benchmarks/capture_overhead.py [--layers 22 110] [--steps 6]
+
+For each size it runs the sample (`python -m samples.train`, one process) three ways: plain,
+under `graphtrain-inspect capture` with blobs, and with `--no-blobs`. The sample reports its own
+wall times (trace, pipeline, each step), so the figures exclude interpreter and torch start-up.
+Prints one row per run: nodes, compile seconds, the ratio to plain, median later-step time and
+its ratio, and log bytes per captured node.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_sample(layers: int, steps: int, workdir: Path, mode: str) -> dict:
+    timings = workdir / f"{mode}-{layers}.json"
+    train = [sys.executable, "-m", "samples.train", "--quiet", "--steps", str(steps), "--layers", str(layers), "--timings-json", str(timings)]
+    out = workdir / f"cap-{mode}-{layers}"
+    if mode == "plain":
+        cmd = train
+    else:
+        cmd = [sys.executable, "-m", "inspector.cli", "capture", "--out", str(out), "--pass", "samples.pipeline:PIPELINE", "--no-inductor",
+               *(["--no-blobs"] if mode == "no-blobs" else []), "--", *train]
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"{mode} run failed:\n{r.stderr[-3000:]}")
+    t = json.loads(timings.read_text())
+    t["compile_s"] = t["trace_s"] + t["pipeline_s"]
+    t["later_step_s"] = statistics.median(t["step_s"][1:])
+    if mode != "plain":
+        sys.path.insert(0, str(ROOT))
+        from capture import logformat
+        from capture.summary import summarize
+
+        (s,) = summarize(str(out))
+        nodes = _captured_nodes(out / logformat.log_file_name(0))
+        t["log_bytes"] = s.bytes
+        t["bytes_per_node"] = s.bytes / nodes
+        blob_dir = out / logformat.BLOB_DIR
+        t["blob_bytes"] = sum(f.stat().st_size for f in blob_dir.iterdir()) if blob_dir.exists() else 0
+    return t
+
+
+def _captured_nodes(log: Path) -> int:
+    """Nodes of every distinct graph the log holds (the envelope's `nodes` on gti_graph records)."""
+    from capture import logformat
+
+    total = 0
+    for line in log.read_bytes().split(b"\n"):
+        if line and not line.startswith(b"\t"):
+            env = logformat.parse_envelope_line(line)
+            if logformat.record_kind(env) == logformat.GRAPH_CODE:
+                total += env["artifact"]["nodes"]
+    return total
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--layers", type=int, nargs="+", default=[22, 110], help="sample layers (~450 traced nodes each)")
+    ap.add_argument("--steps", type=int, default=6)
+    args = ap.parse_args()
+    print(f"{'layers':>6} {'nodes':>7} {'run':>9} {'compile s':>10} {'x plain':>8} {'step ms':>8} {'x plain':>8} {'log MB':>7} {'B/node':>7} {'blobs MB':>8}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for layers in args.layers:
+            plain = None
+            for mode in ("plain", "blobs", "no-blobs"):
+                t = run_sample(layers, args.steps, Path(tmp), mode)
+                plain = plain or t
+                print(
+                    f"{layers:>6} {t['traced_nodes']:>7} {mode:>9} {t['compile_s']:>10.2f} {t['compile_s'] / plain['compile_s']:>8.2f} "
+                    f"{t['later_step_s'] * 1000:>8.1f} {t['later_step_s'] / plain['later_step_s']:>8.2f} "
+                    f"{t.get('log_bytes', 0) / 1e6:>7.1f} {t.get('bytes_per_node', 0):>7.0f} {t.get('blob_bytes', 0) / 1e6:>8.1f}",
+                    flush=True,
+                )
+
+
+if __name__ == "__main__":
+    main()

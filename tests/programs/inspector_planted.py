@@ -8,10 +8,10 @@ unbacked symbol u0 that torch.cond lifts into its branches (`Sym(u0)` placeholde
 all_reduce runs over the world group. The passes (tests/programs/inspector_planted_passes.py)
 then apply, each planting one bug:
 
-* `bake_rank`: multiplies the output by `(1 + 0 * RANK)` keeping the literal RANK (rank-baked-constant)
-* `pin_device`: adds `zeros(2, device=torch.device('cpu', LOCAL_RANK))` (device-baked)
 * `concretize_root_only`: makes the root static (`nonzero_static`) but keeps the old cond
   branches, whose placeholders still carry u0 (stale-unbacked-symbol, only in the subgraphs)
+* `bake_rank`: multiplies the output by `(1 + 0 * RANK)` keeping the literal RANK (rank-baked-constant)
+* `pin_device`: adds `zeros(2, device=torch.device('cpu', LOCAL_RANK))` (device-baked)
 * `rank_local_fusion`: rank 1 duplicates a node that rank 0 keeps shared (rank-divergent-graph)
 
 With GTI_PLANTED_CLEAN=1 only `remove_dead_code` applies. Afterwards a small `torch.compile`

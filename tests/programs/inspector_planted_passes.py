@@ -114,4 +114,5 @@ def rank_local_fusion(gm, example_inputs):
     return gm
 
 
-PASSES = [remove_dead_code] if CLEAN else [remove_dead_code, bake_rank, pin_device, concretize_root_only, rank_local_fusion]
+# concretize_root_only re-traces the root: it comes before the passes that edit the root
+PASSES = [remove_dead_code] if CLEAN else [remove_dead_code, concretize_root_only, bake_rank, pin_device, rank_local_fusion]

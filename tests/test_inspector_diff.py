@@ -170,3 +170,57 @@ def test_diff_command(tmp_path):
     assert r.returncode == 2 and "no pass 'nope'" in r.stderr
     r = cli("diff", d, "--pass", "scale", "--ranks", "0,9")
     assert r.returncode == 2 and "no rank 9" in r.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# property: the alignment recovers random edits
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_OPS = ("aten.add.Tensor", "aten.mul.Tensor", "aten.relu.default", "aten.mm.default", "aten.sub.Tensor")
+
+
+def _random_graph(spec):
+    """Rows from [(op index, literal, back-reference distance)] specs; names n0, n1, ..."""
+    out = [{"name": "x", "op": "placeholder", "target": "x", "args": [], "kwargs": {}}]
+    for i, (op, lit, back) in enumerate(spec):
+        t = _OPS[op]
+        prev = out[-1]["name"]
+        other = out[max(0, len(out) - 1 - back)]["name"]
+        args = [{"n": prev}] if t == "aten.relu.default" else ([{"n": prev}, {"n": other}] if t == "aten.mm.default" else [{"n": prev}, lit])
+        out.append({"name": f"n{i}", "op": "call_function", "target": t, "args": args, "kwargs": {}})
+    out.append({"name": "output", "op": "output", "target": "output", "args": [[{"n": out[-1]["name"]}]], "kwargs": {}})
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    spec=st.lists(st.tuples(st.integers(0, 4), st.integers(0, 3), st.integers(1, 4)), min_size=5, max_size=60),
+    edit_at=st.integers(0, 1000),
+    new_lit=st.integers(10, 20),
+)
+def test_alignment_recovers_a_changed_literal_under_renaming(spec, edit_at, new_lit):
+    a_rows = _random_graph(spec)
+    b_rows = _random_graph(spec)
+    # rename every node of b (a pass shifting counters) and change one literal
+    rename = {r["name"]: f"m{k}" for k, r in enumerate(b_rows) if r["op"] == "call_function"}
+    for r in b_rows:
+        r["name"] = rename.get(r["name"], r["name"])
+        r["args"] = [({"n": rename.get(a["n"], a["n"])} if isinstance(a, dict) else a) for a in r["args"]]
+        if r["op"] == "output":
+            r["args"] = [[{"n": rename.get(a["n"], a["n"])} for a in r["args"][0]]]
+    literal_nodes = [r for r in b_rows if r["op"] == "call_function" and not isinstance(r["args"][-1], dict)]
+    a = GraphTables("a", [SubGraph("", None, a_rows)])
+    assert gdiff.diff_tables(a, GraphTables("a2", [SubGraph("", None, _random_graph(spec))])).empty
+    if literal_nodes:
+        target = literal_nodes[edit_at % len(literal_nodes)]
+        target["args"] = [target["args"][0], new_lit]
+    d = gdiff.diff_tables(a, GraphTables("b", [SubGraph("", None, b_rows)]))
+    assert d.counts["added"] == 0 and d.counts["removed"] == 0
+    changed = [c for c in d.changes()]
+    if literal_nodes:
+        assert len(changed) == 1 and changed[0].b["name"] == target["name"] and not changed[0].structural
+    else:
+        assert changed == []

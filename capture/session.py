@@ -237,13 +237,15 @@ class Session:
             if self.stack and self.stack[-1] is frame:
                 self.stack.pop()
             with _quiet():
+                # Decided before this pass's outputs count as produced: a pass that returns the
+                # traced graph unchanged still starts its pipeline.
+                traced = frame.before is not None and frame.before not in self.produced
                 after: dict[str, str] = {}
                 for role, g in outputs.items():
                     gid = self.snapshot(g, frame, role)
                     if gid is not None:
                         after[role] = gid
                         self.produced.add(gid)
-                traced = frame.before is not None and frame.before not in self.produced
                 if traced:
                     self.pipeline += 1
                 self.passes += 1

@@ -62,3 +62,18 @@ def test_decorator_and_context_manager(tmp_path):
     assert passes[1]["before"] == passes[0]["after"]["out"] != passes[1]["after"]["out"]
     assert passes[2]["exception"]["type"] == "builtins.KeyError"
     assert sess.capture_errors == 0
+
+
+def test_a_pass_that_changes_nothing_still_starts_its_pipeline(tmp_path):
+    session.start(str(tmp_path))
+    try:
+        gm = _gm()
+        record_pass("noop")(lambda gm, ex: gm)(gm, [])
+        record_pass("drop-relu")(_drop_relu)(gm, [])
+        other = torch.fx.symbolic_trace(lambda x: x * 3)
+        record_pass("noop-on-another")(lambda gm, ex: gm)(other, [])
+    finally:
+        session.stop()
+    passes = payloads(tmp_path / logformat.log_file_name(0), logformat.PASS)
+    assert [(p["name"], p["traced"], p["pipeline"]) for p in passes] == [
+        ("noop", True, 0), ("drop-relu", False, 0), ("noop-on-another", True, 1)]

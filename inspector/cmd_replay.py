@@ -248,7 +248,8 @@ def check_lines(delta: Any, rec: Any, st: Style, peer_outs: dict) -> list[str]:
     ranks = ", ".join(str(r) for r in delta.replaced) or "none"
     ranks = ("ranks " if len(delta.replaced) > 1 else "rank ") + ranks
     here = [f for f in delta.kept if f.introduced_by == rec.name]
-    head = f"checks  (replayed result of {ranks} in place): {len(delta.new)} new, {len(delta.gone)} gone, {len(delta.kept)} unchanged"
+    head = (f"checks  (replayed result of {ranks} in place; findings present in the pass's output): "
+            f"{len(delta.new)} new, {len(delta.gone)} gone, {len(delta.kept)} still there")
     if here:
         head += f" ({len(here)} of them introduced by {rec.name})"
     lines = [st(head, "bold")]

@@ -858,9 +858,9 @@ class Replayer:
 class CheckDelta:
     """Findings of the checks with the replayed outputs in place, against the captured ones."""
 
-    new: list[Any]
-    gone: list[Any]
-    kept: list[Any]
+    new: list[Any]  # present in the pass's output after the replay, not in the capture
+    gone: list[Any]  # present in the captured output, not after the replay
+    kept: list[Any]  # present in both
     replaced: list[int]  # ranks whose output is the replayed one
     not_run: list[Any]
     notes: list[str]
@@ -887,5 +887,6 @@ def check_delta(cap: "Capture", target: Target, outcomes: dict[int, Outcome], pe
         replaced[r] = {role: out.view}
     before = check_report(captured_view(cap, cuts))  # type: ignore[arg-type]
     after = check_report(ReplayView(cap, cuts, replaced))  # type: ignore[arg-type]
-    new, gone, kept = compare_findings(before.findings, after.findings)
+    seqs = {target.rec.seq, *(p.seq for p in peer_recs.values())}
+    new, gone, kept = compare_findings(before.findings, after.findings, seqs)
     return CheckDelta(new, gone, kept, sorted(replaced), after.not_run, notes + list(after.notes))

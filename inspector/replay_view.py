@@ -139,13 +139,25 @@ def captured_view(cap: Capture, cuts: dict[int, tuple[int, int]]) -> ReplayView:
 
 
 def finding_key(f: "Finding") -> tuple:
-    """What makes two findings the same problem in the captured and the replayed view."""
-    return (f.kind, f.severity, f.introduced_by, f.subgraph or "", f.node or "", f.message)
+    """What makes two findings the same problem in the captured and the replayed view (severity
+    and the last pass left out: a check lowers the severity of a problem a later pass removes)."""
+    return (f.kind, f.introduced_by, f.subgraph or "", f.node or "", f.message)
 
 
-def compare_findings(before: list["Finding"], after: list["Finding"]) -> tuple[list["Finding"], list["Finding"], list["Finding"]]:
-    """(new: only after the replay, gone: only in the capture, kept: in both, as after)."""
-    kb = {}
+def at_output(f: "Finding", seqs: set[int]) -> bool:
+    """Whether the finding is still present in the replayed pass's output (its chain ends there:
+    the view is cut right after that pass)."""
+    return f.last_seq in seqs
+
+
+def compare_findings(before: list["Finding"], after: list["Finding"], seqs: set[int] | None = None) -> tuple[list["Finding"], list["Finding"], list["Finding"]]:
+    """(new, gone, kept) among the findings present in the pass's output (`seqs`: the pass's seq
+    on each rank; None: all findings): new only after the replay, gone only in the capture, kept
+    in both (as after the replay)."""
+    if seqs is not None:
+        before = [f for f in before if at_output(f, seqs)]
+        after = [f for f in after if at_output(f, seqs)]
+    kb: dict[tuple, list] = {}
     for f in before:
         kb.setdefault(finding_key(f), []).append(f)
     new, kept = [], []

@@ -134,3 +134,44 @@ def test_graph_on_cuda_replays_without_a_gpu(small):
     assert out.reproduced, out.reason
     assert out.view.tables.root.nodes[0]["val"]["device"] == "cuda:1"
     assert any(l["device"] == "cuda:1" for l in out.view.devices["literals"])
+
+
+def test_gpu_capture_of_another_torch_replays_here(tmp_path):
+    """tests/programs/replay_h200_cuda_device_literal.tar.xz: the sample (--device cuda --bug
+    device-literal) captured on 2 H200 GPUs with torch 2.11. Its fake cuda tensors load and replay
+    on this CPU machine; another host's capture needs trust; the fix makes the findings go."""
+    import tarfile
+
+    from inspector.capture_index import open_capture
+    from inspector.replay import Replayer, check_delta
+    from inspector.replay_plan import Refused, check_origin, peers, select
+
+    from samples import bugs
+
+    with tarfile.open(Path(__file__).parent / "programs" / "replay_h200_cuda_device_literal.tar.xz") as tf:
+        members = [m for m in tf.getmembers() if m.isfile() or m.isdir()]
+        assert all(not m.name.startswith(("/", "..")) and ".." not in m.name.split("/") for m in members)
+        tf.extractall(tmp_path, members=members)
+    cap = open_capture(str(tmp_path / "gpu"))
+    assert cap.header(1)["torch_version"].startswith("2.11")
+    m = cap.manifest
+    from inspector.replay_plan import me
+
+    if (m["user"], m["host"]) != (me()[0], me()[2]):
+        with pytest.raises(Refused, match="--trust"):
+            check_origin(cap, [1], trust=False)
+    saved = bugs.active()
+    try:
+        setup = ["tests.programs.replay_sample:bugs_from_argv"]
+        t = select(cap, "place_devices", 1, None)
+        out = Replayer(cap, t, trust=True, setup=setup).run()
+        assert out.reproduced, out.reason
+        assert out.view.tables.root.nodes[0]["val"]["device"] == "cuda:1"
+        fixed = Replayer(cap, t, trust=True, setup=setup, fn="tests.programs.replay_sample:place_devices_fixed")
+        outs = {1: fixed.run(), **fixed.run_peers()}
+        assert not outs[1].reproduced
+        delta = check_delta(cap, t, outs, peers(cap, t))
+        assert delta.gone and all(f.kind == "device-baked" for f in delta.gone) and not delta.new
+    finally:
+        bugs.reset()
+        bugs.enable(saved)

@@ -117,6 +117,11 @@ def _replay(cap: Any, target: Any, peer_recs: dict, origin: str, args: argparse.
         if args.json:
             _print_json({"verdict": "cannot-load", "reason": str(e), **_ids(target)})
         return _fail(str(e))
+    except Exception as e:  # noqa: BLE001 - never a traceback: say what failed in one line
+        msg = f"replay failed outside the pass: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        if args.json:
+            _print_json({"verdict": "cannot-load", "reason": msg, **_ids(target)})
+        return _fail(msg)
     for line in outcome_lines(r, out, origin, st, args.limit, with_fn=args.fn is not None):
         say(line)
     peer_outs: dict[int, Any] = {}
@@ -125,8 +130,8 @@ def _replay(cap: Any, target: Any, peer_recs: dict, origin: str, args: argparse.
         for pr, prec in sorted(peer_recs.items()):
             try:
                 peer_outs[pr] = r.run(None, prec)
-            except (ReplayError, Refused) as e:
-                say(st(f"checks: rank {pr} not replayed ({e}); its captured output is used", "yellow"))
+            except Exception as e:  # noqa: BLE001 - ReplayError, Refused, or anything else: one line
+                say(st(f"checks: rank {pr} not replayed ({type(e).__name__}: {e}); its captured output is used", "yellow"))
         try:
             delta = check_delta(cap, target, {target.rank: out, **peer_outs}, {k: v for k, v in peer_recs.items() if k in peer_outs})
         except Exception as e:  # noqa: BLE001 - the verdict stands without the checks

@@ -570,7 +570,10 @@ def rank_world(cap: "Capture", rank: int, fake_mode: Any, *, inductor: bool = Fa
                 stack.enter_context(V.set_fake_mode(fake_mode))
         for spec in setup:
             fn = import_target(spec)
-            fn()
+            try:
+                fn()
+            except Exception as e:  # noqa: BLE001 - the user's setup failed: one line
+                raise ReplayError(f"--setup {spec} raised {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
         yield w
     finally:
         stack.close()
@@ -818,7 +821,12 @@ class Replayer:
         inductor = rec.source == "inductor"
         with rank_world(self.cap, rec.rank, loaded.fake_mode, inductor=inductor, setup=self.setup) as world:
             out.world = world
-            pf = resolved or resolve_pass(rec, self.target.target, gm, use_fn)
+            try:
+                pf = resolved or resolve_pass(rec, self.target.target, gm, use_fn)
+            except ReplayError:
+                raise
+            except Exception as e:  # noqa: BLE001 - e.g. an Inductor pattern pass that cannot register here
+                raise ReplayError(f"cannot prepare #{rec.seq} {rec.name} to run: {type(e).__name__}: {e}") from e
             out.pass_fn = pf
             t0 = time.perf_counter()
             try:

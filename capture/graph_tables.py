@@ -237,17 +237,75 @@ def _constant_desc(t: torch.Tensor) -> dict[str, Any]:
     return desc
 
 
+def node_key(gm: torch.fx.GraphModule, node: torch.fx.Node) -> tuple:
+    """What a node's row depends on, by identity: equal keys mean an equal row.
+
+    FX replaces a node's args/kwargs tuples (never mutates them) on every change, and passes
+    replace meta values rather than mutate them, so identities tell what changed. Values are
+    compared by id, never by ==, which on a SymInt or FakeTensor would compute or add guards.
+    """
+    meta = node.meta
+    val = meta["val"] if "val" in meta else meta.get("example_value")
+    attr = id(_resolve_attr(gm, node.target)) if node.op == "get_attr" else 0
+    return (
+        id(node), node.op, node.name, id(node.target), id(node._args), id(node._kwargs), id(val),
+        id(meta.get("unbacked_bindings")), id(meta.get("stack_trace")), str(meta.get("recompute")),
+        meta.get("autograd_backward"), meta.get("partitioner_tag"), attr,
+    )
+
+
+class TableCache:
+    """The last snapshot's node keys and rows, so an unchanged graph (the graph a pass receives
+    is usually the one the previous pass returned) costs one walk of keys, and a changed one
+    recomputes only the rows of nodes that changed.
+
+    It holds references to the nodes and values whose ids it keys on, so no id is reused while
+    cached; only the latest graph is kept.
+    """
+
+    def __init__(self) -> None:
+        self.fingerprint: tuple | None = None
+        self.result: Any = None
+        self.rows: dict[int, tuple[tuple, dict]] = {}
+        self._refs: list = []
+
+    def fingerprint_of(self, gm: torch.fx.GraphModule) -> tuple:
+        keys: list = []
+        for path, sub, _ in iter_graph_modules(gm):
+            keys.append((path, id(sub)))
+            keys.extend(node_key(sub, n) for n in sub.graph.nodes)
+        return tuple(keys)
+
+    def node_tables(self, gm: torch.fx.GraphModule) -> dict[str, Any]:
+        graphs = []
+        rows: dict[int, tuple[tuple, dict]] = {}
+        refs: list = [gm]
+        for path, sub, parent_node in iter_graph_modules(gm):
+            out = []
+            for n in sub.graph.nodes:
+                key = node_key(sub, n)
+                hit = self.rows.get(id(n))
+                row = hit[1] if hit is not None and hit[0] == key else node_row(sub, n)
+                rows[id(n)] = (key, row)
+                refs.append((sub, n, n._args, n._kwargs, n.meta.get("val"), n.meta.get("example_value"),
+                             n.meta.get("unbacked_bindings"), n.meta.get("stack_trace"),
+                             _resolve_attr(sub, n.target) if n.op == "get_attr" else None))
+                out.append(row)
+            graphs.append({"path": path, "parent_node": parent_node, "nodes": out})
+        self.rows = rows
+        self._refs = refs
+        return {"graphs": graphs}
+
+    def remember(self, fingerprint: tuple, result: Any) -> None:
+        self.fingerprint = fingerprint
+        self.result = result
+
+    def lookup(self, fingerprint: tuple) -> Any:
+        return self.result if fingerprint == self.fingerprint else None
+
+
 def node_tables(gm: torch.fx.GraphModule) -> dict[str, Any]:
-    graphs = []
-    for path, sub, parent_node in iter_graph_modules(gm):
-        graphs.append(
-            {
-                "path": path,
-                "parent_node": parent_node,
-                "nodes": [node_row(sub, n) for n in sub.graph.nodes],
-            }
-        )
-    return {"graphs": graphs}
+    return TableCache().node_tables(gm)
 
 
 def count_nodes(tables: dict[str, Any]) -> int:

@@ -81,6 +81,7 @@ class Session:
         self.header_written = False
         self.rank_table_key: Any = None
         self.ended = False
+        self.table_cache: Any = None
 
     # -- records -------------------------------------------------------------------------------
 
@@ -146,6 +147,18 @@ class Session:
 
         from capture import graph_tables
 
+        if self.table_cache is None:
+            self.table_cache = graph_tables.TableCache()
+        cache = self.table_cache
+        try:
+            fingerprint = cache.fingerprint_of(gm)
+        except Exception as e:  # noqa: BLE001
+            self.error(f"graph fingerprint ({role})", e, frame)
+            fingerprint = None
+        if fingerprint is not None:
+            known = cache.lookup(fingerprint)
+            if known is not None:
+                return known  # the same graph as the last snapshot, node for node
         try:
             code = graph_tables.readable_code(gm)
         except Exception as e:  # noqa: BLE001
@@ -154,12 +167,14 @@ class Session:
         tables = None
         tables_json = b""
         try:
-            tables = graph_tables.node_tables(gm)
+            tables = cache.node_tables(gm)
             tables_json = orjson.dumps(tables, option=orjson.OPT_NON_STR_KEYS)
         except Exception as e:  # noqa: BLE001
             self.error(f"node table ({role})", e, frame)
             tables = None
         gid = logformat.graph_id(code, tables_json)
+        if fingerprint is not None and tables is not None:
+            cache.remember(fingerprint, gid)
         if gid in self.graphs:
             return gid
         info = _GraphInfo(nodes=graph_tables.count_nodes(tables) if tables is not None else 0)

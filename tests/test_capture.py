@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from capture import logformat
-from tests.capture_utils import loss_lines, payloads, records, run_cli, run_plain, torchrun
+from tests.capture_utils import ROOT, loss_lines, payloads, records, run_cli, run_plain, torchrun
 
 PASSES = "tests.programs.joint_passes"
 
@@ -192,3 +192,50 @@ def test_refuses_a_non_empty_out_dir(tmp_path):
 def test_bad_pass_target_is_one_line(tmp_path):
     cap = run_cli("capture", "--out", str(tmp_path / "x"), "--pass", "not a target", "--", sys.executable, "-c", "pass")
     assert cap.returncode == 2 and cap.stderr.count("\n") == 1 and "MODULE:FUNCTION" in cap.stderr
+
+
+def test_ctrl_c_reaches_the_command_and_logs_stay_readable(tmp_path):
+    """SIGINT to the launcher (not from a terminal) is passed on; the capture says it was interrupted."""
+    import os
+    import signal
+    import time
+
+    import orjson
+
+    out = tmp_path / "cap"
+    ready = tmp_path / "ready"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    launcher = subprocess.Popen(
+        [sys.executable, "-m", "inspector.cli", "capture", "--out", str(out), "--no-inductor", "--", *torchrun(2, "tests.programs.sleeper", str(ready))],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
+    )
+    deadline = time.time() + 120
+    while not all((tmp_path / f"ready.{r}").exists() for r in (0, 1)):
+        assert launcher.poll() is None and time.time() < deadline, launcher.stderr.read()[-3000:]
+        time.sleep(0.2)
+    workers = [int((tmp_path / f"ready.{r}").read_text()) for r in (0, 1)]
+    launcher.send_signal(signal.SIGINT)
+    _, err = launcher.communicate(timeout=90)
+    assert launcher.returncode != 0
+    manifest = orjson.loads((out / logformat.MANIFEST_NAME).read_bytes())
+    assert manifest["status"] == "interrupted" and manifest["signal"] == "SIGINT"
+    for pid in workers:  # torchrun took its workers down
+        assert not _alive(pid)
+    for rank in (0, 1):
+        passes = payloads(log_of(out, rank), logformat.PASS)
+        assert [p["name"] for p in passes] == ["warmup"]
+    assert "command exited with" in err
+
+
+def _alive(pid: int) -> bool:
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is gone for our purposes
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except OSError:
+        return False

@@ -82,7 +82,24 @@ class ChunkedLogFile(LogFile):
         if self._pos >= size and self._open_start is not None:
             self._add(self._open_start, size, last=True)
             self._open_start = None
+        self._release(start_pos, self._open_start if self._open_start is not None else self._pos)
         return limit - start_pos
+
+    def _release(self, start: int, end: int) -> None:
+        """Drop the scanned pages from this process's memory (they stay in the page cache and come
+        back when a payload is read): what the process holds is the index, not the file."""
+        advise = getattr(self._buf, "madvise", None)
+        flag = getattr(mmap, "MADV_DONTNEED", None)
+        if advise is None or flag is None:
+            return
+        page = mmap.PAGESIZE
+        a = (start // page) * page
+        b = (end // page) * page
+        if b > a:
+            try:
+                advise(flag, a, b - a)
+            except (OSError, ValueError):
+                pass
 
     def _add(self, start: int, nxt: int, *, last: bool = False) -> None:
         buf = self._buf

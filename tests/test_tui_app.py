@@ -58,7 +58,7 @@ async def test_findings_badge_the_pass_that_introduced_them(tui_small_capture):
         for r in (0, 1):
             assert node_label(app, Place(r, 0, 1)).endswith("●1")
             assert "●" not in node_label(app, Place(r, 0, 0))
-        assert "1 findings" in str(app.tree.root.label)
+        assert "1 finding" in str(app.tree.root.label)
         assert str(app.query_one(TabbedContent).get_tab("findings").label) == "Findings (1)"
 
 

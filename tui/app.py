@@ -30,7 +30,7 @@ from tui.replay import replay_argv, run_captured, run_in_terminal
 from tui.screens.help import HelpScreen
 from tui.screens.prompt import PromptScreen
 from tui.session import CaptureSession, Place
-from tui.widgets.capture_tree import CaptureTree, RankData
+from tui.widgets.capture_tree import CaptureTree, RankData, plural
 from tui.widgets.code_view import CodeView
 from tui.widgets.diff_view import DiffView
 from tui.widgets.findings_view import FindingsView
@@ -234,7 +234,7 @@ class InspectApp(App[int]):
         n = len(self.findings)
         live = " · live: watching for new records" if o.live else ""
         place = f" · {self.place.label(o)}" if self.place else ""
-        return f"{o.name}: {len(o.ranks)} ranks · {sum(len(r.passes) for r in o.ranks)} passes · {n} findings{place}{live}"
+        return f"{o.name}: {plural(len(o.ranks), 'rank')} · {plural(sum(len(r.passes) for r in o.ranks), 'pass')} · {plural(n, 'finding')}{place}{live}"
 
     @on(Progress)
     def on_progress(self, m: Progress) -> None:

@@ -32,6 +32,10 @@ class RunData:
 TreeData = Any  # RunData | RankData | Place
 
 
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else ("es" if word.endswith(("s", "ch")) else "s"))
+
+
 def _fmt_time(s: float | None) -> str:
     if s is None:
         return ""
@@ -52,22 +56,22 @@ def run_label(o: Outline, findings: int | None) -> Text:
     t = Text(o.name, style="bold")
     status = o.status or ("torch trace" if o.kind == "torch_trace" else "no manifest")
     t.append(f"  {status}", style="green" if status == "finished" else ("yellow" if status == "running" else "red"))
-    t.append(f" · {len(o.ranks)} rank{'s' if len(o.ranks) != 1 else ''}", style="dim")
+    t.append(f" · {plural(len(o.ranks), 'rank')}", style="dim")
     if o.live:
         t.append(" · live", style="bold yellow")
     if findings:
-        t.append(f" · {findings} findings", style="bold red")
+        t.append(f" · {plural(findings, 'finding')}", style="bold red")
     return t
 
 
 def rank_label(r: RankEntry, findings: int) -> Text:
     t = Text(f"rank {r.rank}", style="bold")
-    extra = [x for x in (r.own_device, f"{len(r.passes)} passes") if x]
+    extra = [x for x in (r.own_device, plural(len(r.passes), "pass")) if x]
     t.append("  " + " · ".join(extra), style="dim")
     if r.complete is False:
         t.append(" · no end record", style="yellow")
     if r.capture_errors:
-        t.append(f" · {r.capture_errors} capture errors", style="yellow")
+        t.append(f" · {plural(r.capture_errors, 'capture error')}", style="yellow")
     if findings:
         t.append(f" ●{findings}", style="bold red")
     return t
@@ -113,6 +117,8 @@ def pass_label(p: PassEntry, findings: list | None) -> Text:
 
 
 class CaptureTree(Tree[TreeData]):
+    EAGER_PIPELINES = 8  # graphs per rank shown open; the others are filled in when opened
+
     DEFAULT_CSS = """
     CaptureTree { width: 1fr; }
     """
@@ -131,6 +137,9 @@ class CaptureTree(Tree[TreeData]):
         self.badges: dict[Hashable, list] = {}
         self.nodes_by_key: dict[Hashable, TreeNode[TreeData]] = {}
         self.pass_keys: dict[tuple[int, int], Hashable] = {}  # (rank, seq) -> its key in nodes_by_key
+        self.signatures: dict[Hashable, tuple] = {}  # what a pass's label shows, to relabel only changes
+        self.pipeline_entries: dict[Hashable, PipelineEntry] = {}
+        self.populated: set[Hashable] = set()  # graphs whose passes are in the tree
 
     # -- building ----------------------------------------------------------------------------------
 
@@ -138,6 +147,9 @@ class CaptureTree(Tree[TreeData]):
         self.clear()
         self.nodes_by_key = {}
         self.pass_keys = {}
+        self.signatures = {}
+        self.pipeline_entries = {}
+        self.populated = set()
         self.outline = outline
         self.badges = badges or {}
         self.root.data = RunData(outline.path)
@@ -164,43 +176,80 @@ class CaptureTree(Tree[TreeData]):
             if node is None:
                 node = self.root.add(rank_label(r, n_find), data=RankData(r.rank), expand=first and i == 0)
                 self.nodes_by_key[key] = node
+                self.signatures[key] = (r.own_device, len(r.passes), r.complete, r.capture_errors, n_find)
                 added += 1
-            else:
+            elif self.signatures.get(key) != (r.own_device, len(r.passes), r.complete, r.capture_errors, n_find):
                 node.set_label(rank_label(r, n_find))
-            for pl in r.pipelines:
+                self.signatures[key] = (r.own_device, len(r.passes), r.complete, r.capture_errors, n_find)
+            eager = len(r.pipelines) <= self.EAGER_PIPELINES
+            for j, pl in enumerate(r.pipelines):
                 pkey = ("pipeline", r.rank, pl.index)
+                self.pipeline_entries[pkey] = pl
                 pnode = self.nodes_by_key.get(pkey)
                 if pnode is None:
-                    pnode = node.add(pipeline_label(pl), data=Place(r.rank, pl.index), expand=True)
+                    # a large capture's graphs are filled in when opened: thousands of tree nodes
+                    # nobody looks at cost the interface its speed
+                    opened = eager or j < self.EAGER_PIPELINES
+                    pnode = node.add(pipeline_label(pl), data=Place(r.rank, pl.index), expand=opened, allow_expand=True)
                     self.nodes_by_key[pkey] = pnode
                     added += 1
                     tkey = ("place", r.rank, pl.index, None, None)
-                    self.nodes_by_key[tkey] = pnode.add_leaf(trace_label(pl, self.badges.get((r.rank, "trace", pl.index))), data=Place(r.rank, pl.index))
+                    tb = self.badges.get((r.rank, "trace", pl.index))
+                    self.nodes_by_key[tkey] = pnode.add_leaf(trace_label(pl, tb), data=Place(r.rank, pl.index))
+                    self.signatures[pkey] = (pl.label, pl.traced_nodes, len(tb or ()))
+                    if opened:
+                        self.populated.add(pkey)
                 else:
-                    pnode.set_label(pipeline_label(pl))
-                    self.nodes_by_key[("place", r.rank, pl.index, None, None)].set_label(trace_label(pl, self.badges.get((r.rank, "trace", pl.index))))
-                for p in pl.passes:
-                    pk = ("place", r.rank, pl.index, p.seq, None)
-                    label = pass_label(p, self.badges.get((r.rank, p.seq)))
-                    existing = self.nodes_by_key.get(pk)
-                    if existing is None:
-                        self._forget_pass(r.rank, p.seq)  # shown under another graph before
-                        data = Place(r.rank, pl.index, p.seq, p.first_role())
-                        if len(p.after) > 1:
-                            pn = pnode.add(label, data=data, expand=False)
-                            for role in p.after:
-                                self.nodes_by_key[("place", r.rank, pl.index, p.seq, role)] = pn.add_leaf(
-                                    Text(f"→ {role}  {p.after_nodes.get(role) if p.after_nodes.get(role) is not None else '?'} nodes", style="dim"),
-                                    data=Place(r.rank, pl.index, p.seq, role),
-                                )
-                        else:
-                            pn = pnode.add_leaf(label, data=data)
-                        self.nodes_by_key[pk] = pn
-                        self.pass_keys[(r.rank, p.seq)] = pk
-                        added += 1
-                    else:
-                        existing.set_label(label)
+                    tb = self.badges.get((r.rank, "trace", pl.index))
+                    sig = (pl.label, pl.traced_nodes, len(tb or ()))
+                    if self.signatures.get(pkey) != sig:
+                        pnode.set_label(pipeline_label(pl))
+                        self.nodes_by_key[("place", r.rank, pl.index, None, None)].set_label(trace_label(pl, tb))
+                        self.signatures[pkey] = sig
+                if pkey in self.populated:
+                    added += self._populate(pkey)
         return added
+
+    def _populate(self, pkey: Hashable) -> int:
+        """Add (or relabel) the pass entries of one graph; return how many were added."""
+        self.populated.add(pkey)
+        pl = self.pipeline_entries[pkey]
+        pnode = self.nodes_by_key[pkey]
+        rank = pl.rank
+        added = 0
+        for p in pl.passes:
+            pk = ("place", rank, pl.index, p.seq, None)
+            badges = self.badges.get((rank, p.seq))
+            sig = (p.name, p.status, p.before_nodes, tuple(p.after_nodes.items()), p.wall_s, len(badges or ()), tuple(f.severity for f in badges or ()))
+            existing = self.nodes_by_key.get(pk)
+            if existing is None:
+                self._forget_pass(rank, p.seq)  # shown under another graph before
+                label = pass_label(p, badges)
+                data = Place(rank, pl.index, p.seq, p.first_role())
+                if len(p.after) > 1:
+                    pn = pnode.add(label, data=data, expand=False)
+                    for role in p.after:
+                        self.nodes_by_key[("place", rank, pl.index, p.seq, role)] = pn.add_leaf(
+                            Text(f"→ {role}  {p.after_nodes.get(role) if p.after_nodes.get(role) is not None else '?'} nodes", style="dim"),
+                            data=Place(rank, pl.index, p.seq, role),
+                        )
+                else:
+                    pn = pnode.add_leaf(label, data=data)
+                self.nodes_by_key[pk] = pn
+                self.pass_keys[(rank, p.seq)] = pk
+                self.signatures[pk] = sig
+                added += 1
+            elif self.signatures.get(pk) != sig:
+                existing.set_label(pass_label(p, badges))
+                self.signatures[pk] = sig
+        return added
+
+    def on_tree_node_expanded(self, event: Tree.NodeExpanded) -> None:
+        data = event.node.data
+        if isinstance(data, Place) and data.seq is None:
+            pkey = ("pipeline", data.rank, data.pipeline)
+            if pkey in self.pipeline_entries and pkey not in self.populated:
+                self._populate(pkey)
 
     def _forget_pass(self, rank: int, seq: int) -> None:
         pk = self.pass_keys.pop((rank, seq), None)
@@ -220,6 +269,9 @@ class CaptureTree(Tree[TreeData]):
     # -- finding and selecting --------------------------------------------------------------------
 
     def node_for(self, place: Place) -> TreeNode[TreeData] | None:
+        pkey = ("pipeline", place.rank, place.pipeline)
+        if place.seq is not None and pkey in self.pipeline_entries and pkey not in self.populated:
+            self._populate(pkey)
         if place.seq is None:
             return self.nodes_by_key.get(("place", place.rank, place.pipeline, None, None))
         if place.role:
@@ -254,3 +306,7 @@ class CaptureTree(Tree[TreeData]):
 
     def all_places(self) -> list[Place]:
         return [n.data for k, n in self.nodes_by_key.items() if k[0] == "place" and isinstance(n.data, Place)]
+
+    def pass_count(self) -> int:
+        """Passes of the outline (those filled in the tree or not)."""
+        return sum(len(pl.passes) for pl in self.pipeline_entries.values())

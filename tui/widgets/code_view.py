@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rich.text import Text
+from rich.segment import Segment
 
 from inspector.code_locate import CodeIndex
 from tui.highlight import Palette, token_spans
@@ -56,13 +56,10 @@ class CodeView(LineView):
     def body_width(self) -> int:
         return self._width
 
-    def build_row(self, index: int, palette: Palette) -> tuple[Text, Text]:
+    def build_row(self, index: int, palette: Palette):
         line = self.lines[index]
-        gutter = Text(f"{index + 1:>{self._gutter - 2}}  ", style=palette.gutter)
-        body = Text(line)
-        for start, end, key in token_spans(line):
-            body.stylize(palette.token(key), start, end)
-        return gutter, body
+        gutter = [Segment(f"{index + 1:>{self._gutter - 2}}  ", palette.gutter)]
+        return gutter, line, [[(s, e, palette.token(k)) for s, e, k in token_spans(line)]]
 
     def goto_node(self, name: str, subgraph: str | None = None) -> bool:
         """Put the cursor on the line defining node `name` and mark the name; False if not found."""

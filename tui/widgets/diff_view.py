@@ -6,7 +6,7 @@ opening a fold only rebuilds the row list, and rows are rendered only when on sc
 
 from __future__ import annotations
 
-from rich.text import Text
+from rich.segment import Segment
 from textual import events
 from textual.binding import Binding
 
@@ -185,62 +185,84 @@ class DiffView(LineView):
             return
         super().action_hscroll(delta)
 
-    def _line(self, text: str, palette: Palette, marks: list[tuple[int, int]], mark_style, bg) -> Text:
-        t = Text(text)
-        if bg is not None:
-            t.stylize(bg)
-        for s, e, key in token_spans(text):
-            t.stylize(palette.token(key), s, e)
-        for s, e in marks:
-            t.stylize(mark_style, s, e)
-        return t
+    @staticmethod
+    def _shift(spans, offset: int, lo: int = 0, hi: int | None = None, style=None):
+        out = []
+        for sp in spans:
+            a, b = sp[0], sp[1]
+            st = style if style is not None else sp[2]
+            if hi is not None:
+                a, b = max(a, lo), min(b, hi)
+                if b <= a:
+                    continue
+                a, b = a - lo, b - lo
+            out.append((a + offset, b + offset, st))
+        return out
 
-    def build_row(self, index: int, palette: Palette) -> tuple[Text, Text]:
+    def build_row(self, index: int, palette: Palette):
         row = self.rows[index]
         n = self._num
         if row.kind == "fold":
             label = f"⋯ {row.count} unchanged lines (Enter to show)"
             if self.mode == "unified":
-                return Text(" " * (2 * n + 4)), Text(label, style=palette.fold)
-            return Text(), Text(" " * (n + 1) + label, style=palette.fold)
+                return [Segment(" " * (2 * n + 4))], label, [[(0, len(label), palette.fold)]]
+            text = " " * (n + 1) + label
+            return [], text, [[(0, len(text), palette.fold)]]
         if self.mode == "unified":
             a = f"{row.a_no + 1:>{n}}" if row.a_no is not None else " " * n
             b = f"{row.b_no + 1:>{n}}" if row.b_no is not None else " " * n
-            if row.kind == "del":
-                ma, _ = char_marks(row.a_text, row.pair) if row.pair is not None else ([], [])
-                body = Text("-", style=palette.removed_chars) + self._line(row.a_text or "", palette, ma, palette.removed_chars, palette.removed)
-                body.stylize(palette.removed)
-            elif row.kind == "add":
-                _, mb = char_marks(row.pair, row.b_text) if row.pair is not None else ([], [])
-                body = Text("+", style=palette.added_chars) + self._line(row.b_text or "", palette, mb, palette.added_chars, palette.added)
-                body.stylize(palette.added)
-            else:
-                body = Text(" ") + self._line(row.b_text or "", palette, [], None, None)
-            return Text(f"{a} {b}  ", style=palette.gutter), body
-        # side by side
+            gutter = [Segment(f"{a} {b}  ", palette.gutter)]
+            if row.kind in ("del", "add"):
+                line = (row.a_text if row.kind == "del" else row.b_text) or ""
+                bg, chars = (palette.removed, palette.removed_chars) if row.kind == "del" else (palette.added, palette.added_chars)
+                marks: list = []
+                if row.pair is not None:
+                    ma, mb = char_marks(row.a_text, row.pair) if row.kind == "del" else char_marks(row.pair, row.b_text)
+                    marks = ma if row.kind == "del" else mb
+                text = ("-" if row.kind == "del" else "+") + line
+                layers = [
+                    [(0, len(text), bg)],
+                    self._shift([(x, y, palette.token(k)) for x, y, k in token_spans(line)], 1),
+                    [(0, 1, chars)] + self._shift(marks, 1, style=chars),
+                ]
+                return gutter, text, layers
+            line = row.b_text or ""
+            return gutter, " " + line, [self._shift([(x, y, palette.token(k)) for x, y, k in token_spans(line)], 1)]
+        # side by side: number, text cut to the column, a separator, the same for the right side
         col = self._col()
-        x = self.split_x
         ma, mb = char_marks(row.a_text, row.b_text) if row.kind == "change" else ([], [])
-        left = self._side(row.a_text, row.a_no, ma, palette, "a", row.kind, col, x, index)
-        right = self._side(row.b_text, row.b_no, mb, palette, "b", row.kind, col, x, index)
-        sep = {"change": "│", "del": "<", "add": ">", "same": "│"}[row.kind]
-        return Text(), left + Text(f" {sep} ", style=palette.gutter) + right
+        parts: list[str] = []
+        layers: list[list] = [[], [], [], []]
+        pos = 0
+        for side, text, no, marks in (("a", row.a_text, row.a_no, ma), ("b", row.b_text, row.b_no, mb)):
+            num = f"{no + 1:>{n}} " if no is not None else " " * (n + 1)
+            parts.append(num)
+            layers[1].append((pos, pos + len(num), palette.gutter))
+            pos += len(num)
+            body = self._cut(text or "", col)
+            parts.append(body)
+            changed = row.kind in ("change", "del" if side == "a" else "add") and text is not None
+            bg, chars = (palette.removed, palette.removed_chars) if side == "a" else (palette.added, palette.added_chars)
+            if changed:
+                layers[0].append((pos, pos + col, bg))
+            if text:
+                x = self.split_x
+                hi = x + len(body.rstrip(" …")) if len(text) - x > col else x + col
+                layers[1].extend(self._shift([(p, q, palette.token(k)) for p, q, k in token_spans(text)], pos, x, hi))
+                layers[2].extend(self._shift(marks, pos, x, hi, style=chars))
+                if self.mark is not None and self.mark.row == index and self.mark.side == side:
+                    layers[3].extend(self._shift([(self.mark.start, self.mark.end, palette.node)], pos, x, hi))
+            pos += len(body)
+            if side == "a":
+                sep = {"change": " │ ", "del": " < ", "add": " > ", "same": " │ "}[row.kind]
+                parts.append(sep)
+                layers[1].append((pos, pos + 3, palette.gutter))
+                pos += 3
+        return [], "".join(parts), layers
 
-    def _side(self, text: str | None, no: int | None, marks, palette: Palette, side: str, kind: str, col: int, x: int, index: int) -> Text:
-        n = self._num
-        num = Text(f"{no + 1:>{n}} " if no is not None else " " * (n + 1), style=palette.gutter)
-        if text is None:
-            return num + Text(" " * col)
-        changed = kind in ("change", "del" if side == "a" else "add")
-        bg = (palette.removed if side == "a" else palette.added) if changed else None
-        chars = palette.removed_chars if side == "a" else palette.added_chars
-        body = self._line(text, palette, marks, chars, bg)
-        if self.mark is not None and self.mark.row == index and self.mark.side == side:
-            body.stylize(palette.node, self.mark.start, self.mark.end)
-        body = body[x : x + col] if x else body[:col]
+    def _cut(self, text: str, col: int) -> str:
+        x = self.split_x
+        body = text[x : x + col]
         if len(text) - x > col:
-            body = body[: col - 1] + Text("…", style=palette.gutter)
-        body.pad_right(col - body.cell_len)
-        if bg is not None:
-            body.stylize(bg)
-        return num + body
+            body = body[: col - 1] + "…"
+        return body.ljust(col)

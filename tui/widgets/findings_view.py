@@ -8,6 +8,7 @@ from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import DataTable, Label, Select
 
+from tui.widgets.capture_tree import plural
 from tui.widgets.record_table import RecordTable
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
@@ -44,7 +45,7 @@ class FindingsView(Vertical):
 
     def on_mount(self) -> None:
         t = self.query_one(RecordTable)
-        t.add_columns("severity", "kind", "ranks", "introduced by", "still after", "node", "message")
+        t.add_columns("severity", "kind", "introduced by", "node", "ranks", "message", "still after")
 
     @property
     def table(self) -> RecordTable:
@@ -77,7 +78,7 @@ class FindingsView(Vertical):
         by = {}
         for f in self.findings:
             by[f.severity] = by.get(f.severity, 0) + 1
-        return f"{n} findings: " + ", ".join(f"{v} {k}s" for k, v in by.items()) + " · Enter: go to the node · filters above"
+        return f"{plural(n, 'finding')}: " + ", ".join(plural(v, k) for k, v in by.items()) + " · Enter: go to the node · filters above"
 
     def set_status(self, text: str) -> None:
         self.query_one("#findings-status", Label).update(text)
@@ -116,11 +117,11 @@ class FindingsView(Vertical):
             t.add_row(
                 Text(f.severity.upper(), style=SEVERITY_STYLE.get(f.severity, "")),
                 f.kind,
-                ",".join(str(r) for r in f.ranks),
                 f.introduced_by or "?",
-                f.pass_ or "",
                 node,
+                ",".join(str(r) for r in f.ranks),
                 f.message,
+                f.pass_ or "",
                 key=str(i),
             )
 

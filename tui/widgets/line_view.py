@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import re
+
+from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
-from rich.text import Text
 from textual import events
 from textual.binding import Binding
 from textual.cache import LRUCache
@@ -22,7 +24,13 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from tui.highlight import Palette
+from tui.highlight import Palette, paint
+
+Layer = list[tuple[int, int, Style]]
+
+
+def _matches(text: str, query: str, style: Style) -> Layer:
+    return [(m.start(), m.end(), style) for m in re.finditer(re.escape(query), text, re.IGNORECASE)]
 
 
 @dataclass(frozen=True)
@@ -77,6 +85,7 @@ class LineView(ScrollView, can_focus=True):
         self.mark: Mark | None = None
         self.message_text: str | None = None  # shown when there are no rows ("select a pass ...")
         self._palette: Palette | None = None
+        self._base: Style | None = None  # the widget's rich style, looked up once per change
 
     # -- what subclasses provide ------------------------------------------------------------------
 
@@ -93,9 +102,10 @@ class LineView(ScrollView, can_focus=True):
         """Widest body in cells (for the horizontal scroll range)."""
         return 0
 
-    def build_row(self, index: int, palette: Palette) -> tuple[Text, Text]:
-        """(gutter, body) of one row, without the cursor."""
-        return Text(), Text(self.row_plain(index))
+    def build_row(self, index: int, palette: Palette) -> tuple[list[Segment], str, list[Layer]]:
+        """(gutter segments, body text, layers of styled ranges over the body) of one row, without
+        the cursor; the search matches and the marked node are added on top."""
+        return [], self.row_plain(index), []
 
     # -- state ------------------------------------------------------------------------------------
 
@@ -110,6 +120,7 @@ class LineView(ScrollView, can_focus=True):
         self._version += 1
         self._cache.clear()
         self._palette = None
+        self._base = None
         n = self.row_count()
         self.virtual_size = Size(self.gutter_width() + self.body_width() + 1, n)
         if not keep_cursor:
@@ -122,6 +133,15 @@ class LineView(ScrollView, can_focus=True):
     def notify_style_update(self) -> None:
         super().notify_style_update()
         self._palette = None
+        self._base = None
+        self._cache.clear()
+
+    def on_focus(self) -> None:
+        self._base = None
+        self._cache.clear()
+
+    def on_blur(self) -> None:
+        self._base = None
         self._cache.clear()
 
     def set_message(self, text: str | None) -> None:
@@ -201,42 +221,62 @@ class LineView(ScrollView, can_focus=True):
 
     # -- rendering ------------------------------------------------------------------------------------
 
-    def _row_strips(self, index: int) -> tuple[Strip, Strip]:
+    def _row_parts(self, index: int) -> tuple[list[Segment], int, str, list[Layer]]:
+        """(gutter segments, gutter width, body text, layers): built once per row and cached."""
         key = (index, self._version, self.query_text, self.mark)
         cached = self._cache.get(key)
         if cached is not None:
             return cached  # type: ignore[return-value]
         pal = self.palette
-        gutter, body = self.build_row(index, pal)
-        base = self.rich_style
-        gutter.stylize_before(base)
-        body.stylize_before(base)
+        base = self._base_style()
+        gutter, body, layers = self.build_row(index, pal)
+        layers = list(layers)
         if self.query_text:
-            body.highlight_words([self.query_text], pal.match, case_sensitive=False)
+            layers.append(_matches(body, self.query_text, pal.match))
         if self.mark is not None and self.mark.row == index and self.mark.side == "body":
-            body.stylize(pal.node, self.mark.start, self.mark.end)
-        console = self.app.console
-        g = Strip(list(gutter.render(console)), gutter.cell_len)
-        b = Strip(list(body.render(console)), body.cell_len)
-        self._cache[key] = (g, b)  # type: ignore[assignment]
-        return g, b
+            layers.append([(self.mark.start, self.mark.end, pal.node)])
+        segs = [Segment(seg.text, base + seg.style if seg.style else base) for seg in gutter]
+        parts = (segs, sum(cell_len(seg.text) for seg in segs), body, layers)
+        self._cache[key] = parts  # type: ignore[assignment]
+        return parts
+
+    def _base_style(self) -> Style:
+        if self._base is None:
+            self._base = self.rich_style
+        return self._base
 
     def render_line(self, y: int) -> Strip:
         scroll_x, scroll_y = self.scroll_offset
         index = int(scroll_y) + y
         width = self.scrollable_content_region.width
-        base = self.rich_style
+        base = self._base_style()
         n = self.row_count()
         if index >= n:
             if n == 0 and y == 1 and self.message_text:
                 return Strip([Segment("  " + self.message_text, self.palette.comment)]).crop_extend(0, width, base)
             return Strip.blank(width, base)
-        gutter, body = self._row_strips(index)
-        gw = self.gutter_width()
-        gutter = gutter.crop_extend(0, gw, base)
-        body = body.crop_extend(int(scroll_x), int(scroll_x) + max(0, width - gw), base)
-        if index == self.cursor:
-            post = Style(bgcolor=self.palette.cursor.bgcolor)
-            gutter = Strip(list(Segment.apply_style(gutter, None, post + Style(reverse=self.has_focus))), gutter.cell_length)
-            body = Strip(list(Segment.apply_style(body, None, post)), body.cell_length)
-        return Strip.join([gutter, body]).apply_offsets(int(scroll_x), index)
+        gutter, gw, body, layers = self._row_parts(index)
+        want_gw = self.gutter_width()
+        bw = max(0, width - want_gw)
+        x = int(scroll_x)
+        cursor = index == self.cursor
+        if cursor:
+            cur = Style(bgcolor=self.palette.cursor.bgcolor)
+            gutter = [Segment(seg.text, (seg.style or base) + cur + Style(reverse=self.has_focus)) for seg in gutter]
+        if gw != want_gw:
+            g = Strip(gutter, gw).crop_extend(0, want_gw, base)
+            gutter, gw = list(g), want_gw
+        if body.isascii():
+            # the visible slice only: painted straight into a strip of the right width
+            view = body[x : x + bw]
+            shifted = [[(a - x, b - x, st) for a, b, st in layer if b > x and a < x + bw] for layer in layers]
+            if cursor:
+                shifted.append([(0, bw, cur)])
+            segs = paint(view, base, shifted)
+            if len(view) < bw:
+                segs.append(Segment(" " * (bw - len(view)), base + cur if cursor else base))
+            return Strip(gutter + segs, gw + bw)
+        full = Strip(paint(body, base, layers), cell_len(body)).crop_extend(x, x + bw, base)
+        if cursor:
+            full = Strip(list(Segment.apply_style(full, None, cur)), full.cell_length)
+        return Strip(gutter + list(full), gw + bw)

@@ -23,16 +23,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_sample(layers: int, steps: int, workdir: Path, mode: str) -> dict:
+def run_sample(layers: int, steps: int, workdir: Path, mode: str, device: str) -> dict:
     timings = workdir / f"{mode}-{layers}.json"
-    train = [sys.executable, "-m", "samples.train", "--quiet", "--steps", str(steps), "--layers", str(layers), "--timings-json", str(timings)]
+    train = [sys.executable, "-m", "samples.train", "--quiet", "--steps", str(steps), "--layers", str(layers), "--timings-json", str(timings), "--device", device]
     out = workdir / f"cap-{mode}-{layers}"
     if mode == "plain":
         cmd = train
     else:
         cmd = [sys.executable, "-m", "inspector.cli", "capture", "--out", str(out), "--pass", "samples.pipeline:PIPELINE", "--no-inductor",
                *(["--no-blobs"] if mode == "no-blobs" else []), "--", *train]
-    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]])
     r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     if r.returncode != 0:
         raise SystemExit(f"{mode} run failed:\n{r.stderr[-3000:]}")
@@ -70,13 +71,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--layers", type=int, nargs="+", default=[22, 110], help="sample layers (~450 traced nodes each)")
     ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     args = ap.parse_args()
+    import platform
+
+    print(f"# {platform.node()}, {os.cpu_count()} CPUs, device {args.device}, python {platform.python_version()}", flush=True)
     print(f"{'layers':>6} {'nodes':>7} {'run':>9} {'compile s':>10} {'x plain':>8} {'step ms':>8} {'x plain':>8} {'log MB':>7} {'B/node':>7} {'blobs MB':>8}")
     with tempfile.TemporaryDirectory() as tmp:
         for layers in args.layers:
             plain = None
             for mode in ("plain", "blobs", "no-blobs"):
-                t = run_sample(layers, args.steps, Path(tmp), mode)
+                t = run_sample(layers, args.steps, Path(tmp), mode, args.device)
                 plain = plain or t
                 print(
                     f"{layers:>6} {t['traced_nodes']:>7} {mode:>9} {t['compile_s']:>10.2f} {t['compile_s'] / plain['compile_s']:>8.2f} "

@@ -77,3 +77,20 @@ def test_a_pass_that_changes_nothing_still_starts_its_pipeline(tmp_path):
     passes = payloads(tmp_path / logformat.log_file_name(0), logformat.PASS)
     assert [(p["name"], p["traced"], p["pipeline"]) for p in passes] == [
         ("noop", True, 0), ("drop-relu", False, 0), ("noop-on-another", True, 1)]
+
+
+def test_capture_side_imports_stay_light():
+    """What runs in every worker at start-up, and the launcher, import neither torch nor any UI."""
+    import subprocess
+    import sys
+
+    from tests.capture_utils import ROOT
+
+    code = (
+        "import sys, capture, capture.logformat, capture.launcher, capture.summary, capture.bootstrap_env\n"
+        "capture.bootstrap_env.start_from_env()\n"
+        "print(sorted(k for k in ('torch', 'textual', 'rich') if k in sys.modules))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]"

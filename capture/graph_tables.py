@@ -17,9 +17,8 @@ from typing import Any, Iterator
 import torch
 import torch.fx
 
-# Cap on per-symbol use lists: a symbol used by every node of a 200k-node graph would
-# otherwise dominate the log; the count is kept exactly.
-MAX_USES_LISTED = 200
+from capture.symbol_usage import symbol_usage
+
 # Constants at most this many elements have their values recorded (a baked rank shows here).
 SMALL_VALUE_NUMEL = 16
 
@@ -332,11 +331,6 @@ def find_shape_env(gm: torch.fx.GraphModule) -> Any:
     return None
 
 
-def _is_unbacked(name: str) -> bool:
-    # SymT prefixes: u (unbacked int), f? no: unbacked floats are "zuf"; backed are s/ps/...
-    return name.startswith("u") or name.startswith("zuf")
-
-
 def _range(shape_env: Any, sym: Any) -> list[str] | None:
     vr = getattr(shape_env, "var_to_range", {}).get(sym)
     if vr is None:
@@ -347,29 +341,7 @@ def _range(shape_env: Any, sym: Any) -> list[str] | None:
 def symbol_map(gm: torch.fx.GraphModule, tables: dict[str, Any], shape_env: Any = None) -> dict[str, Any]:
     """Every symbol seen in the graph: where it is bound, where it is used, what ShapeEnv says."""
     shape_env = shape_env if shape_env is not None else find_shape_env(gm)
-    symbols: dict[str, dict[str, Any]] = {}
-
-    def entry(name: str) -> dict[str, Any]:
-        e = symbols.get(name)
-        if e is None:
-            e = symbols[name] = {"unbacked": _is_unbacked(name), "bound_by": [], "inputs": [], "used_by": [], "uses": 0}
-        return e
-
-    for g in tables["graphs"]:
-        for row in g["nodes"]:
-            where = {"graph": g["path"], "node": row["name"]}
-            for s in row.get("unbacked_bindings", ()):
-                entry(s)["bound_by"].append(where)
-            syms = row.get("syms", ())
-            if row["op"] == "placeholder":
-                for s in syms:
-                    entry(s)["inputs"].append(where)
-            else:
-                for s in syms:
-                    e = entry(s)
-                    e["uses"] += 1
-                    if len(e["used_by"]) < MAX_USES_LISTED:
-                        e["used_by"].append(where)
+    symbols = symbol_usage((g["path"], g["nodes"]) for g in tables["graphs"])
 
     out: dict[str, Any] = {"shape_env": shape_env is not None, "symbols": symbols}
     if shape_env is None:

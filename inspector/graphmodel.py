@@ -12,7 +12,8 @@ import re
 from collections import Counter
 from typing import Any, Iterator
 
-from inspector.fxtext import SYMBOL_RE
+from capture.symbol_usage import is_unbacked, symbol_usage
+from inspector.fxtext import val_symbols
 
 
 class SubGraph:
@@ -140,26 +141,7 @@ def row_symbols(row: dict[str, Any]) -> list[str]:
     syms = row.get("syms")
     if syms is not None:
         return list(syms)
-    found: set[str] = set()
-    _val_syms(row.get("val"), found)
-    return sorted(found)
-
-
-def _val_syms(val: Any, found: set[str]) -> None:
-    if isinstance(val, dict):
-        if val.get("t") == "sym":
-            found.update(SYMBOL_RE.findall(str(val.get("expr", ""))))
-        elif val.get("t") == "tensor":
-            for d in list(val.get("shape") or ()) + list(val.get("stride") or ()):
-                if isinstance(d, str):
-                    found.update(SYMBOL_RE.findall(d))
-    elif isinstance(val, list):
-        for v in val:
-            _val_syms(v, found)
-
-
-def is_unbacked(sym: str) -> bool:
-    return sym.startswith("u") or sym.startswith("zuf")
+    return val_symbols(row.get("val"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -207,26 +189,5 @@ def infer_own_device(tables: GraphTables) -> str | None:
 
 def derive_symbols(tables: GraphTables) -> dict[str, Any]:
     """A `gti_symbols`-shaped map from node rows (no ShapeEnv: `shape_env` false)."""
-    symbols: dict[str, dict[str, Any]] = {}
-
-    def entry(name: str) -> dict[str, Any]:
-        e = symbols.get(name)
-        if e is None:
-            e = symbols[name] = {"unbacked": is_unbacked(name), "bound_by": [], "inputs": [], "used_by": [], "uses": 0}
-        return e
-
-    for g, row in tables.iter_nodes():
-        where = {"graph": g.path, "node": row["name"]}
-        for s in row.get("unbacked_bindings") or ():
-            entry(s)["bound_by"].append(where)
-        syms = row_symbols(row)
-        if row["op"] == "placeholder":
-            for s in syms:
-                entry(s)["inputs"].append(where)
-        else:
-            for s in syms:
-                e = entry(s)
-                e["uses"] += 1
-                if len(e["used_by"]) < 200:
-                    e["used_by"].append(where)
+    symbols = symbol_usage(((g.path, g.nodes) for g in tables.graphs), row_symbols)
     return {"shape_env": False, "symbols": symbols, "derived": True}

@@ -59,11 +59,10 @@ def _captured_nodes(log: Path) -> int:
     from capture import logformat
 
     total = 0
-    for line in log.read_bytes().split(b"\n"):
-        if line and not line.startswith(b"\t"):
-            env = logformat.parse_envelope_line(line)
-            if logformat.record_kind(env) == logformat.GRAPH_CODE:
-                total += env["artifact"]["nodes"]
+    for _, line, _ in logformat.split_records(log.read_bytes()):
+        env = logformat.parse_envelope_line(line)
+        if logformat.record_kind(env) == logformat.GRAPH_CODE:
+            total += env["artifact"]["nodes"]
     return total
 
 

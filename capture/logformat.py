@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import re
 import time
-from typing import Any
+from typing import Any, Iterator
 
 import orjson
 
@@ -191,6 +191,25 @@ def record_kind(env: dict[str, Any]) -> str:
             raise FormatError("artifact envelope without a name")
         return art["name"]
     return kind
+
+
+def split_records(data: bytes) -> Iterator[tuple[int, bytes, list[bytes]]]:
+    """(line number of the envelope, envelope line, payload lines) of each record, in order.
+
+    A simple whole-file walk for small logs (the launcher's summary, tests); inspector/ indexes
+    large logs by offset without splitting them.
+    """
+    lines = data.split(b"\n")
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        i += 1
+        if not line or line.startswith(b"\t"):
+            continue
+        start = i
+        while i < len(lines) and lines[i].startswith(b"\t"):
+            i += 1
+        yield start, line, lines[start:i]
 
 
 def compile_id_of(env: dict[str, Any]) -> str | None:

@@ -64,30 +64,21 @@ def summarize_log(path: str, rank: int) -> RankSummary:
         s.problems.append(f"{path}: {e}")
         return s
     s.bytes = len(data)
-    lines = data.split(b"\n")
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        i += 1
-        if not line or line.startswith(b"\t"):
-            continue
+    for lineno, line, payload_lines in logformat.split_records(data):
         try:
             env = logformat.parse_envelope_line(line)
             kind = logformat.record_kind(env)
         except logformat.FormatError as e:
-            s.problems.append(f"{path}:{i}: {e}")
+            s.problems.append(f"{path}:{lineno}: {e}")
             continue
-        start = i
-        while i < len(lines) and lines[i].startswith(b"\t"):
-            i += 1
         s.records += 1
         if kind == logformat.GRAPH_CODE:
             s.graphs += 1
         elif kind in (logformat.PASS, logformat.ERROR, logformat.END):
             try:
-                payload = logformat.decode_payload(lines[start:i], env)
+                payload = logformat.decode_payload(payload_lines, env)
             except logformat.FormatError as e:
-                s.problems.append(f"{path}:{start}: {e}")
+                s.problems.append(f"{path}:{lineno}: {e}")
                 continue
             if kind == logformat.PASS:
                 s.passes += 1

@@ -39,18 +39,9 @@ def loss_lines(stdout: str) -> list[str]:
 def records(log: Path) -> list[tuple[str, dict, object]]:
     """(kind, envelope, payload) of every record in a log, payloads decoded and md5-checked."""
     out = []
-    lines = log.read_bytes().split(b"\n")
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        i += 1
-        if not line or line.startswith(b"\t"):
-            continue
+    for _, line, payload_lines in logformat.split_records(log.read_bytes()):
         env = logformat.parse_envelope_line(line)
-        start = i
-        while i < len(lines) and lines[i].startswith(b"\t"):
-            i += 1
-        out.append((logformat.record_kind(env), env, logformat.decode_payload(lines[start:i], env)))
+        out.append((logformat.record_kind(env), env, logformat.decode_payload(payload_lines, env)))
     return out
 
 

@@ -5,7 +5,9 @@
 One row per rank (its own device, local rank, visible devices) followed by that rank's device
 literals and constants/parameters/buffers. A row is marked when its device is not the rank's own
 (another index of the same device type, or an accelerator on a host-only rank, as `check` rules
-it), or when the same literal holds a different device on another rank. No textual.
+it), or when the same literal holds a different device on another rank, the rank's own device
+included (baked per rank: right here, wrong in a graph compiled on one rank and loaded by the
+others, as `check` warns). No textual.
 """
 
 from __future__ import annotations
@@ -50,13 +52,14 @@ def _norm(dev: str | None, own: str | None) -> str | None:
 def device_rows(per_rank: dict[int, tuple[dict[str, Any] | None, int | None, dict[str, Any] | None]]) -> list[DeviceRow]:
     """`per_rank`: rank -> (gti_devices table of the graph, local rank, log header)."""
     # literal sites across ranks: (graph, node, where) -> {rank: normalized device}
-    sites: dict[tuple, dict[int, str | None]] = {}
+    sites: dict[tuple, dict[int, tuple[str | None, str | None]]] = {}
     for r, (dev, _, _) in per_rank.items():
         if not isinstance(dev, dict):
             continue
         own = dev.get("own_device")
         for lit in dev.get("literals") or []:
-            sites.setdefault((lit.get("graph") or "", lit.get("node"), lit.get("where")), {})[r] = _norm(lit.get("device"), own)
+            d = lit.get("device")
+            sites.setdefault((lit.get("graph") or "", lit.get("node"), lit.get("where")), {})[r] = (d, _norm(d, own))
     rows: list[DeviceRow] = []
     for r in sorted(per_rank):
         dev, local, header = per_rank[r]
@@ -79,8 +82,11 @@ def device_rows(per_rank: dict[int, tuple[dict[str, Any] | None, int | None, dic
             why = foreign(d, own)
             if why is None:
                 across = sites.get((lit.get("graph") or "", lit.get("node"), lit.get("where")), {})
-                if len(set(across.values())) > 1:
-                    why = "differs across ranks: " + ", ".join(f"r{k}={v}" for k, v in sorted(across.items()))
+                raw = ", ".join(f"r{k}={v[0]}" for k, v in sorted(across.items()))
+                if len({v[1] for v in across.values()}) > 1:
+                    why = "differs across ranks: " + raw
+                elif len({v[0] for v in across.values()}) > 1:
+                    why = "each rank's own device, baked per rank: " + raw
             rows.append(DeviceRow(r, "literal", lit.get("node"), lit.get("graph") or None, lit.get("where"), d, str(lit.get("target") or ""), why))
         for val in dev.get("values") or []:
             d = val.get("device")

@@ -53,9 +53,16 @@ def tui_small_capture(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def tui_sample_capture(sample_capture) -> Path:
-    """The real sample training on 2 ranks with every planted bug, captured once per session."""
-    return sample_capture("device-literal", "rank-baked", "rank-divergent", "stale-symbol")
+def bundled_capture():
+    """A bundled GPU capture (samples/captures/NAME.tar.xz), unpacked once."""
+    from inspector import bundled
+
+    def get(name: str) -> Path:
+        if name not in bundled.names():
+            pytest.skip(f"bundled capture {name} is not in samples/captures")
+        return bundled.path_of(name)
+
+    return get
 
 
 @pytest.hookimpl(tryfirst=True)

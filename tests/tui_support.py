@@ -70,9 +70,14 @@ def record_starts(data: bytes) -> list[int]:
 
 async def settle(pilot, rounds: int = 50) -> None:
     """Wait until no worker runs and the messages they posted are handled."""
+    from textual.worker import WorkerCancelled
+
     app = pilot.app
     for _ in range(rounds):
-        await app.workers.wait_for_complete()
+        try:
+            await app.workers.wait_for_complete()
+        except WorkerCancelled:  # an exclusive worker replaced by a newer one: wait for that one
+            continue
         await pilot.pause()
         if not any(w.is_running for w in app.workers) and not app.jobs:
             await pilot.pause()

@@ -700,7 +700,7 @@ class InspectApp(App[int]):
         if view != self.active_view:
             self.pending_jump = (view, name, subgraph, self.place)
             self.show_view(view)
-            if view not in self.stale and self.code_view.index is not None:
+            if not self.view_widget(view).loading:  # already showing this place: jump now
                 self._apply_pending_jump(view)
             return True
         w = self.view_widget(view)

@@ -31,3 +31,19 @@ def enabled(name: str) -> bool:
 
 def active() -> list[str]:
     return sorted(_ENABLED)
+
+
+def from_argv() -> None:
+    """Set the switches from `--bug` options in sys.argv, as `samples.train` did.
+
+    For `graphtrain-inspect replay ... --setup samples.bugs:from_argv`: replay runs setup hooks
+    with sys.argv set to the captured rank's command line, so a replayed pass sees the switches
+    the captured run had.
+    """
+    import sys
+
+    argv = sys.argv[1:]
+    names = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--bug"]
+    names += [a.split("=", 1)[1] for a in argv if a.startswith("--bug=")]
+    reset()
+    enable([n for n in names if n in ALL])

@@ -1,6 +1,6 @@
 """Helpers for replaying captures of the sample training (tests and the README's example).
 
-`--setup tests.programs.replay_sample:bugs_from_argv`: the sample's bug switches are process
+`--setup tests.programs.replay_sample:bugs_from_argv` (= `samples.bugs:from_argv`): the sample's bug switches are process
 state that `samples.train` sets from its command line, not environment; replay runs setup hooks
 with `sys.argv` set to the captured rank's argv, so this re-applies the switches the captured
 run had.
@@ -16,27 +16,8 @@ import sys
 
 def bugs_from_argv() -> None:
     from samples import bugs
-    from samples.train import parse_args
 
-    args, _ = _parse_known(sys.argv[1:])
-    bugs.reset()
-    bugs.enable(args.bug)
-
-
-def _parse_known(argv):
-    try:
-        return parse_args(argv), []
-    except SystemExit:
-        # an argv from another program: no switches
-        import argparse
-
-        return argparse.Namespace(bug=[]), argv
-
-
-def parse_args(argv):
-    from samples.train import parse_args as sample_parse_args
-
-    return sample_parse_args(argv)
+    bugs.from_argv()
 
 
 def place_devices_fixed(gm, example_inputs):

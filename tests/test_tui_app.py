@@ -231,7 +231,7 @@ async def test_help_screen_lists_bindings_with_ids_and_remapped_keys(tui_small_c
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
         rows = {bid: keys for _, keys, _, bid in app.screen.rows}
-        assert rows["app.replay"] == "ctrl+r" and rows["diff.toggle-mode"] == "s" and rows["app.search"] == "slash"
+        assert rows["app.replay"] == "^r" and rows["diff.toggle-mode"] == "s" and rows["app.search"] == "/"
         assert "view.up" in rows and "tree.toggle" in rows
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)

@@ -68,22 +68,22 @@ class InspectApp(App[int]):
         Binding("q", "quit", "Quit", id="app.quit"),
         Binding("question_mark", "help", "Help", id="app.help"),
         Binding("slash", "search", "Search", id="app.search"),
-        Binding("n", "search_next(1)", "Next match", show=False, id="app.search-next"),
-        Binding("N", "search_next(-1)", "Previous match", show=False, id="app.search-previous"),
+        Binding("n", "search_next(1)", "Next match of the search", show=False, id="app.search-next"),
+        Binding("N", "search_next(-1)", "Previous match of the search", show=False, id="app.search-previous"),
         Binding("g", "goto_node_prompt", "Go to node", id="app.goto-node"),
         Binding("s", "toggle_diff_mode", "Split/unified", id="diff.toggle-mode"),
-        Binding("z", "expand_folds", "Unfold all", show=False, id="diff.expand-all"),
-        Binding("b", "cycle_base_rank", "Base rank", show=False, id="rankdiff.base-rank"),
-        Binding("left_square_bracket", "other_rank(-1)", "Previous rank", show=False, id="app.rank-previous"),
-        Binding("right_square_bracket", "other_rank(1)", "Next rank", show=False, id="app.rank-next"),
-        Binding("y", "copy_line", "Copy line", show=False, id="app.copy-line"),
-        Binding("Y", "copy_hunk", "Copy hunk", show=False, id="app.copy-hunk"),
+        Binding("z", "expand_folds", "Diff: open every folded stretch", show=False, id="diff.expand-all"),
+        Binding("b", "cycle_base_rank", "Rank diff: take the next rank as base", show=False, id="rankdiff.base-rank"),
+        Binding("left_square_bracket", "other_rank(-1)", "The same pass on the previous rank", show=False, id="app.rank-previous"),
+        Binding("right_square_bracket", "other_rank(1)", "The same pass on the next rank", show=False, id="app.rank-next"),
+        Binding("y", "copy_line", "Copy the line (or table row)", show=False, id="app.copy-line"),
+        Binding("Y", "copy_hunk", "Copy the diff hunk around the cursor", show=False, id="app.copy-hunk"),
         Binding("e", "export", "Export", id="app.export"),
         Binding("r", "replay", "Replay pass", id="app.replay"),
-        Binding("t", "focus_tree", "Tree", show=False, id="app.focus-tree"),
-        Binding("v", "focus_view", "View", show=False, id="app.focus-view"),
-        Binding("R", "reload", "Reload", show=False, id="app.reload"),
-        Binding("c", "run_checks", "Run checks", show=False, id="app.run-checks"),
+        Binding("t", "focus_tree", "Focus the tree", show=False, id="app.focus-tree"),
+        Binding("v", "focus_view", "Focus the view on the right", show=False, id="app.focus-view"),
+        Binding("R", "reload", "Read new records now", show=False, id="app.reload"),
+        Binding("c", "run_checks", "Run the checks (large captures)", show=False, id="app.run-checks"),
         Binding("1", "show_view('code')", "Code", show=False, id="view.code"),
         Binding("2", "show_view('pass-diff')", "Pass diff", show=False, id="view.pass-diff"),
         Binding("3", "show_view('rank-diff')", "Rank diff", show=False, id="view.rank-diff"),
@@ -93,9 +93,10 @@ class InspectApp(App[int]):
         Binding("7", "show_view('problems')", "Problems", show=False, id="view.problems"),
     ]
 
-    def __init__(self, path: str, *, source: str = "auto", keymap: dict[str, str] | None = None, keymap_problems: list[str] | None = None, poll_seconds: float = 1.0, replay_runner=None) -> None:
+    def __init__(self, path: str, *, source: str = "auto", keymap: dict[str, str] | None = None, keymap_problems: list[str] | None = None, poll_seconds: float = 1.0, replay_runner=None, label: str | None = None) -> None:
         super().__init__()
         self.path = str(path)
+        self.label = label or self.path
         self.source = source
         self.user_keymap = dict(keymap or {})
         self.keymap_problems = list(keymap_problems or [])
@@ -204,7 +205,7 @@ class InspectApp(App[int]):
             self.notify(p, title="keymap", severity="warning")
         self.query_one("#search-bar").display = False
         self.title = "graphtrain-inspect"
-        self.sub_title = self.path
+        self.sub_title = self.label
         self.tree.loading = True
         self.tree.focus()
         self.load_capture()

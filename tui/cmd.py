@@ -30,6 +30,15 @@ def resolve_path(args: argparse.Namespace) -> str:
         raise ValueError(f"{e}; name a capture: graphtrain-inspect tui DIR") from None
 
 
+def describe(args: argparse.Namespace, path: str) -> str:
+    """What the header says is open: the path, or which bundled sample."""
+    if args.path:
+        return path
+    import os
+
+    return f"bundled sample capture {os.path.basename(path)} (recorded on GPUs) · graphtrain-inspect tui DIR opens yours"
+
+
 def run(args: argparse.Namespace) -> int:
     if args.list_samples:
         from inspector import bundled
@@ -46,6 +55,6 @@ def run(args: argparse.Namespace) -> int:
     from tui.keymap import load_keymap
 
     keymap, problems = load_keymap(args.keymap)
-    app = InspectApp(path, source=args.source, keymap=keymap, keymap_problems=problems, poll_seconds=args.poll)
+    app = InspectApp(path, source=args.source, keymap=keymap, keymap_problems=problems, poll_seconds=args.poll, label=describe(args, path))
     app.run()
     return app.return_code or 0

@@ -44,17 +44,15 @@ class CaptureCommands(Provider):
         matcher = self.matcher(query)
         words = query.lower().split()
         for text, cb, help_text in self._entries():
-            score = matcher.match(text)
+            score = matcher.match(text)  # textual's fuzzy score: any positive size
             if score > 0:
-                # every word of the query found as a word start ("rank 1 shard"): rank these first
+                # every word of the query found as a word start ("rank 1 shard") ranks first, and
+                # among those, texts where the query's words stand together ("rank 1")
                 low = text.lower()
                 if words and _words_in(words, low):
-                    # and prefer texts where the query's words stand together ("rank 1")
                     pairs = [f"{a} {b}" for a, b in zip(words, words[1:])]
                     together = sum(p in low for p in pairs) / len(pairs) if pairs else 1.0
-                    score = 0.5 + score / 4 + together / 4
-                else:
-                    score = score / 2
+                    score = 1e6 + 1e5 * together + score
                 yield Hit(score, matcher.highlight(text), cb, help=help_text)
 
 

@@ -12,29 +12,29 @@ from textual.widgets import Static
 
 INTRO = """[b]graphtrain-inspect tui[/b]: browse a capture of graph passes on every rank.
 
-The tree on the left lists the run, each rank, each traced graph and the passes applied to it in
-order, with node counts, node deltas, wall times and a red badge with the number of findings a pass
-introduced. Selecting an entry shows it in the views on the right:
+The tree on the left lists the run, each rank, each traced graph and the passes applied to it in order, with node counts, node deltas, wall times and a red badge with the number of findings a pass introduced. Selecting an entry shows it in the views on the right:
 
-  [b]Code[/b]       the graph after the selected pass (or the traced graph)
-  [b]Pass diff[/b]  what the pass changed, before against after
-  [b]Rank diff[/b]  the same graph on another rank against a base rank, normalized as in `diff`
-  [b]Findings[/b]   what `check` finds; Enter jumps to the node, with its rank and pass selected
-  [b]Symbols[/b]    unbacked symbols of the graph: who binds them, who uses them, stale ones
-  [b]Devices[/b]    each rank's own device and the devices baked into the graph
-  [b]Problems[/b]   what could not be read, as file:line: message
+  [b]1 Code[/b]       the graph after the selected pass (or the traced graph)
+  [b]2 Pass diff[/b]  what the pass changed, before against after
+  [b]3 Rank diff[/b]  the same graph on another rank against a base rank, normalized as in `diff`
+  [b]4 Findings[/b]   what `check` finds; Enter jumps to the node, with its rank and pass selected
+  [b]5 Symbols[/b]    unbacked symbols of the graph: who binds them, who uses them, stale ones
+  [b]6 Devices[/b]    each rank's own device and the devices baked into the graph
+  [b]7 Problems[/b]   what could not be read, as file:line: message
 
-Keys can be remapped by binding id in ~/.config/graphtrain-inspect/keymap.toml
-(or --keymap FILE), one line per binding:  "app.replay" = "ctrl+r"
+Keys can be remapped by binding id in ~/.config/graphtrain-inspect/keymap.toml (or --keymap FILE), one line per binding:  "app.replay" = "ctrl+r"
 """
 
 
-def binding_rows(groups: list[tuple[str, list[Binding]]], keymap: dict[str, str]) -> list[tuple[str, str, str, str]]:
-    """(group, keys as remapped, what it does, binding id) for every binding."""
+def binding_rows(groups: list[tuple[str, list[Binding]]], keymap: dict[str, str], display=None) -> list[tuple[str, str, str, str]]:
+    """(group, keys as remapped and shown, what it does, binding id) for every binding;
+    `display(binding)` formats one key (the app's `get_key_display`)."""
     out = []
     for title, bindings in groups:
         for b in bindings:
             keys = keymap.get(b.id, b.key) if b.id else b.key
+            if display is not None:
+                keys = " ".join(display(Binding(k.strip(), b.action)) for k in keys.split(",") if k.strip())
             out.append((title, keys, b.description or b.action, b.id or ""))
     return out
 
@@ -63,7 +63,13 @@ class HelpScreen(ModalScreen[None]):
 
     def __init__(self, groups: list[tuple[str, list[Binding]]], keymap: dict[str, str]) -> None:
         super().__init__(id="help")
-        self.rows = binding_rows(groups, keymap)
+        self.groups = groups
+        self.keymap = keymap
+        self.rows: list[tuple[str, str, str, str]] = binding_rows(groups, keymap)
+
+    def on_mount(self) -> None:
+        self.rows = binding_rows(self.groups, self.keymap, self.app.get_key_display)
+        self.query_one("#help-keys", Static).update(bindings_table(self.rows))
 
     def compose(self) -> ComposeResult:
         with VerticalScroll():

@@ -81,7 +81,7 @@ class SymbolsView(TableTab):
 
 
 class DevicesView(TableTab):
-    COLUMNS = ("rank", "kind", "node", "where", "device", "detail", "mismatch")
+    COLUMNS = ("rank", "kind", "node", "device", "mismatch", "where", "detail")
 
     def set_rows(self, rows: list[DeviceRow], title: str) -> None:
         t = self.table
@@ -92,11 +92,11 @@ class DevicesView(TableTab):
         for r in rows:
             mm = Text("✗ " + r.mismatch, style="bold red") if r.mismatch else Text("")
             if r.kind == "rank":
-                t.add_row(Text(f"rank {r.rank}", style="bold"), Text("own device", style="bold"), "", "", Text(r.device or "?", style="bold"), r.detail, mm)
+                t.add_row(Text(f"rank {r.rank}", style="bold"), Text("own device", style="bold"), "", Text(r.device or "?", style="bold"), mm, "", r.detail)
                 self.targets.append(None)
                 continue
             node = f"{r.subgraph}:{r.node}" if r.subgraph else (r.node or "")
-            t.add_row(str(r.rank), r.kind, node, r.where or "", Text(r.device or "", style="red" if r.mismatch else ""), r.detail, mm)
+            t.add_row(str(r.rank), r.kind, node, Text(r.device or "", style="red" if r.mismatch else ""), mm, r.where or "", r.detail)
             self.targets.append((r.rank, r.node, r.subgraph) if r.node else None)
 
 

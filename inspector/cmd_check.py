@@ -29,7 +29,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("dir", metavar="DIR", help="capture directory, TORCH_TRACE directory or log file")
     p.add_argument("--json", action="store_true", help="one JSON document: findings and summary")
-    p.add_argument("--severity", choices=_LEVELS, default="info", help="show findings of at least this severity (default: all)")
+    p.add_argument("--severity", choices=_LEVELS, default=None,
+                   help="show findings of at least this severity (default: warning in the table, all in --json)")
     p.add_argument("--check", action="append", choices=list(CHECKS), help="run only this check (repeatable)")
     p.add_argument("--width", type=int, default=None, help="line width of the table (default: the terminal's)")
     add_common_arguments(p)
@@ -67,7 +68,7 @@ def _evidence_line(f) -> str:
     return ""
 
 
-def render(report, st: Style, width: int) -> list[str]:
+def render(report, st: Style, width: int, hidden: int = 0) -> list[str]:
     from inspector.checks import CHECKS
     from inspector.stages import pipeline_label
 
@@ -77,7 +78,10 @@ def render(report, st: Style, width: int) -> list[str]:
     for f in findings:
         by_kind.setdefault(f.kind, []).append(f)
     colours = {"error": "red", "warning": "yellow", "info": "blue"}
-    for kind in list(CHECKS) + [k for k in by_kind if k not in CHECKS]:
+    kinds = list(CHECKS) + [k for k in by_kind if k not in CHECKS]
+    # The most serious kinds first: an error must not scroll away under pages of info.
+    kinds.sort(key=lambda k: min((_LEVELS.index(f.severity) for f in by_kind.get(k, ()) if f.severity in _LEVELS), default=9))
+    for kind in kinds:
         fs = by_kind.get(kind)
         if not fs:
             continue
@@ -111,6 +115,8 @@ def render(report, st: Style, width: int) -> list[str]:
     c = report.counts()
     total = st(f"{c['error']} errors", "red" if c["error"] else "green") + f", {c['warning']} warnings, {c['info']} info"
     lines.append(f"{len(findings)} findings: {total}" if findings else st("no findings", "green") + f" ({total})")
+    if hidden:
+        lines.append(st(f"{hidden} info findings not shown (--severity info shows them)", "dim"))
     return lines
 
 
@@ -128,8 +134,10 @@ def run(args: argparse.Namespace) -> int:
     with cap:
         report = check_report(cap, args.check)
         has_error = any(f.severity == "error" for f in report.findings)
-        limit = SEVERITY_RANK[args.severity]
+        before = len(report.findings)
+        limit = SEVERITY_RANK[args.severity or ("info" if args.json else "warning")]
         report.findings = [f for f in report.findings if SEVERITY_RANK.get(f.severity, 9) <= limit]
+        hidden = before - len(report.findings) if args.severity is None else 0
         print_read_errors(cap)
         if args.json:
             sys.stdout.write(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode() + "\n")
@@ -137,5 +145,5 @@ def run(args: argparse.Namespace) -> int:
             tty = want_color("auto")
             width = args.width or (shutil.get_terminal_size((120, 40)).columns if tty else 100_000)
             st = Style(want_color(args.color))
-            sys.stdout.write("\n".join(render(report, st, width)) + "\n")
+            sys.stdout.write("\n".join(render(report, st, width, hidden)) + "\n")
     return 1 if has_error else 0

@@ -81,7 +81,10 @@ def dump(directory: str, gm: Any, shape_env: Any) -> dict[str, Any]:
     rel = logformat.blob_relpath(sha)
     path = os.path.join(directory, rel)
     if not os.path.exists(path):
-        os.makedirs(os.path.dirname(path), exist_ok=True)
+        try:  # the blob directory only: a capture directory removed under the run stays removed
+            os.mkdir(os.path.dirname(path))
+        except FileExistsError:
+            pass
         # Write then rename: a reader never sees a partial blob under its final name.
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
         try:

@@ -141,10 +141,17 @@ def run(args: argparse.Namespace) -> int:
     manifest["signal"] = sig
     manifest["status"] = "interrupted" if sig in ("SIGINT", "SIGTERM") else ("finished" if code == 0 else "failed")
     manifest["ranks"] = {str(s.rank): s.manifest_entry() for s in summaries}
-    try:
-        write_manifest(out, manifest)
-    except OSError as e:
-        print(f"graphtrain-inspect capture: could not update {_manifest_path(out)}: {e}", file=sys.stderr)
+    # What a reader must know first: which ranks' logs do not run to a clean end, and why.
+    manifest["incomplete_ranks"] = [s.rank for s in summaries if s.state() != "complete"]
+    manifest["stopped_ranks"] = {str(s.rank): s.stopped for s in summaries if s.stopped}
+    manifest["still_running"] = {str(s.rank): s.alive for s in summaries if s.alive}
+    if not os.path.isdir(out):
+        print(f"graphtrain-inspect capture: the capture directory {out} was removed while the command ran; nothing was kept", file=sys.stderr)
+    else:
+        try:
+            write_manifest(out, manifest)
+        except OSError as e:
+            print(f"graphtrain-inspect capture: could not update {_manifest_path(out)}: {e}", file=sys.stderr)
     _print_summary(out, args, summaries, code, sig)
     return code
 
@@ -206,18 +213,29 @@ def _print_summary(out: str, args: argparse.Namespace, summaries: list[RankSumma
     if not summaries:
         p("  no rank wrote a capture log.")
     for s in summaries:
-        state = "complete" if s.ended else "incomplete (no end record: killed, or still running)"
+        if s.stopped:
+            state = "incomplete: the capture stopped writing (training went on)"
+        elif s.ended:
+            state = "complete"
+        elif s.alive:
+            state = f"incomplete: still running (pid {', '.join(map(str, s.alive))})"
+        else:
+            state = "incomplete: no end record (the process was killed or crashed)"
         p(f"  rank {s.rank}: {s.passes} passes, {s.graphs} graphs, {s.records} records, {_fmt_bytes(s.bytes)}, "
           f"{s.capture_errors} capture errors, {s.raised} passes raised; {state}")
+        if not s.has_log:
+            p(f"    no log: {s.log} is missing")
         if s.problems:
             p(f"    {len(s.problems)} damaged lines, first: {s.problems[0]}")
         if s.stopped:
             p(f"    capture stopped: {s.stopped}")
     blob_dir = os.path.join(out, logformat.BLOB_DIR)
-    if os.path.isdir(blob_dir):
+    try:
         files = [f for f in os.listdir(blob_dir) if f.endswith(logformat.BLOB_SUFFIX)]
         size = sum(os.path.getsize(os.path.join(blob_dir, f)) for f in files)
         p(f"  blobs: {len(files)} files, {_fmt_bytes(size)}")
+    except OSError:
+        pass
     total = sum(s.passes for s in summaries)
     if total == 0:
         p("  no graph pass fired. Possible reasons:")

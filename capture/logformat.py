@@ -34,6 +34,11 @@ BLOB_DIR = "blobs"
 BLOB_SUFFIX = ".gpkl"
 LOG_PREFIX = "dedicated_log_torch_trace_rank_"
 LOG_SUFFIX = "_gti.log"
+# One small status file per writing process, made when it writes its first record and rewritten
+# in place (same size, same blocks) when its log stops or ends: it can still be updated on a full
+# disk, where appending to the log cannot. DIR/status/rank_<R>.<pid>.json
+STATUS_DIR = "status"
+STATUS_BYTES = 1024
 
 # Record kinds, each a tlparse artifact name, with the payload encoding tlparse accepts.
 HEADER = "gti_header"  # json: who wrote this log (rank, host, torch, device), once per process
@@ -87,6 +92,42 @@ def rank_of_log_name(name: str) -> int | None:
         return None
     head = name[len(LOG_PREFIX) : -len(".log")].split("_", 1)[0]
     return int(head) if head.isdigit() else None
+
+
+def status_file_name(rank: int, pid: int) -> str:
+    return f"rank_{rank}.{pid}.json"
+
+
+def status_of_file_name(name: str) -> tuple[int, int] | None:
+    """(rank, pid) of a status file name, or None if it is not one."""
+    m = re.fullmatch(r"rank_(\d{1,9})\.(\d{1,12})\.json", name)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def encode_status(status: dict[str, Any]) -> bytes:
+    """A status document as exactly STATUS_BYTES bytes (JSON, space-padded, newline-terminated),
+    so rewriting it never grows the file. Long strings are shortened to fit."""
+    doc = dict(status)
+    for _ in range(8):
+        data = orjson.dumps(doc, option=orjson.OPT_NON_STR_KEYS)
+        if len(data) < STATUS_BYTES:
+            return data + b" " * (STATUS_BYTES - 1 - len(data)) + b"\n"
+        longest = max((k for k, v in doc.items() if isinstance(v, str)), key=lambda k: len(doc[k]), default=None)
+        if longest is None:
+            break
+        doc[longest] = doc[longest][: max(0, len(doc[longest]) - (len(data) - STATUS_BYTES) - 16)] + "..."
+    return orjson.dumps({k: doc[k] for k in ("rank", "pid", "state") if k in doc}).ljust(STATUS_BYTES - 1) + b"\n"
+
+
+def decode_status(data: bytes) -> dict[str, Any]:
+    """A status document read back; FormatError when it is not one."""
+    try:
+        doc = orjson.loads(data[: STATUS_BYTES * 4].strip() or b"null")
+    except orjson.JSONDecodeError as e:
+        raise FormatError(f"status file is not JSON ({e})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("rank"), int) or not isinstance(doc.get("state"), str):
+        raise FormatError("status file has no rank and state")
+    return doc
 
 
 def blob_relpath(sha256: str) -> str:

@@ -31,7 +31,10 @@ _CURRENT: "Session | None" = None
 
 
 def current() -> "Session | None":
-    return _CURRENT
+    """The capture of this process, or None (none started, or its log stopped: a failing disk
+    ends the capture's work too, so the passes run as they would without it)."""
+    s = _CURRENT
+    return s if s is not None and s.log.stopped is None else None
 
 
 def _env_int(name: str, default: int) -> int:
@@ -194,7 +197,7 @@ class Session:
             self._write(logformat.DEVICES, {"gid": gid, **graph_tables.device_table(gm)}, {"gid": gid})
         except Exception as e:  # noqa: BLE001
             self.error(f"device table ({role})", e, frame)
-        if self.blobs:
+        if self.blobs and self.log.stopped is None:
             from capture import blobs
 
             try:
@@ -353,7 +356,7 @@ class Session:
                     "time": time.time(),
                 },
             )
-        self.log.close()
+        self.log.end()
 
 
 class _quiet:

@@ -26,33 +26,103 @@ class RankSummary:
     stopped: str | None = None
     targets: set[str] = field(default_factory=set)
     problems: list[str] = field(default_factory=list)
+    # one per process that wrote to this rank's log: {pid, state, records, reason, alive}
+    processes: list[dict] = field(default_factory=list)
+    has_log: bool = True
+
+    @property
+    def alive(self) -> list[int]:
+        """Pids of this rank's writers still running (the command ended without them)."""
+        return [p["pid"] for p in self.processes if p.get("alive")]
+
+    def state(self) -> str:
+        """complete | stopped | incomplete: how the rank's capture ended, in one word."""
+        if self.stopped:
+            return "stopped"
+        return "complete" if self.ended else "incomplete"
 
     def manifest_entry(self) -> dict:
         return {
             "log": os.path.basename(self.log),
+            "log_present": self.has_log,
             "bytes": self.bytes,
             "records": self.records,
             "passes": self.passes,
             "capture_errors": self.capture_errors,
-            "complete": self.ended,
+            "complete": self.ended and not self.stopped,
+            "end_record": self.ended,
+            "stopped": self.stopped,
             "damaged_lines": len(self.problems),
+            "processes": self.processes,
         }
 
 
 def summarize(directory: str) -> list[RankSummary]:
-    out = []
+    out: dict[int, RankSummary] = {}
     try:
         names = sorted(os.listdir(directory))
     except OSError:
-        return out
+        return []
     for name in names:
         if not name.endswith(logformat.LOG_SUFFIX):
             continue
         rank = logformat.rank_of_log_name(name)
         if rank is None:
             continue
-        out.append(summarize_log(os.path.join(directory, name), rank))
-    return sorted(out, key=lambda s: s.rank)
+        out[rank] = summarize_log(os.path.join(directory, name), rank)
+    for rank, status in read_statuses(directory):
+        s = out.get(rank)
+        if s is None:  # the process wrote a status but its log is gone (deleted) or never opened
+            s = out[rank] = RankSummary(rank=rank, log=os.path.join(directory, logformat.log_file_name(rank)), has_log=False)
+        s.processes.append(status)
+        if status.get("state") == "stopped" and not s.stopped:
+            s.stopped = str(status.get("reason") or "stopped writing")
+    return [out[r] for r in sorted(out)]
+
+
+def read_statuses(directory: str) -> list[tuple[int, dict]]:
+    """(rank, {pid, state, records, reason, alive}) of each writer's status file, by rank and pid.
+    Unreadable or foreign files are skipped (this is the launcher's own directory)."""
+    sdir = os.path.join(directory, logformat.STATUS_DIR)
+    try:
+        names = sorted(os.listdir(sdir))
+    except OSError:
+        return []
+    out = []
+    for name in names:
+        who = logformat.status_of_file_name(name)
+        if who is None:
+            continue
+        try:
+            with open(os.path.join(sdir, name), "rb") as f:
+                doc = logformat.decode_status(f.read(logformat.STATUS_BYTES * 4))
+        except (OSError, logformat.FormatError):
+            continue
+        rank, pid = who
+        state = doc.get("state")
+        out.append((rank, {
+            "pid": pid,
+            "state": state,
+            "records": doc.get("records"),
+            "reason": doc.get("reason"),
+            # a writer still running after the command ended (an orphaned worker) has not finished
+            "alive": state == "writing" and _alive(pid),
+        }))  # fmt: skip
+    return sorted(out, key=lambda x: (x[0], x[1]["pid"]))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # exists, not ours to signal
+    try:  # a zombie has ended
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
+    except OSError:
+        return True
 
 
 def summarize_log(path: str, rank: int) -> RankSummary:

@@ -32,7 +32,7 @@ import orjson
 from capture import logformat
 from inspector.fxtext import parse_graph_code
 from inspector.graphmodel import GraphTables, derive_devices, derive_symbols
-from inspector.logscan import LogFile, ReadError, Record
+from inspector.logscan import LogFile, ReadError, Record, open_regular
 
 _TABLE_CACHE_SIZE = 256
 
@@ -112,6 +112,9 @@ class GraphRef:
     nodes: int | None = None
     label: str | None = None
     compile_id: str | None = None
+    # later records of the same kind and gid (a second writer process, or a duplicated record):
+    # read when the first one is damaged
+    alternates: dict[str, list[Record]] = field(default_factory=dict, repr=False)
 
     @property
     def bytes(self) -> int:
@@ -154,6 +157,8 @@ class Capture:
         self.manifest: dict[str, Any] | None = None
         self.errors: list[ReadError] = []
         self.torch_trace_dir: str | None = None
+        # each writer process's status file (status/rank_<R>.<pid>.json), by rank: how its log ended
+        self.statuses: dict[int, list[dict[str, Any]]] = {}
         self._ranks: dict[int, _Rank] = {}
         self._tables: OrderedDict[tuple[int, str], GraphTables | None] = OrderedDict()
         self._derived: dict[tuple[str, int, str], Any] = {}
@@ -189,7 +194,20 @@ class Capture:
         r = self._ranks.get(rank)
         if r is None or r.end_rec is None or r.log is None:
             return None
-        return r.log.payload(r.end_rec)
+        v = r.log.payload(r.end_rec)
+        return v if isinstance(v, dict) else None
+
+    def stopped(self, rank: int) -> str | None:
+        """Why the rank's capture stopped writing before its process ended (a failed write, its log
+        deleted), from the writers' status files or the manifest; None if it did not stop."""
+        for st in self.statuses.get(rank, ()):
+            if st.get("state") == "stopped":
+                return str(st.get("reason") or "stopped writing")
+        m = self.manifest or {}
+        stopped = m.get("stopped_ranks")
+        if isinstance(stopped, dict) and stopped.get(str(rank)):
+            return str(stopped[str(rank)])
+        return None
 
     def records(self, rank: int) -> list[Record]:
         r = self._ranks.get(rank)
@@ -282,45 +300,47 @@ class Capture:
         by_seq: dict[int, PassRecord] = {}
         for rec in r.pass_recs:
             v = log.payload(rec)
-            if not isinstance(v, dict) or not isinstance(v.get("seq"), int):
+            if not isinstance(v, dict) or type(v.get("seq")) is not int:
                 continue
+            # A log may come from anywhere: every field is taken only with the type it must have.
             after = v.get("after") if isinstance(v.get("after"), dict) else {}
+            blobs = v.get("blobs") if isinstance(v.get("blobs"), dict) else {}
             by_seq[v["seq"]] = PassRecord(
                 rank=r.rank,
                 seq=v["seq"],
                 name=str(v.get("name") or "?"),
-                before=v.get("before"),
-                after={str(k): str(g) for k, g in after.items() if g},
-                pipeline=int(v.get("pipeline") or 0),
+                before=_str(v.get("before")),
+                after={str(k): g for k, g in after.items() if isinstance(g, str) and g},
+                pipeline=_int(v.get("pipeline"), 0),
                 traced=bool(v.get("traced")),
                 status=str(v.get("status") or "ok"),
-                qualname=v.get("qualname"),
-                source=v.get("source"),
-                subsystem=v.get("subsystem"),
-                compile_id=v.get("compile_id"),
-                exception=v.get("exception"),
-                nodes=v.get("nodes"),
-                wall_s=v.get("wall_s"),
-                time=v.get("time"),
-                capture_errors=int(v.get("capture_errors") or 0),
-                parent=v.get("parent"),
-                blobs=v.get("blobs") or {},
+                qualname=_str(v.get("qualname")),
+                source=_str(v.get("source")),
+                subsystem=_str(v.get("subsystem")),
+                compile_id=_str(v.get("compile_id")),
+                exception=v.get("exception") if isinstance(v.get("exception"), dict) else None,
+                nodes=v.get("nodes") if isinstance(v.get("nodes"), dict) else None,
+                wall_s=_num(v.get("wall_s")),
+                time=_num(v.get("time")),
+                capture_errors=_int(v.get("capture_errors"), 0),
+                parent=_int(v.get("parent"), None),
+                blobs={str(k): b for k, b in blobs.items() if isinstance(b, dict)},
                 record=rec,
             )
         last_pipeline = max((p.pipeline for p in by_seq.values()), default=0)
         for rec in r.start_recs:
             v = log.payload(rec)
-            if not isinstance(v, dict) or not isinstance(v.get("seq"), int) or v["seq"] in by_seq:
+            if not isinstance(v, dict) or type(v.get("seq")) is not int or v["seq"] in by_seq:
                 continue
             by_seq[v["seq"]] = PassRecord(
                 rank=r.rank,
                 seq=v["seq"],
                 name=str(v.get("name") or "?"),
-                before=v.get("before"),
+                before=_str(v.get("before")),
                 after={},
                 pipeline=last_pipeline,
                 status="incomplete",
-                time=v.get("time"),
+                time=_num(v.get("time")),
                 record=rec,
             )
         out = [by_seq[k] for k in sorted(by_seq)]
@@ -480,7 +500,12 @@ class Capture:
         log = self.log_file(rank)
         if rec is None or log is None:
             return None
-        return log.payload(rec)
+        v = log.payload(rec)
+        for alt in ref.alternates.get(kind, ()) if v is None else ():
+            v = log.payload(alt)
+            if v is not None:
+                break
+        return v
 
     def graph_code(self, rank: int, gid: str) -> str | None:
         v = self._payload(rank, gid, logformat.GRAPH_CODE)
@@ -557,6 +582,18 @@ class Capture:
         return f"Capture({self.path!r}, {self.kind}, ranks={self.ranks})"
 
 
+def _int(v: Any, default: Any) -> Any:
+    return v if type(v) is int else default
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if type(v) in (int, float) else None
+
+
+def _str(v: Any) -> str | None:
+    return v if isinstance(v, str) else None
+
+
 def _recompute_pipelines(passes: list[PassRecord]) -> None:
     """`traced` and `pipeline` from the pass chain itself (the record's fields are kept in
     `record`): a pass starts a pipeline when no earlier pass produced the graph it receives.
@@ -612,10 +649,7 @@ def open_capture(path: str, *, source: str = "auto") -> Capture:
     if logformat.MANIFEST_NAME in names:
         mpath = os.path.join(path, logformat.MANIFEST_NAME)
         try:
-            with open(mpath, "rb") as f:
-                manifest = orjson.loads(f.read())
-            if not isinstance(manifest, dict):
-                raise ValueError("not a JSON object")
+            manifest = read_manifest(mpath, path)
         except (OSError, ValueError) as e:
             manifest = None
             manifest_error = ReadError(mpath, None, f"manifest does not parse: {e}")
@@ -640,7 +674,56 @@ def open_capture(path: str, *, source: str = "auto") -> Capture:
         cap.errors.insert(0, manifest_error)
     cap.manifest = manifest
     _check_manifest(cap, path)
+    if cap.kind == "capture":
+        read_statuses(cap, path)
     return cap
+
+
+MANIFEST_LIMIT = 64 << 20
+
+
+def read_manifest(mpath: str, base: str) -> dict[str, Any]:
+    """The manifest as a dict; OSError or ValueError (one line) when it cannot be read."""
+    with open_regular(mpath, base=base) as f:
+        data = f.read(MANIFEST_LIMIT + 1)
+    if len(data) > MANIFEST_LIMIT:
+        raise ValueError(f"larger than {MANIFEST_LIMIT >> 20} MB")
+    m = orjson.loads(data)
+    if not isinstance(m, dict):
+        raise ValueError("not a JSON object")
+    return m
+
+
+def read_statuses(cap: Capture, path: str) -> None:
+    """Each writer's status file (DIR/status/rank_<R>.<pid>.json) into `cap.statuses`; a file that
+    is not one becomes a ReadError. Files are read only inside the capture, a few KB at most."""
+    sdir = os.path.join(path, logformat.STATUS_DIR)
+    if not os.path.isdir(path) or not os.path.isdir(sdir):
+        return
+    try:
+        names = sorted(os.listdir(sdir))
+    except OSError as e:
+        cap.errors.append(ReadError(sdir, None, f"cannot list: {e.strerror or e}"))
+        return
+    cap.statuses = {}
+    for name in names:
+        who = logformat.status_of_file_name(name)
+        if who is None:
+            continue
+        spath = os.path.join(sdir, name)
+        try:
+            with open_regular(spath, base=path) as f:
+                doc = logformat.decode_status(f.read(logformat.STATUS_BYTES * 4))
+        except (OSError, logformat.FormatError) as e:
+            cap.errors.append(ReadError(spath, None, f"status file unreadable: {e.strerror if isinstance(e, OSError) and e.strerror else e}"))
+            continue
+        rank, pid = who
+        cap.statuses.setdefault(rank, []).append({
+            "pid": pid,
+            "state": str(doc.get("state")),
+            "reason": _str(doc.get("reason")),
+            "records": _int(doc.get("records"), None),
+        })  # fmt: skip
 
 
 def _check_manifest(cap: Capture, path: str) -> None:
@@ -665,6 +748,7 @@ def _check_manifest(cap: Capture, path: str) -> None:
 
 
 def _open_files(path: str, files: list[str], manifest: dict | None, source: str) -> Capture:
+    base = path if os.path.isdir(path) else None  # logs of a directory must not lead out of it
     by_rank: dict[int, list[str]] = {}
     unranked: list[str] = []
     for f in files:
@@ -680,9 +764,9 @@ def _open_files(path: str, files: list[str], manifest: dict | None, source: str)
             fs = sorted(fs, key=lambda p: os.path.getsize(p), reverse=True)
             for extra in fs[1:]:
                 errors.append(ReadError(extra, None, f"another log for rank {r}; reading the largest, {os.path.basename(fs[0])}", r))
-        logs[r] = LogFile(fs[0], rank=r)
+        logs[r] = LogFile(fs[0], rank=r, base=base)
     for f in unranked:
-        log = LogFile(f)
+        log = LogFile(f, base=base)
         r = next((rec.rank for rec in log.records if rec.rank is not None), None)
         if r is None:
             r = 0
@@ -722,6 +806,7 @@ def _index_capture_rank(cap: Capture, rd: _Rank) -> None:
     log = rd.log
     assert log is not None
     n_other = 0
+    headers: list[Record] = []
     for rec in log.records:
         kind = rec.kind
         if rec.rank is None and kind.startswith("gti_"):
@@ -736,8 +821,11 @@ def _index_capture_rank(cap: Capture, rd: _Rank) -> None:
             ref = rd.graphs.get(gid)
             if ref is None:
                 ref = rd.graphs[gid] = GraphRef(rd.rank, gid)
+            if kind in ref.records:
+                ref.alternates.setdefault(kind, []).append(rec)
+                continue
             ref.records[kind] = rec
-            if isinstance(rec.meta.get("nodes"), int):
+            if type(rec.meta.get("nodes")) is int:
                 ref.nodes = rec.meta["nodes"]
         elif kind == logformat.PASS:
             rd.pass_recs.append(rec)
@@ -750,18 +838,19 @@ def _index_capture_rank(cap: Capture, rd: _Rank) -> None:
         elif kind == logformat.END:
             rd.end_rec = rec
         elif kind == logformat.HEADER:
-            if rd.header_rec is None:
-                rd.header_rec = rec
+            headers.append(rec)
         else:
             n_other += 1
-    if rd.header_rec is not None:
-        h = log.payload(rd.header_rec)
+    for rec in headers:  # the first that reads (one per writer process; a damaged one is skipped)
+        h = log.payload(rec)
         if isinstance(h, dict):
-            rd.header = h
-            v = h.get("format_version")
-            if isinstance(v, int) and v > logformat.FORMAT_VERSION:
-                log.errors.append(ReadError(log.path, log.line_of(rd.header_rec.offset), f"format version {v} is newer than this reader's {logformat.FORMAT_VERSION}; reading what is understood", rd.rank))
-    elif log.records:
+            rd.header_rec, rd.header = rec, h
+            break
+    if rd.header is not None and rd.header_rec is not None:
+        v = rd.header.get("format_version")
+        if isinstance(v, int) and v > logformat.FORMAT_VERSION:
+            log.errors.append(ReadError(log.path, log.line_of(rd.header_rec.offset), f"format version {v} is newer than this reader's {logformat.FORMAT_VERSION}; reading what is understood", rd.rank))
+    elif log.records and not headers:
         log.errors.append(ReadError(log.path, None, "no gti_header record", rd.rank))
 
 

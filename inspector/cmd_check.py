@@ -59,6 +59,8 @@ def _evidence_line(f) -> str:
         if ev.get("bindings") and "inferred" in ev["bindings"]:
             s += "; bindings inferred from text"
         return s
+    if f.kind == "incomplete-capture":
+        return str(ev.get("detail") or "")
     if f.kind == "rank-divergent-graph":
         d = ev.get("differences") or []
         if d:
@@ -92,7 +94,10 @@ def render(report, st: Style, width: int, hidden: int = 0) -> list[str]:
         for f in fs:
             groups.setdefault((f.pipeline, f.introduced_by, f.pass_), []).append(f)
         for (pipeline, intro, last), gfs in groups.items():
-            where = f"introduced by {intro}" if intro != "trace" else "already in the traced graph"
+            if intro is None:
+                where = "in the capture itself (not in a graph)"
+            else:
+                where = f"introduced by {intro}" if intro != "trace" else "already in the traced graph"
             if last and last != intro:
                 where += f", still present after {last}"
             pl = f"  [{pipeline_label(pipeline)}]" if pipeline else ""

@@ -11,9 +11,11 @@ are readable stay usable. Nothing here imports torch.
 
 from __future__ import annotations
 
+import hashlib
 import mmap
 import os
 import re
+import stat
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +25,42 @@ from capture import logformat
 # A line start that is not a payload line: an envelope, or garbage.
 _LINE_START_RE = re.compile(rb"\n[^\t]")
 _PAYLOAD_CACHE_SIZE = 48
+
+
+def open_regular(path: str, *, base: str | None = None):
+    """Open `path` for reading in binary mode, only if it is a regular file (a FIFO or a device
+    named like a log would block or never end) and, with `base`, only if it resolves inside `base`
+    (a link out of a capture directory is not followed). Raises OSError with a one-line reason."""
+    if base is not None:
+        real, root = os.path.realpath(path), os.path.realpath(base)
+        if real != root and not real.startswith(root.rstrip(os.sep) + os.sep):
+            raise OSError(f"a link to {real}, outside {root}; not followed")
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError("not a regular file")
+        if hasattr(os, "O_NONBLOCK"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def kind_problem(kind: str, env: dict[str, Any]) -> str | None:
+    """Why a record of this kind cannot be read (None: it can): an unknown gti_* kind, or one of
+    ours with another payload encoding than the format's."""
+    if not kind.startswith("gti_"):
+        return None
+    expected = logformat.KINDS.get(kind)
+    if expected is None:
+        return f"unknown record kind {kind!r} (written by a newer graphtrain-inspect?)"
+    art = env.get("artifact")
+    encoding = art.get("encoding") if isinstance(art, dict) else None
+    if encoding != expected:
+        return f"{kind} record with encoding {encoding!r}, expected {expected!r}"
+    return None
 
 
 @dataclass(frozen=True)
@@ -80,8 +118,9 @@ class Record:
 class LogFile:
     """Index of one log file. `records` in file order; `errors` found so far (scan and decode)."""
 
-    def __init__(self, path: str, *, rank: int | None = None, ours: bool | None = None):
+    def __init__(self, path: str, *, rank: int | None = None, ours: bool | None = None, base: str | None = None):
         self.path = path
+        self.base = base  # the capture directory: the log must resolve inside it
         self.rank = rank
         self.records: list[Record] = []
         self.errors: list[ReadError] = []
@@ -91,6 +130,7 @@ class LogFile:
         self._cache: OrderedDict[int, Any] = OrderedDict()
         self._bad: set[int] = set()  # records known damaged by the scan (truncated)
         self._bad_payload: set[int] = set()  # records whose payload failed to decode
+        self._trailing_noted: set[int] = set()  # records read without damaged lines after them (said once)
         self._line_marks: list[tuple[int, int]] = [(0, 1)]  # (offset, line number at offset)
         self.truncated = False
         self._open()
@@ -103,7 +143,7 @@ class LogFile:
 
     def _open(self) -> None:
         try:
-            self._fh = open(self.path, "rb")
+            self._fh = open_regular(self.path, base=self.base)
             self.size = os.fstat(self._fh.fileno()).st_size
         except OSError as e:
             self.errors.append(ReadError(self.path, None, f"cannot read: {e.strerror or e}", self.rank))
@@ -148,8 +188,9 @@ class LogFile:
                     msg = f"truncated record (file ends mid-line): {msg}"
                 self._err(start, msg)
                 continue
-            if kind.startswith("gti_") and kind not in logformat.KINDS:
-                self._err(start, f"unknown record kind {kind!r} (written by a newer graphtrain-inspect?)")
+            problem = kind_problem(kind, env)
+            if problem is not None:
+                self._err(start, problem)
                 continue
             payload_start = min(line_end + 1, nxt)
             records.append(Record(len(records), kind, start, payload_start, nxt, env))
@@ -187,20 +228,53 @@ class LogFile:
         if cached is not None:
             self._cache.move_to_end(rec.index)
             return cached
-        if not rec.has_payload or rec.index in self._bad_payload:
+        if rec.index in self._bad_payload:
             return None
-        raw = self.raw_payload(rec)
+        if not rec.has_payload:
+            if isinstance(rec.env.get("has_payload"), str) and rec.index not in self._bad:
+                self._bad_payload.add(rec.index)
+                self._err(rec.offset, f"{rec.kind}: the record has no payload lines (cut off or damaged)")
+            return None
+        lines = self.raw_payload(rec).split(b"\n")
         try:
-            value = logformat.decode_payload(raw.split(b"\n"), rec.env, verify=verify)
+            value = logformat.decode_payload(lines, rec.env, verify=verify)
         except logformat.FormatError as e:
-            self._bad_payload.add(rec.index)
-            if rec.index not in self._bad:  # a truncated last record was reported by the scan
-                self._err(rec.offset, f"{rec.kind}: {e}")
-            return None
+            value = self._decode_prefix(rec, lines, verify) if verify else None
+            if value is None:
+                self._bad_payload.add(rec.index)
+                if rec.index not in self._bad:  # a truncated last record was reported by the scan
+                    self._err(rec.offset, f"{rec.kind}: {e}")
+                return None
         self._cache[rec.index] = value
         if len(self._cache) > _PAYLOAD_CACHE_SIZE:
             self._cache.popitem(last=False)
         return value
+
+    def _decode_prefix(self, rec: Record, lines: list[bytes], verify: bool) -> Any:
+        """The payload when its md5 matches the first lines only: lines of damage that follow a
+        whole record (garbage starting with a tab, a deleted envelope line whose payload lines
+        fall under the record before it) must not cost the record. None if no prefix matches."""
+        expected = rec.env.get("has_payload")
+        if not isinstance(expected, str) or len(lines) < 2:
+            return None
+        h = hashlib.md5()
+        for i, line in enumerate(lines[:-1]):
+            if i:
+                h.update(b"\n")
+            h.update(line[1:] if line.startswith(b"\t") else line)
+            if h.copy().hexdigest() == expected:
+                try:
+                    value = logformat.decode_payload(lines[: i + 1], rec.env, verify=False)
+                except logformat.FormatError:
+                    return None
+                if rec.index in self._trailing_noted:
+                    return value
+                self._trailing_noted.add(rec.index)
+                extra = sum(len(l) + 1 for l in lines[: i + 1])
+                self._err(rec.payload_start + extra, f"{len(lines) - i - 1} payload line(s) after the {rec.kind} record at line "
+                                                     f"{self.line_of(rec.offset)} do not belong to it (damaged); the record is read without them")
+                return value
+        return None
 
     def verify(self) -> int:
         """Decode every payload (md5 checked); return how many are damaged. Errors are recorded."""

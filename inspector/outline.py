@@ -197,6 +197,8 @@ class Target:
 
 
 def _stage_of(f: "Finding", index: StageIndex) -> Stage | None:
+    if f.introduced_by is None and f.introduced_seq is None:
+        return None  # about the capture itself (a missing rank, a damaged log): no graph state
     ranks = f.ranks or sorted(index.by_rank)
     for r in ranks:
         for st in index.by_rank.get(r, []):

@@ -30,22 +30,20 @@ import mmap
 import os
 from typing import Any
 
-import orjson
-
 from capture import logformat
 from inspector import capture_index as ci
-from inspector.logscan import _LINE_START_RE, LogFile, ReadError, Record, _preview
+from inspector.logscan import _LINE_START_RE, LogFile, ReadError, Record, _preview, kind_problem
 
 
 class ChunkedLogFile(LogFile):
     """A `LogFile` indexed in steps (`scan_more`) and extended when its file grows (`grow`)."""
 
-    def __init__(self, path: str, *, rank: int | None = None):
+    def __init__(self, path: str, *, rank: int | None = None, base: str | None = None):
         self._pos = 0  # first byte not yet scanned for line starts
         self._open_start: int | None = None  # start of the last record seen; its end is not known yet
         self._tail_errors = 0
         self._final_start: int | None = None  # the line closed at the end of the file
-        super().__init__(path, rank=rank)  # maps the file; _scan below defers the work
+        super().__init__(path, rank=rank, base=base)  # maps the file; _scan below defers the work
 
     def _scan(self) -> None:  # LogFile.__init__ calls this: scanning happens in scan_more
         if self.size and self._buf[0:1] == b"\t":
@@ -126,8 +124,9 @@ class ChunkedLogFile(LogFile):
                     msg = f"truncated record (file ends mid-line): {msg}"
                 self._err(start, msg)
             else:
-                if kind.startswith("gti_") and kind not in logformat.KINDS:
-                    self._err(start, f"unknown record kind {kind!r} (written by a newer graphtrain-inspect?)")
+                problem = kind_problem(kind, env)
+                if problem is not None:
+                    self._err(start, problem)
                 else:
                     payload_start = min(line_end + 1, nxt)
                     self.records.append(Record(len(self.records), kind, start, payload_start, nxt, env))
@@ -212,7 +211,7 @@ class ProgressiveLoader:
             r = logformat.rank_of_log_name(os.path.basename(f))
             if r is None or r in self.logs:
                 continue
-            self.logs[r] = ChunkedLogFile(f, rank=r)
+            self.logs[r] = ChunkedLogFile(f, rank=r, base=self.path)
 
     def _read_manifest(self) -> None:
         mpath = os.path.join(self.path, logformat.MANIFEST_NAME)
@@ -227,11 +226,7 @@ class ProgressiveLoader:
         self._manifest_sig = sig
         self.extra_errors = [e for e in self.extra_errors if e.path != mpath]
         try:
-            with open(mpath, "rb") as f:
-                m = orjson.loads(f.read())
-            if not isinstance(m, dict):
-                raise ValueError("not a JSON object")
-            self.manifest = m
+            self.manifest = ci.read_manifest(mpath, self.path)
         except (OSError, ValueError) as e:
             self.manifest = None
             self.extra_errors.append(ReadError(mpath, None, f"manifest does not parse: {e}"))
@@ -292,7 +287,14 @@ class ProgressiveLoader:
             cap.torch_trace_dir = os.path.join(self.path, "torch_trace")
         cap.manifest = self.manifest
         ci._check_manifest(cap, self.path)
+        ci.read_statuses(cap, self.path)
         return cap
+
+    def release(self) -> None:
+        """Drop the log pages this process has mapped (reading pass records and envelopes maps
+        their neighbours too); they come back from the page cache when a payload is read again."""
+        for lg in self.logs.values():
+            lg._release(0, lg.scanned)
 
     def close(self) -> None:
         if self.fallback is not None:

@@ -30,6 +30,8 @@ CHECKS: dict[str, str] = {
     "device-baked": "inspector.checks.device_baked",
     "stale-unbacked-symbol": "inspector.checks.stale_symbol",
     "rank-divergent-graph": "inspector.checks.rank_divergent",
+    # last: it counts the reading problems the checks above ran into
+    "incomplete-capture": "inspector.checks.incomplete",
 }
 
 

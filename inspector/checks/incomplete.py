@@ -1,0 +1,157 @@
+"""incomplete-capture: what the capture is missing, so nothing else is read as the whole story.
+
+Not a bug in the training: a fact about the capture that bounds what the other checks can see.
+One finding per rank and problem (`evidence.problem`):
+
+* `missing-rank`: a rank the manifest or the logs' headers expect (world size) has no log, or a
+  log with no readable record;
+* `no-end-record`: a rank's log does not end with the end record a process writes when it exits
+  cleanly: it was killed, crashed, or is still running (info while the manifest says running);
+* `stopped`: the rank's capture stopped writing while training went on (a failed write, a full
+  disk, its log deleted), from the writers' status files or the manifest;
+* `pass-unfinished`: a pass started and never finished (its rank died inside it);
+* `damaged`: lines of the rank's log that could not be read (truncated, garbage, bad md5), as
+  found so far (`ls --verify` decodes every payload);
+* `missing-blob`: GraphPickler blobs named by the rank's pass records and absent from `blobs/`
+  (replay cannot load those graphs);
+* `bad-blob-reference`: a blob reference that is not `blobs/<sha256>.gpkl` (a path such as
+  `../../etc/passwd`): refused, never opened;
+* `no-manifest` (info): no readable manifest.json, so the command and how it ended are unknown.
+
+All are warnings (info for a capture still running), so `check`'s exit status still says whether
+the training has a bug. Capture-level findings have no pass (`introduced_by` is None) except
+`pass-unfinished`, which names the pass. Torch's own TORCH_TRACE logs have no headers, end
+records or blobs: for them only `damaged` applies.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from capture import logformat
+from inspector.checks import Finding
+from inspector.checks.context import CheckContext
+
+KIND = "incomplete-capture"
+DESCRIPTION = "ranks, records, passes or blobs the capture is missing (killed rank, full disk, damaged log, copied without blobs)"
+
+
+def _finding(rank: int | None, problem: str, message: str, severity: str = "warning", **evidence: Any) -> Finding:
+    return Finding(
+        kind=KIND,
+        severity=severity,
+        message=message,
+        ranks=[rank] if rank is not None else [],
+        evidence={"problem": problem, **({"rank": rank} if rank is not None else {}), **evidence},
+    )
+
+
+def _ended_how(manifest: dict[str, Any] | None) -> str:
+    if not manifest:
+        return ""
+    code, sig, status = manifest.get("exit_code"), manifest.get("signal"), manifest.get("status")
+    if status == "running":
+        return " (the capture is still running)"
+    if sig:
+        return f" (the command was stopped by {sig})"
+    if isinstance(code, int) and code != 0:
+        return f" (the command exited with {code})"
+    return ""
+
+
+def expected_ranks(cap: Any) -> list[int]:
+    """Ranks the capture should have: the manifest's, and 0..world_size-1 from the headers."""
+    want: set[int] = set(cap.ranks)
+    m = cap.manifest if isinstance(cap.manifest, dict) else {}
+    ranks = m.get("ranks")
+    if isinstance(ranks, dict):
+        want.update(int(k) for k in ranks if isinstance(k, str) and k.isdigit())
+    sizes = [h.get("world_size") for h in (cap.header(r) for r in cap.ranks) if isinstance(h, dict)]
+    sizes = [s for s in sizes if type(s) is int and 0 < s <= 1 << 16]
+    if sizes:
+        want.update(range(max(sizes)))
+    want.update(r for r in getattr(cap, "statuses", {}) if type(r) is int)
+    return sorted(want)
+
+
+def run(ctx: CheckContext) -> list[Finding]:
+    cap = ctx.cap
+    findings: list[Finding] = []
+    ours = getattr(cap, "kind", None) == "capture"
+    manifest = cap.manifest if isinstance(getattr(cap, "manifest", None), dict) else None
+    running = bool(manifest and manifest.get("status") == "running")
+    how = _ended_how(manifest)
+    base = cap.path if os.path.isdir(cap.path) else os.path.dirname(os.path.abspath(cap.path))
+
+    if ours and manifest is None:
+        why = next((e.message for e in cap.errors if os.path.basename(e.path) == logformat.MANIFEST_NAME), "no manifest.json")
+        findings.append(_finding(None, "no-manifest", f"{why}: which command ran and how it ended are unknown", "info", detail=why))
+    for r in expected_ranks(cap) if ours else cap.ranks:
+        log = cap.log_file(r)
+        records = log.records if log is not None else []
+        stopped = cap.stopped(r) if ours else None
+        if ours and not records:
+            path = log.path if log is not None else os.path.join(base, logformat.log_file_name(r))
+            why = (log.errors[0].message if log is not None and log.errors else "no log")
+            findings.append(_finding(r, "missing-rank", f"rank {r} has no readable capture log ({why}): nothing of this rank can be compared{how}",
+                                     log=path, detail=why))  # fmt: skip
+        if stopped:
+            findings.append(_finding(r, "stopped", f"rank {r}'s capture stopped writing while training went on: {stopped}; later passes of this rank are missing",
+                                     reason=stopped, records=len(records)))  # fmt: skip
+        if ours and records and cap.end(r) is None and not stopped:
+            last = records[-1]
+            findings.append(_finding(
+                r, "no-end-record",
+                f"rank {r}'s log has no end record: its process was killed, crashed or is still running{how}; it ends after {len(records)} records",
+                "info" if running else "warning", log=log.path, records=len(records), last_record=last.kind,
+                detail=f"last record: {last.kind} at line {log.line_of(last.offset)}",
+            ))  # fmt: skip
+        if log is not None and log.errors and records:
+            first = log.errors[0]
+            findings.append(_finding(r, "damaged", f"{len(log.errors)} damaged or unreadable line(s) in rank {r}'s log; everything else is read (first: {first})",
+                                     log=log.path, count=len(log.errors), first=str(first), detail=str(first)))  # fmt: skip
+        if not ours or not records:
+            continue
+        for p in cap.passes(r):
+            if p.status == "incomplete" and not stopped:  # a stopped capture misses its records, not a dead rank
+                f = _finding(r, "pass-unfinished", f"pass {p.label} started on rank {r} and never finished: the rank stopped inside it{how}",
+                             seq=p.seq, pass_name=p.name)  # fmt: skip
+                f.introduced_by = f.pass_ = p.name
+                f.introduced_seq = f.last_seq = p.seq
+                findings.append(f)
+        findings.extend(_blob_findings(cap, r, base))
+    return findings
+
+
+def _blob_findings(cap: Any, rank: int, base: str) -> list[Finding]:
+    """Blob references of the rank's passes: refused when not blobs/<sha256>.gpkl, missing when
+    the file is absent. Only the canonical name inside the capture is ever looked at (lstat)."""
+    refs: dict[str, dict] = {}
+    bad: list[str] = []
+    for p in cap.passes(rank):
+        for gid, ref in (p.blobs or {}).items():
+            sha = ref.get("sha256") if isinstance(ref, dict) else None
+            if not isinstance(sha, str) or not logformat.is_valid_sha256(sha):
+                bad.append(f"#{p.seq} {p.name}: {gid}: no valid sha256")
+                continue
+            path = ref.get("path")
+            if path not in (None, logformat.blob_relpath(sha)):
+                bad.append(f"#{p.seq} {p.name}: {gid}: path {str(path)[:200]!r}")
+                continue
+            refs.setdefault(sha, ref)
+    out = []
+    if bad:
+        out.append(_finding(rank, "bad-blob-reference", f"{len(bad)} blob reference(s) of rank {rank} are not {logformat.BLOB_DIR}/<sha256>{logformat.BLOB_SUFFIX}: "
+                                                       f"refused, never opened (first: {bad[0]})", references=bad[:20], detail=bad[0]))  # fmt: skip
+    missing = []
+    for sha in refs:
+        try:
+            os.lstat(os.path.join(base, logformat.blob_relpath(sha)))
+        except OSError:
+            missing.append(sha)
+    if missing:
+        out.append(_finding(rank, "missing-blob", f"{len(missing)} of {len(refs)} blobs named by rank {rank}'s passes are missing from "
+                                                 f"{logformat.BLOB_DIR}/: replay cannot load those graphs",
+                            missing=[logformat.blob_relpath(s) for s in missing[:20]], count=len(missing), detail=logformat.blob_relpath(missing[0])))  # fmt: skip
+    return out

@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 class Term:
     def __init__(self, name: str, width: int = 200, height: int = 50):
-        self.socket = f"gti-bench-{os.getpid()}"
+        self.socket = f"gti-bench-{os.getpid()}-{name}"
         self.name = name
         self.width, self.height = width, height
 
@@ -269,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"synthesizing {path} ({gb:g} GB) from {src} ...", flush=True)
             synthesize(src, str(path), gb=gb, log=lambda m: print("  " + m, flush=True))
     size = sum(f.stat().st_size for f in big.iterdir() if f.suffix == ".log")
-    print(f"\nmachine: {os.cpu_count()} CPUs, {_meminfo()}, Python {sys.version.split()[0]}")
+    print(f"\nmachine: {os.cpu_count()} CPUs, {_meminfo()}, Python {sys.version.split()[0]}, load average at start {os.getloadavg()[0]:.2f}")
     print(f"capture: {big} ({size / 1e9:.2f} GB, synthesized from {src})\n")
 
     ft = first_tree(str(big), a.runs)
@@ -286,6 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     ssize = sum(f.stat().st_size for f in small.iterdir() if f.suffix == ".log")
     for k, m in mem_small.items():
         print(f"memory, {ssize / 1e9:.2f} GB capture, {k}: {_mem(m)}")
+    print(f"load average at the end: {os.getloadavg()[0]:.2f} (other work on the machine slows every figure)")
     return 0
 
 

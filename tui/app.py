@@ -51,6 +51,7 @@ class InspectApp(App[int]):
     COMMANDS = App.COMMANDS | {CaptureCommands}
 
     AUTO_CHECK_BYTES = 256 << 20  # larger captures are checked when asked (key c)
+    FIRST_STEP_BYTES = 4 << 20
     STEP_BYTES = 32 << 20  # indexed per log between two looks at the clock
     SNAPSHOT_SECONDS = 0.4  # how often a large capture's tree grows while it is indexed
 
@@ -105,6 +106,7 @@ class InspectApp(App[int]):
         self.session: CaptureSession | None = None
         self.loader: ProgressiveLoader | None = None
         self.capture_lock = threading.RLock()  # the loader and every snapshot share the logs
+        self.tree_shown = threading.Event()  # the first tree is on screen
         self.place: Place | None = None
         self.base_rank: int | None = None
         self.findings: list = []
@@ -210,6 +212,10 @@ class InspectApp(App[int]):
         self.tree.focus()
         self.load_capture()
 
+    def closing(self) -> bool:
+        """The app is shutting down: messages from workers that finished late are dropped."""
+        return not self.is_running or not self.query("#tree")
+
     def set_job(self, job: str, text: str | None, fraction: float | None = None) -> None:
         if text is None:
             self.jobs.pop(job, None)
@@ -239,6 +245,8 @@ class InspectApp(App[int]):
 
     @on(Progress)
     def on_progress(self, m: Progress) -> None:
+        if self.closing():
+            return
         self.set_job(m.job, None if m.done else m.text, m.fraction)
 
     # -- loading the capture ----------------------------------------------------------------------
@@ -256,11 +264,13 @@ class InspectApp(App[int]):
             last = None
             while True:
                 with self.capture_lock:
-                    loader.step(self.STEP_BYTES)
+                    # a small first step: the tree paints from the first passes of each log
+                    loader.step(self.FIRST_STEP_BYTES if last is None else self.STEP_BYTES)
                     done = loader.done
                     now = time.perf_counter()
                     if done or last is None or now - last >= self.SNAPSHOT_SECONDS:
                         session = CaptureSession(loader.snapshot(), self.capture_lock, complete=done)
+                        loader.release()  # what the outline read is kept as objects, not pages
                         last = now
                     else:
                         session = None
@@ -268,6 +278,10 @@ class InspectApp(App[int]):
                     return
                 if session is not None:
                     self.post_message(CaptureLoaded(session, time.perf_counter() - t0, final=done))
+                    if not self.tree_shown.is_set():
+                        # let the interface paint the first tree before indexing on: the scan
+                        # would otherwise share the interpreter with it
+                        self.tree_shown.wait(timeout=2.0)
                 total = loader.total_bytes or 1
                 self.post_message(Progress("load", f"indexing {_mb(loader.scanned_bytes)} of {_mb(total)}", fraction=loader.scanned_bytes / total, done=done))
                 if done:
@@ -296,6 +310,7 @@ class InspectApp(App[int]):
                     loader.step(self.STEP_BYTES)
                     if loader.done:
                         session = CaptureSession(loader.snapshot(), self.capture_lock)
+                        loader.release()
                         break
             self.post_message(CaptureLoaded(session, time.perf_counter() - t0, reload=True, final=True))
         except Exception as e:
@@ -305,6 +320,8 @@ class InspectApp(App[int]):
 
     @on(CaptureFailed)
     def on_capture_failed(self, m: CaptureFailed) -> None:
+        if self.closing():
+            return
         self.tree.loading = False
         if self.session is not None:  # a failure while following: keep what is shown
             self.notify(m.error, title="reading the capture failed", severity="error")
@@ -316,6 +333,8 @@ class InspectApp(App[int]):
 
     @on(CaptureLoaded)
     def on_capture_loaded(self, m: CaptureLoaded) -> None:
+        if self.closing():
+            return
         first = self.session is None
         self.session = m.session
         tree = self.tree
@@ -353,6 +372,7 @@ class InspectApp(App[int]):
     def _tree_painted(self) -> None:
         if self.first_tree_painted is None:
             self.first_tree_painted = time.perf_counter() - self.started
+        self.tree_shown.set()
 
     def _first_place(self) -> Place | None:
         o = self.session.outline if self.session else None
@@ -431,6 +451,8 @@ class InspectApp(App[int]):
 
     @on(FindingsReady)
     def on_findings_ready(self, m: FindingsReady) -> None:
+        if self.closing():
+            return
         self.jobs.pop("checks", None)
         if m.error:
             self.findings_view.set_status(f"checks failed: {m.error}")
@@ -597,6 +619,8 @@ class InspectApp(App[int]):
 
     @on(ViewReady)
     def on_view_ready(self, m: ViewReady) -> None:
+        if self.closing():
+            return
         widget = self.view_widget(m.view)
         if m.request != self.requests.get(m.view) or m.place != self.place:
             return  # the user moved on; the newer request fills the view

@@ -14,25 +14,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from pygments.lexers.python import PythonLexer
-from pygments.token import Comment, Keyword, Name, Number, Operator, String, Token
 from rich.segment import Segment
 from rich.style import Style
 
-_LEXER = PythonLexer(stripnl=False, ensurenl=False)
-
-# token type -> palette entry
-_TOKEN_KEYS: list[tuple[Any, str]] = [
-    (Comment, "comment"),
-    (String, "string"),
-    (Number, "number"),
-    (Keyword.Constant, "constant"),
-    (Keyword, "keyword"),
-    (Name.Builtin, "builtin"),
-    (Name.Class, "class"),
-    (Name.Function, "function"),
-    (Operator, "operator"),
-]
 
 
 @dataclass(frozen=True)
@@ -148,15 +132,23 @@ def token_spans(line: str) -> tuple[tuple[int, int, str], ...]:
 
 
 def pygments_spans(line: str) -> tuple[tuple[int, int, str], ...]:
-    """The same from pygments' Python lexer (kept for comparison in the tests)."""
+    """The same from pygments' Python lexer (for comparison in the tests; imported only here)."""
+    from pygments.lexers.python import PythonLexer
+    from pygments.token import Comment, Keyword, Name, Number, Operator, String, Token
+
+    keys: list[tuple[Any, str]] = [
+        (Comment, "comment"), (String, "string"), (Number, "number"), (Keyword.Constant, "constant"),
+        (Keyword, "keyword"), (Name.Builtin, "builtin"), (Name.Class, "class"), (Name.Function, "function"),
+        (Operator, "operator"),
+    ]  # fmt: skip
     out = []
-    for start, ttype, value in _LEXER.get_tokens_unprocessed(line):
+    for start, ttype, value in PythonLexer(stripnl=False, ensurenl=False).get_tokens_unprocessed(line):
         if not value:
             continue
         key = None
         t = ttype
         while t is not None and t is not Token:
-            for tt, k in _TOKEN_KEYS:
+            for tt, k in keys:
                 if t is tt:
                     key = k
                     break

@@ -85,6 +85,11 @@ async def test_tree_is_collapsible_and_keyboard_driven(tui_small_capture):
         tree.move_cursor(r1)
         await pilot.press("space")
         assert not r1.is_expanded
+        # the mouse: a click on a pass selects it
+        node = tree.node_for(Place(0, 0, 1))
+        await pilot.click("#tree", offset=(12, node.line - int(tree.scroll_offset.y)))
+        await settle(pilot)
+        assert app.place == Place(0, 0, 1, "out")
 
 
 async def test_pass_diff_unified_and_side_by_side(tui_small_capture):

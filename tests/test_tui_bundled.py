@@ -115,6 +115,13 @@ async def test_four_ranks_base_rank_folds_and_a_long_graph(bundled_capture):
         view.set_cursor(folds[0])
         await pilot.press("enter")
         assert len(view.rows) == n - 1 + count
+        # a click on a fold opens it too
+        second = next(i for i, r in enumerate(view.rows) if r.kind == "fold")
+        n, count = len(view.rows), view.rows[second].count
+        view.scroll_to(y=second, animate=False)
+        await pilot.pause()
+        await pilot.click("#pass-diff-view", offset=(20, second - int(view.scroll_offset.y)))
+        assert len(view.rows) == n - 1 + count
         await pilot.press("z")
         assert not any(r.kind == "fold" for r in view.rows)
         # the code view: End and Home on a thousand lines

@@ -111,6 +111,9 @@ class DiffView(LineView):
     def row_activated(self, row: int) -> None:
         self.expand_fold(row)
 
+    def activates_on_click(self, row: int) -> bool:
+        return 0 <= row < len(self.rows) and self.rows[row].kind == "fold"
+
     def action_unfold(self) -> None:
         self.expand_fold(self.cursor)
 

@@ -213,11 +213,15 @@ class LineView(ScrollView, can_focus=True):
         row = int(self.scroll_offset.y) + event.y
         if 0 <= row < self.row_count():
             self.set_cursor(row, scroll=False)
-            if event.chain >= 2:
+            if event.chain >= 2 or self.activates_on_click(row):
                 self.row_activated(row)
 
     def row_activated(self, row: int) -> None:
         """Double click or Enter on a row (folds open in the diff view)."""
+
+    def activates_on_click(self, row: int) -> bool:
+        """A single click is enough on this row (a fold)."""
+        return False
 
     # -- rendering ------------------------------------------------------------------------------------
 

@@ -75,15 +75,17 @@ def build_graph(step, params, names, cfg, pc, args):
     from samples.tracing import trace_train_step
 
     tok, lab = global_batch(cfg, pc.world, 0, pc.device)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     gm, fake_args = trace_train_step(step, list(params) + [tok, lab], list(names) + ["tokens", "labels"])
     TIMINGS["trace_s"] = time.perf_counter() - t0
+    TIMINGS["trace_cpu_s"] = time.process_time() - c0
     TIMINGS["traced_nodes"] = len(gm.graph.nodes)
     _log(pc, args.quiet, f"traced joint graph: {len(gm.graph.nodes)} nodes in {time.perf_counter() - t0:.2f}s")
-    t1 = time.perf_counter()
+    t1, c1 = time.perf_counter(), time.process_time()
     gm = pipeline.run_pipeline(gm, fake_args, dump_dir=args.dump_graphs, rank=pc.rank,
                                log=lambda m: _log(pc, args.quiet, m))
     TIMINGS["pipeline_s"] = time.perf_counter() - t1
+    TIMINGS["pipeline_cpu_s"] = time.process_time() - c1
     gm.meta["gti_trace_info"] = {"traced_on": pc.describe(), "bugs": bugs.active()}
     return gm
 

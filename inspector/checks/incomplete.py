@@ -3,8 +3,8 @@
 Not a bug in the training: a fact about the capture that bounds what the other checks can see.
 One finding per rank and problem (`evidence.problem`):
 
-* `missing-rank`: a rank the manifest or the logs' headers expect (world size) has no log, or a
-  log with no readable record;
+* `missing-rank`: a rank the manifest (or a writer's status file) names has no log, or a log
+  with no readable record (a rank that never ran a captured pass has no log, rightly: not this);
 * `no-end-record`: a rank's log does not end with the end record a process writes when it exits
   cleanly: it was killed, crashed, or is still running (info while the manifest says running);
 * `stopped`: the rank's capture stopped writing while training went on (a failed write, a full
@@ -61,16 +61,14 @@ def _ended_how(manifest: dict[str, Any] | None) -> str:
 
 
 def expected_ranks(cap: Any) -> list[int]:
-    """Ranks the capture should have: the manifest's, and 0..world_size-1 from the headers."""
+    """Ranks the capture should have: those with a log, those the manifest lists (the launcher saw
+    their logs at the end of the run) and those with a writer's status file. Not 0..world_size-1:
+    a rank that never ran a captured pass (compile on one rank) writes no log, rightly."""
     want: set[int] = set(cap.ranks)
     m = cap.manifest if isinstance(cap.manifest, dict) else {}
     ranks = m.get("ranks")
     if isinstance(ranks, dict):
-        want.update(int(k) for k in ranks if isinstance(k, str) and k.isdigit())
-    sizes = [h.get("world_size") for h in (cap.header(r) for r in cap.ranks) if isinstance(h, dict)]
-    sizes = [s for s in sizes if type(s) is int and 0 < s <= 1 << 16]
-    if sizes:
-        want.update(range(max(sizes)))
+        want.update(int(k) for k in ranks if isinstance(k, str) and k.isdigit() and len(k) < 8)
     want.update(r for r in getattr(cap, "statuses", {}) if type(r) is int)
     return sorted(want)
 
@@ -93,8 +91,11 @@ def run(ctx: CheckContext) -> list[Finding]:
         stopped = cap.stopped(r) if ours else None
         if ours and not records:
             path = log.path if log is not None else os.path.join(base, logformat.log_file_name(r))
-            why = (log.errors[0].message if log is not None and log.errors else "no log")
-            findings.append(_finding(r, "missing-rank", f"rank {r} has no readable capture log ({why}): nothing of this rank can be compared{how}",
+            if log is None:
+                why = f"{os.path.basename(path)} is missing"
+            else:
+                why = f"no readable record: {log.errors[0].message if log.errors else 'empty'}"
+            findings.append(_finding(r, "missing-rank", f"rank {r}'s capture log: {why}; nothing of this rank can be compared{how}",
                                      log=path, detail=why))  # fmt: skip
         if stopped:
             findings.append(_finding(r, "stopped", f"rank {r}'s capture stopped writing while training went on: {stopped}; later passes of this rank are missing",

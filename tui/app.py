@@ -645,7 +645,13 @@ class InspectApp(App[int]):
                 status = m.extra or []
                 self.query_one("#rank-diff-status", Label).update("  ".join(status) + "   (b: change the base rank, [ ]: other rank)")
             if d is None:
-                view.clear(self._unreadable(m.place, "graphs of this pass"))
+                p = self.session.pass_entry(m.place) if self.session and m.view == "pass-diff" else None
+                if p is not None and p.before is None:
+                    view.clear("this entry has no input graph: torch logged its graph on its own (see the code view)")
+                elif p is not None and not p.after:
+                    view.clear(f"the pass {p.status}: it produced no graph" + (f" ({p.exception})" if p.exception else ""))
+                else:
+                    view.clear(self._unreadable(m.place, "graphs of this pass"))
                 self._title(m.view, m.place.label(outline))
             else:
                 view.show(d.model, a_label=d.a_label, b_label=d.b_label, a_index=d.a_index, b_index=d.b_index, key=d.key)

@@ -114,13 +114,20 @@ def _top_line_number(screen: str) -> int | None:
     # the first code line under the view's title: "▕   1234  ..." (the gutter)
     lines = screen.splitlines()
     for i, line in enumerate(lines):
-        if "· 51" in line and "lines" in line:  # the code view's title
+        if re.search(r"· \d{5,} lines", line):  # the code view's title, on the big graph
             for ln in lines[i + 1 :]:
                 m = re.match(r".*▕\s*(\d+)\s", ln)
                 if m:
                     return int(m.group(1))
             return None
     return None
+
+
+def _big_lines(path: str) -> int:
+    from inspector.capture_index import open_capture
+
+    with open_capture(path) as cap:
+        return len((cap.graph_code(0, cap.passes(0)[0].after["out"]) or "").splitlines())
 
 
 def _last_copy(path: str) -> int:
@@ -276,8 +283,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"start to first painted tree: {_stats(ft['first_tree'])}")
     print(f"start to whole capture indexed: {_stats(ft['indexed'])}")
     times, mem = repaint(str(big), a.presses)
+    lines = _big_lines(str(big))
     for k, v in times.items():
-        print(f"key to repainted code view ({k}), 51,087-line graph, via tmux: {_stats(v)}")
+        print(f"key to repainted code view ({k}), {lines:,}-line graph, via tmux: {_stats(v)}")
     rt = in_process_render(str(big), a.presses)
     print(f"code view work per PageDown (cursor move + render of the visible lines), in process: {_stats(rt)}")
     for k, m in mem.items():

@@ -192,12 +192,21 @@ class ProgressiveLoader:
         if not os.path.exists(path):
             raise ci.CaptureUnreadable(f"{path}: no such file or directory")
         ours = self._our_logs() if os.path.isdir(path) and source != "torch" else []
+        if not ours and self._starting_capture(source):
+            return  # a capture whose ranks have not written yet: their logs are picked up by grow()
         if not ours:
             self.fallback = ci.open_capture(path, source=source)  # raises CaptureUnreadable
             return
         self._add_logs(ours)
 
     # -- files ---------------------------------------------------------------------------------------
+
+    def _starting_capture(self, source: str) -> bool:
+        """A capture directory made by `capture` (a manifest saying running) with no logs yet."""
+        if source == "torch" or not os.path.isdir(self.path):
+            return False
+        self._read_manifest()
+        return isinstance(self.manifest, dict) and self.manifest.get("status") == "running"
 
     def _our_logs(self) -> list[str]:
         try:

@@ -410,6 +410,29 @@ async def test_live_capture_shows_new_records(tui_small_capture, tmp_path):
         assert not app.session.outline.live
 
 
+async def test_live_capture_that_has_not_written_yet(tui_small_capture, tmp_path):
+    d = tmp_path / "started"
+    shutil.copytree(tui_small_capture, d)
+    logs = {r: log_path(d, r).read_bytes() for r in (0, 1)}
+    for r in (0, 1):
+        log_path(d, r).unlink()
+    m = d / "manifest.json"
+    m.write_text(m.read_text().replace('"finished"', '"running"'))
+    app = InspectApp(str(d), poll_seconds=0.1)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await settle(pilot)
+        assert app.session is not None and app.session.outline.ranks == [] and app.place is None
+        assert "no records yet" in app.code_view.message_text
+        for r in (0, 1):
+            log_path(d, r).write_bytes(logs[r])
+        for _ in range(60):
+            await pilot.pause(0.1)
+            if app.place is not None and app.code_view.lines:
+                break
+        await settle(pilot)
+        assert app.place == Place(0, 0, 0, "out") and app.code_view.lines[0].startswith("class no_dead")
+
+
 @pytest.mark.parametrize("keymap_text,expect", [('"app.replay" = "ctrl+r"\n', {"app.replay": "ctrl+r"}), ('[keymap]\n"diff.toggle-mode" = "m"\n', {"diff.toggle-mode": "m"})])
 def test_keymap_file(tmp_path, keymap_text, expect):
     from tui.keymap import load_keymap

@@ -115,3 +115,21 @@ def test_other_inputs_fall_back_to_open_capture(tui_small_capture):
     loader = ProgressiveLoader(str(one))
     assert loader.done and loader.snapshot().ranks == [0]
     assert not loader.grow()
+
+
+def test_a_capture_with_no_logs_yet_waits_for_them(tui_small_capture, tmp_path):
+    d = tmp_path / "c"
+    shutil.copytree(tui_small_capture, d)
+    logs = {r: log_path(d, r).read_bytes() for r in (0, 1)}
+    for r in (0, 1):
+        log_path(d, r).unlink()
+    m = d / "manifest.json"
+    m.write_text(m.read_text().replace('"finished"', '"running"'))
+    loader = ProgressiveLoader(str(d))  # open_capture would say "not a capture"
+    assert loader.done and loader.fallback is None and loader.snapshot().ranks == []
+    for r in (0, 1):
+        log_path(d, r).write_bytes(logs[r])
+    assert loader.grow()
+    while not loader.done:
+        loader.step(1 << 20)
+    assert signature(loader.snapshot()) == signature(open_capture(str(d)))

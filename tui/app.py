@@ -345,6 +345,8 @@ class InspectApp(App[int]):
             place = self._first_place()
             if place is not None:
                 tree.reveal(place)
+            elif not m.session.outline.ranks:
+                self.code_view.clear("no records yet: the capture has just started; they appear here as they are written")
         else:
             added = tree.sync(m.session.outline)
             if m.reload and added:
@@ -352,7 +354,7 @@ class InspectApp(App[int]):
             if m.reload:
                 self.stale = set(VIEWS) - {"findings"}
                 self.refresh_view()
-            elif self.place is None:
+            if self.place is None:  # nothing to show until now (a capture that just started)
                 place = self._first_place()
                 if place is not None:
                     tree.reveal(place)

@@ -324,7 +324,8 @@ class Capture:
                 time=_num(v.get("time")),
                 capture_errors=_int(v.get("capture_errors"), 0),
                 parent=_int(v.get("parent"), None),
-                blobs={str(k): b for k, b in blobs.items() if isinstance(b, dict)},
+                blobs={str(k): {"sha256": _str(b.get("sha256")), "path": _str(b.get("path")), "bytes": _int(b.get("bytes"), None)}
+                       for k, b in blobs.items() if isinstance(b, dict)},
                 record=rec,
             )
         last_pipeline = max((p.pipeline for p in by_seq.values()), default=0)
@@ -535,7 +536,7 @@ class Capture:
         """The graph's symbol map (`gti_symbols`), or one derived from its node rows."""
         v = self._payload(rank, gid, logformat.SYMBOLS)
         if isinstance(v, dict) and isinstance(v.get("symbols"), dict):
-            return v
+            return _clean_symbols(v)
         key = ("sym", rank, gid)
         if key not in self._derived:
             t = self.node_table(rank, gid)
@@ -546,7 +547,7 @@ class Capture:
         """The graph's device table (`gti_devices`) on this rank, or one derived from node rows."""
         v = self._payload(rank, gid, logformat.DEVICES)
         if isinstance(v, dict) and isinstance(v.get("literals"), list):
-            return v
+            return _clean_devices(v)
         key = ("dev", rank, gid)
         if key not in self._derived:
             t = self.node_table(rank, gid)
@@ -580,6 +581,38 @@ class Capture:
 
     def __repr__(self) -> str:
         return f"Capture({self.path!r}, {self.kind}, ranks={self.ranks})"
+
+
+def _clean_symbols(v: dict[str, Any]) -> dict[str, Any]:
+    """A `gti_symbols` payload with the schema's types (entries of other types dropped, in place)."""
+    syms = v["symbols"]
+    for k in [k for k, e in syms.items() if not isinstance(e, dict)]:
+        del syms[k]
+    for e in syms.values():
+        for key in ("bound_by", "inputs", "used_by"):
+            if key in e:
+                e[key] = [w for w in e[key] if isinstance(w, dict)] if isinstance(e[key], list) else []
+        if "range" in e and not isinstance(e["range"], list):
+            del e["range"]
+    if not isinstance(v.get("renamings"), dict):
+        v["renamings"] = {}
+    v["renamings"] = {k: r for k, r in v["renamings"].items() if isinstance(r, str)}
+    if "deferred_asserts" in v:
+        da = v["deferred_asserts"]
+        v["deferred_asserts"] = [a for a in da if isinstance(a, dict)] if isinstance(da, list) else []
+    return v
+
+
+def _clean_devices(v: dict[str, Any]) -> dict[str, Any]:
+    """A `gti_devices` payload with the schema's types (entries of other types dropped, in place)."""
+    for key in ("literals", "values"):
+        items = v.get(key)
+        v[key] = [x for x in items if isinstance(x, dict)] if isinstance(items, list) else []
+    if not isinstance(v.get("own_device"), (str, type(None))):
+        v["own_device"] = None
+    if "local_rank" in v and type(v["local_rank"]) is not int:
+        v["local_rank"] = None
+    return v
 
 
 def _int(v: Any, default: Any) -> Any:

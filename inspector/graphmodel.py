@@ -56,11 +56,14 @@ class GraphTables:
     @classmethod
     def from_payload(cls, gid: str, payload: dict[str, Any], *, source: str = "table", warnings: list[str] | None = None) -> "GraphTables":
         graphs = []
-        for g in payload.get("graphs") or []:
+        subs = payload.get("graphs")
+        for g in subs if isinstance(subs, list) else []:
             if not isinstance(g, dict):
                 continue
-            nodes = [r for r in g.get("nodes") or [] if isinstance(r, dict) and "name" in r and "op" in r]
-            graphs.append(SubGraph(str(g.get("path") or ""), g.get("parent_node"), nodes))
+            rows = g.get("nodes")
+            nodes = [r for r in rows if _row_ok(r)] if isinstance(rows, list) else []
+            parent = g.get("parent_node")
+            graphs.append(SubGraph(str(g.get("path") or ""), parent if isinstance(parent, str) else None, nodes))
         if not graphs:
             graphs = [SubGraph("", None, [])]
         return cls(gid, graphs, source=source, warnings=warnings)
@@ -87,6 +90,43 @@ class GraphTables:
 
     def __repr__(self) -> str:
         return f"GraphTables({self.gid!r}, {self.node_count} nodes, {len(self.graphs)} graphs, {self.source})"
+
+
+# The types the `gti_nodes` schema gives a row's keys. A log is input like any other: a row whose
+# name or op is not a string is dropped, a key of another type is removed, so every reader below
+# can rely on the schema.
+_ROW_TYPES: dict[str, Any] = {
+    "target": (str, type(None)),
+    "args": list,
+    "kwargs": dict,
+    "syms": list,
+    "unbacked_bindings": dict,
+    "stack": str,
+    "bwd": bool,
+    "subgraph": bool,
+    "attr": dict,
+    "val": (dict, list, str, int, float, bool, type(None)),
+}
+_VAL_TYPES: dict[str, Any] = {"t": str, "dtype": str, "shape": list, "stride": list, "device": str, "type": str, "expr": str}
+
+
+def _row_ok(r: Any) -> bool:
+    if not isinstance(r, dict) or not isinstance(r.get("name"), str) or not isinstance(r.get("op"), str):
+        return False
+    for k, t in _ROW_TYPES.items():
+        if k in r and not isinstance(r[k], t):
+            del r[k]
+    if "syms" in r:
+        r["syms"] = [x for x in r["syms"] if isinstance(x, str)]
+    if "unbacked_bindings" in r:
+        r["unbacked_bindings"] = {k: v for k, v in r["unbacked_bindings"].items() if isinstance(k, str)}
+    v = r.get("val")
+    for item in v if isinstance(v, list) else [v]:
+        if isinstance(item, dict):
+            for k, t in _VAL_TYPES.items():
+                if k in item and not isinstance(item[k], t):
+                    del item[k]
+    return True
 
 
 # ---------------------------------------------------------------------------------------------

@@ -169,6 +169,9 @@ def read_blob(cap: "Capture", rec: "PassRecord", gid: str | None, *, trust: bool
         raise Refused(f"the log of rank {rec.rank} names blob path {ref.get('path')!r} for {gid}, not {rel!r}; refusing to load it")
     base = capture_dir(cap)
     path = os.path.join(base, rel)
+    real, root = os.path.realpath(path), os.path.realpath(base)
+    if not real.startswith(root.rstrip(os.sep) + os.sep):
+        raise Refused(f"blob {rel} resolves to {real}, outside the capture {root} (a linked directory); refusing to load it")
     try:
         st = os.lstat(path)
     except FileNotFoundError:

@@ -220,3 +220,50 @@ def test_check_and_ls_run_without_torch(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), cwd=ROOT, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "HEAVY []" in r.stdout
+
+
+# ---------------------------------------------------------------------------------------------
+# More bad input (the damage property test is tests/test_reader_fuzz.py)
+
+
+def test_unknown_encoding_and_record_without_payload(tmp_path):
+    small_capture(tmp_path)
+    p = tmp_path / logformat.log_file_name(0)
+    b64 = rec(logformat.ERROR, {"where": "x"}).replace(b'"encoding":"json"', b'"encoding":"base64"')
+    bare = rec(logformat.ERROR, {"where": "y"}).split(b"\n")[0] + b"\n"  # envelope line only
+    p.write_bytes(p.read_bytes() + b64 + bare)
+    cap = open_capture(str(tmp_path))
+    errs = [str(e) for e in cap.all_errors()]
+    assert any("gti_error record with encoding 'base64', expected 'json'" in e for e in errs), errs
+    assert cap.capture_errors(0) == []
+    errs = [str(e) for e in cap.all_errors()]
+    assert any("gti_error: the record has no payload lines" in e for e in errs), errs
+    assert [x.name for x in cap.passes(0)] == ["double"]
+
+
+def test_damage_after_a_whole_record_does_not_cost_it(tmp_path):
+    """A deleted envelope line leaves its payload under the record before; garbage lines starting
+    with a tab look like payload: the record before is read without them, and they are named."""
+    small_capture(tmp_path)
+    p = tmp_path / logformat.log_file_name(0)
+    lines = p.read_bytes().split(b"\n")
+    i = next(k for k, l in enumerate(lines) if b'"gti_end"' in l)
+    del lines[i]  # the end record's envelope: its payload now follows the pass record
+    p.write_bytes(b"\n".join(lines))
+    cap = open_capture(str(tmp_path))
+    assert [x.name for x in cap.passes(0)] == ["double"]
+    errs = [str(e) for e in cap.all_errors()]
+    assert any(f"{p}:{i + 1}: 1 payload line(s) after the gti_pass record" in e for e in errs), errs
+
+
+def test_enormous_line_is_one_short_error(tmp_path):
+    small_capture(tmp_path)
+    p = tmp_path / logformat.log_file_name(0)
+    data = p.read_bytes()
+    cut = data.rfind(b"\n", 0, data.index(b'"gti_pass"')) + 1
+    p.write_bytes(data[:cut] + b"x" * (8 << 20) + b"\n" + data[cut:])
+    r = cli("ls", str(tmp_path), "--color", "never")
+    assert r.returncode == 0 and "Traceback" not in r.stderr
+    err = [l for l in (r.stdout + r.stderr).splitlines() if "not a structured-log line" in l]
+    assert len(err) == 1 and len(err[0]) < 300 and f"{p}:" in err[0]
+    assert "double" in r.stdout

@@ -2,8 +2,9 @@
 
     python benchmarks/fuzz_reader.py --capture DIR [--seconds 300] [--seed 1] [--commands-every 5]
 
-Without --capture it first captures the sample training (2 CPU ranks, `--steps 2`, ~30 s). Each
-iteration damages rank 0's log with 1-3 random mutations (tests/reader_mutations.py: truncation,
+Without --capture it first captures the sample training (2 CPU ranks, `--steps 2`, ~30 s), and
+without --torch-trace it writes a TORCH_TRACE log of a small torch.compile (~30 s). Each
+iteration damages, in turn, rank 0's capture log or the TORCH_TRACE log with 1-3 random mutations (tests/reader_mutations.py: truncation,
 byte flips, deleted and duplicated lines, inserted garbage / stray envelopes / enormous lines, and
 one run in five JSON edits with the md5 made to match), reads it back and compares every record
 before the damage with the original. Every --commands-every iterations it also runs `ls`,
@@ -42,8 +43,15 @@ def capture_sample(out: str) -> None:
     subprocess.run(cmd, cwd=ROOT, env=env, check=True, capture_output=True)
 
 
+def torch_trace_log(out: str) -> str:
+    """A real TORCH_TRACE log: torch.compile of a small training step, one process (~30 s)."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT, TORCH_TRACE=out, TORCHINDUCTOR_FORCE_DISABLE_CACHES="1")
+    subprocess.run([sys.executable, "-m", "tests.programs.compile_step"], cwd=ROOT, env=env, check=True, capture_output=True)
+    return next(n for n in sorted(os.listdir(out)) if n.endswith(".log"))
+
+
 def random_ops(rng: random.Random, b: Baseline, json_records: int) -> list[tuple]:
-    if rng.random() < 0.2:
+    if json_records and rng.random() < 0.2:
         return [("json", rng.randrange(json_records), rng.randrange(400), rng.choice(
             [None, True, -1, 2**64, 1.5, "x", "../../etc/passwd", [], {}, [1, "x"], {"n": 5}, "g" + "0" * 16]))
             for _ in range(rng.randint(1, 3))]  # fmt: skip
@@ -81,7 +89,8 @@ def random_ops(rng: random.Random, b: Baseline, json_records: int) -> list[tuple
 
 
 def run_commands(work: str) -> list[str]:
-    """ls, ls --verify, check --json, diff on the damaged capture, in this process; the crashes."""
+    """ls, ls --verify, check --json, diff on the damaged capture, in this process; the crashes
+    (a pass that does not exist, in a TORCH_TRACE log, is an ordinary exit 2)."""
     from inspector import cli
 
     crashes = []
@@ -109,6 +118,8 @@ def main() -> int:
     ap.add_argument("--iterations", type=int, default=0, help="stop after this many (0: by time)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--commands-every", type=int, default=5)
+    ap.add_argument("--torch-trace", metavar="DIR", help="also damage the TORCH_TRACE log in DIR (default: make one with torch.compile)")
+    ap.add_argument("--no-torch-trace", action="store_true", help="only the capture")
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="gti-fuzz-")
     cap_dir = args.capture
@@ -116,9 +127,20 @@ def main() -> int:
         cap_dir = os.path.join(tmp, "sample")
         print(f"capturing the sample training into {cap_dir} ...", flush=True)
         capture_sample(cap_dir)
+    targets = []
     b = Baseline(cap_dir, rank=0)
-    work = b.work_dir(tmp)
-    json_records = sum(1 for r in b.records if logformat.KINDS.get(r.kind) == "json")
+    targets.append(("capture", b, b.work_dir(os.path.join(tmp, "w-capture"))))
+    if not args.no_torch_trace:
+        tt = args.torch_trace
+        if not tt:
+            tt = os.path.join(tmp, "torch_trace")
+            print(f"writing a TORCH_TRACE log of torch.compile into {tt} ...", flush=True)
+        name = torch_trace_log(tt) if not args.torch_trace else next(n for n in sorted(os.listdir(tt)) if n.endswith(".log"))
+        bt = Baseline(tt, rank=0, name=name)
+        targets.append(("torch_trace", bt, bt.work_dir(os.path.join(tmp, "w-torch"))))
+    for label, t, _ in targets:
+        print(f"{label}: {t.path} ({len(t.data)} bytes, {len(t.records)} records)", flush=True)
+    per_target: Counter = Counter()
     rng = random.Random(args.seed)
     kinds: Counter = Counter()
     totals = Counter()
@@ -127,9 +149,12 @@ def main() -> int:
     t0 = time.perf_counter()
     i = 0
     while (args.iterations and i < args.iterations) or (not args.iterations and time.perf_counter() - t0 < args.seconds):
+        label, b, work = targets[i % len(targets)]
+        json_records = sum(1 for r in b.records if isinstance(r.payload, (dict, list)) and logformat.KINDS.get(r.kind, "json") == "json")
         ops = random_ops(rng, b, json_records)
         for op in ops:
             kinds[op[0]] += 1
+        per_target[label] += 1
         damaged = mutate(b.data, ops)
         res = b.check(work, damaged, semantic=ops[0][0] != "json")
         totals["inputs"] += 1
@@ -137,23 +162,24 @@ def main() -> int:
         totals["records_kept"] += res.kept
         totals["read_errors"] += res.errors
         totals["records_in_damaged_logs"] += res.records_after
+        totals["unreadable"] += res.unreadable is not None
         if res.crash is not None:
-            crashes.append(f"reader: {type(res.crash).__name__}: {res.crash}  ops={_short(ops)}")
+            crashes.append(f"{label} reader: {type(res.crash).__name__}: {res.crash}  ops={_short(ops)}")
         if res.lost:
-            lost.append(f"{res.lost[:3]}  ops={_short(ops)}")
+            lost.append(f"{label} {res.lost[:3]}  ops={_short(ops)}")
         if res.unnamed_errors:
-            crashes.append(f"error not naming the file: {res.unnamed_errors[0]}  ops={_short(ops)}")
+            crashes.append(f"{label} error not naming the file: {res.unnamed_errors[0]}  ops={_short(ops)}")
         if args.commands_every and i % args.commands_every == 0:
             totals["command_runs"] += 5
             for c in run_commands(work):
-                crashes.append(f"command {c}  ops={_short(ops)}")
+                crashes.append(f"{label} command {c}  ops={_short(ops)}")
         i += 1
     dt = time.perf_counter() - t0
-    print(f"capture: {cap_dir} (rank 0 log: {len(b.data)} bytes, {len(b.records)} records)")
-    print(f"inputs tried: {totals['inputs']} damaged logs in {dt:.0f} s (seed {args.seed}); mutations: {dict(sorted(kinds.items()))}")
+    print(f"inputs tried: {totals['inputs']} damaged logs in {dt:.0f} s (seed {args.seed}): {dict(per_target)}; mutations: {dict(sorted(kinds.items()))}")
     print(f"records before the damage: {totals['records_before_damage']}, read back exactly: {totals['records_kept']}, "
           f"lost: {totals['records_before_damage'] - totals['records_kept']} ({len(lost)} inputs)")  # fmt: skip
-    print(f"reading problems reported: {totals['read_errors']} (one line each, naming the file)")
+    print(f"reading problems reported: {totals['read_errors']} (one line each, naming the file); "
+          f"inputs with no readable record left (one-line refusal, exit 2): {totals['unreadable']}")
     print(f"commands run on damaged captures (ls, ls --verify, check --json, diff x2): {totals['command_runs']}")
     print(f"crashes: {len(crashes)}")
     for c in crashes[:20] + lost[:20]:

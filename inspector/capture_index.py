@@ -655,8 +655,11 @@ def _recompute_pipelines(passes: list[PassRecord]) -> None:
 # Opening
 
 
+_TORCH_LOG_PREFIX = "dedicated_log_torch_trace_"  # _rank_<R>_<random>.log, or _<random>.log without a rank
+
+
 def _is_torch_log(name: str) -> bool:
-    return name.startswith(logformat.LOG_PREFIX) and name.endswith(".log") and not name.endswith(logformat.LOG_SUFFIX)
+    return name.startswith(_TORCH_LOG_PREFIX) and name.endswith(".log") and not name.endswith(logformat.LOG_SUFFIX)
 
 
 def _is_our_log(name: str) -> bool:

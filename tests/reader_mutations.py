@@ -27,7 +27,7 @@ from typing import Any
 import orjson
 
 from capture import logformat
-from inspector.capture_index import open_capture
+from inspector.capture_index import CaptureUnreadable, open_capture
 from inspector.logscan import LogFile
 
 # Mutations: (op, ...) tuples, applied in order; positions are taken modulo the current length.
@@ -145,6 +145,7 @@ class Result:
     errors: int = 0  # reading problems reported
     records_after: int = 0  # records the damaged log still has in all
     unnamed_errors: list[str] = field(default_factory=list)  # errors not naming a file, or not one line
+    unreadable: str | None = None  # CaptureUnreadable's line: no readable record left at all
 
 
 @dataclass
@@ -158,10 +159,12 @@ class _Rec:
 class Baseline:
     """One rank's log of a capture, read once as captured; `check` compares a damaged copy."""
 
-    def __init__(self, capture_dir: str, rank: int = 0):
+    def __init__(self, capture_dir: str, rank: int = 0, name: str | None = None):
+        """`name`: the log's file name in `capture_dir` (default: our log of `rank`; give torch's
+        TORCH_TRACE log name to damage one of those: only its graphs are compared)."""
         self.capture_dir = str(capture_dir)
         self.rank = rank
-        self.name = logformat.log_file_name(rank)
+        self.name = name or logformat.log_file_name(rank)
         self.path = os.path.join(self.capture_dir, self.name)
         with open(self.path, "rb") as f:
             self.data = f.read()
@@ -183,7 +186,8 @@ class Baseline:
         self.symbols = {gid: cap.symbols(rank, gid) for gid in self.graph_end}
         self.devices = {gid: cap.devices(rank, gid) for gid in self.graph_end}
         self.header = cap.header(rank)
-        self.header_end = next(r.end for r in self.records if r.kind == logformat.HEADER)
+        self.header_end = next((r.end for r in self.records if r.kind == logformat.HEADER), None)
+        self.kind = cap.kind
         cap.close()
 
     def work_dir(self, parent: str) -> str:
@@ -204,6 +208,12 @@ class Baseline:
             f.write(damaged)
         try:
             self._check(work_dir, path, d, res, deep, semantic)
+        except CaptureUnreadable as e:  # the documented one-line refusal: fine when nothing was whole
+            res.unreadable = str(e)
+            if res.before:
+                res.lost.append(f"capture unreadable although {res.before} records before the damage are whole: {e}")
+            if "\n" in str(e):
+                res.unnamed_errors.append(str(e))
         except Exception as e:  # noqa: BLE001 - the property: the reader never raises
             res.crash = e
         return res
@@ -229,6 +239,8 @@ class Baseline:
         cap = open_capture(work_dir)
         try:
             r = self.rank
+            if cap.kind != self.kind:
+                res.lost.append(f"capture: read as {cap.kind}, not {self.kind}")
             passes = {p.seq: p for p in cap.passes(r)}
             for seq, end in self.pass_end.items():
                 if end > d or not semantic:
@@ -243,7 +255,7 @@ class Baseline:
                     res.lost.append(f"capture: graph {gid}: code or node table differs")
                 if cap.symbols(r, gid) != self.symbols[gid] or cap.devices(r, gid) != self.devices[gid]:
                     res.lost.append(f"capture: graph {gid}: symbols or devices differ")
-            if self.header_end <= d and cap.header(r) != self.header:
+            if self.header_end is not None and self.header_end <= d and cap.header(r) != self.header:
                 res.lost.append("capture: header differs")
             # everything a command reads must work on whatever is left
             cap.pipelines(r)

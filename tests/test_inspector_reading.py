@@ -267,3 +267,21 @@ def test_enormous_line_is_one_short_error(tmp_path):
     err = [l for l in (r.stdout + r.stderr).splitlines() if "not a structured-log line" in l]
     assert len(err) == 1 and len(err[0]) < 300 and f"{p}:" in err[0]
     assert "double" in r.stdout
+
+
+def test_torch_trace_directory_of_a_single_process(tmp_path):
+    """TORCH_TRACE of a run without torchrun names its log dedicated_log_torch_trace_<random>.log
+    (no rank): the directory is read as torch's logs, not refused as 'not a capture'."""
+    import hashlib
+
+    code = "class GraphModule(torch.nn.Module):\n    def forward(self, L_x_: \"f32[4][1]cpu\"):\n        add: \"f32[4][1]cpu\" = L_x_ + 1\n        return (add,)\n"
+    lines = code.split("\n")
+    env = {"dynamo_output_graph": {"sizes": {}}, "frame_id": 0, "frame_compile_id": 0, "attempt": 0,
+           "has_payload": hashlib.md5("\n".join(lines).encode()).hexdigest()}  # fmt: skip
+    rec_bytes = b"V1121 23:14:17.147000 25246 torch/_dynamo/output_graph.py:1] " + orjson.dumps(env) + b"\n" + b"\n".join(b"\t" + l.encode() for l in lines) + b"\n"
+    (tmp_path / "dedicated_log_torch_trace_39agu0ny.log").write_bytes(rec_bytes)
+    cap = open_capture(str(tmp_path))
+    assert cap.kind == "torch_trace" and cap.ranks == [0] and not cap.all_errors()
+    assert [p.name for p in cap.passes(0)] == ["dynamo"]
+    r = cli("ls", str(tmp_path), "--color", "never")
+    assert r.returncode == 0 and "dynamo" in r.stdout

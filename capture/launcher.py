@@ -58,10 +58,18 @@ def _manifest_path(out: str) -> str:
 
 
 def write_manifest(out: str, manifest: dict[str, Any]) -> None:
+    """Write the manifest whole or not at all (a full disk leaves the previous one); OSError."""
     tmp = _manifest_path(out) + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS))
-    os.replace(tmp, _manifest_path(out))
+    try:
+        with open(tmp, "wb") as f:
+            f.write(orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS))
+        os.replace(tmp, _manifest_path(out))
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def _torch_version() -> str | None:
@@ -131,7 +139,10 @@ def run(args: argparse.Namespace) -> int:
         "options": {"passes": args.passes, "inductor": not args.no_inductor, "blobs": not args.no_blobs, "torch_trace": args.torch_trace},
         "ranks": {},
     }
-    write_manifest(out, manifest)
+    try:
+        write_manifest(out, manifest)
+    except OSError as e:
+        return _fail(f"cannot write {_manifest_path(out)}: {e.strerror or e} (nothing was run)")
 
     code, sig = _run_child(cmd, env)
 

@@ -131,3 +131,20 @@ def test_capture_directory_removed_during_the_run(tmp_path):
     assert not out.exists()  # nothing recreated it
     assert f"the capture directory {out} was removed while the command ran" in r.stderr
     assert "rank 1 stopped capturing" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_no_room_for_the_manifest_runs_nothing(tmp_path):
+    """A disk that cannot take even the manifest: one line, exit 2, the command not run (the
+    launcher's own files may not grow past 200 bytes here: RLIMIT_FSIZE, as a full disk would)."""
+    import resource
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (200, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+
+    out = tmp_path / "cap"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    r = subprocess.run([sys.executable, "-m", "inspector.cli", "capture", "--out", str(out), "--", sys.executable, "-c", f"open({str(tmp_path / 'ran')!r}, 'w')"],
+                       cwd=ROOT, env=env, capture_output=True, text=True, preexec_fn=limit, timeout=60)  # fmt: skip
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.count("\n") == 1 and "cannot write" in r.stderr and "nothing was run" in r.stderr, r.stderr
+    assert not (tmp_path / "ran").exists() and not (out / "manifest.json.tmp").exists()

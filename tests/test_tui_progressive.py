@@ -41,7 +41,7 @@ def test_steps_of_any_size_index_what_open_capture_does(tui_small_capture, step)
 
 
 @SETTINGS
-@given(damage=st.sampled_from(["garbage", "blank", "cut", "tab-first", "bad-md5"]), where=st.floats(0.05, 0.95), step=st.integers(50, 4000))
+@given(damage=st.sampled_from(["garbage", "blank", "cut", "tab-first", "bad-md5", "unknown-kind", "bad-encoding"]), where=st.floats(0.05, 0.95), step=st.integers(50, 4000))
 def test_damaged_logs_give_the_same_errors(tui_small_capture, tmp_path_factory, damage, where, step):
     d = tmp_path_factory.mktemp("dmg") / "c"
     shutil.copytree(tui_small_capture, d)
@@ -57,6 +57,10 @@ def test_damaged_logs_give_the_same_errors(tui_small_capture, tmp_path_factory, 
         data = data[: at + 40]
     elif damage == "tab-first":
         data = b"\tstray payload\n" + data
+    elif damage == "unknown-kind":
+        data = data[:at] + data[at:].replace(b'"name":"gti_', b'"name":"gti_zz', 1)
+    elif damage == "bad-encoding":
+        data = data[:at] + data[at:].replace(b'"encoding":"', b'"encoding":"x', 1)
     else:
         i = data.find(b"\n\t", at) + 3
         data = data[:i] + (b"X" if data[i : i + 1] != b"X" else b"Y") + data[i + 1 :]

@@ -21,7 +21,7 @@ def signature(cap):
         graphs = sorted((g, tuple(sorted(ref.records)), ref.nodes) for g, ref in cap.graphs(r).items())
         codes = [cap.graph_code(r, g) is not None for g, _, _ in graphs]
         ranks.append((r, passes, graphs, codes))
-    return ranks, sorted(str(e) for e in cap.all_errors()), cap.manifest
+    return ranks, sorted(str(e) for e in cap.all_errors()), cap.manifest, getattr(cap, "statuses", None)
 
 
 def load(path, step: int):
@@ -112,6 +112,11 @@ def test_a_rank_log_appearing_later_is_picked_up(tui_small_capture, tmp_path):
     while not loader.done:
         loader.step(1 << 20)
     assert signature(loader.snapshot()) == signature(open_capture(str(d)))
+
+
+def test_a_bundled_gpu_capture_indexed_in_small_steps(bundled_capture):
+    path = bundled_capture("h200x2-rank-baked")
+    assert signature(load(path, 64 << 10).snapshot()) == signature(open_capture(str(path)))
 
 
 def test_other_inputs_fall_back_to_open_capture(tui_small_capture):

@@ -354,6 +354,13 @@ async def test_damaged_capture_shows_file_and_line(tui_small_capture, tmp_path):
     d0 = log0.read_bytes()
     i = d0.find(b"\tclass traced")
     log0.write_bytes(d0[: i + 1] + b"klass" + d0[i + 6 :])
+    # and rank 1's writer stopped (a failed write) and said so in its status file
+    from capture import logformat
+
+    (d / logformat.STATUS_DIR).mkdir()
+    (d / logformat.STATUS_DIR / logformat.status_file_name(1, 4242)).write_bytes(
+        logformat.encode_status({"rank": 1, "pid": 4242, "state": "stopped", "reason": "OSError: [Errno 28] No space left on device"})
+    )
     app = InspectApp(str(d))
     async with app.run_test(size=(160, 40)) as pilot:
         await settle(pilot)
@@ -362,6 +369,8 @@ async def test_damaged_capture_shows_file_and_line(tui_small_capture, tmp_path):
         table = app.query_one(ProblemsView).table
         wheres = [str(table.get_row_at(i)[0]) for i in range(table.row_count)]
         assert f"{log}:{bad_line}" in wheres
+        stopped = [table.row_plain(i) for i in range(table.row_count) if "rank_1.4242.json" in table.row_plain(i)]
+        assert stopped and "No space left on device" in stopped[0]
         assert "Problems (" in str(app.query_one(TabbedContent).get_tab("problems").label)
         # the damaged graph: its views say it cannot be read, and where
         app.open_place(Place(0, 0), view="code")

@@ -8,6 +8,7 @@ caches and memory maps that are not meant for concurrent use. Long computations 
 
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -228,6 +229,11 @@ class CaptureSession:
             for e in self.cap.all_errors():
                 where = e.path if e.line is None else f"{e.path}:{e.line}"
                 out.append((where, "" if e.rank is None else str(e.rank), e.message))
+            for r, statuses in sorted((getattr(self.cap, "statuses", None) or {}).items()):
+                for st in statuses:
+                    if st.get("state") == "stopped":
+                        where = os.path.join(self.path, "status", f"rank_{r}.{st.get('pid')}.json")
+                        out.append((where, str(r), f"the capture stopped on this rank (pid {st.get('pid')}): {st.get('reason') or 'no reason given'}; records after that are missing"))
             for r in self.cap.ranks:
                 log = self.cap.log_file(r)
                 for ce in self.cap.capture_errors(r):

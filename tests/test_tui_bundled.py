@@ -75,7 +75,7 @@ async def test_device_literals_baked_at_trace_and_the_devices_view(bundled_captu
         assert app.jump_to_finding(f)
         await settle(pilot)
         # already in the traced graph: the code view of the trace, on the node
-        assert app.active_view == "code" and app.place.seq is None
+        assert app.active_view == "code" and app.place == Place(0, 0) == app.tree.cursor_node.data
         code = app.code_view
         assert code.lines[code.cursor].strip().startswith(f.node + ":")
         await pilot.press("6")

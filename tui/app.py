@@ -692,7 +692,8 @@ class InspectApp(App[int]):
             return False
         if target.base_rank is not None:
             self.base_rank = target.base_rank
-        place = Place(target.rank, target.pipeline if target.pipeline is not None else 0, target.seq, target.role)
+        # the traced graph's place has no role: the same Place the tree's entry holds
+        place = Place(target.rank, target.pipeline if target.pipeline is not None else 0, target.seq, target.role if target.seq is not None else None)
         if target.node:
             self.pending_jump = (target.view, target.node, target.subgraph, place)
         self.query_one(TabbedContent).active = target.view

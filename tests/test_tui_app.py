@@ -479,3 +479,20 @@ def test_small_capture_is_deterministic(tmp_path):
         ga = [ln for ln in da.split(b"\n") if b"gti_graph" in ln]
         gb = [ln for ln in db.split(b"\n") if b"gti_graph" in ln]
         assert [x.split(b"]", 1)[1] for x in ga] == [x.split(b"]", 1)[1] for x in gb]
+
+
+def test_layering_inspector_never_imports_tui_and_the_command_module_is_light():
+    import ast
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    for path in (root / "inspector").rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            assert not any(n == "tui" or n.startswith("tui.") for n in names), f"{path} imports {names}"
+    code = "import sys, tui.cmd, inspector.cli; print(sorted(m for m in ('textual', 'rich', 'torch') if m in sys.modules))"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == "[]", r.stdout + r.stderr

@@ -183,6 +183,12 @@ async def test_findings_filters(tui_small_capture):
         assert fv.table.row_count == 1
         fv.set_filter("kind", "device-baked")
         assert fv.table.row_count == 0
+        fv.set_filter("kind", Select.NULL)
+        # `/` searches the table in front too
+        await pilot.press("4")
+        await settle(pilot)
+        await pilot.press("slash", *"aten.select", "enter")
+        assert fv.table.query_text == "aten.select" and "aten.select" in fv.table.current_line_text()
 
 
 async def test_search_and_go_to_node(tui_small_capture):

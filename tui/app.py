@@ -53,7 +53,7 @@ class InspectApp(App[int]):
     AUTO_CHECK_BYTES = 256 << 20  # larger captures are checked when asked (key c)
     FIRST_STEP_BYTES = 4 << 20
     STEP_BYTES = 32 << 20  # indexed per log between two looks at the clock
-    SNAPSHOT_SECONDS = 0.4  # how often a large capture's tree grows while it is indexed
+    SNAPSHOT_SECONDS = 0.4  # a large capture's tree grows after 0.4 s of indexing, then 0.8 s, 1.6 s ...
 
     VIEW_TITLES = {
         "code": "Code",
@@ -254,7 +254,8 @@ class InspectApp(App[int]):
     @work(thread=True, exclusive=True, group="load")
     def load_capture(self) -> None:
         """Index the capture a chunk at a time; post a snapshot after the first chunk (the tree
-        paints at once) and then every `SNAPSHOT_SECONDS`, so a large capture fills in as it is read."""
+        paints at once) and then after SNAPSHOT_SECONDS, twice that, ..., so a large capture fills in
+        as it is read."""
         t0 = time.perf_counter()
         worker = get_current_worker()
         self.post_message(Progress("load", f"indexing {self.path}…"))
@@ -262,15 +263,18 @@ class InspectApp(App[int]):
             loader = ProgressiveLoader(self.path, source=self.source)
             self.loader = loader
             last = None
+            interval = self.SNAPSHOT_SECONDS
             while True:
                 with self.capture_lock:
                     # a small first step: the tree paints from the first passes of each log
                     loader.step(self.FIRST_STEP_BYTES if last is None else self.STEP_BYTES)
                     done = loader.done
                     now = time.perf_counter()
-                    if done or last is None or now - last >= self.SNAPSHOT_SECONDS:
+                    if done or last is None or now - last >= interval:
                         session = CaptureSession(loader.snapshot(), self.capture_lock, complete=done)
                         loader.release()  # what the outline read is kept as objects, not pages
+                        if last is not None:
+                            interval *= 2  # each snapshot costs more than the last: fewer of them
                         last = now
                     else:
                         session = None

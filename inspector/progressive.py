@@ -32,7 +32,7 @@ from typing import Any
 
 from capture import logformat
 from inspector import capture_index as ci
-from inspector.logscan import _LINE_START_RE, LogFile, ReadError, Record, _preview, kind_problem, kind_problem
+from inspector.logscan import _LINE_START_RE, LogFile, ReadError, Record, _preview, kind_problem
 
 
 class ChunkedLogFile(LogFile):

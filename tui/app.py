@@ -7,45 +7,33 @@ what arrived. A view is filled when it is shown, for the place selected in the t
 
 from __future__ import annotations
 
-import os
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
-from textual import on, work
+from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Footer, Header, Input, Label, ProgressBar, TabbedContent, TabPane, Tree
-from textual.worker import get_current_worker
 
-from inspector.capture_index import CaptureUnreadable
-from inspector.live import files_signature
 from inspector.outline import finding_target
 from inspector.progressive import ProgressiveLoader
+from tui.capture_loading import VIEWS, CaptureLoading
 from tui.commands import CaptureCommands
-from tui.messages import CaptureFailed, CaptureLoaded, FindingsReady, Progress, ViewReady
-from tui.replay import replay_argv, run_captured, run_in_terminal
+from tui.messages import Progress, ViewReady
 from tui.screens.help import HelpScreen
 from tui.screens.prompt import PromptScreen
 from tui.session import CaptureSession, Place
+from tui.view_actions import ViewActions
 from tui.widgets.capture_tree import CaptureTree, RankData, plural
 from tui.widgets.code_view import CodeView
 from tui.widgets.diff_view import DiffView
 from tui.widgets.findings_view import FindingsView
 from tui.widgets.line_view import LineView
-from tui.widgets.record_table import RecordTable
 from tui.widgets.table_views import DevicesView, NodeChosen, ProblemsView, SymbolsView
 
-def _mb(n: int) -> str:
-    return f"{n / 1e6:.0f} MB" if n >= 10e6 else f"{n / 1e6:.1f} MB"
-
-
-VIEWS = ("code", "pass-diff", "rank-diff", "findings", "symbols", "devices", "problems")
-
-
-class InspectApp(App[int]):
+class InspectApp(CaptureLoading, ViewActions, App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "graphtrain-inspect"
     COMMANDS = App.COMMANDS | {CaptureCommands}
@@ -248,236 +236,6 @@ class InspectApp(App[int]):
         if self.closing():
             return
         self.set_job(m.job, None if m.done else m.text, m.fraction)
-
-    # -- loading the capture ----------------------------------------------------------------------
-
-    @work(thread=True, exclusive=True, group="load")
-    def load_capture(self) -> None:
-        """Index the capture a chunk at a time; post a snapshot after the first chunk (the tree
-        paints at once) and then after SNAPSHOT_SECONDS, twice that, ..., so a large capture fills in
-        as it is read."""
-        t0 = time.perf_counter()
-        worker = get_current_worker()
-        self.post_message(Progress("load", f"indexing {self.path}…"))
-        try:
-            loader = ProgressiveLoader(self.path, source=self.source)
-            self.loader = loader
-            last = None
-            interval = self.SNAPSHOT_SECONDS
-            while True:
-                with self.capture_lock:
-                    # a small first step: the tree paints from the first passes of each log
-                    loader.step(self.FIRST_STEP_BYTES if last is None else self.STEP_BYTES)
-                    done = loader.done
-                    now = time.perf_counter()
-                    if done or last is None or now - last >= interval:
-                        session = CaptureSession(loader.snapshot(), self.capture_lock, complete=done)
-                        loader.release()  # what the outline read is kept as objects, not pages
-                        if last is not None:
-                            interval *= 2  # each snapshot costs more than the last: fewer of them
-                        last = now
-                    else:
-                        session = None
-                if worker.is_cancelled:
-                    return
-                if session is not None:
-                    self.post_message(CaptureLoaded(session, time.perf_counter() - t0, final=done))
-                    if not self.tree_shown.is_set():
-                        # let the interface paint the first tree before indexing on: the scan
-                        # would otherwise share the interpreter with it
-                        self.tree_shown.wait(timeout=2.0)
-                total = loader.total_bytes or 1
-                self.post_message(Progress("load", f"indexing {_mb(loader.scanned_bytes)} of {_mb(total)}", fraction=loader.scanned_bytes / total, done=done))
-                if done:
-                    break
-        except CaptureUnreadable as e:
-            self.post_message(Progress("load", "", done=True))
-            self.post_message(CaptureFailed(self.path, str(e)))
-        except Exception as e:  # a reader bug must not take the app down: say what happened
-            self.post_message(Progress("load", "", done=True))
-            self.post_message(CaptureFailed(self.path, f"{type(e).__name__}: {e}"))
-
-    @work(thread=True, exclusive=True, group="load")
-    def follow_capture(self) -> None:
-        """New records in a capture still being written: index only the new bytes."""
-        loader = self.loader
-        if loader is None:
-            return
-        t0 = time.perf_counter()
-        try:
-            with self.capture_lock:
-                if not loader.grow():
-                    return
-            self.post_message(Progress("load", "reading new records…"))
-            while True:
-                with self.capture_lock:
-                    loader.step(self.STEP_BYTES)
-                    if loader.done:
-                        session = CaptureSession(loader.snapshot(), self.capture_lock)
-                        loader.release()
-                        break
-            self.post_message(CaptureLoaded(session, time.perf_counter() - t0, reload=True, final=True))
-        except Exception as e:
-            self.post_message(CaptureFailed(self.path, f"while following the capture: {type(e).__name__}: {e}"))
-        finally:
-            self.post_message(Progress("load", "", done=True))
-
-    @on(CaptureFailed)
-    def on_capture_failed(self, m: CaptureFailed) -> None:
-        if self.closing():
-            return
-        self.tree.loading = False
-        if self.session is not None:  # a failure while following: keep what is shown
-            self.notify(m.error, title="reading the capture failed", severity="error")
-            return
-        self.tree.root.set_label(f"cannot read {m.path}")
-        self.code_view.clear(m.error)
-        self.query_one(ProblemsView).set_rows([(m.path, "", m.error)])
-        self.notify(m.error, title="cannot read the capture", severity="error", timeout=10)
-
-    @on(CaptureLoaded)
-    def on_capture_loaded(self, m: CaptureLoaded) -> None:
-        if self.closing():
-            return
-        first = self.session is None
-        self.session = m.session
-        tree = self.tree
-        tree.loading = False
-        if first:
-            tree.load(m.session.outline, self.badges)
-            self.call_after_refresh(self._tree_painted)
-            place = self._first_place()
-            if place is not None:
-                tree.reveal(place)
-            elif not m.session.outline.ranks:
-                self.code_view.clear("no records yet: the capture has just started; they appear here as they are written")
-        else:
-            added = tree.sync(m.session.outline)
-            if m.reload and added:
-                self.notify(f"{added} new entries", title="capture grew", timeout=3)
-            if m.reload:
-                self.stale = set(VIEWS) - {"findings"}
-                self.refresh_view()
-            if self.place is None:  # nothing to show until now (a capture that just started)
-                place = self._first_place()
-                if place is not None:
-                    tree.reveal(place)
-        if not m.final:
-            return
-        self.load_seconds = m.seconds
-        self.fill_problems(announce=not m.reload)
-        self.run_checks()
-        if m.session.outline.live:
-            if self._poll_timer is None:
-                self.signature = files_signature(self.path)
-                self._poll_timer = self.set_interval(self.poll_seconds, self.poll_live)
-        elif self._poll_timer is not None:
-            self._poll_timer.stop()
-            self._poll_timer = None
-
-    def _tree_painted(self) -> None:
-        if self.first_tree_painted is None:
-            self.first_tree_painted = time.perf_counter() - self.started
-        self.tree_shown.set()
-
-    def _first_place(self) -> Place | None:
-        o = self.session.outline if self.session else None
-        if not o or not o.ranks:
-            return None
-        for r in o.ranks:
-            for pl in r.pipelines:
-                if pl.passes:
-                    p = pl.passes[0]
-                    return Place(r.rank, pl.index, p.seq, p.first_role())
-                return Place(r.rank, pl.index)
-        return None
-
-    def fill_problems(self, announce: bool = False) -> None:
-        if self.session is None:
-            return
-        rows = self.session.problems()
-        self.query_one(ProblemsView).set_rows(rows)
-        tab = self.query_one(TabbedContent).get_tab("problems")
-        tab.label = f"Problems ({len(rows)})" if rows else "Problems"
-        if announce and rows:
-            where, _, msg = rows[0]
-            more = f" (and {len(rows) - 1} more: see Problems, key 7)" if len(rows) > 1 else ""
-            self.notify(f"{where}: {msg}{more}", title="reading problems", severity="warning", timeout=8)
-
-    def poll_live(self) -> None:
-        if self.session is None or "load" in self.jobs:
-            return
-        sig = files_signature(self.path)
-        if sig != self.signature:
-            self.signature = sig
-            self.follow_capture()
-
-    def action_reload(self) -> None:
-        if self.loader is not None and self.loader.fallback is None:
-            self.follow_capture()
-        else:
-            self.notify("this input is read in one go: restart to read it again", timeout=3)
-
-    # -- checks ------------------------------------------------------------------------------------
-
-    def run_checks(self, *, asked: bool = False) -> None:
-        """Run the checks in the background (a child process); on a large capture only when asked."""
-        if self.session is None:
-            return
-        size = self.loader.total_bytes if self.loader is not None else 0
-        if not asked and size > self.AUTO_CHECK_BYTES and not self.findings:
-            self.findings_view.set_status(f"the capture is {_mb(size)}: the checks read every graph (minutes, GBs of memory); press c to run them")
-            return
-        if "checks" in self.jobs:
-            self.checks_dirty = True
-            return
-        self.checks_dirty = False
-        self.findings_view.set_status("running checks…")
-        self._checks_worker(self.path, self.source)
-
-    def action_run_checks(self) -> None:
-        self.run_checks(asked=True)
-
-    @work(thread=True, exclusive=True, group="checks")
-    def _checks_worker(self, path: str, source: str) -> None:
-        from inspector.outline import finding_badges
-        from tui.checks_runner import run_checks
-
-        self.post_message(Progress("checks", "running checks…"))
-        t0 = time.perf_counter()
-        result = run_checks(path, source, started=lambda proc: setattr(self, "checks_process", proc))
-        self.checks_process = None
-        badges: dict = {}
-        session = self.session
-        if result.error is None and session is not None:
-            with session.lock:
-                badges = finding_badges(result.findings, session.index)
-        self.post_message(FindingsReady(result.findings, badges, result.notes, result.not_run, time.perf_counter() - t0, error=result.error))
-        self.post_message(Progress("checks", "", done=True))
-
-    @on(FindingsReady)
-    def on_findings_ready(self, m: FindingsReady) -> None:
-        if self.closing():
-            return
-        self.jobs.pop("checks", None)
-        if m.error:
-            self.findings_view.set_status(f"checks failed: {m.error}")
-            self.notify(m.error, title="checks failed", severity="error")
-            return
-        self.findings = m.findings
-        self.badges = m.badges
-        fv = self.findings_view
-        status = None
-        if m.not_run:
-            status = fv._status() if m.findings else "no findings"
-        fv.set_findings(m.findings, ranks=self.session.cap.ranks if self.session else None)
-        if status and m.not_run:
-            fv.set_status(status + " · not run: " + "; ".join(f"{n['check']}: {n['reason']}" for n in m.not_run))
-        self.tree.set_badges(m.badges)
-        tab = self.query_one(TabbedContent).get_tab("findings")
-        tab.label = f"Findings ({len(m.findings)})" if m.findings else "Findings"
-        if self.checks_dirty:
-            self.run_checks()
 
     # -- selecting places --------------------------------------------------------------------------
 
@@ -760,15 +518,6 @@ class InspectApp(App[int]):
 
         self.push_screen(PromptScreen("Go to node (name, or subgraph:name)", placeholder="add_3", suggestions=names[:50000], id="goto-prompt"), done)
 
-    # -- search ------------------------------------------------------------------------------------
-
-    def action_search(self) -> None:
-        bar = self.query_one("#search-bar")
-        bar.display = True
-        inp = self.query_one("#search-input", Input)
-        inp.value = self.search_query
-        inp.focus()
-
     @on(Input.Submitted, "#search-input")
     def on_search_submitted(self, event: Input.Submitted) -> None:
         event.stop()
@@ -779,132 +528,6 @@ class InspectApp(App[int]):
         w.focus()
         if self.search_query and found is None:
             self.notify(f"'{self.search_query}' not found in this view", severity="warning", timeout=3)
-
-    def on_key(self, event) -> None:
-        if event.key == "escape" and self.query_one("#search-bar").display:
-            self.query_one("#search-bar").display = False
-            self.view_widget().focus()
-            event.stop()
-
-    def action_search_next(self, direction: int) -> None:
-        if not self.search_query:
-            self.action_search()
-            return
-        w = self.view_widget()
-        if w.find(self.search_query, forward=direction > 0) is None:
-            self.notify(f"'{self.search_query}' not found in this view", severity="warning", timeout=3)
-
-    # -- diff modes, ranks ---------------------------------------------------------------------------
-
-    def action_toggle_diff_mode(self) -> None:
-        views = [self.pass_diff_view, self.rank_diff_view]
-        mode = "split" if views[0].mode == "unified" else "unified"
-        for v in views:
-            v.set_mode(mode)
-        for name in ("pass-diff", "rank-diff"):
-            label = self.query_one(f"#{name}-title", Label)
-            text = str(label.content)
-            if text.endswith(" · unified") or text.endswith(" · split"):
-                label.update(text.rsplit(" · ", 1)[0] + f" · {mode}")
-        self.notify(f"diffs: {'side by side' if mode == 'split' else 'unified'}", timeout=2)
-
-    def action_expand_folds(self) -> None:
-        w = self.view_widget()
-        if isinstance(w, DiffView):
-            w.expand_all()
-
-    def action_cycle_base_rank(self) -> None:
-        if self.session is None or self.place is None:
-            return
-        ranks = self.session.cap.ranks
-        cur = self.base_rank_for(self.place)
-        self.base_rank = ranks[(ranks.index(cur) + 1) % len(ranks)] if cur in ranks else ranks[0]
-        self.notify(f"rank diff: base rank {self.base_rank}", timeout=2)
-        self.stale.add("rank-diff")
-        if self.active_view != "rank-diff":
-            self.show_view("rank-diff")
-        else:
-            self.refresh_view()
-
-    # -- copy, export, replay --------------------------------------------------------------------------
-
-    def action_copy_line(self) -> None:
-        text = self.view_widget().current_line_text()
-        self.copy_to_clipboard(text)
-        self.notify("copied the line" if text else "nothing to copy", timeout=2)
-
-    def action_copy_hunk(self) -> None:
-        w = self.view_widget()
-        text = w.hunk_text() if isinstance(w, DiffView) else w.current_line_text()
-        self.copy_to_clipboard(text)
-        n = text.count("\n")
-        self.notify(f"copied {n} line{'s' if n != 1 else ''}" if text else "nothing to copy", timeout=2)
-
-    def export_text(self) -> tuple[str, str]:
-        """(text, file suffix) of what the view in front shows."""
-        view = self.active_view
-        w = self.view_widget(view)
-        if isinstance(w, DiffView):
-            return w.export_text(), ".diff"
-        if isinstance(w, CodeView):
-            return "\n".join(w.lines) + "\n", ".py"
-        if isinstance(w, RecordTable):
-            return w.export_text(), ".tsv"
-        return "", ".txt"
-
-    def default_export_name(self) -> str:
-        view = self.active_view
-        _, suffix = self.export_text()
-        parts = ["gti", Path(self.path).name or "capture", view]
-        if self.place is not None and view not in ("findings", "problems"):
-            parts.append(f"r{self.place.rank}")
-            parts.append(f"p{self.place.seq}" if self.place.seq is not None else f"g{self.place.pipeline}")
-        return "-".join(parts) + suffix
-
-    def action_export(self) -> None:
-        def done(value: str | None) -> None:
-            if value:
-                self.export_to(value)
-
-        self.push_screen(PromptScreen(f"Export the {self.VIEW_TITLES[self.active_view].lower()} view to a file", value=self.default_export_name(), id="export-prompt"), done)
-
-    def export_to(self, path: str) -> str | None:
-        text, _ = self.export_text()
-        if not text:
-            self.notify("nothing to export in this view", severity="warning")
-            return None
-        target = os.path.abspath(os.path.expanduser(path))
-        try:
-            with open(target, "w") as f:
-                f.write(text)
-        except OSError as e:
-            self.notify(f"{target}: {e.strerror or e}", title="export failed", severity="error")
-            return None
-        self.notify(f"wrote {text.count(chr(10))} lines to {target}", title="exported", timeout=4)
-        return target
-
-    def action_replay(self) -> None:
-        if self.session is None or self.place is None or self.place.seq is None:
-            self.notify("select a pass to replay", severity="warning")
-            return
-        p = self.session.pass_entry(self.place)
-        if p is None:
-            return
-        argv = replay_argv(self.session.path, p.name, p.rank, p.occurrence)
-        self.last_replay = argv
-        if self.replay_runner is not None:
-            rc = self.replay_runner(argv)
-            msg = ""
-        else:
-            try:
-                with self.suspend():
-                    rc = run_in_terminal(argv)
-                msg = ""
-            except Exception:  # no terminal to hand over (headless, web): run it in the background
-                rc, msg = run_captured(argv)
-        sev = "information" if rc == 0 else "warning"
-        self.notify(f"replay of #{p.seq} {p.name} on rank {p.rank} exited with {rc}" + (f": {msg}" if msg else ""), severity=sev)
-        self.refresh()
 
     # -- help, focus --------------------------------------------------------------------------------
 

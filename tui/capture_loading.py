@@ -1,0 +1,257 @@
+"""Loading a capture into the app: indexing in steps, following a capture still being written,
+reading problems, and the checks (in a child process). A mixin of `tui.app.InspectApp`: the
+methods use the app's widgets and state; message handlers go by name (`on_capture_loaded`)."""
+
+from __future__ import annotations
+
+import time
+
+from textual import work
+from textual.widgets import TabbedContent
+from textual.worker import get_current_worker
+
+from inspector.capture_index import CaptureUnreadable
+from inspector.live import files_signature
+from inspector.progressive import ProgressiveLoader
+from tui.messages import CaptureFailed, CaptureLoaded, FindingsReady, Progress
+from tui.session import CaptureSession, Place
+from tui.widgets.table_views import ProblemsView
+
+
+VIEWS = ("code", "pass-diff", "rank-diff", "findings", "symbols", "devices", "problems")
+
+
+def mb(n: int) -> str:
+    return f"{n / 1e6:.0f} MB" if n >= 10e6 else f"{n / 1e6:.1f} MB"
+
+
+class CaptureLoading:
+    """Mixin: everything between the capture's files and the app's tree, problems and findings."""
+
+    # -- loading the capture ----------------------------------------------------------------------
+
+    @work(thread=True, exclusive=True, group="load")
+    def load_capture(self) -> None:
+        """Index the capture a chunk at a time; post a snapshot after the first chunk (the tree
+        paints at once) and then after SNAPSHOT_SECONDS, twice that, ..., so a large capture fills in
+        as it is read."""
+        t0 = time.perf_counter()
+        worker = get_current_worker()
+        self.post_message(Progress("load", f"indexing {self.path}…"))
+        try:
+            loader = ProgressiveLoader(self.path, source=self.source)
+            self.loader = loader
+            last = None
+            interval = self.SNAPSHOT_SECONDS
+            while True:
+                with self.capture_lock:
+                    # a small first step: the tree paints from the first passes of each log
+                    loader.step(self.FIRST_STEP_BYTES if last is None else self.STEP_BYTES)
+                    done = loader.done
+                    now = time.perf_counter()
+                    if done or last is None or now - last >= interval:
+                        session = CaptureSession(loader.snapshot(), self.capture_lock, complete=done)
+                        loader.release()  # what the outline read is kept as objects, not pages
+                        if last is not None:
+                            interval *= 2  # each snapshot costs more than the last: fewer of them
+                        last = now
+                    else:
+                        session = None
+                if worker.is_cancelled:
+                    return
+                if session is not None:
+                    self.post_message(CaptureLoaded(session, time.perf_counter() - t0, final=done))
+                    if not self.tree_shown.is_set():
+                        # let the interface paint the first tree before indexing on: the scan
+                        # would otherwise share the interpreter with it
+                        self.tree_shown.wait(timeout=2.0)
+                total = loader.total_bytes or 1
+                self.post_message(Progress("load", f"indexing {mb(loader.scanned_bytes)} of {mb(total)}", fraction=loader.scanned_bytes / total, done=done))
+                if done:
+                    break
+        except CaptureUnreadable as e:
+            self.post_message(Progress("load", "", done=True))
+            self.post_message(CaptureFailed(self.path, str(e)))
+        except Exception as e:  # a reader bug must not take the app down: say what happened
+            self.post_message(Progress("load", "", done=True))
+            self.post_message(CaptureFailed(self.path, f"{type(e).__name__}: {e}"))
+
+    @work(thread=True, exclusive=True, group="load")
+    def follow_capture(self) -> None:
+        """New records in a capture still being written: index only the new bytes."""
+        loader = self.loader
+        if loader is None:
+            return
+        t0 = time.perf_counter()
+        try:
+            with self.capture_lock:
+                if not loader.grow():
+                    return
+            self.post_message(Progress("load", "reading new records…"))
+            while True:
+                with self.capture_lock:
+                    loader.step(self.STEP_BYTES)
+                    if loader.done:
+                        session = CaptureSession(loader.snapshot(), self.capture_lock)
+                        loader.release()
+                        break
+            self.post_message(CaptureLoaded(session, time.perf_counter() - t0, reload=True, final=True))
+        except Exception as e:
+            self.post_message(CaptureFailed(self.path, f"while following the capture: {type(e).__name__}: {e}"))
+        finally:
+            self.post_message(Progress("load", "", done=True))
+
+    def on_capture_failed(self, m: CaptureFailed) -> None:
+        if self.closing():
+            return
+        self.tree.loading = False
+        if self.session is not None:  # a failure while following: keep what is shown
+            self.notify(m.error, title="reading the capture failed", severity="error")
+            return
+        self.tree.root.set_label(f"cannot read {m.path}")
+        self.code_view.clear(m.error)
+        self.query_one(ProblemsView).set_rows([(m.path, "", m.error)])
+        self.notify(m.error, title="cannot read the capture", severity="error", timeout=10)
+
+    def on_capture_loaded(self, m: CaptureLoaded) -> None:
+        if self.closing():
+            return
+        first = self.session is None
+        self.session = m.session
+        tree = self.tree
+        tree.loading = False
+        if first:
+            tree.load(m.session.outline, self.badges)
+            self.call_after_refresh(self._tree_painted)
+            place = self._first_place()
+            if place is not None:
+                tree.reveal(place)
+            elif not m.session.outline.ranks:
+                self.code_view.clear("no records yet: the capture has just started; they appear here as they are written")
+        else:
+            added = tree.sync(m.session.outline)
+            if m.reload and added:
+                self.notify(f"{added} new entries", title="capture grew", timeout=3)
+            if m.reload:
+                self.stale = set(VIEWS) - {"findings"}
+                self.refresh_view()
+            if self.place is None:  # nothing to show until now (a capture that just started)
+                place = self._first_place()
+                if place is not None:
+                    tree.reveal(place)
+        if not m.final:
+            return
+        self.load_seconds = m.seconds
+        self.fill_problems(announce=not m.reload)
+        self.run_checks()
+        if m.session.outline.live:
+            if self._poll_timer is None:
+                self.signature = files_signature(self.path)
+                self._poll_timer = self.set_interval(self.poll_seconds, self.poll_live)
+        elif self._poll_timer is not None:
+            self._poll_timer.stop()
+            self._poll_timer = None
+
+    def _tree_painted(self) -> None:
+        if self.first_tree_painted is None:
+            self.first_tree_painted = time.perf_counter() - self.started
+        self.tree_shown.set()
+
+    def _first_place(self) -> Place | None:
+        o = self.session.outline if self.session else None
+        if not o or not o.ranks:
+            return None
+        for r in o.ranks:
+            for pl in r.pipelines:
+                if pl.passes:
+                    p = pl.passes[0]
+                    return Place(r.rank, pl.index, p.seq, p.first_role())
+                return Place(r.rank, pl.index)
+        return None
+
+    def fill_problems(self, announce: bool = False) -> None:
+        if self.session is None:
+            return
+        rows = self.session.problems()
+        self.query_one(ProblemsView).set_rows(rows)
+        tab = self.query_one(TabbedContent).get_tab("problems")
+        tab.label = f"Problems ({len(rows)})" if rows else "Problems"
+        if announce and rows:
+            where, _, msg = rows[0]
+            more = f" (and {len(rows) - 1} more: see Problems, key 7)" if len(rows) > 1 else ""
+            self.notify(f"{where}: {msg}{more}", title="reading problems", severity="warning", timeout=8)
+
+    def poll_live(self) -> None:
+        if self.session is None or "load" in self.jobs:
+            return
+        sig = files_signature(self.path)
+        if sig != self.signature:
+            self.signature = sig
+            self.follow_capture()
+
+    def action_reload(self) -> None:
+        if self.loader is not None and self.loader.fallback is None:
+            self.follow_capture()
+        else:
+            self.notify("this input is read in one go: restart to read it again", timeout=3)
+
+    # -- checks ------------------------------------------------------------------------------------
+
+    def run_checks(self, *, asked: bool = False) -> None:
+        """Run the checks in the background (a child process); on a large capture only when asked."""
+        if self.session is None:
+            return
+        size = self.loader.total_bytes if self.loader is not None else 0
+        if not asked and size > self.AUTO_CHECK_BYTES and not self.findings:
+            self.findings_view.set_status(f"the capture is {mb(size)}: the checks read every graph (minutes, GBs of memory); press c to run them")
+            return
+        if "checks" in self.jobs:
+            self.checks_dirty = True
+            return
+        self.checks_dirty = False
+        self.findings_view.set_status("running checks…")
+        self._checks_worker(self.path, self.source)
+
+    def action_run_checks(self) -> None:
+        self.run_checks(asked=True)
+
+    @work(thread=True, exclusive=True, group="checks")
+    def _checks_worker(self, path: str, source: str) -> None:
+        from inspector.outline import finding_badges
+        from tui.checks_runner import run_checks
+
+        self.post_message(Progress("checks", "running checks…"))
+        t0 = time.perf_counter()
+        result = run_checks(path, source, started=lambda proc: setattr(self, "checks_process", proc))
+        self.checks_process = None
+        badges: dict = {}
+        session = self.session
+        if result.error is None and session is not None:
+            with session.lock:
+                badges = finding_badges(result.findings, session.index)
+        self.post_message(FindingsReady(result.findings, badges, result.notes, result.not_run, time.perf_counter() - t0, error=result.error))
+        self.post_message(Progress("checks", "", done=True))
+
+    def on_findings_ready(self, m: FindingsReady) -> None:
+        if self.closing():
+            return
+        self.jobs.pop("checks", None)
+        if m.error:
+            self.findings_view.set_status(f"checks failed: {m.error}")
+            self.notify(m.error, title="checks failed", severity="error")
+            return
+        self.findings = m.findings
+        self.badges = m.badges
+        fv = self.findings_view
+        status = None
+        if m.not_run:
+            status = fv._status() if m.findings else "no findings"
+        fv.set_findings(m.findings, ranks=self.session.cap.ranks if self.session else None)
+        if status and m.not_run:
+            fv.set_status(status + " · not run: " + "; ".join(f"{n['check']}: {n['reason']}" for n in m.not_run))
+        self.tree.set_badges(m.badges)
+        tab = self.query_one(TabbedContent).get_tab("findings")
+        tab.label = f"Findings ({len(m.findings)})" if m.findings else "Findings"
+        if self.checks_dirty:
+            self.run_checks()
+

@@ -39,7 +39,7 @@ class FindingsView(Vertical):
     def compose(self) -> ComposeResult:
         with Horizontal(id="findings-filters"):
             for k in self.FILTERS:
-                yield Select([], prompt=f"any {k}", id=f"filter-{k}", allow_blank=True)
+                yield Select([], prompt=k, id=f"filter-{k}", allow_blank=True)
         yield Label("running checks…", id="findings-status")
         yield RecordTable(id="findings-table")
 

@@ -85,6 +85,7 @@ def listing(cap, ranks: list[int] | None = None) -> dict[str, Any]:
                     for e in cap.capture_errors(r)
                 ],
                 "complete": end is not None if cap.kind == "capture" else None,
+                "stopped": cap.stopped(r) if cap.kind == "capture" else None,
             }
         )
     out["read_errors"] = [str(e) for e in cap.all_errors()]
@@ -133,7 +134,9 @@ def render(data: dict[str, Any], st: Style, fold: bool = True) -> list[str]:
             extra.append(st(f"{raised} passes raised", "red"))
         if incomplete:
             extra.append(st(f"{incomplete} unfinished", "red"))
-        if entry["complete"] is False:
+        if entry.get("stopped"):
+            extra.append(st(f"capture stopped writing: {entry['stopped']}", "red"))
+        elif entry["complete"] is False:
             extra.append(st("no end record (killed or still running)", "red"))
         where = f"  pid {entry['pid']} on {entry['host']}" if entry.get("pid") else ""
         lines.append("")

@@ -235,6 +235,14 @@ class LogFile:
                 self._bad_payload.add(rec.index)
                 self._err(rec.offset, f"{rec.kind}: the record has no payload lines (cut off or damaged)")
             return None
+        if not isinstance(rec.env.get("has_payload"), str):
+            # A writer sets has_payload whenever there is a payload (ours and torch's): these lines
+            # belong to a record whose envelope line is gone, not to this one.
+            if rec.index not in self._trailing_noted:
+                self._trailing_noted.add(rec.index)
+                self._err(rec.payload_start, f"payload line(s) after the {rec.kind} record at line {self.line_of(rec.offset)}, "
+                                             "which has none (a damaged or missing envelope line); ignored")
+            return None
         lines = self.raw_payload(rec).split(b"\n")
         try:
             value = logformat.decode_payload(lines, rec.env, verify=verify)

@@ -121,6 +121,8 @@ def test_write_failures_stop_the_capture_not_the_training(tmp_path):
     assert r.returncode == 0, r.stderr
     found = {(f["ranks"][0], f["evidence"]["problem"]) for f in json.loads(r.stdout)["findings"] if f["kind"] == "incomplete-capture"}
     assert {(0, "missing-rank"), (0, "stopped"), (1, "stopped")} <= found, found
+    r = run_cli("ls", str(out), "--color", "never")
+    assert r.returncode == 0 and "capture stopped writing: OSError: [Errno 27] File too large" in r.stdout
 
 
 def test_capture_directory_removed_during_the_run(tmp_path):

@@ -285,3 +285,12 @@ def test_torch_trace_directory_of_a_single_process(tmp_path):
     assert [p.name for p in cap.passes(0)] == ["dynamo"]
     r = cli("ls", str(tmp_path), "--color", "never")
     assert r.returncode == 0 and "dynamo" in r.stdout
+    # a record without payload, then the payload lines of a record whose envelope line was lost:
+    # they are not read as its payload (found by benchmarks/fuzz_reader.py)
+    bare = b'V1121 23:14:17.290000 25246 torch/_subclasses/meta_utils.py:2271] {"describe_source": {"describer_id": 0, "id": 13}}\n'
+    (tmp_path / "dedicated_log_torch_trace_39agu0ny.log").write_bytes(bare + b'\t{\n\t"name": "stray"\n\t}\n' + rec_bytes)
+    cap = open_capture(str(tmp_path))
+    log = cap.log_file(0)
+    assert log.payload(log.records[0]) is None
+    assert [str(e) for e in cap.all_errors()] == [f"{log.path}:2: payload line(s) after the describe_source record at line 1, which has none (a damaged or missing envelope line); ignored"]
+    assert [p.name for p in cap.passes(0)] == ["dynamo"]

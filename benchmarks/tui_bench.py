@@ -58,6 +58,9 @@ class Term:
         return self.tmux("capture-pane", "-p", "-t", self.name)
 
     def keys(self, *keys: str) -> None:
+        if keys and keys[0] == "-l":
+            self.tmux("send-keys", "-t", self.name, "-l", *keys[1:])
+            return
         self.tmux("send-keys", "-t", self.name, *keys)
 
     def pid(self) -> int:
@@ -170,9 +173,9 @@ def repaint(path: str, presses: int) -> tuple[dict[str, list[float]], dict[str, 
             # a node near the end of the graph: the search runs over all 51,000 lines
             target = f"view_default_r{last - k}:"
             t.keys("/")
-            time.sleep(0.15)
-            t.keys(target)
-            time.sleep(0.1)
+            t.wait(lambda s: any(ln.startswith(" /") for ln in s.splitlines()[-4:-1]), timeout=30)  # the search field, not the footer
+            t.keys("-l", target)  # literally, once the field has the focus: not as key bindings
+            t.wait(lambda s: any(target in ln for ln in s.splitlines()[-4:-1]), timeout=30)
             t0 = time.perf_counter()
             t.keys("Enter")
             t1, _ = t.wait(lambda s: target in s and (_top_line_number(s) or 0) > 1000)

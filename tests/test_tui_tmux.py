@@ -36,6 +36,9 @@ class Tmux:
         return self.run("capture-pane", "-p", "-t", self.name).stdout
 
     def keys(self, *keys: str) -> None:
+        if keys and keys[0] == "-l":  # literal text
+            self.run("send-keys", "-t", self.name, "-l", *keys[1:])
+            return
         self.run("send-keys", "-t", self.name, *keys)
 
     def wait_for(self, *texts: str, timeout: float = 40) -> str:
@@ -67,6 +70,14 @@ def test_tmux_session_finding_to_diff_and_quit(tui_small_capture):
         assert diff_lines and "+" in diff_lines[0].split("select:")[0], screen  # an added line
         t.keys("s")
         t.wait_for("diffs: side by side")
+        # the search field is on screen while typing (above the status line, not under the footer)
+        t.keys("/")
+        t.keys("-l", "relu")
+        screen = t.wait_for("/relu")
+        lines = [ln for ln in screen.splitlines() if ln.strip()]
+        status = next(i for i, ln in enumerate(lines) if "small: 2 ranks" in ln)
+        assert "/relu" in lines[status - 1], lines[status - 2 :]
+        t.keys("Enter")
         t.keys("q")
         t.wait_for("EXIT:0", timeout=20)
     finally:

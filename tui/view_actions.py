@@ -25,7 +25,7 @@ class ViewActions:
         bar.display = True
         inp = self.query_one("#search-input", Input)
         inp.value = self.search_query
-        inp.focus()
+        self.screen.set_focus(inp)  # at once: keys typed right after / must reach the field
 
     def on_key(self, event) -> None:
         if event.key == "escape" and self.query_one("#search-bar").display:

@@ -19,6 +19,7 @@ class PromptScreen(ModalScreen[str | None]):
     """
 
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="prompt.cancel")]
+    AUTO_FOCUS = "#prompt-input"  # focused as the screen opens: the name typed next goes there
 
     def __init__(self, title: str, *, value: str = "", placeholder: str = "", suggestions: list[str] | None = None, hint: str = "", id: str | None = None) -> None:
         super().__init__(id=id)
@@ -35,9 +36,6 @@ class PromptScreen(ModalScreen[str | None]):
             yield Input(value=self.value, placeholder=self.placeholder, suggester=suggester, id="prompt-input")
             if self.hint:
                 yield Label(self.hint, classes="hint")
-
-    def on_mount(self) -> None:
-        self.query_one(Input).focus()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()

@@ -50,8 +50,8 @@ def torch_trace_log(out: str) -> str:
     return next(n for n in sorted(os.listdir(out)) if n.endswith(".log"))
 
 
-def random_ops(rng: random.Random, b: Baseline, json_records: int) -> list[tuple]:
-    if json_records and rng.random() < 0.2:
+def random_ops(rng: random.Random, b: Baseline, json_records: int, json_share: float = 0.2) -> list[tuple]:
+    if json_records and rng.random() < json_share:
         return [("json", rng.randrange(json_records), rng.randrange(400), rng.choice(
             [None, True, -1, 2**64, 1.5, "x", "../../etc/passwd", [], {}, [1, "x"], {"n": 5}, "g" + "0" * 16]))
             for _ in range(rng.randint(1, 3))]  # fmt: skip
@@ -120,6 +120,7 @@ def main() -> int:
     ap.add_argument("--commands-every", type=int, default=5)
     ap.add_argument("--torch-trace", metavar="DIR", help="also damage the TORCH_TRACE log in DIR (default: make one with torch.compile)")
     ap.add_argument("--no-torch-trace", action="store_true", help="only the capture")
+    ap.add_argument("--json-share", type=float, default=0.2, help="share of inputs damaged by JSON edits with the md5 kept right")
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="gti-fuzz-")
     cap_dir = args.capture
@@ -151,7 +152,7 @@ def main() -> int:
     while (args.iterations and i < args.iterations) or (not args.iterations and time.perf_counter() - t0 < args.seconds):
         label, b, work = targets[i % len(targets)]
         json_records = sum(1 for r in b.records if isinstance(r.payload, (dict, list)) and logformat.KINDS.get(r.kind, "json") == "json")
-        ops = random_ops(rng, b, json_records)
+        ops = random_ops(rng, b, json_records, args.json_share)
         for op in ops:
             kinds[op[0]] += 1
         per_target[label] += 1

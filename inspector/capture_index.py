@@ -225,7 +225,7 @@ class Capture:
         for rec in reversed(r.rank_recs):
             v = r.log.payload(rec)
             if isinstance(v, dict):
-                return v
+                return _clean_rank_table(v)
         return None
 
     def local_rank(self, rank: int) -> int | None:
@@ -603,11 +603,39 @@ def _clean_symbols(v: dict[str, Any]) -> dict[str, Any]:
     return v
 
 
+def _clean_rank_table(v: dict[str, Any]) -> dict[str, Any]:
+    """A `gti_ranks` payload with the schema's types (entries of other types dropped, in place)."""
+    groups = v.get("groups")
+    v["groups"] = {str(k): g for k, g in groups.items() if isinstance(g, dict)} if isinstance(groups, dict) else {}
+    for g in v["groups"].values():
+        if not isinstance(g.get("ranks"), list):
+            g.pop("ranks", None)
+        if not isinstance(g.get("desc"), (str, type(None))):
+            g["desc"] = None
+    meshes = v.get("meshes")
+    v["meshes"] = [m for m in meshes if isinstance(m, dict)] if isinstance(meshes, list) else []
+    for m in v["meshes"]:
+        for key in ("shape", "dim_names", "coordinate"):
+            if key in m and not isinstance(m[key], list):
+                del m[key]
+        if "group_names" in m and not isinstance(m["group_names"], dict):
+            del m["group_names"]
+        if "mesh" in m and not isinstance(m["mesh"], list):
+            del m["mesh"]
+    for key in ("rank", "world_size"):
+        if key in v and type(v[key]) is not int:
+            del v[key]
+    return v
+
+
+_DEVICE_STR_FIELDS = ("graph", "node", "target", "where", "device", "kind", "dtype")
+
+
 def _clean_devices(v: dict[str, Any]) -> dict[str, Any]:
     """A `gti_devices` payload with the schema's types (entries of other types dropped, in place)."""
     for key in ("literals", "values"):
         items = v.get(key)
-        v[key] = [x for x in items if isinstance(x, dict)] if isinstance(items, list) else []
+        v[key] = [x for x in items if isinstance(x, dict) and all(isinstance(x.get(f), (str, type(None))) for f in _DEVICE_STR_FIELDS)] if isinstance(items, list) else []
     if not isinstance(v.get("own_device"), (str, type(None))):
         v["own_device"] = None
     if "local_rank" in v and type(v["local_rank"]) is not int:

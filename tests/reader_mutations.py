@@ -119,7 +119,7 @@ def _json_edit(data: bytes, record_i: int, path_i: int, value: Any) -> bytes:
 
 
 def _slots(doc: Any, depth: int = 0):
-    """(container, key) of every value in a JSON document (at most 4 levels, 400 slots)."""
+    """(container, key) of values in a JSON document (7 levels, 40 per container, 400 in all)."""
     stack = [(doc, 0)]
     seen = 0
     while stack and seen < 400:
@@ -128,7 +128,7 @@ def _slots(doc: Any, depth: int = 0):
         for k, v in list(items)[:40]:
             yield node, k
             seen += 1
-            if d < 4 and isinstance(v, (dict, list)):
+            if d < 7 and isinstance(v, (dict, list)):
                 stack.append((v, d + 1))
 
 

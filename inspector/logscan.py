@@ -25,6 +25,7 @@ from capture import logformat
 # A line start that is not a payload line: an envelope, or garbage.
 _LINE_START_RE = re.compile(rb"\n[^\t]")
 _PAYLOAD_CACHE_SIZE = 48
+_EMPTY_MD5 = hashlib.md5(b"").hexdigest()  # an empty payload may be written without a payload line
 
 
 def open_regular(path: str, *, base: str | None = None):
@@ -231,7 +232,8 @@ class LogFile:
         if rec.index in self._bad_payload:
             return None
         if not rec.has_payload:
-            if isinstance(rec.env.get("has_payload"), str) and rec.index not in self._bad:
+            md5 = rec.env.get("has_payload")
+            if isinstance(md5, str) and md5 != _EMPTY_MD5 and rec.index not in self._bad:
                 self._bad_payload.add(rec.index)
                 self._err(rec.offset, f"{rec.kind}: the record has no payload lines (cut off or damaged)")
             return None

@@ -163,6 +163,10 @@ class ChunkedLogFile(LogFile):
             del self.errors[-self._tail_errors :]
             self._tail_errors = 0
         if self._final_start is not None:
+            # ... and with what reading its payload said about it since (a record cut between its
+            # envelope and its payload lines has "no payload lines" until the rest arrives)
+            final_line = self.line_of(self._final_start)
+            self.errors[:] = [e for e in self.errors if e.line != final_line]
             if self.records and self.records[-1].offset == self._final_start:
                 rec = self.records.pop()
                 self._bad.discard(rec.index)

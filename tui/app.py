@@ -111,6 +111,9 @@ class InspectApp(CaptureLoading, ViewActions, App[int]):
         self.started = time.perf_counter()
         self.last_replay: list[str] | None = None
         self.requests: dict[str, int] = {}
+        # a view the user asked to focus while it was loading: Textual refuses focus to a loading
+        # widget, so the focus is given when its content arrives
+        self.focus_wanted: str | None = None
         self._poll_timer = None
         self.checks_process = None  # the running `check` child, stopped when the app exits
 
@@ -295,7 +298,19 @@ class InspectApp(CaptureLoading, ViewActions, App[int]):
 
     def action_show_view(self, view: str) -> None:
         self.show_view(view)
-        self.call_after_refresh(lambda: self.view_widget(view).focus())
+        self.focus_wanted = view
+        self.call_after_refresh(self._focus_wanted)
+
+    def _focus_wanted(self) -> None:
+        view = self.focus_wanted
+        if view is None or view != self.active_view:
+            self.focus_wanted = None
+            return
+        widget = self.view_widget(view)
+        if widget.focusable:
+            widget.focus()
+            self.focus_wanted = None
+        # else: still loading; on_view_ready calls this again
 
     def show_view(self, view: str) -> None:
         self.query_one(TabbedContent).active = view
@@ -389,6 +404,8 @@ class InspectApp(CaptureLoading, ViewActions, App[int]):
         if m.request != self.requests.get(m.view) or m.place != self.place:
             return  # the user moved on; the newer request fills the view
         widget.loading = False
+        if self.focus_wanted == m.view:
+            self.call_after_refresh(self._focus_wanted)
         outline = self.session.outline if self.session else None
         if m.error:
             self._show_error(m.view, m.error)

@@ -17,6 +17,7 @@ from samples.passes.ep_chunking import chunk_expert_tokens
 from samples.passes.concretize import concretize_symbolic_shapes
 from samples.passes.coordinates import resolve_coordinates
 from samples.passes.device import place_devices
+from samples.passes.inductor_lowering import inductor_graph_passes
 
 PIPELINE = [
     remove_dead_code,
@@ -27,6 +28,10 @@ PIPELINE = [
     resolve_coordinates,
     place_devices,
 ]
+
+# appended by `--inductor-passes`: Inductor's own joint-graph and post-grad passes (dozens of
+# observer passes that a capture records by name)
+INDUCTOR_PASSES = [inductor_graph_passes]
 
 
 def pass_name(p) -> str:
@@ -46,12 +51,13 @@ def dump(gm, dump_dir, rank: int, index: int, name: str) -> None:
         f.write(graph_text(gm))
 
 
-def run_pipeline(gm, example_inputs, *, dump_dir=None, rank: int = 0, log=None):
-    """Apply every pass of ``PIPELINE`` in order; lint + recompile after each."""
+def run_pipeline(gm, example_inputs, *, dump_dir=None, rank: int = 0, log=None, inductor: bool = False):
+    """Apply every pass of ``PIPELINE`` (then ``INDUCTOR_PASSES`` if asked) in order; lint +
+    recompile after each."""
     import time
 
     dump(gm, dump_dir, rank, 0, "traced")
-    for i, p in enumerate(PIPELINE, start=1):
+    for i, p in enumerate(PIPELINE + (INDUCTOR_PASSES if inductor else []), start=1):
         t0 = time.perf_counter()
         out = p(gm, example_inputs)
         gm = out if out is not None else gm

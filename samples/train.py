@@ -51,6 +51,8 @@ def parse_args(argv=None):
     p.add_argument("--losses-json", metavar="PATH", default=None,
                    help="rank 0 also writes the losses (floats) to PATH")
     p.add_argument("--quiet", action="store_true", help="no '# ...' info lines")
+    p.add_argument("--inductor-passes", action="store_true",
+                   help="after the pipeline, run Inductor's joint-graph and post-grad passes on the graph (dozens of passes)")
     p.add_argument("--layers", type=int, default=2, help="transformer layers (about 450 graph nodes each)")
     p.add_argument("--timings-json", metavar="PATH", default=None,
                    help="rank 0 writes trace, pipeline and per-step wall times to PATH (benchmarks)")
@@ -83,7 +85,7 @@ def build_graph(step, params, names, cfg, pc, args):
     _log(pc, args.quiet, f"traced joint graph: {len(gm.graph.nodes)} nodes in {time.perf_counter() - t0:.2f}s")
     t1, c1 = time.perf_counter(), time.process_time()
     gm = pipeline.run_pipeline(gm, fake_args, dump_dir=args.dump_graphs, rank=pc.rank,
-                               log=lambda m: _log(pc, args.quiet, m))
+                               log=lambda m: _log(pc, args.quiet, m), inductor=args.inductor_passes)
     TIMINGS["pipeline_s"] = time.perf_counter() - t1
     TIMINGS["pipeline_cpu_s"] = time.process_time() - c1
     gm.meta["gti_trace_info"] = {"traced_on": pc.describe(), "bugs": bugs.active()}

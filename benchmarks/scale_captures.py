@@ -51,7 +51,9 @@ def generate(w: Workload, out: Path) -> Path:
         return target
     if target.exists():
         raise SystemExit(f"{target}: an incomplete capture from an earlier run; delete it to make it again")
-    train = ["-m", "samples.train", "--quiet", "--steps", "2", "--layers", str(w.layers), *(["--inductor-passes"] if w.inductor else [])]
+    train = ["-m", "samples.train", "--quiet", "--steps", "2", "--layers", str(w.layers), *(["--inductor-passes"] if w.inductor else []),
+             # 8 ranks shard the router's rows over every rank: one expert each at least
+             "--experts", str(max(4, w.ranks))]
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(w.ranks), *train]
     passes = ["--pass", "samples.pipeline:PIPELINE", *(["--pass", "samples.pipeline:INDUCTOR_PASSES"] if w.inductor else [])]
     cmd = [sys.executable, "-m", "inspector.cli", "capture", "--out", str(target), "--torch-trace", *passes,

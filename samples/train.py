@@ -53,6 +53,8 @@ def parse_args(argv=None):
     p.add_argument("--quiet", action="store_true", help="no '# ...' info lines")
     p.add_argument("--inductor-passes", action="store_true",
                    help="after the pipeline, run Inductor's joint-graph and post-grad passes on the graph (dozens of passes)")
+    p.add_argument("--experts", type=int, default=4,
+                   help="experts per MoE layer (8 ranks need 8: the router's rows are sharded over every rank)")
     p.add_argument("--layers", type=int, default=2, help="transformer layers (about 450 graph nodes each)")
     p.add_argument("--timings-json", metavar="PATH", default=None,
                    help="rank 0 writes trace, pipeline and per-step wall times to PATH (benchmarks)")
@@ -176,7 +178,7 @@ def main(argv=None):
         torch.use_deterministic_algorithms(True, warn_only=True)
     pc = init_parallel(args.device)
     t_start = time.perf_counter()
-    cfg = ModelConfig(seed=args.seed, n_layers=args.layers)
+    cfg = ModelConfig(seed=args.seed, n_layers=args.layers, n_experts=args.experts)
     shards = shard_params(init_full_params(cfg), cfg, pc)
     names = list(shards)
     params = [shards[n].requires_grad_(True) for n in names]

@@ -35,12 +35,15 @@ class Workload:
     ranks: int
     inductor: bool  # Inductor's passes after the sample's pipeline
     blobs: bool
+    bugs: tuple[str, ...] = ()  # the sample's bug switches (graphs then differ across ranks)
 
 
 WORKLOADS = [
     Workload("10k-8r", 22, 8, inductor=True, blobs=True),
     Workload("50k-2r", 110, 2, inductor=True, blobs=False),
-    Workload("100k-2r", 220, 2, inductor=False, blobs=False),
+    # a rank-baked constant makes every graph after the pass that bakes it differ across ranks:
+    # rank diffs and the cross-rank checks have real work at this size
+    Workload("100k-2r", 220, 2, inductor=False, blobs=False, bugs=("rank-baked",)),
     Workload("200k-2r", 440, 2, inductor=False, blobs=False),
 ]
 
@@ -53,7 +56,7 @@ def generate(w: Workload, out: Path) -> Path:
         raise SystemExit(f"{target}: an incomplete capture from an earlier run; delete it to make it again")
     train = ["-m", "samples.train", "--quiet", "--steps", "2", "--layers", str(w.layers), *(["--inductor-passes"] if w.inductor else []),
              # 8 ranks shard the router's rows over every rank: one expert each at least
-             "--experts", str(max(4, w.ranks))]
+             "--experts", str(max(4, w.ranks)), *[a for b in w.bugs for a in ("--bug", b)]]
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(w.ranks), *train]
     passes = ["--pass", "samples.pipeline:PIPELINE", *(["--pass", "samples.pipeline:INDUCTOR_PASSES"] if w.inductor else [])]
     cmd = [sys.executable, "-m", "inspector.cli", "capture", "--out", str(target), "--torch-trace", *passes,
@@ -90,7 +93,7 @@ def main() -> None:
     chosen = [w for w in WORKLOADS if not args.only or w.name in args.only]
     if args.list:
         for w in chosen:
-            print(f"{w.name}: --layers {w.layers}, {w.ranks} ranks, inductor passes {w.inductor}, blobs {w.blobs}")
+            print(f"{w.name}: --layers {w.layers}, {w.ranks} ranks, inductor passes {w.inductor}, blobs {w.blobs}, bugs {list(w.bugs)}")
         return
     args.out.mkdir(parents=True, exist_ok=True)
     for w in chosen:

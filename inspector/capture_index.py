@@ -33,8 +33,11 @@ from capture import logformat
 from inspector.fxtext import parse_graph_code
 from inspector.graphmodel import GraphTables, derive_devices, derive_symbols
 from inspector.logscan import LogFile, ReadError, Record, open_regular
+from inspector.weighted_cache import WeightedLRU
 
 _TABLE_CACHE_SIZE = 256
+# parsed node tables cost ~1 KB a node: keep at most this many nodes (a few of the largest graphs)
+_TABLE_CACHE_NODES = 600_000
 
 # torch's own record kinds that hold FX graph code (top-level envelope keys)
 TORCH_GRAPH_KINDS = frozenset(
@@ -160,7 +163,7 @@ class Capture:
         # each writer process's status file (status/rank_<R>.<pid>.json), by rank: how its log ended
         self.statuses: dict[int, list[dict[str, Any]]] = {}
         self._ranks: dict[int, _Rank] = {}
-        self._tables: OrderedDict[tuple[int, str], GraphTables | None] = OrderedDict()
+        self._tables = WeightedLRU(_TABLE_CACHE_NODES, _TABLE_CACHE_SIZE)
         self._derived: dict[tuple[str, int, str], Any] = {}
 
     # -- ranks, headers --------------------------------------------------------------------------
@@ -514,10 +517,9 @@ class Capture:
 
     def node_table(self, rank: int, gid: str) -> GraphTables | None:
         """Node tables of a graph: the captured table, else parsed from its code; None if neither."""
-        key = (rank, gid)
+        key = self._table_key(rank, gid)
         if key in self._tables:
-            self._tables.move_to_end(key)
-            return self._tables[key]
+            return self._tables.get(key)
         tables: GraphTables | None = None
         v = self._payload(rank, gid, logformat.NODES)
         if isinstance(v, dict) and isinstance(v.get("graphs"), list):
@@ -527,10 +529,15 @@ class Capture:
             if code is not None:
                 parsed, warnings = parse_graph_code(code)
                 tables = GraphTables.from_payload(gid, parsed, source="text", warnings=warnings)
-        self._tables[key] = tables
-        if len(self._tables) > _TABLE_CACHE_SIZE:
-            self._tables.popitem(last=False)
+        self._tables.put(key, tables, 1 + (tables.node_count if tables is not None else 0))
         return tables
+
+    def _table_key(self, rank: int, gid: str) -> tuple:
+        """The same graph logged by several ranks (same id, same node-table md5) is parsed once."""
+        ref = self.graph(rank, gid)
+        rec = ref.records.get(logformat.NODES) if ref is not None else None
+        md5 = rec.env.get("has_payload") if rec is not None else None
+        return (gid, md5) if isinstance(md5, str) and md5 else (rank, gid)
 
     def symbols(self, rank: int, gid: str) -> dict[str, Any] | None:
         """The graph's symbol map (`gti_symbols`), or one derived from its node rows."""

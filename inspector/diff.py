@@ -79,6 +79,9 @@ class GraphDiff:
     a_gid: str | None
     b_gid: str | None
     subgraphs: list[SubgraphDiff]
+    # both sides are the same logged graph (same id and content md5s): known equal, never read;
+    # `subgraphs` is then empty and every node is aligned with itself
+    identical: bool = False
 
     @property
     def counts(self) -> dict[str, int]:

@@ -16,15 +16,17 @@ import mmap
 import os
 import re
 import stat
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
 from capture import logformat
+from inspector.weighted_cache import WeightedLRU
 
 # A line start that is not a payload line: an envelope, or garbage.
 _LINE_START_RE = re.compile(rb"\n[^\t]")
 _PAYLOAD_CACHE_SIZE = 48
+# decoded payloads cost several times their bytes: keep at most this many payload bytes per log
+_PAYLOAD_CACHE_BYTES = 16 << 20
 _EMPTY_MD5 = hashlib.md5(b"").hexdigest()  # an empty payload may be written without a payload line
 
 
@@ -128,7 +130,7 @@ class LogFile:
         self.size = 0
         self._buf: Any = b""
         self._fh = None
-        self._cache: OrderedDict[int, Any] = OrderedDict()
+        self._cache = WeightedLRU(_PAYLOAD_CACHE_BYTES, _PAYLOAD_CACHE_SIZE)
         self._bad: set[int] = set()  # records known damaged by the scan (truncated)
         self._bad_payload: set[int] = set()  # records whose payload failed to decode
         self._trailing_noted: set[int] = set()  # records read without damaged lines after them (said once)
@@ -227,7 +229,6 @@ class LogFile:
         """The decoded payload, or None when the record has none or it is damaged (then an error)."""
         cached = self._cache.get(rec.index)
         if cached is not None:
-            self._cache.move_to_end(rec.index)
             return cached
         if rec.index in self._bad_payload:
             return None
@@ -255,9 +256,7 @@ class LogFile:
                 if rec.index not in self._bad:  # a truncated last record was reported by the scan
                     self._err(rec.offset, f"{rec.kind}: {e}")
                 return None
-        self._cache[rec.index] = value
-        if len(self._cache) > _PAYLOAD_CACHE_SIZE:
-            self._cache.popitem(last=False)
+        self._cache.put(rec.index, value, rec.end - rec.payload_start)
         return value
 
     def _decode_prefix(self, rec: Record, lines: list[bytes], verify: bool) -> Any:

@@ -45,9 +45,13 @@ def literal_sites(ctx: CheckContext, key: StageKey, group: list[int]) -> list[Si
         cache[ck] = []
         return []
     aligned: dict[int, set[tuple[str, str]]] = {}
+    identical: set[int] = set()  # ranks with the reference's very graph: every node aligned, equal
     for other in present[1:]:
         d = ctx.rank_diff(key, ref, other)
         if d is None:
+            continue
+        if d.identical:
+            identical.add(other)
             continue
         al = aligned[other] = set()
         for sub in d.subgraphs:
@@ -84,7 +88,10 @@ def literal_sites(ctx: CheckContext, key: StageKey, group: list[int]) -> list[Si
     out = []
     for s in sites.values():
         for r in present:
-            if r not in s.values and (s.subgraph, s.node) in aligned.get(r, ()):
+            if r not in s.values and r in identical:
+                s.values[r] = s.values[ref]
+                s.nodes[r] = s.node
+            elif r not in s.values and (s.subgraph, s.node) in aligned.get(r, ()):
                 s.values[r] = s.values[ref]
                 s.nodes.setdefault(r, "?")
         out.append(s)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from capture import logformat
 from inspector.checks.context import CheckContext, Observation
 from inspector.checks.crossrank import literal_sites
 from inspector.checks.rank_baked import compile_on_one_rank, match_vectors
@@ -169,13 +170,13 @@ def run(ctx: CheckContext) -> list:
     unknown_own: set[int] = set()
 
     def observe(stage):
-        k = (stage.rank, stage.gid)
+        own = ctx.cap.own_device(stage.rank, stage.gid)
+        if own is None:
+            unknown_own.add(stage.rank)
+        shared = coor and stage.rank in compiling and (ctx.cap.world_size or 1) > 1
+        k = (ctx.content_key(stage.rank, stage.gid, logformat.DEVICES), own, shared)
         if k not in cache:
             devices = ctx.cap.devices(stage.rank, stage.gid)
-            own = ctx.cap.own_device(stage.rank, stage.gid)
-            if own is None:
-                unknown_own.add(stage.rank)
-            shared = coor and stage.rank in compiling and (ctx.cap.world_size or 1) > 1
             cache[k] = per_graph(devices, own, shared=shared) if devices else []
         return cache[k]
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from capture import logformat
 from inspector.checks.context import CheckContext, Observation
 from inspector.graphmodel import GraphTables, SubGraph, is_ref, is_unbacked, row_leaves, row_symbols
 
@@ -148,7 +149,7 @@ def run(ctx: CheckContext) -> list:
 
     def observe(stage):
         nonlocal text_graphs
-        key = (stage.rank, stage.gid)
+        key = ctx.content_key(stage.rank, stage.gid, logformat.NODES, logformat.SYMBOLS)
         if key not in cache:
             tables = ctx.tables(stage.rank, stage.gid)
             if tables is None:

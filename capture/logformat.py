@@ -27,7 +27,9 @@ import orjson
 
 FORMAT_NAME = "graphtrain-inspect"
 # Bump on any change a reader must know about; readers accept versions <= their own.
-FORMAT_VERSION = 1
+# 2: node tables are written one row per payload line (`encode_node_table`); version 1's
+#    one-line tables still decode the same way (the lines join to the same JSON).
+FORMAT_VERSION = 2
 
 MANIFEST_NAME = "manifest.json"
 BLOB_DIR = "blobs"
@@ -145,6 +147,73 @@ def graph_id(code: str, node_table_json: bytes = b"") -> str:
     h.update(b"\n")
     h.update(node_table_json)
     return "g" + h.hexdigest()[:16]
+
+
+# ---------------------------------------------------------------------------------------------
+# Node tables, one row per line
+#
+# A `gti_nodes` payload is one JSON object, {"gid", "graphs": [{"path", "parent_node", "nodes":
+# [row, ...]}, ...]}, laid out so that every row is a payload line of its own:
+#
+#     {"gid":"g…","graphs":[
+#     {"path":"","parent_node":null,"nodes":[
+#     {row},
+#     {row}
+#     ]},
+#     {"path":"true_graph_0","parent_node":"true_graph_0","nodes":[
+#     …
+#     ]}
+#     ]}
+#
+# The lines join to the same JSON a one-line table is, so decoding is unchanged; a reader that
+# wants to compare or filter rows without parsing them (two ranks' tables that differ in a few
+# rows, rows that mention an unbacked symbol) splits the lines with `node_table_rows`.
+
+_TABLE_HEAD = b'"graphs":['
+_SUB_TAIL = b',"nodes":['
+
+
+def encode_node_table(tables: dict[str, Any]) -> bytes:
+    """The table's JSON without a gid, one row per line: `{"graphs":[` … `]}`."""
+    dumps = orjson.dumps
+    opt = orjson.OPT_NON_STR_KEYS
+    parts = [b"{" + _TABLE_HEAD]
+    graphs = tables["graphs"]
+    for gi, g in enumerate(graphs):
+        head = dumps({"path": g["path"], "parent_node": g["parent_node"]}, option=opt)
+        parts.append(head[:-1] + _SUB_TAIL)
+        rows = [dumps(r, option=opt) for r in g["nodes"]]
+        if rows:
+            parts.append(b",\n".join(rows))
+        parts.append(b"]}," if gi < len(graphs) - 1 else b"]}")
+    parts.append(b"]}")
+    return b"\n".join(parts)
+
+
+def node_table_payload(gid: str, body: bytes) -> bytes:
+    """The `gti_nodes` payload: the gid spliced into `encode_node_table`'s output."""
+    return b'{"gid":"' + gid.encode() + b'",' + body[1:]
+
+
+def node_table_rows(lines: list[bytes]) -> list[tuple[bytes, list[bytes]]] | None:
+    """A node table's payload lines (tabs off) as [(subgraph head, [row JSON, ...])], each row
+    without its separating comma; None when the table is not laid out one row per line (format
+    version 1, or damage): then decode the payload as a whole."""
+    if len(lines) < 3 or not lines[0].endswith(_TABLE_HEAD) or lines[-1] != b"]}":
+        return None
+    out: list[tuple[bytes, list[bytes]]] = []
+    rows: list[bytes] | None = None
+    for line in lines[1:-1]:
+        if rows is None:
+            if not (line.startswith(b'{"path":') and line.endswith(_SUB_TAIL)):
+                return None
+            rows = []
+            out.append((line, rows))
+        elif line == b"]}," or line == b"]}":
+            rows = None
+        else:
+            rows.append(line[:-1] if line.endswith(b",") else line)
+    return out if rows is None else None
 
 
 # ---------------------------------------------------------------------------------------------

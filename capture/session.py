@@ -171,7 +171,7 @@ class Session:
         tables_json = b""
         try:
             tables = cache.node_tables(gm)
-            tables_json = orjson.dumps(tables, option=orjson.OPT_NON_STR_KEYS)
+            tables_json = logformat.encode_node_table(tables)
         except Exception as e:  # noqa: BLE001
             self.error(f"node table ({role})", e, frame)
             tables = None
@@ -187,7 +187,7 @@ class Session:
         shape_env = None
         if tables is not None:
             # The table is already JSON: splice the gid in rather than encode it twice.
-            self._write(logformat.NODES, b'{"gid":"' + gid.encode() + b'",' + tables_json[1:], meta)
+            self._write(logformat.NODES, logformat.node_table_payload(gid, tables_json), meta)
             try:
                 shape_env = graph_tables.find_shape_env(gm)
                 self._write(logformat.SYMBOLS, {"gid": gid, **graph_tables.symbol_map(gm, tables, shape_env)}, {"gid": gid})

@@ -38,6 +38,8 @@ from inspector.weighted_cache import WeightedLRU
 _TABLE_CACHE_SIZE = 256
 # parsed node tables cost ~1 KB a node: keep at most this many nodes (a few of the largest graphs)
 _TABLE_CACHE_NODES = 600_000
+# node-table rows as undecoded lines (`node_rows`), by payload bytes
+_ROWS_CACHE_BYTES = 96 << 20
 
 # torch's own record kinds that hold FX graph code (top-level envelope keys)
 TORCH_GRAPH_KINDS = frozenset(
@@ -164,6 +166,7 @@ class Capture:
         self.statuses: dict[int, list[dict[str, Any]]] = {}
         self._ranks: dict[int, _Rank] = {}
         self._tables = WeightedLRU(_TABLE_CACHE_NODES, _TABLE_CACHE_SIZE)
+        self._rows = WeightedLRU(_ROWS_CACHE_BYTES, _TABLE_CACHE_SIZE)
         self._derived: dict[tuple[str, int, str], Any] = {}
 
     # -- ranks, headers --------------------------------------------------------------------------
@@ -531,6 +534,23 @@ class Capture:
                 tables = GraphTables.from_payload(gid, parsed, source="text", warnings=warnings)
         self._tables.put(key, tables, 1 + (tables.node_count if tables is not None else 0))
         return tables
+
+    def node_rows(self, rank: int, gid: str) -> list[tuple[bytes, list[bytes]]] | None:
+        """A node table's rows as undecoded JSON lines, per subgraph ([(head, rows)]), for readers
+        that compare or filter rows before parsing any (logformat.node_table_rows); None when the
+        table is not laid out one row per line or its record does not read back exactly."""
+        key = self._table_key(rank, gid)
+        if key in self._rows:
+            return self._rows.get(key)
+        ref = self.graph(rank, gid)
+        rec = ref.records.get(logformat.NODES) if ref is not None else None
+        log = self.log_file(rank)
+        rows = None
+        if rec is not None and log is not None:
+            lines = log.payload_lines(rec)
+            rows = logformat.node_table_rows(lines) if lines is not None else None
+        self._rows.put(key, rows, 1 + (rec.end - rec.payload_start if rec is not None else 0))
+        return rows
 
     def _table_key(self, rank: int, gid: str) -> tuple:
         """The same graph logged by several ranks (same id, same node-table md5) is parsed once."""

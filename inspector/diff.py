@@ -79,9 +79,9 @@ class GraphDiff:
     a_gid: str | None
     b_gid: str | None
     subgraphs: list[SubgraphDiff]
-    # both sides are the same logged graph (same id and content md5s): known equal, never read;
-    # `subgraphs` is then empty and every node is aligned with itself
-    identical: bool = False
+    # `subgraphs` lists only changed nodes: every other node is on both sides, under its name, and
+    # the same (checks' rank diffs of identical graphs, or of rows compared by position)
+    unlisted_same: bool = False
 
     @property
     def counts(self) -> dict[str, int]:

@@ -225,6 +225,18 @@ class LogFile:
             end -= 1
         return bytes(self._buf[rec.payload_start : end])
 
+    def payload_lines(self, rec: Record) -> list[bytes] | None:
+        """The payload's lines (tabs off), undecoded, when their md5 matches the envelope's; None
+        otherwise (then `payload` reads the record, with its repairs and its error lines)."""
+        md5 = rec.env.get("has_payload")
+        if not rec.has_payload or not isinstance(md5, str) or rec.index in self._bad or rec.index in self._bad_payload:
+            return None
+        lines = self.raw_payload(rec).split(b"\n")
+        lines = [line[1:] if line[:1] == b"\t" else line for line in lines]
+        if hashlib.md5(b"\n".join(lines)).hexdigest() != md5:
+            return None
+        return lines
+
     def payload(self, rec: Record, *, verify: bool = True) -> Any:
         """The decoded payload, or None when the record has none or it is damaged (then an error)."""
         cached = self._cache.get(rec.index)

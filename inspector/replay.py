@@ -610,7 +610,7 @@ def graph_view(gm: torch.fx.GraphModule, *, shape_env: Any = None, devices_like:
     with _disable_current_modes(), torch.no_grad():
         code = graph_tables.readable_code(gm)
         raw = graph_tables.node_tables(gm)
-        tables_json = orjson.dumps(raw, option=orjson.OPT_NON_STR_KEYS)
+        tables_json = logformat.encode_node_table(raw)
         payload = orjson.loads(tables_json)  # exactly what a capture's reader sees
         env = shape_env if shape_env is not None else graph_tables.find_shape_env(gm)
         try:

@@ -56,15 +56,16 @@ class RankWriter:
     def graph(self, gm: Any) -> str:
         """Write the graph's four records once; return its gid."""
         code = graph_tables.readable_code(gm)
-        gid = logformat.graph_id(code)
+        tables = graph_tables.node_tables(gm)
+        body = logformat.encode_node_table(tables)  # as the capture writes it
+        gid = logformat.graph_id(code, body)
         if gid in self.graphs:
             return gid
-        tables = graph_tables.node_tables(gm)
         n = graph_tables.count_nodes(tables)
         self.graphs[gid] = n
         meta = {"gid": gid, "nodes": n}
         self._write(logformat.GRAPH_CODE, code, meta)
-        self._write(logformat.NODES, {"gid": gid, **tables}, meta)
+        self._write(logformat.NODES, logformat.node_table_payload(gid, body), meta)
         self._write(logformat.SYMBOLS, {"gid": gid, **graph_tables.symbol_map(gm, tables)}, {"gid": gid})
         dev = graph_tables.device_table(gm)
         if self.own_device is not None:

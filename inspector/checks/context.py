@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Hashable, Iterable
 
 from capture import logformat
 from inspector.checks import Finding, NotRun
+from inspector.checks.rowdiff import positional_rank_diff
 from inspector.diff import GraphDiff, diff_tables
 from inspector.graphmodel import GraphTables
 from inspector.normalize import GraphNormalizer, RankContext
@@ -137,15 +138,19 @@ class CheckContext:
             self._rank_ctx[rank] = ctx
         return ctx
 
+    def _stage_ctx(self, rank: int, gid: str) -> RankContext:
+        """The rank's context with the own device this graph's device table names."""
+        ctx = self.rank_ctx(rank)
+        own = self.cap.own_device(rank, gid)
+        if own != ctx.own_device:
+            ctx = RankContext(ctx.rank, ctx.local_rank, own, ctx.group_keys, ctx.coordinates, ctx.group_positions)
+        return ctx
+
     def normalizer(self, rank: int, gid: str) -> GraphNormalizer:
         key = (rank, gid)
         n = self._norm.get(key)
         if n is None:
-            ctx = self.rank_ctx(rank)
-            own = self.cap.own_device(rank, gid)
-            if own != ctx.own_device:
-                ctx = RankContext(ctx.rank, ctx.local_rank, own, ctx.group_keys, ctx.coordinates, ctx.group_positions)
-            n = self._norm[key] = GraphNormalizer(self.tables(rank, gid), ctx)
+            n = self._norm[key] = GraphNormalizer(self.tables(rank, gid), self._stage_ctx(rank, gid))
         return n
 
     # -- ranks -----------------------------------------------------------------------------------
@@ -217,7 +222,10 @@ class CheckContext:
         if ref in stages and other in stages:
             ga, gb = stages[ref].gid, stages[other].gid
             if self.identical(ref, ga, other, gb):
-                d = GraphDiff(f"rank {ref}", f"rank {other}", ga, gb, [], identical=True)
+                d = GraphDiff(f"rank {ref}", f"rank {other}", ga, gb, [], unlisted_same=True)
+            else:
+                d = positional_rank_diff(self.cap, ref, ga, self._stage_ctx(ref, ga), other, gb, self._stage_ctx(other, gb))
+            if d is not None:
                 self._rdiff[k] = d
                 return d
             ta, tb = self.tables(ref, ga), self.tables(other, gb)

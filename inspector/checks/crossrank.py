@@ -45,14 +45,13 @@ def literal_sites(ctx: CheckContext, key: StageKey, group: list[int]) -> list[Si
         cache[ck] = []
         return []
     aligned: dict[int, set[tuple[str, str]]] = {}
-    identical: set[int] = set()  # ranks with the reference's very graph: every node aligned, equal
+    unlisted_same: set[int] = set()  # ranks whose diff lists only changed nodes (the rest: same)
     for other in present[1:]:
         d = ctx.rank_diff(key, ref, other)
         if d is None:
             continue
-        if d.identical:
-            identical.add(other)
-            continue
+        if d.unlisted_same:
+            unlisted_same.add(other)
         al = aligned[other] = set()
         for sub in d.subgraphs:
             for n in sub.nodes:
@@ -88,7 +87,7 @@ def literal_sites(ctx: CheckContext, key: StageKey, group: list[int]) -> list[Si
     out = []
     for s in sites.values():
         for r in present:
-            if r not in s.values and r in identical:
+            if r not in s.values and r in unlisted_same:
                 s.values[r] = s.values[ref]
                 s.nodes[r] = s.node
             elif r not in s.values and (s.subgraph, s.node) in aligned.get(r, ()):

@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import orjson
+
 from capture import logformat
 from inspector.checks.context import CheckContext, Observation
 from inspector.graphmodel import GraphTables, SubGraph, is_ref, is_unbacked, row_leaves, row_symbols
@@ -143,21 +145,71 @@ def stale_symbols(tables: GraphTables, symmap: dict[str, Any] | None) -> list[Ob
     return out
 
 
+# a row that may name an unbacked symbol (u0, zuf1): the others cannot make one stale
+_UNBACKED_BYTES = re.compile(rb"(?<![A-Za-z0-9_])(?:u|zuf)[0-9]")
+
+
+def symbol_tables(ctx: CheckContext, rank: int, gid: str) -> GraphTables | None:
+    """The graph's rows that name an unbacked symbol, parsed; the rest are never decoded. Only for
+    a graph without nested subgraphs (scopes flow through rows that need not name a symbol) whose
+    table is laid out one row per line; None otherwise (read the whole table)."""
+    subs = ctx.cap.node_rows(rank, gid)
+    if subs is None or len(subs) != 1:
+        return None
+    head, rows = subs[0]
+    try:
+        parsed = [orjson.loads(r) for r in rows if _UNBACKED_BYTES.search(r)]
+    except orjson.JSONDecodeError:
+        return None
+    return GraphTables.from_payload(gid, {"graphs": [{"path": "", "parent_node": None, "nodes": parsed}]})
+
+
+def _same_symbols_as_ref(ctx: CheckContext, stage) -> object | None:
+    """The reference rank's stage for this one when their graphs agree on every row that names an
+    unbacked symbol (the rank diff lists every other difference) and their symbol maps are the
+    same record: its observations hold here too, node names included."""
+    group = next((g for g in ctx.rank_groups() if stage.rank in g), None)
+    if not group or group[0] == stage.rank:
+        return None
+    ref = ctx.index.across(stage.key).get(group[0])
+    if ref is None:
+        return None
+    d = ctx.rank_diff(stage.key, ref.rank, stage.rank)
+    if d is None or not d.unlisted_same:
+        return None
+    if ctx.content_key(ref.rank, ref.gid, logformat.SYMBOLS)[1:] != ctx.content_key(stage.rank, stage.gid, logformat.SYMBOLS)[1:]:
+        return None
+    for n in d.changes():
+        for row in (n.a, n.b):
+            if row is not None and (row.get("unbacked_bindings") or any(is_unbacked(x) for x in row_symbols(row))):
+                return None
+    return ref
+
+
 def run(ctx: CheckContext) -> list:
-    cache: dict[tuple[int, str], list[Observation]] = {}
+    cache: dict[tuple, list[Observation]] = {}
     text_graphs = 0
 
     def observe(stage):
         nonlocal text_graphs
         key = ctx.content_key(stage.rank, stage.gid, logformat.NODES, logformat.SYMBOLS)
-        if key not in cache:
+        if key in cache:
+            return cache[key]
+        ref = _same_symbols_as_ref(ctx, stage)
+        if ref is not None:
+            cache[key] = observe(ref)
+            return cache[key]
+        symmap = ctx.cap.symbols(stage.rank, stage.gid)
+        renamed_to_unbacked = any(is_unbacked(str(v)) and not is_unbacked(str(k)) for k, v in ((symmap or {}).get("renamings") or {}).items())
+        tables = None if renamed_to_unbacked else symbol_tables(ctx, stage.rank, stage.gid)
+        if tables is None:
             tables = ctx.tables(stage.rank, stage.gid)
-            if tables is None:
-                cache[key] = []
-            else:
-                if tables.source == "text":
-                    text_graphs += 1
-                cache[key] = stale_symbols(tables, ctx.cap.symbols(stage.rank, stage.gid))
+        if tables is None:
+            cache[key] = []
+        else:
+            if tables.source == "text":
+                text_graphs += 1
+            cache[key] = stale_symbols(tables, symmap)
         return cache[key]
 
     findings = ctx.blame_per_rank(KIND, observe)

@@ -1,0 +1,127 @@
+"""Rank diffs from undecoded rows: two ranks' tables of one stage, compared line by line.
+
+Graphs that ought to agree across ranks usually have the same nodes in the same order and differ
+in a few rows (process-group names of collectives, a baked literal). When both tables are laid
+out one row per line (log format 2) with the same subgraphs and row counts, rows are paired by
+position; only rows whose bytes differ, or that mention either rank's indexed own device (equal
+bytes, different meaning after normalization: `cuda:0` is rank 0's own device and a baked literal
+on rank 1), are parsed and compared through the rank normalizers. Every other row is the same on
+both ranks. The result is a GraphDiff that lists only the changed nodes, with `unlisted_same` set.
+
+Anything this path cannot decide exactly gives None, and the caller diffs the parsed tables:
+tables of another layout or damaged, a different subgraph structure or row count, a row pair
+with different names, a row that does not parse or validate, or a collective naming a process
+group the rank tables do not know (the normalizer would number such groups by first appearance
+in the whole graph, which needs every row).
+
+Byte-equal collective rows are taken as equal: the same group name is the same group on every
+rank that uses it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from inspector.diff import GraphDiff, NodeDiff, SubgraphDiff, compare_rows
+from inspector.graphmodel import _row_ok, split_device
+from inspector.normalize import REDUCE_OPS, GraphNormalizer, RankContext, _str_leaves, is_collective_target
+
+if TYPE_CHECKING:
+    from inspector.capture_index import Capture
+
+_SUB_TAIL = b',"nodes":['
+# off: every rank diff parses both tables (tests compare both ways on the same captures)
+ENABLED = True
+
+
+class _SameNames(dict):
+    """Positional pairing of rows with equal names: every node maps to the node of its name."""
+
+    def get(self, key: Any, default: Any = None) -> Any:  # noqa: ARG002 - dict.get's signature
+        return key
+
+
+_SAME_NAMES = _SameNames()
+
+
+def _device_tokens(*ctxs: RankContext) -> list[bytes]:
+    out = []
+    for ctx in ctxs:
+        own = ctx.own_device
+        if own and split_device(own)[1] is not None:
+            out.append(own.encode())
+    return out
+
+
+def _rows_with(rows: list[bytes], tokens: list[bytes]) -> set[int]:
+    """Positions of rows containing any token: found by searching the joined rows (C speed)."""
+    if not tokens:
+        return set()
+    hits: set[int] = set()
+    joined = b"\n".join(rows)
+    starts = None
+    for tok in tokens:
+        at = joined.find(tok)
+        while at >= 0:
+            if starts is None:
+                starts = _line_starts(rows)
+            hits.add(_row_at(starts, at))
+            at = joined.find(tok, at + 1)
+    return hits
+
+
+def _line_starts(rows: list[bytes]) -> list[int]:
+    starts, pos = [], 0
+    for r in rows:
+        starts.append(pos)
+        pos += len(r) + 1
+    return starts
+
+
+def _row_at(starts: list[int], offset: int) -> int:
+    import bisect
+
+    return bisect.bisect_right(starts, offset) - 1
+
+
+def _knows_groups(row: dict[str, Any], ctx: RankContext) -> bool:
+    if not is_collective_target(row.get("target")):
+        return True
+    return all(leaf in REDUCE_OPS or leaf in ctx.group_keys for _, leaf in _str_leaves(row))
+
+
+def positional_rank_diff(cap: "Capture", ra: int, ga: str, ctx_a: RankContext, rb: int, gb: str, ctx_b: RankContext) -> GraphDiff | None:
+    if not ENABLED:
+        return None
+    a_subs, b_subs = cap.node_rows(ra, ga), cap.node_rows(rb, gb)
+    if a_subs is None or b_subs is None or len(a_subs) != len(b_subs):
+        return None
+    if any(ha != hb or len(xa) != len(xb) for (ha, xa), (hb, xb) in zip(a_subs, b_subs)):
+        return None
+    na, nb = GraphNormalizer(None, ctx_a), GraphNormalizer(None, ctx_b)
+    tokens = _device_tokens(ctx_a, ctx_b)
+    subs: list[SubgraphDiff] = []
+    for (head, xa), (_, xb) in zip(a_subs, b_subs):
+        try:
+            path = str(orjson.loads(head[: -len(_SUB_TAIL)] + b"}").get("path") or "")
+        except orjson.JSONDecodeError:
+            return None
+        todo = {i for i, (x, y) in enumerate(zip(xa, xb)) if x != y}
+        todo |= _rows_with(xa, tokens) | _rows_with(xb, tokens)
+        nodes: list[NodeDiff] = []
+        for i in sorted(todo):
+            try:
+                a, b = orjson.loads(xa[i]), orjson.loads(xb[i])
+            except orjson.JSONDecodeError:
+                return None
+            if not (_row_ok(a) and _row_ok(b)) or a["name"] != b["name"]:
+                return None
+            if not (_knows_groups(a, ctx_a) and _knows_groups(b, ctx_b)):
+                return None
+            args, metas, structural = compare_rows(a, b, _SAME_NAMES, na, nb)
+            if args or metas or structural:
+                nodes.append(NodeDiff("changed", path, a, b, args, metas, structural))
+        subs.append(SubgraphDiff(path, "changed" if nodes else "same", nodes))
+    return GraphDiff(f"rank {ra}", f"rank {rb}", ga, gb, subs, unlisted_same=True)

@@ -44,7 +44,7 @@ def literal_sites(ctx: CheckContext, key: StageKey, group: list[int]) -> list[Si
     if ref not in stages or len(present) < 2:
         cache[ck] = []
         return []
-    aligned: dict[int, set[tuple[str, str]]] = {}
+    aligned: dict[int, dict[tuple[str, str], str]] = {}  # rank -> (subgraph, ref node) -> its node
     unlisted_same: set[int] = set()  # ranks whose diff lists only changed nodes (the rest: same)
     for other in present[1:]:
         d = ctx.rank_diff(key, ref, other)
@@ -52,11 +52,11 @@ def literal_sites(ctx: CheckContext, key: StageKey, group: list[int]) -> list[Si
             continue
         if d.unlisted_same:
             unlisted_same.add(other)
-        al = aligned[other] = set()
+        al = aligned[other] = {}
         for sub in d.subgraphs:
             for n in sub.nodes:
                 if n.a is not None and n.b is not None:
-                    al.add((sub.path, n.a["name"]))
+                    al[(sub.path, n.a["name"])] = n.b["name"]
                 if n.status != "changed" or n.a is None or n.b is None:
                     continue
                 target = n.a.get("target")
@@ -90,9 +90,9 @@ def literal_sites(ctx: CheckContext, key: StageKey, group: list[int]) -> list[Si
             if r not in s.values and r in unlisted_same:
                 s.values[r] = s.values[ref]
                 s.nodes[r] = s.node
-            elif r not in s.values and (s.subgraph, s.node) in aligned.get(r, ()):
+            elif r not in s.values and (s.subgraph, s.node) in aligned.get(r, {}):
                 s.values[r] = s.values[ref]
-                s.nodes.setdefault(r, "?")
+                s.nodes[r] = aligned[r][(s.subgraph, s.node)]
         out.append(s)
     cache[ck] = out
     return out

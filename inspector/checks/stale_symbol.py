@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 
 from capture import logformat
+from inspector.checks import rowdiff
 from inspector.checks.context import CheckContext, Observation
 from inspector.graphmodel import GraphTables, SubGraph, is_ref, is_unbacked, row_leaves, row_symbols
 
@@ -145,23 +146,36 @@ def stale_symbols(tables: GraphTables, symmap: dict[str, Any] | None) -> list[Ob
     return out
 
 
-# a row that may name an unbacked symbol (u0, zuf1): the others cannot make one stale
-_UNBACKED_BYTES = re.compile(rb"(?<![A-Za-z0-9_])(?:u|zuf)[0-9]")
+# a row that may name an unbacked symbol (u0, zuf1; "zuf1" holds "f1", not "u1", hence two
+# literals): the others cannot make one stale. Each pattern starts with a literal: fast to search.
+_UNBACKED_BYTES = re.compile(rb"u[0-9]|zuf[0-9]")
+_WORD = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+
+
+def _symbol_start(joined: bytes, m: "re.Match[bytes]") -> bool:
+    return m.start() == 0 or joined[m.start() - 1] not in _WORD
 
 
 def symbol_tables(ctx: CheckContext, rank: int, gid: str) -> GraphTables | None:
-    """The graph's rows that name an unbacked symbol, parsed; the rest are never decoded. Only for
-    a graph without nested subgraphs (scopes flow through rows that need not name a symbol) whose
-    table is laid out one row per line; None otherwise (read the whole table)."""
-    subs = ctx.cap.node_rows(rank, gid)
-    if subs is None or len(subs) != 1:
+    """The graph with only the rows that can matter here, parsed; the rest are never decoded. A
+    row matters when it names an unbacked symbol (uses, bindings, placeholders) or hands a scope to
+    a nested subgraph (its get_attr, or a node taking it as input): every other row binds nothing
+    and uses nothing, so the walk below sees the same scopes. None when the table is not laid out
+    one row per line (then read the whole table)."""
+    subs = ctx.cap.node_rows(rank, gid) if rowdiff.ENABLED else None
+    if subs is None:
         return None
-    head, rows = subs[0]
+    graphs = []
     try:
-        parsed = [orjson.loads(r) for r in rows if _UNBACKED_BYTES.search(r)]
+        heads = [orjson.loads(head[: -len(b',"nodes":[')] + b"}") for head, _ in subs]
+        parents = [h.get("parent_node") for h in heads if isinstance(h.get("parent_node"), str)]
+        scope_refs = [b'"op":"get_attr"', *(orjson.dumps({"n": p}) for p in parents)] if parents else []
+        for h, (_, rows) in zip(heads, subs):
+            keep = sorted(rowdiff.rows_with(rows, scope_refs, _UNBACKED_BYTES, _symbol_start))
+            graphs.append({"path": h.get("path"), "parent_node": h.get("parent_node"), "nodes": [orjson.loads(rows[i]) for i in keep]})
     except orjson.JSONDecodeError:
         return None
-    return GraphTables.from_payload(gid, {"graphs": [{"path": "", "parent_node": None, "nodes": parsed}]})
+    return GraphTables.from_payload(gid, {"graphs": graphs})
 
 
 def _same_symbols_as_ref(ctx: CheckContext, stage) -> object | None:
@@ -169,7 +183,7 @@ def _same_symbols_as_ref(ctx: CheckContext, stage) -> object | None:
     unbacked symbol (the rank diff lists every other difference) and their symbol maps are the
     same record: its observations hold here too, node names included."""
     group = next((g for g in ctx.rank_groups() if stage.rank in g), None)
-    if not group or group[0] == stage.rank:
+    if not rowdiff.ENABLED or not group or group[0] == stage.rank:
         return None
     ref = ctx.index.across(stage.key).get(group[0])
     if ref is None:
@@ -180,9 +194,10 @@ def _same_symbols_as_ref(ctx: CheckContext, stage) -> object | None:
     if ctx.content_key(ref.rank, ref.gid, logformat.SYMBOLS)[1:] != ctx.content_key(stage.rank, stage.gid, logformat.SYMBOLS)[1:]:
         return None
     for n in d.changes():
-        for row in (n.a, n.b):
-            if row is not None and (row.get("unbacked_bindings") or any(is_unbacked(x) for x in row_symbols(row))):
-                return None
+        # the same node with the same symbols, bindings and value: only other literals differ
+        a, b = n.a or {}, n.b or {}
+        if n.structural or row_symbols(a) != row_symbols(b) or a.get("unbacked_bindings") != b.get("unbacked_bindings") or a.get("val") != b.get("val"):
+            return None
     return ref
 
 

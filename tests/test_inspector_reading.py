@@ -294,3 +294,27 @@ def test_torch_trace_directory_of_a_single_process(tmp_path):
     assert log.payload(log.records[0]) is None
     assert [str(e) for e in cap.all_errors()] == [f"{log.path}:2: payload line(s) after the describe_source record at line 1, which has none (a damaged or missing envelope line); ignored"]
     assert [p.name for p in cap.passes(0)] == ["dynamo"]
+
+
+def test_node_table_rows_layout_round_trip():
+    """Format 2 node tables: one row per payload line, decoded whole or row by row alike; a
+    one-line (format 1) table or a damaged layout is not split (readers then decode it whole)."""
+    import orjson
+
+    from capture import logformat
+
+    tables = {"graphs": [
+        {"path": "", "parent_node": None, "nodes": [{"name": "x", "op": "placeholder", "s": "a\nb,"}, {"name": "y", "op": "output", "k": {1: 2}}]},
+        {"path": "true_graph_0", "parent_node": "true_graph_0", "nodes": []},
+    ]}
+    payload = logformat.node_table_payload("g0", logformat.encode_node_table(tables))
+    whole = orjson.loads(payload)
+    assert whole["gid"] == "g0" and whole["graphs"][0]["nodes"][0]["s"] == "a\nb,"
+    rec = logformat.encode_record(logformat.NODES, payload, rank=0)
+    lines = [line[1:] for line in rec.split(b"\n")[1:-1]]
+    assert logformat.decode_payload(lines, logformat.parse_envelope_line(rec.split(b"\n")[0])) == whole
+    rows = logformat.node_table_rows(lines)
+    assert [[orjson.loads(r) for r in sub] for _, sub in rows] == [g["nodes"] for g in whole["graphs"]]
+    assert [orjson.loads(h[: -len(b',"nodes":[')] + b"}")["path"] for h, _ in rows] == ["", "true_graph_0"]
+    assert logformat.node_table_rows([orjson.dumps(whole)]) is None  # format 1
+    assert logformat.node_table_rows(lines[:-1]) is None  # cut off

@@ -524,6 +524,7 @@ def test_tensor_constant_whose_value_never_shows_in_the_code(tmp_path):
         rw.end()
     cap = open_capture(w.finish())
     gids = {r: cap.passes(r)[0].after["out"] for r in (0, 1)}
-    assert gids[0] == gids[1]
+    # the same code; the graph ids differ because they cover the node table, which holds the value
+    assert cap.graph_code(0, gids[0]) == cap.graph_code(1, gids[1]) and gids[0] != gids[1]
     fs = run_checks(cap)
     assert [(f.kind, f.evidence["where"], f.evidence["values"]) for f in fs] == [("rank-baked-constant", "attr.value[0]", {"0": 0, "1": 1})]

@@ -19,9 +19,15 @@ from inspector.diff import GraphDiff, diff_tables
 from inspector.graphmodel import GraphTables
 from inspector.normalize import GraphNormalizer, RankContext
 from inspector.stages import TRACE, Stage, StageIndex, StageKey
+from inspector.weighted_cache import WeightedLRU
 
 if TYPE_CHECKING:
     from inspector.capture_index import Capture
+
+
+# rank diffs kept for the checks that read them again, by the nodes they list (the diffs made from
+# rows list only changed nodes, so nearly all of them stay)
+_RDIFF_NODES = 400_000
 
 
 @dataclass
@@ -117,8 +123,9 @@ class CheckContext:
         self.not_run: list[NotRun] = []
         self.notes: list[str] = []
         self._rank_ctx: dict[int, RankContext] = {}
-        self._norm: dict[tuple[int, str], GraphNormalizer] = {}
-        self._rdiff: dict[tuple[StageKey, int, int], GraphDiff | None] = {}
+        # bounded: a normalizer holds its graph's tables, a full diff every node of both graphs
+        self._norm = WeightedLRU(8, 8)
+        self._rdiff = WeightedLRU(_RDIFF_NODES, 1 << 16)
         self._groups: list[list[int]] | None = None
         self._vectors: dict[str, dict[int, int]] | None = None
 
@@ -150,7 +157,8 @@ class CheckContext:
         key = (rank, gid)
         n = self._norm.get(key)
         if n is None:
-            n = self._norm[key] = GraphNormalizer(self.tables(rank, gid), self._stage_ctx(rank, gid))
+            n = GraphNormalizer(self.tables(rank, gid), self._stage_ctx(rank, gid))
+            self._norm.put(key, n, 1)
         return n
 
     # -- ranks -----------------------------------------------------------------------------------
@@ -213,10 +221,11 @@ class CheckContext:
 
     def rank_diff(self, key: StageKey, ref: int, other: int) -> GraphDiff | None:
         """Normalized diff of one stage's graph on two ranks (cached); None if unavailable. For
-        identical graphs (`identical`) a diff with no subgraphs, made without reading them."""
+        identical graphs a diff listing nothing; for tables that line up row by row, one made from
+        their rows (`rowdiff`)."""
         k = (key, ref, other)
         if k in self._rdiff:
-            return self._rdiff[k]
+            return self._rdiff.get(k)
         stages = self.index.across(key)
         d = None
         if ref in stages and other in stages:
@@ -226,14 +235,14 @@ class CheckContext:
             else:
                 d = positional_rank_diff(self.cap, ref, ga, self._stage_ctx(ref, ga), other, gb, self._stage_ctx(other, gb))
             if d is not None:
-                self._rdiff[k] = d
+                self._rdiff.put(k, d, 1 + sum(len(sub.nodes) for sub in d.subgraphs))
                 return d
             ta, tb = self.tables(ref, ga), self.tables(other, gb)
             if ta is not None and tb is not None and ga == gb:
                 d = _same_code_diff(ta, tb, ref, other)
             elif ta is not None and tb is not None:
                 d = diff_tables(ta, tb, a_label=f"rank {ref}", b_label=f"rank {other}", norm_a=self.normalizer(ref, ga), norm_b=self.normalizer(other, gb))
-        self._rdiff[k] = d
+        self._rdiff.put(k, d, 1 + (sum(len(sub.nodes) for sub in d.subgraphs) if d is not None else 0))
         return d
 
     def parent_key(self, key: StageKey, rank: int) -> StageKey | None:

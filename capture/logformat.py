@@ -201,19 +201,23 @@ def node_table_rows(lines: list[bytes]) -> list[tuple[bytes, list[bytes]]] | Non
     version 1, or damage): then decode the payload as a whole."""
     if len(lines) < 3 or not lines[0].endswith(_TABLE_HEAD) or lines[-1] != b"]}":
         return None
+    heads = [i for i, line in enumerate(lines) if line[:8] == b'{"path":']
     out: list[tuple[bytes, list[bytes]]] = []
-    rows: list[bytes] | None = None
-    for line in lines[1:-1]:
-        if rows is None:
-            if not (line.startswith(b'{"path":') and line.endswith(_SUB_TAIL)):
-                return None
-            rows = []
-            out.append((line, rows))
-        elif line == b"]}," or line == b"]}":
-            rows = None
-        else:
-            rows.append(line[:-1] if line.endswith(b",") else line)
-    return out if rows is None else None
+    for k, h in enumerate(heads):
+        end = heads[k + 1] - 1 if k + 1 < len(heads) else len(lines) - 2  # the subgraph's "]}" line
+        close = lines[end] if end > h else b""
+        head = lines[h]
+        if not head.endswith(_SUB_TAIL) or close != (b"]}," if k + 1 < len(heads) else b"]}"):
+            return None
+        rows = lines[h + 1 : end]
+        if rows:
+            last = rows[-1]
+            rows = [r[:-1] for r in rows[:-1]]
+            rows.append(last)
+        out.append((head, rows))
+    if not heads or heads[0] != 1:
+        return None
+    return out
 
 
 # ---------------------------------------------------------------------------------------------

@@ -655,14 +655,26 @@ def _clean_rank_table(v: dict[str, Any]) -> dict[str, Any]:
     return v
 
 
-_DEVICE_STR_FIELDS = ("graph", "node", "target", "where", "device", "kind", "dtype")
+
+
+_STR_OR_NONE = (str, type(None))
+
+
+def _device_entry_ok(x: Any) -> bool:
+    # unrolled over _DEVICE_STR_FIELDS: a device table lists every value of a large graph
+    if type(x) is not dict:
+        return False
+    g = x.get
+    ok = _STR_OR_NONE
+    return (type(g("graph")) in ok and type(g("node")) in ok and type(g("target")) in ok and type(g("where")) in ok
+            and type(g("device")) in ok and type(g("kind")) in ok and type(g("dtype")) in ok)  # fmt: skip
 
 
 def _clean_devices(v: dict[str, Any]) -> dict[str, Any]:
     """A `gti_devices` payload with the schema's types (entries of other types dropped, in place)."""
     for key in ("literals", "values"):
         items = v.get(key)
-        v[key] = [x for x in items if isinstance(x, dict) and all(isinstance(x.get(f), (str, type(None))) for f in _DEVICE_STR_FIELDS)] if isinstance(items, list) else []
+        v[key] = [x for x in items if _device_entry_ok(x)] if isinstance(items, list) else []
     if not isinstance(v.get("own_device"), (str, type(None))):
         v["own_device"] = None
     if "local_rank" in v and type(v["local_rank"]) is not int:

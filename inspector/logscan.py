@@ -231,8 +231,12 @@ class LogFile:
         md5 = rec.env.get("has_payload")
         if not rec.has_payload or not isinstance(md5, str) or rec.index in self._bad or rec.index in self._bad_payload:
             return None
-        lines = self.raw_payload(rec).split(b"\n")
-        lines = [line[1:] if line[:1] == b"\t" else line for line in lines]
+        raw = self.raw_payload(rec)
+        if raw[:1] != b"\t":
+            return None
+        # every payload line starts with a tab (a line that does not starts a record): one split
+        # takes the lines and their tabs off
+        lines = raw[1:].split(b"\n\t")
         if hashlib.md5(b"\n".join(lines)).hexdigest() != md5:
             return None
         return lines

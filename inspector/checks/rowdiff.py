@@ -103,7 +103,7 @@ def positional_rank_diff(cap: "Capture", ra: int, ga: str, ctx_a: RankContext, r
             path = str(orjson.loads(head[: -len(_SUB_TAIL)] + b"}").get("path") or "")
         except orjson.JSONDecodeError:
             return None
-        todo = {i for i, (x, y) in enumerate(zip(xa, xb)) if x != y}
+        todo = set() if xa == xb else {i for i, (x, y) in enumerate(zip(xa, xb)) if x != y}
         todo |= rows_with(xa, tokens) | rows_with(xb, tokens)
         nodes: list[NodeDiff] = []
         for i in sorted(todo):

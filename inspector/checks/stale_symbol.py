@@ -149,6 +149,8 @@ def stale_symbols(tables: GraphTables, symmap: dict[str, Any] | None) -> list[Ob
 # a row that may name an unbacked symbol (u0, zuf1; "zuf1" holds "f1", not "u1", hence two
 # literals): the others cannot make one stale. Each pattern starts with a literal: fast to search.
 _UNBACKED_BYTES = re.compile(rb"u[0-9]|zuf[0-9]")
+# a node named (its row) or taken as input; JSON escapes no character of an FX node name
+_SCOPE_BYTES = re.compile(rb'"n(?:ame)?":"([^"]*)"')
 _WORD = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
 
@@ -168,14 +170,45 @@ def symbol_tables(ctx: CheckContext, rank: int, gid: str) -> GraphTables | None:
     graphs = []
     try:
         heads = [orjson.loads(head[: -len(b',"nodes":[')] + b"}") for head, _ in subs]
-        parents = [h.get("parent_node") for h in heads if isinstance(h.get("parent_node"), str)]
-        scope_refs = [b'"op":"get_attr"', *(orjson.dumps({"n": p}) for p in parents)] if parents else []
+        # the rows of a graph that hand a scope to one of its own subgraphs: the subgraph's
+        # get_attr (named as the subgraph's parent node), and nodes taking that node as input
+        children: dict[str, set[bytes]] = {}
+        for h in heads:
+            path, parent = str(h.get("path") or ""), h.get("parent_node")
+            if path and isinstance(parent, str):
+                children.setdefault(path.rsplit("/", 1)[0] if "/" in path else "", set()).add(parent.encode())
         for h, (_, rows) in zip(heads, subs):
-            keep = sorted(rowdiff.rows_with(rows, scope_refs, _UNBACKED_BYTES, _symbol_start))
-            graphs.append({"path": h.get("path"), "parent_node": h.get("parent_node"), "nodes": [orjson.loads(rows[i]) for i in keep]})
+            keep = rowdiff.rows_with(rows, (), _UNBACKED_BYTES, _symbol_start)
+            names = children.get(str(h.get("path") or ""))
+            if names:
+                keep |= rowdiff.rows_with(rows, (), _SCOPE_BYTES, lambda _, m: m.group(1) in names)
+            graphs.append({"path": h.get("path"), "parent_node": h.get("parent_node"), "nodes": [orjson.loads(rows[i]) for i in sorted(keep)]})
     except orjson.JSONDecodeError:
         return None
     return GraphTables.from_payload(gid, {"graphs": graphs})
+
+
+def _symbol_map_bytes(ctx: CheckContext, stage) -> bytes | None:
+    """The symbol map's payload after its gid (which differs between ranks' graphs), undecoded."""
+    ref = ctx.cap.graph(stage.rank, stage.gid)
+    rec = ref.records.get(logformat.SYMBOLS) if ref is not None else None
+    log = ctx.cap.log_file(stage.rank)
+    lines = log.payload_lines(rec) if rec is not None and log is not None else None
+    if not lines or not lines[0].startswith(b'{"gid":'):
+        return None
+    text = b"\n".join(lines)
+    cut = text.find(b",", len(b'{"gid":'))
+    return text[cut:] if cut > 0 else None
+
+
+def _same_symbol_maps(ctx: CheckContext, a, b) -> bool:
+    """Two graphs' symbol maps say the same, gid aside: compared as bytes (they run to hundreds of
+    KB on large graphs), decoded only when the bytes differ."""
+    ba, bb = _symbol_map_bytes(ctx, a), _symbol_map_bytes(ctx, b)
+    if ba is not None and ba == bb:
+        return True
+    sa, sb = ctx.cap.symbols(a.rank, a.gid), ctx.cap.symbols(b.rank, b.gid)
+    return sa is not None and sb is not None and {**sa, "gid": None} == {**sb, "gid": None}
 
 
 def _same_symbols_as_ref(ctx: CheckContext, stage) -> object | None:
@@ -191,7 +224,7 @@ def _same_symbols_as_ref(ctx: CheckContext, stage) -> object | None:
     d = ctx.rank_diff(stage.key, ref.rank, stage.rank)
     if d is None or not d.unlisted_same:
         return None
-    if ctx.content_key(ref.rank, ref.gid, logformat.SYMBOLS)[1:] != ctx.content_key(stage.rank, stage.gid, logformat.SYMBOLS)[1:]:
+    if not _same_symbol_maps(ctx, ref, stage):
         return None
     for n in d.changes():
         # the same node with the same symbols, bindings and value: only other literals differ

@@ -314,7 +314,7 @@ def test_node_table_rows_layout_round_trip():
     lines = [line[1:] for line in rec.split(b"\n")[1:-1]]
     assert logformat.decode_payload(lines, logformat.parse_envelope_line(rec.split(b"\n")[0])) == whole
     rows = logformat.node_table_rows(lines)
-    assert [[orjson.loads(r) for r in sub] for _, sub in rows] == [g["nodes"] for g in whole["graphs"]]
+    assert [[logformat.decode_row(r) for r in sub] for _, sub in rows] == [g["nodes"] for g in whole["graphs"]]
     assert [orjson.loads(h[: -len(b',"nodes":[')] + b"}")["path"] for h, _ in rows] == ["", "true_graph_0"]
     assert logformat.node_table_rows([orjson.dumps(whole)]) is None  # format 1
     assert logformat.node_table_rows(lines[:-1]) is None  # cut off

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from capture import logformat
 from inspector.diff import GraphDiff, NodeDiff, SubgraphDiff, compare_rows
 from inspector.graphmodel import _row_ok, split_device
 from inspector.normalize import REDUCE_OPS, GraphNormalizer, RankContext, _str_leaves, is_collective_target
@@ -33,7 +34,6 @@ from inspector.normalize import REDUCE_OPS, GraphNormalizer, RankContext, _str_l
 if TYPE_CHECKING:
     from inspector.capture_index import Capture
 
-_SUB_TAIL = b',"nodes":['
 # off: the checks read every table whole (rank diffs, stale symbols); tests compare both ways
 ENABLED = True
 
@@ -71,7 +71,16 @@ def rows_with(rows: list[bytes], tokens: list[bytes] = (), pattern: "re.Pattern[
             offsets.append(at)
             at = joined.find(tok, at + 1)
     if pattern is not None:
-        offsets.extend(m.start() for m in pattern.finditer(joined) if accept is None or accept(joined, m))
+        # one accepted match per row is enough: after it, go on from the next row
+        search, pos = pattern.search, 0
+        while (m := search(joined, pos)) is not None:
+            if accept is None or accept(joined, m):
+                offsets.append(m.start())
+                pos = joined.find(b"\n", m.end()) + 1
+                if pos == 0:
+                    break
+            else:
+                pos = m.start() + 1
     if not offsets:
         return set()
     starts, pos = [], 0
@@ -79,6 +88,31 @@ def rows_with(rows: list[bytes], tokens: list[bytes] = (), pattern: "re.Pattern[
         starts.append(pos)
         pos += len(r) + 1
     return {bisect.bisect_right(starts, at) - 1 for at in offsets}
+
+
+def _group_substitutions(ctx: RankContext) -> list[tuple[bytes, bytes]]:
+    """Each process-group name of the rank as a JSON string, and the normalized name it becomes."""
+    return [(orjson.dumps(name), orjson.dumps(f"<pg:{key}>")) for name, key in sorted(ctx.group_keys.items())]
+
+
+_TARGET = b'"target":"'
+
+
+def _same_after_group_names(x: bytes, y: bytes, groups_a: list, groups_b: list) -> bool:
+    """Two rows of a collective that differ only in the process-group names the normalizer
+    rewrites (each rank's dp group has its own name): equal once each rank's names are replaced,
+    without parsing them. Only for collectives, where the normalizer rewrites every string."""
+    at = x.find(_TARGET)
+    if at < 0:
+        return False
+    end = x.find(b'"', at + len(_TARGET))
+    if end < 0 or not is_collective_target(x[at + len(_TARGET) : end].decode("utf-8", "replace")):
+        return False
+    for name, norm in groups_a:
+        x = x.replace(name, norm)
+    for name, norm in groups_b:
+        y = y.replace(name, norm)
+    return x == y
 
 
 def _knows_groups(row: dict[str, Any], ctx: RankContext) -> bool:
@@ -97,18 +131,22 @@ def positional_rank_diff(cap: "Capture", ra: int, ga: str, ctx_a: RankContext, r
         return None
     na, nb = GraphNormalizer(None, ctx_a), GraphNormalizer(None, ctx_b)
     tokens = _device_tokens(ctx_a, ctx_b)
+    groups_a, groups_b = _group_substitutions(ctx_a), _group_substitutions(ctx_b)
     subs: list[SubgraphDiff] = []
     for (head, xa), (_, xb) in zip(a_subs, b_subs):
         try:
-            path = str(orjson.loads(head[: -len(_SUB_TAIL)] + b"}").get("path") or "")
+            path = str(logformat.decode_sub_head(head).get("path") or "")
         except orjson.JSONDecodeError:
             return None
         todo = set() if xa == xb else {i for i, (x, y) in enumerate(zip(xa, xb)) if x != y}
-        todo |= rows_with(xa, tokens) | rows_with(xb, tokens)
+        sensitive = rows_with(xa, tokens) | rows_with(xb, tokens)
+        todo |= sensitive
         nodes: list[NodeDiff] = []
         for i in sorted(todo):
+            if i not in sensitive and _same_after_group_names(xa[i], xb[i], groups_a, groups_b):
+                continue
             try:
-                a, b = orjson.loads(xa[i]), orjson.loads(xb[i])
+                a, b = logformat.decode_row(xa[i]), logformat.decode_row(xb[i])
             except orjson.JSONDecodeError:
                 return None
             if not (_row_ok(a) and _row_ok(b)) or a["name"] != b["name"]:

@@ -169,7 +169,7 @@ def symbol_tables(ctx: CheckContext, rank: int, gid: str) -> GraphTables | None:
         return None
     graphs = []
     try:
-        heads = [orjson.loads(head[: -len(b',"nodes":[')] + b"}") for head, _ in subs]
+        heads = [logformat.decode_sub_head(head) for head, _ in subs]
         # the rows of a graph that hand a scope to one of its own subgraphs: the subgraph's
         # get_attr (named as the subgraph's parent node), and nodes taking that node as input
         children: dict[str, set[bytes]] = {}
@@ -182,7 +182,7 @@ def symbol_tables(ctx: CheckContext, rank: int, gid: str) -> GraphTables | None:
             names = children.get(str(h.get("path") or ""))
             if names:
                 keep |= rowdiff.rows_with(rows, (), _SCOPE_BYTES, lambda _, m: m.group(1) in names)
-            graphs.append({"path": h.get("path"), "parent_node": h.get("parent_node"), "nodes": [orjson.loads(rows[i]) for i in sorted(keep)]})
+            graphs.append({"path": h.get("path"), "parent_node": h.get("parent_node"), "nodes": [logformat.decode_row(rows[i]) for i in sorted(keep)]})
     except orjson.JSONDecodeError:
         return None
     return GraphTables.from_payload(gid, {"graphs": graphs})

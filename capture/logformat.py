@@ -28,8 +28,10 @@ import orjson
 FORMAT_NAME = "graphtrain-inspect"
 # Bump on any change a reader must know about; readers accept versions <= their own.
 # 2: node tables are written one row per payload line (`encode_node_table`); version 1's
-#    one-line tables still decode the same way (the lines join to the same JSON).
+#    one-line tables still decode the same way (the lines join to the same JSON). Every artifact
+#    names its payload's byte length (PAYLOAD_BYTES), so indexing reads envelope lines only.
 FORMAT_VERSION = 2
+PAYLOAD_BYTES = "payload_bytes"
 
 MANIFEST_NAME = "manifest.json"
 BLOB_DIR = "blobs"
@@ -275,9 +277,13 @@ def encode_record(
     else:
         text = payload
     lines = _payload_lines(text)
+    body = "\n\t".join(lines).encode("utf-8", "surrogatepass")
     artifact = {"name": kind, "encoding": encoding}
     if meta:
         artifact.update(meta)
+    # the payload's length in bytes (its lines with their tabs and newlines): a reader jumps to the
+    # next record instead of looking at every payload line (format 2)
+    artifact[PAYLOAD_BYTES] = len(body) + 2
     envelope: dict[str, Any] = {"artifact": artifact, "rank": rank}
     if compile_id:
         envelope.update({k: v for k, v in compile_id.items() if k in COMPILE_ID_KEYS and v is not None})
@@ -286,9 +292,7 @@ def encode_record(
     tm = time.localtime(when)
     micros = int((when % 1) * 1_000_000)
     prefix = f"V{tm.tm_mon:02d}{tm.tm_mday:02d} {tm.tm_hour:02d}:{tm.tm_min:02d}:{tm.tm_sec:02d}.{micros:06d} {pid} {pathname}:{lineno}] "
-    body = "\n\t".join(lines)
-    out = prefix.encode() + orjson.dumps(envelope) + b"\n\t" + body.encode("utf-8", "surrogatepass") + b"\n"
-    return out
+    return prefix.encode() + orjson.dumps(envelope) + b"\n\t" + body + b"\n"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -163,44 +163,69 @@ class LogFile:
     def _scan(self) -> None:
         buf = self._buf
         size = self.size
-        starts = [0] if buf[0:1] != b"\t" else []
-        if not starts:
+        search = _LINE_START_RE.search
+
+        def line_after(newline: int) -> int:
+            """The first line start (a line not starting with a tab) after the newline at `newline`."""
+            m = search(buf, newline)
+            return m.start() + 1 if m is not None else size
+
+        start = 0
+        if buf[0:1] == b"\t":
             self._err(0, "payload line before the first record")
-        starts.extend(m.start() + 1 for m in _LINE_START_RE.finditer(buf))
+            start = line_after(0)
         self.truncated = buf[size - 1 : size] != b"\n"
         records = self.records
         glog_match = logformat.GLOG_RE.match
-        n = len(starts)
-        for i, start in enumerate(starts):
+        while start < size:
             nl = buf.find(b"\n", start)
             line_end = size if nl < 0 else nl
-            nxt = starts[i + 1] if i + 1 < n else size
             if line_end == start:  # an empty line
                 self._err(start, "empty line (a blank payload line must be a lone tab)")
+                start = line_after(start)
                 continue
             line = buf[start:line_end]
+            problem = None
+            env: Any = None
             if glog_match(line) is None:
-                self._err(start, f"not a structured-log line: {_preview(line)}")
-                continue
-            try:
-                env = logformat.parse_envelope_line(line)
-                kind = logformat.record_kind(env)
-            except logformat.FormatError as e:
-                msg = str(e)
-                if nl < 0:
-                    msg = f"truncated record (file ends mid-line): {msg}"
-                self._err(start, msg)
-                continue
-            problem = kind_problem(kind, env)
+                problem = f"not a structured-log line: {_preview(line)}"
+            else:
+                try:
+                    env = logformat.parse_envelope_line(line)
+                    kind = logformat.record_kind(env)
+                except logformat.FormatError as e:
+                    problem = f"truncated record (file ends mid-line): {e}" if nl < 0 else str(e)
+                else:
+                    problem = kind_problem(kind, env)
             if problem is not None:
                 self._err(start, problem)
+                start = line_after(line_end) if nl >= 0 else size
                 continue
-            payload_start = min(line_end + 1, nxt)
-            records.append(Record(len(records), kind, start, payload_start, nxt, env))
+            nxt = self._payload_end(env, nl) if nl >= 0 else size
+            if nxt is None:
+                nxt = line_after(line_end)
+            records.append(Record(len(records), kind, start, min(line_end + 1, nxt), nxt, env))
+            start = nxt
         if self.truncated and records and records[-1].end == size:
             rec = records[-1]
             self._err(rec.offset, f"last record ({rec.kind}) is truncated: the file ends mid-line")
             self._bad.add(rec.index)
+
+    def _payload_end(self, env: dict[str, Any], newline: int) -> int | None:
+        """Where the record whose envelope line ends at `newline` ends, from the payload length its
+        writer put in the envelope (format 2), when the bytes there agree: the payload starts with
+        a tab and ends with a newline that starts a line of no tab. None: look for the next line
+        start (format 1, torch's own logs, or a damaged record)."""
+        art = env.get("artifact")
+        n = art.get(logformat.PAYLOAD_BYTES) if isinstance(art, dict) else None
+        if type(n) is not int or n < 2:
+            return None
+        buf, end = self._buf, newline + 1 + n
+        if end > self.size or buf[newline + 1 : newline + 2] != b"\t" or buf[end - 1 : end] != b"\n":
+            return None
+        if end < self.size and buf[end : end + 1] == b"\t":
+            return None
+        return end
 
     # -- lines ---------------------------------------------------------------------------------
 

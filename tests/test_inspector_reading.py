@@ -318,3 +318,35 @@ def test_node_table_rows_layout_round_trip():
     assert [orjson.loads(h[: -len(b',"nodes":[')] + b"}")["path"] for h, _ in rows] == ["", "true_graph_0"]
     assert logformat.node_table_rows([orjson.dumps(whole)]) is None  # format 1
     assert logformat.node_table_rows(lines[:-1]) is None  # cut off
+
+
+def test_index_jumps_by_payload_bytes_and_falls_back_on_damage(tmp_path, monkeypatch):
+    """Format 2 records name their payload's length: the index lands on the next envelope without
+    looking at payload lines, and finds the same records as a line-by-line scan; where the bytes
+    at the landing disagree (a line added inside a payload) it scans as for format 1."""
+    from capture import logformat
+    from inspector.logscan import LogFile
+
+    recs = [logformat.encode_record(logformat.GRAPH_CODE, "\n".join(f"line {i} of graph {k}" for i in range(50)), rank=0, meta={"gid": f"g{k}"}) for k in range(4)]
+    good = tmp_path / "good.log"
+    good.write_bytes(b"".join(recs))
+
+    def index(path):
+        log = LogFile(str(path))
+        return [(r.kind, r.offset, r.payload_start, r.end) for r in log.records], [str(e) for e in log.errors]
+
+    jumped = index(good)
+    landings: list[int] = []
+    real = LogFile._payload_end
+    monkeypatch.setattr(LogFile, "_payload_end", lambda self, env, nl: landings.append(nl) or real(self, env, nl))
+    assert index(good) == jumped and len(landings) == 4
+    monkeypatch.setattr(LogFile, "_payload_end", lambda self, env, nl: None)  # the line-by-line scan
+    assert index(good) == jumped and len(jumped[0]) == 4 and not jumped[1]
+    monkeypatch.setattr(LogFile, "_payload_end", real)
+    # a payload line added in the second record: its length no longer matches
+    damaged = tmp_path / "damaged.log"
+    second = recs[1].replace(b"\tline 3 of graph 1\n", b"\tline 3 of graph 1\n\textra\n")
+    damaged.write_bytes(recs[0] + second + recs[2] + recs[3])
+    log = LogFile(str(damaged))
+    assert [r.env["artifact"]["gid"] for r in log.records] == ["g0", "g1", "g2", "g3"]
+    assert log.payload(log.records[1]) is None and log.payload(log.records[2]).startswith("line 0 of graph 2")

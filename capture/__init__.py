@@ -1,9 +1,18 @@
 """Capture every graph pass on every rank; runs inside training workers (torch, stdlib, orjson).
 
 Importing this package imports neither torch nor anything heavy: the inspector reads the log
-format from `capture.logformat`, and `record_pass` costs nothing outside a capture.
+format from `capture.logformat`, and `record_pass` costs nothing outside a capture. `record_pass`
+is loaded on first use, so a reader importing `capture.logformat` does not load the writer.
 """
 
-from capture.api import record_pass
+from typing import Any
 
 __all__ = ["record_pass"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "record_pass":
+        from capture.api import record_pass
+
+        return record_pass
+    raise AttributeError(f"module 'capture' has no attribute {name!r}")

@@ -23,7 +23,9 @@ from capture import logformat
 from inspector.weighted_cache import WeightedLRU
 
 # A line start that is not a payload line: an envelope, or garbage.
-_LINE_START_RE = re.compile(rb"\n[^\t]")
+# a newline before a line that is not a payload line; the lookahead leaves that line's first byte
+# unconsumed, so a blank line (a newline followed by a newline) does not hide the line after it
+_LINE_START_RE = re.compile(rb"\n(?=[^\t])")
 _PAYLOAD_CACHE_SIZE = 48
 # decoded payloads cost several times their bytes: keep at most this many payload bytes per log
 _PAYLOAD_CACHE_BYTES = 16 << 20

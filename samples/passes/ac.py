@@ -137,19 +137,31 @@ def _rematerialize(gm, recompute: set) -> int:
     g = gm.graph
     dup: dict = {}
 
-    def clone(node, before):
-        if node in dup:
-            return dup[node]
-        args = fx.node.map_arg(node.args, lambda a: clone(a, before) if a in recompute else a)
-        kwargs = fx.node.map_arg(node.kwargs, lambda a: clone(a, before) if a in recompute else a)
-        with g.inserting_before(before):
-            new = g.create_node("call_function", node.target, args, kwargs, name=node.name + "_recomputed")
-        new.meta.update(node.meta)
-        new.meta["phase"] = "backward"
-        new.meta["autograd_backward"] = True
-        new.meta["recomputed_from"] = node.name
-        dup[node] = new
-        return new
+    def clone(root, before):
+        # post-order through recomputed inputs, inputs in argument order (what a recursive clone
+        # does), with an explicit stack: a recompute chain runs through every layer, deeper than
+        # Python's recursion limit on large models
+        stack = [root]
+        while stack:
+            node = stack[-1]
+            if node in dup:
+                stack.pop()
+                continue
+            pending = [a for a in node.all_input_nodes if a in recompute and a not in dup]
+            if pending:
+                stack.extend(reversed(pending))
+                continue
+            stack.pop()
+            args = fx.node.map_arg(node.args, lambda a: dup[a] if a in recompute else a)
+            kwargs = fx.node.map_arg(node.kwargs, lambda a: dup[a] if a in recompute else a)
+            with g.inserting_before(before):
+                new = g.create_node("call_function", node.target, args, kwargs, name=node.name + "_recomputed")
+            new.meta.update(node.meta)
+            new.meta["phase"] = "backward"
+            new.meta["autograd_backward"] = True
+            new.meta["recomputed_from"] = node.name
+            dup[node] = new
+        return dup[root]
 
     for node in list(g.nodes):
         if not _is_bwd(node) or node.meta.get("recomputed_from"):

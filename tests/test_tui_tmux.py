@@ -72,6 +72,7 @@ def test_tmux_session_finding_to_diff_and_quit(tui_small_capture):
         t.wait_for("diffs: side by side")
         # the search field is on screen while typing (above the status line, not under the footer)
         t.keys("/")
+        t.wait_for("search in this view")  # keys sent before the field has focus go to the app
         t.keys("-l", "relu")
         screen = t.wait_for("/relu")
         lines = [ln for ln in screen.splitlines() if ln.strip()]

@@ -14,6 +14,7 @@ ops and their getitems); such findings are warnings and say the bindings were in
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
@@ -149,8 +150,15 @@ def stale_symbols(tables: GraphTables, symmap: dict[str, Any] | None) -> list[Ob
 # a row that may name an unbacked symbol (u0, zuf1; "zuf1" holds "f1", not "u1", hence two
 # literals): the others cannot make one stale. Each pattern starts with a literal: fast to search.
 _UNBACKED_BYTES = re.compile(rb"u[0-9]|zuf[0-9]")
-# a node named (its row) or taken as input; JSON escapes no character of an FX node name
-_SCOPE_BYTES = re.compile(rb'"n(?:ame)?":"([^"]*)"')
+def _scope_pattern(names: set[bytes]):
+    """A search for the rows naming (`"name":`) or taking as input (`{"n":`) one of `names`, and
+    the test of a match. The names' common prefix goes into the pattern: a graph refers to other
+    nodes a million times, to its subgraphs a few hundred. JSON escapes no character of an FX
+    node name."""
+    prefix = os.path.commonprefix(sorted(names))
+    pattern = re.compile(rb'"n(?:ame)?":"' + re.escape(prefix) + rb'([^"]*)"')
+    return pattern, lambda _, m: prefix + m.group(1) in names
+
 _WORD = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
 
@@ -181,7 +189,7 @@ def symbol_tables(ctx: CheckContext, rank: int, gid: str) -> GraphTables | None:
             keep = rowdiff.rows_with(rows, (), _UNBACKED_BYTES, _symbol_start)
             names = children.get(str(h.get("path") or ""))
             if names:
-                keep |= rowdiff.rows_with(rows, (), _SCOPE_BYTES, lambda _, m: m.group(1) in names)
+                keep |= rowdiff.rows_with(rows, (), *_scope_pattern(names))
             graphs.append({"path": h.get("path"), "parent_node": h.get("parent_node"), "nodes": [logformat.decode_row(rows[i]) for i in sorted(keep)]})
     except orjson.JSONDecodeError:
         return None

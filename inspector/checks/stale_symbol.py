@@ -23,7 +23,7 @@ import orjson
 from capture import logformat
 from inspector.checks import rowdiff
 from inspector.checks.context import CheckContext, Observation
-from inspector.graphmodel import GraphTables, SubGraph, is_ref, is_unbacked, row_leaves, row_symbols
+from inspector.graphmodel import GraphTables, SubGraph, _row_ok, is_ref, is_unbacked, row_leaves, row_symbols
 
 KIND = "stale-unbacked-symbol"
 DESCRIPTION = "unbacked symbols that no node in scope binds (root or nested subgraph, placeholders included)"
@@ -162,8 +162,21 @@ def _scope_pattern(names: set[bytes]):
 _WORD = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
 
+_UNSEEN = object()
+
+
 def _symbol_start(joined: bytes, m: "re.Match[bytes]") -> bool:
     return m.start() == 0 or joined[m.start() - 1] not in _WORD
+
+
+def _parsed_rows(ctx: CheckContext) -> dict[bytes, Any]:
+    """Rows decoded (and validated: None if not a valid row) by their bytes, shared by every
+    graph of the run: a pass changes few rows, so most rows of one graph recur in the next. Cleared
+    when it grows past ~200k rows."""
+    cache = ctx.__dict__.setdefault("_stale_rows", {})
+    if len(cache) > 200_000:
+        cache.clear()
+    return cache
 
 
 def symbol_tables(ctx: CheckContext, rank: int, gid: str) -> GraphTables | None:
@@ -176,6 +189,15 @@ def symbol_tables(ctx: CheckContext, rank: int, gid: str) -> GraphTables | None:
     if subs is None:
         return None
     graphs = []
+    parsed = _parsed_rows(ctx)
+
+    def row(line: bytes) -> Any:
+        r = parsed.get(line, _UNSEEN)
+        if r is _UNSEEN:
+            r = logformat.decode_row(line)
+            parsed[line] = r = r if _row_ok(r) else None
+        return r
+
     try:
         heads = [logformat.decode_sub_head(head) for head, _ in subs]
         # the rows of a graph that hand a scope to one of its own subgraphs: the subgraph's
@@ -190,10 +212,12 @@ def symbol_tables(ctx: CheckContext, rank: int, gid: str) -> GraphTables | None:
             names = children.get(str(h.get("path") or ""))
             if names:
                 keep |= rowdiff.rows_with(rows, (), *_scope_pattern(names))
-            graphs.append({"path": h.get("path"), "parent_node": h.get("parent_node"), "nodes": [logformat.decode_row(rows[i]) for i in sorted(keep)]})
+            nodes = [r for r in (row(rows[i]) for i in sorted(keep)) if r is not None]
+            parent = h.get("parent_node")
+            graphs.append(SubGraph(str(h.get("path") or ""), parent if isinstance(parent, str) else None, nodes))
     except orjson.JSONDecodeError:
         return None
-    return GraphTables.from_payload(gid, {"graphs": graphs})
+    return GraphTables(gid, graphs or [SubGraph("", None, [])])
 
 
 def _symbol_map_bytes(ctx: CheckContext, stage) -> bytes | None:

@@ -15,14 +15,22 @@ Alignment, every step linear or n log n in the graph size:
    users with the same signature at the same position, when unmatched and alike;
 4. gaps between matched nodes (in order): a sequence match on shallow signatures (difflib for
    small gaps, an in-order greedy pairing for large ones).
+
+The work is per row and in Python, so what does not change the result is skipped: a row equal to
+the other side's row of the same name shares its pieces (`Parts(like=)`), the prefix and suffix
+scans compare such rows without building keys, keys are built for the middle rows only, and
+propagation passes over pairs with no unmatched neighbour. tests/test_diff_speed_equivalence.py
+holds this to the plain algorithm (tests/diff_reference.py).
 """
 
 from __future__ import annotations
 
 import bisect
 import difflib
+import itertools
 import re
 from collections import deque
+from itertools import repeat
 from typing import Any, Callable, Sequence
 
 
@@ -55,98 +63,257 @@ def freeze(v: Any) -> Any:
     return v
 
 
+_SIG_IDS: dict[tuple, int] = {}  # shallow signature -> a small int, shared by every Parts
+_SIG_COUNTER = itertools.count()
+_ARG_PATHS = tuple(f"args[{i}]" for i in range(64))
+
+
+def sig_id(sig: tuple) -> int:
+    sid = _SIG_IDS.get(sig)
+    if sid is None:
+        sid = _SIG_IDS.setdefault(sig, next(_SIG_COUNTER))
+    return sid
+
+
 class Parts:
-    """Per-node pieces of one node list, computed once: signatures, refs, normalized literals."""
+    """Per-node pieces of one node list, computed once: signatures, refs, normalized literals.
 
-    __slots__ = ("rows", "sigs", "refs", "lits", "index", "keys", "_users")
+    `sigs[i]` is the id of row i's shallow signature (equal ids, equal signatures); `refs[i]` its
+    (where, name) node references, `wheres[i]` and `names[i]` their paths and names, `ins[i]`
+    their row indices (`len(rows)` for a name that is no row of this list); `dup` the rows where
+    two refs share a path; `lits[i]` its normalized literals.
 
-    def __init__(self, rows: Sequence[dict[str, Any]], leaf_norm: Callable[[Any, Any], Any] | None = None):
+    With `like` (the Parts of the other side of a diff), a row equal to `like`'s row of the same
+    name takes that row's pieces instead of its own walk, where they cannot differ (no dict
+    literal, whose keys are rendered by type, and no leaf that either side normalizes);
+    `same_as[i]` is then that row's index in `like`, else -1."""
+
+    __slots__ = ("rows", "sigs", "refs", "wheres", "names", "ins", "dup", "lits", "index", "names_unique", "same_as", "_info", "_flags", "_normalized", "_users")
+
+    def __init__(self, rows: Sequence[dict[str, Any]], leaf_norm: Callable[[Any, Any], Any] | None = None, like: "Parts | None" = None):
         self.rows = rows
-        self.sigs = [shallow_sig(r) for r in rows]
-        self.index = {r["name"]: i for i, r in enumerate(rows)}
-        refs: list[tuple] = []
-        lits: list[tuple] = []
+        n = len(rows)
+        self.index = index = {r["name"]: i for i, r in enumerate(rows)}
+        self.names_unique = len(index) == n
+        self._normalized = leaf_norm is not None
+        if leaf_norm is not None:
+            leaf_norm = _memo_leaf(leaf_norm)
+        # per row: (sig id, refs, wheres, names, lits, flags); ins apart (they depend on the side)
+        info: list[tuple] = []
+        add = info.append
+        ins: list[tuple] = []
+        add_ins = ins.append
+        same_as: list[int] = []
+        dup: set[int] = set()
+        get = index.get
+        rep_n = repeat(n)
+        sig_ids = _SIG_IDS
+        arg_paths = _ARG_PATHS
+        no: tuple = ()
+        ph: tuple = ("placeholder",)
+        out: tuple = ("output",)
+        if like is not None:
+            # what forbids sharing: a dict literal always; a normalizable leaf if a side normalizes
+            block = 1 | 2 if (leaf_norm is not None or like._normalized) else 1
+            l_get = like.index.get
+            l_rows, l_info, l_flags, l_dup = like.rows, like._info, like._flags, like.dup
         for row in rows:
+            if like is not None:
+                x = l_get(row["name"])
+                if x is not None and not l_flags[x] & block and l_rows[x] == row:
+                    t = l_info[x]
+                    add(t)
+                    same_as.append(x)
+                    add_ins(tuple(map(get, t[3], rep_n)) if t[3] else no)
+                    if l_dup and x in l_dup:
+                        dup.add(len(ins) - 1)
+                    continue
+                same_as.append(-1)
+            op = row.get("op")
+            target = row.get("target")
+            args = row.get("args") or ()
+            kw = row.get("kwargs")
+            # shallow_sig, inline
+            if op == "call_function" and type(target) is str:
+                sig: tuple = (op, target, len(args), tuple(sorted(kw)) if kw else ())
+            elif op == "placeholder":
+                sig = ph
+            elif op == "output":
+                sig = out
+            else:
+                tg = target if type(target) is str else str(target)
+                if op in ("get_attr", "call_module"):
+                    tg = _NUM_SUFFIX.sub("", tg)
+                sig = (op, tg, len(args), tuple(sorted(kw)) if kw else ())
+            sid = sig_ids.get(sig)
+            if sid is None:
+                sid = sig_id(sig)
+            # refs and literals (_walk, inline for the top-level arguments)
             rf: list = []
             lt: list = []
-            target = row.get("target")
-            if row.get("op") == "placeholder":
+            fl = 0
+            if op == "placeholder":
                 lt.append(("target", target))
-            _split(row.get("args") or (), "args", rf, lt, leaf_norm, target)
-            kw = row.get("kwargs")
+            simple = True  # every ref is a top-level arg: their paths differ
+            if type(args) is list and len(args) <= 64:
+                i = -1
+                for v in args:
+                    i += 1
+                    tv = type(v)
+                    if tv is dict:
+                        if len(v) == 1 and "n" in v:
+                            rf.append((arg_paths[i], v["n"]))
+                            continue
+                    elif tv is int or tv is bool or v is None:
+                        lt.append((arg_paths[i], v))
+                        continue
+                    simple = False
+                    fl |= _walk(v, arg_paths[i], rf, lt, leaf_norm, target)
+            else:
+                simple = False
+                fl |= _walk(args, "args", rf, lt, leaf_norm, target)
             if kw:
+                simple = False
                 for k, v in kw.items():
-                    _split(v, "kwargs." + k, rf, lt, leaf_norm, target)
-            refs.append(tuple(rf))
-            lits.append(tuple(lt))
-        self.refs = refs
-        self.lits = lits
-        idx = self.index
-        sigs = self.sigs
-        get = idx.get
-        self.keys = [(s, l, tuple([sigs[j] if j is not None else None for j in [get(n) for _, n in rf]]) if rf else ()) for s, l, rf in zip(sigs, lits, refs)]
+                    fl |= _walk(v, "kwargs." + k, rf, lt, leaf_norm, target)
+            if rf:
+                rft = tuple(rf)
+                w, nm = zip(*rft)
+                add((sid, rft, w, nm, tuple(lt) if lt else no, fl))
+                add_ins(tuple(map(get, nm, rep_n)))
+                if not simple and len(w) > 1 and len(set(w)) < len(w):
+                    dup.add(len(ins) - 1)
+            else:
+                add((sid, no, no, no, tuple(lt) if lt else no, fl))
+                add_ins(no)
+        self._info = info
+        if info:
+            sigs, refs, wheres, names, lits, flags = zip(*info)
+        else:
+            sigs = refs = wheres = names = lits = flags = ()
+        self.sigs: list[int] = list(sigs)
+        self.refs: Sequence[tuple] = refs
+        self.wheres: Sequence[tuple] = wheres
+        self.names: Sequence[tuple] = names
+        self.lits: Sequence[tuple] = lits
+        self._flags: Sequence[int] = flags
+        self.ins = ins
+        self.dup = dup
+        self.same_as = same_as if like is not None else None
         self._users: list[list[tuple[int, str]]] | None = None
+
+    def key(self, i: int) -> tuple:
+        """Row i's local key: signature, literals, input signatures (None: no row)."""
+        xs = self.ins[i]
+        if not xs:
+            return (self.sigs[i], self.lits[i], ())
+        sigs = self.sigs
+        n = len(sigs)
+        return (sigs[i], self.lits[i], tuple([sigs[x] if x != n else None for x in xs]))
+
+    def keys(self, ids: dict[tuple, int], rows: Sequence[int] | None = None) -> list[int]:
+        """The local keys of `rows` (default all) as ids from `ids`, which the other side of an
+        alignment shares: equal ids, equal keys."""
+        sigs = self.sigs
+        sx = sigs + [None]  # an input that is not a row: None, as in the key
+        sget = sx.__getitem__
+        out: list[int] = []
+        add = out.append
+        get = ids.get
+        lits, ins = self.lits, self.ins
+        for i in range(len(sigs)) if rows is None else rows:
+            xs = ins[i]
+            k = (sigs[i], lits[i], tuple(map(sget, xs)) if xs else ())
+            kid = get(k)
+            if kid is None:
+                kid = ids[k] = len(ids)
+            add(kid)
+        return out
 
     def users(self) -> list[list[tuple[int, str]]]:
         if self._users is None:
-            us: list[list[tuple[int, str]]] = [[] for _ in self.rows]
-            idx = self.index
-            for i, rf in enumerate(self.refs):
-                for where, n in rf:
-                    j = idx.get(n)
-                    if j is not None:
+            n = len(self.rows)
+            us: list[list[tuple[int, str]]] = [[] for _ in range(n + 1)]
+            for i, (rf, xs) in enumerate(zip(self.refs, self.ins)):
+                if xs:
+                    for (where, _), j in zip(rf, xs):
                         us[j].append((i, where))
+            us.pop()  # refs to names that are not rows
             self._users = us
         return self._users
 
 
-def _split(value: Any, path: str, rf: list, lt: list, leaf_norm: Callable[[Any, Any], Any] | None, target: Any) -> None:
-    """Leaves of an encoded arg into node refs (rf) and normalized literals (lt), like row_leaves."""
+def _walk(value: Any, path: str, rf: list, lt: list, leaf_norm: Callable[[Any, Any], Any] | None, target: Any) -> int:
+    """Leaves of an encoded arg into node refs (rf) and normalized literals (lt), like row_leaves;
+    returns what it met: 1 a dict literal, 2 a leaf that a leaf_norm is given (a string or an
+    object other than a ref)."""
     t = type(value)
     if t is list:
+        fl = 0
         for i, v in enumerate(value):
             tv = type(v)
             if tv is int or tv is bool or v is None:
                 lt.append((f"{path}[{i}]", v))
             else:
-                _split(v, f"{path}[{i}]", rf, lt, leaf_norm, target)
-        return
+                fl |= _walk(v, f"{path}[{i}]", rf, lt, leaf_norm, target)
+        return fl
     if t is dict:
         if len(value) == 1:
             if "n" in value:
                 rf.append((path, value["n"]))
-                return
+                return 0
             if "dict" in value and type(value["dict"]) is list:
+                fl = 1
                 for kv in value["dict"]:
                     if type(kv) is list and len(kv) == 2:
                         k = kv[0] if type(kv[0]) is str else repr(kv[0])
-                        _split(kv[1], f"{path}{{{k}}}", rf, lt, leaf_norm, target)
-                return
+                        fl |= _walk(kv[1], f"{path}{{{k}}}", rf, lt, leaf_norm, target)
+                return fl
         if leaf_norm is not None:
             value = leaf_norm(target, value)
         lt.append((path, freeze(value)))
-        return
-    if t is str and leaf_norm is not None:
-        value = leaf_norm(target, value)
-    elif t is float and value != value:
+        return 2
+    if t is str:
+        if leaf_norm is not None:
+            value = leaf_norm(target, value)
+        lt.append((path, value))
+        return 2
+    if t is float and value != value:
         value = "nan"
     lt.append((path, value))
+    return 0
 
 
-def _unique_pairs(a: Sequence, b: Sequence, ia: Sequence[int], ib: Sequence[int]) -> list[tuple[int, int]]:
-    count_a: dict[Any, int] = {}
-    pos_a: dict[Any, int] = {}
-    for i in ia:
-        k = a[i]
-        count_a[k] = count_a.get(k, 0) + 1
+def _memo_leaf(leaf_norm: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """`leaf_norm` (a pure function of target and leaf) remembered for string leaves."""
+    memo: dict[tuple, Any] = {}
+
+    def leaf(target: Any, value: Any) -> Any:
+        if type(value) is str and type(target) is str:
+            k = (target, value)
+            r = memo.get(k, memo)
+            if r is memo:
+                r = memo[k] = leaf_norm(target, value)
+            return r
+        return leaf_norm(target, value)
+
+    return leaf
+
+
+def _unique_pairs(ka: Sequence[int], kb: Sequence[int], ia: Sequence[int], ib: Sequence[int], nkeys: int) -> list[tuple[int, int]]:
+    """(i, j) for each key id that occurs once in `ka` and once in `kb` (the keys of rows `ia`
+    and `ib`), sorted."""
+    count_a = [0] * nkeys
+    pos_a = [0] * nkeys
+    for i, k in zip(ia, ka):
+        count_a[k] += 1
         pos_a[k] = i
-    count_b: dict[Any, int] = {}
-    pos_b: dict[Any, int] = {}
-    for j in ib:
-        k = b[j]
-        count_b[k] = count_b.get(k, 0) + 1
+    count_b = [0] * nkeys
+    pos_b = [0] * nkeys
+    for j, k in zip(ib, kb):
+        count_b[k] += 1
         pos_b[k] = j
-    return sorted((pos_a[k], pos_b[k]) for k, c in count_a.items() if c == 1 and count_b.get(k) == 1)
+    return sorted((pos_a[k], pos_b[k]) for k in range(nkeys) if count_a[k] == 1 and count_b[k] == 1)
 
 
 def _lis(pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -196,102 +363,210 @@ def _match_gap(sa: Sequence, sb: Sequence, ia: list[int], ib: list[int], out: li
 
 
 def align_parts(pa: Parts, pb: Parts) -> dict[int, int]:
-    """Matched node indices a -> b."""
-    na, nb = len(pa.rows), len(pb.rows)
-    ka, kb, sa, sb = pa.keys, pb.keys, pa.sigs, pb.sigs
-    ma: dict[int, int] = {}
-    mb: dict[int, int] = {}
-    queue: deque[tuple[int, int]] = deque()
+    """Matched node indices a -> b (in the order they were matched)."""
+    return dict(_align(pa, pb)[2])
 
-    def match(i: int, j: int) -> None:
-        ma[i] = j
-        mb[j] = i
-        queue.append((i, j))
+
+def _align(pa: Parts, pb: Parts) -> tuple[list[int], list[int], list[tuple[int, int]]]:
+    """(ma, mb, pairs): ma[i] the b row matched with a's row i, else -1 (ma[len(a)] == -1: a ref
+    to no row); mb alike; the matched pairs in the order they were matched."""
+    na, nb = len(pa.rows), len(pb.rows)
+    sa, sb = pa.sigs, pb.sigs
+    ma = [-1] * (na + 1)
+    mb = [-1] * (nb + 1)
+    order: list[tuple[int, int]] = []  # matched pairs, in order; also the propagation queue
+    same = _same_key(pa, pb, ma)
 
     pre = 0
-    while pre < na and pre < nb and ka[pre] == kb[pre]:
-        match(pre, pre)
+    while pre < na and pre < nb and same(pre, pre):
+        ma[pre] = pre
+        mb[pre] = pre
+        order.append((pre, pre))
         pre += 1
     suf = 0
-    while suf < na - pre and suf < nb - pre and ka[na - 1 - suf] == kb[nb - 1 - suf]:
-        match(na - 1 - suf, nb - 1 - suf)
+    while suf < na - pre and suf < nb - pre and same(na - 1 - suf, nb - 1 - suf):
+        i, j = na - 1 - suf, nb - 1 - suf
+        ma[i] = j
+        mb[j] = i
+        order.append((i, j))
         suf += 1
-    mid_a = range(pre, na - suf)
-    mid_b = range(pre, nb - suf)
-    if len(mid_a) and len(mid_b):
-        for i, j in _lis(_unique_pairs(ka, kb, mid_a, mid_b)):
-            match(i, j)
-        _propagate(pa, pb, ma, mb, queue, match)
+    if pre < na - suf and pre < nb - suf:
+        mid_a, mid_b = range(pre, na - suf), range(pre, nb - suf)
+        ids: dict[tuple, int] = {}
+        ka, kb = pa.keys(ids, mid_a), pb.keys(ids, mid_b)
+        for i, j in _lis(_unique_pairs(ka, kb, mid_a, mid_b, len(ids))):
+            ma[i] = j
+            mb[j] = i
+            order.append((i, j))
+        # every row that propagation can still match is in the middle and unmatched now: only
+        # their users (and the pairs next to them) matter to it
+        ua = _users_of(pa, [i for i in mid_a if ma[i] < 0])
+        ub = _users_of(pb, [j for j in mid_b if mb[j] < 0])
+        done = _propagate(pa, pb, ma, mb, order, 0, ua, ub)
         # gaps between matched nodes, in order on both sides
-        anchors = sorted((i, j) for i, j in ma.items())
-        mono = _lis(anchors)
+        anchors = sorted(order)
+        mono = anchors if _increasing([j for _, j in anchors]) else _lis(anchors)
+        mono.append((na, nb))
         extra: list[tuple[int, int]] = []
         pi, pj = -1, -1
-        for i, j in mono + [(na, nb)]:
-            ia = [x for x in range(pi + 1, i) if x not in ma]
-            ib = [y for y in range(pj + 1, j) if y not in mb]
-            _match_gap(sa, sb, ia, ib, extra)
+        for i, j in mono:
+            if i > pi + 1 and j > pj + 1:
+                ia = [x for x in range(pi + 1, i) if ma[x] < 0]
+                if ia:
+                    ib = [y for y in range(pj + 1, j) if mb[y] < 0]
+                    _match_gap(sa, sb, ia, ib, extra)
             pi, pj = i, j
         for i, j in extra:
-            if i not in ma and j not in mb:
-                match(i, j)
-        _propagate(pa, pb, ma, mb, queue, match)
-    return ma
+            if ma[i] < 0 and mb[j] < 0:
+                ma[i] = j
+                mb[j] = i
+                order.append((i, j))
+        _propagate(pa, pb, ma, mb, order, done, ua, ub)
+    return ma, mb, order
 
 
-def _propagate(pa: Parts, pb: Parts, ma: dict[int, int], mb: dict[int, int], queue: deque, match: Callable[[int, int], None]) -> None:
+def _same_key(pa: Parts, pb: Parts, ma: list[int]) -> Callable[[int, int], bool]:
+    """key(a's row i) == key(b's row j), for the prefix and suffix scans. Rows that share their
+    pieces (same_as) have the same signature and literals; their inputs then have the same
+    signatures if each is matched with the other's (a matched pair has equal keys), else they
+    are compared."""
+    same_as = pb.same_as
+    ins_a, ins_b = pa.ins, pb.ins
+    sxa, sxb = pa.sigs + [None], pb.sigs + [None]  # an input that is no row: None, as in the key
+    mget, sag, sbg = ma.__getitem__, sxa.__getitem__, sxb.__getitem__
+    key_a, key_b = pa.key, pb.key
+
+    def same(i: int, j: int) -> bool:
+        if same_as is not None and same_as[j] == i:
+            xs = ins_a[i]
+            if not xs:
+                return True
+            ys = ins_b[j]
+            return tuple(map(mget, xs)) == ys or tuple(map(sag, xs)) == tuple(map(sbg, ys))
+        return key_a(i) == key_b(j)
+
+    return same
+
+
+def _increasing(xs: list[int]) -> bool:
+    return all(map(int.__lt__, xs, xs[1:]))
+
+
+def _users_of(p: Parts, rows: list[int]) -> dict[int, list[tuple[int, str]]]:
+    """For each row, its users among `rows` as (user, where), in users() order."""
+    us: dict[int, list[tuple[int, str]]] = {}
+    refs, ins = p.refs, p.ins
+    for u in rows:
+        xs = ins[u]
+        if xs:
+            for (where, _), x in zip(refs[u], xs):
+                if x in us:
+                    us[x].append((u, where))
+                else:
+                    us[x] = [(u, where)]
+    return us
+
+
+def _propagate(pa: Parts, pb: Parts, ma: list[int], mb: list[int], order: list[tuple[int, int]], pos: int, ua: dict[int, list[tuple[int, str]]], ub: dict[int, list[tuple[int, str]]]) -> int:
+    """Match along edges from each pair of `order` from `pos` on (pairs it matches are appended
+    and followed in turn); returns the new end of `order`. `ua`, `ub`: users() restricted to
+    rows that may still be unmatched (_users_of); a pair with no unmatched input and no user
+    there matches nothing, and is passed over."""
     sa, sb = pa.sigs, pb.sigs
-    ia_, ib_ = pa.index, pb.index
-    ua, ub = pa.users(), pb.users()
-    while queue:
-        i, j = queue.popleft()
+    refs_a, refs_b = pa.refs, pb.refs
+    ins_a, ins_b = pa.ins, pb.ins
+    wh_a, wh_b = pa.wheres, pb.wheres
+    dup_a = pa.dup
+    na, nb = len(pa.rows), len(pb.rows)
+    mget = ma.__getitem__
+    append = order.append
+    while pos < len(order):
+        i, j = order[pos]
+        pos += 1
         # inputs at the same argument position
-        rb = dict(pb.refs[j])
-        for where, name in pa.refs[i]:
-            nb_ = rb.get(where)
-            if nb_ is None:
-                continue
-            x, y = ia_.get(name), ib_.get(nb_)
-            if x is not None and y is not None and x not in ma and y not in mb and sa[x] == sb[y]:
-                match(x, y)
+        xs = ins_a[i]
+        if xs and min(map(mget, xs)) < 0:
+            ys = ins_b[j]
+            if ys:
+                if wh_a[i] == wh_b[j] and i not in dup_a:
+                    pairs = zip(xs, ys)
+                else:
+                    rb = dict(zip([w for w, _ in refs_b[j]], ys))
+                    pairs = [(x, rb.get(where, nb)) for (where, _), x in zip(refs_a[i], xs)]
+                for x, y in pairs:
+                    if x != na and y != nb and ma[x] < 0 and mb[y] < 0 and sa[x] == sb[y]:
+                        ma[x] = y
+                        mb[y] = x
+                        append((x, y))
         # users with the same signature at the same position
-        if ua[i] and ub[j]:
+        us_a = ua.get(i)
+        if us_a:
+            us_b = ub.get(j)
+            if not us_b:
+                continue
+            if len(us_a) == 1 and len(us_b) == 1:
+                (u, w1), (v, w2) = us_a[0], us_b[0]
+                if ma[u] < 0 and mb[v] < 0 and sa[u] == sb[v] and w1 == w2:
+                    ma[u] = v
+                    mb[v] = u
+                    append((u, v))
+                continue
             ga: dict[tuple, list[int]] = {}
-            for u, where in ua[i]:
-                if u not in ma:
+            for u, where in us_a:
+                if ma[u] < 0:
                     ga.setdefault((sa[u], where), []).append(u)
             if not ga:
                 continue
             gb: dict[tuple, list[int]] = {}
-            for u, where in ub[j]:
-                if u not in mb:
+            for u, where in us_b:
+                if mb[u] < 0:
                     gb.setdefault((sb[u], where), []).append(u)
-            for k, xs in ga.items():
-                ys = gb.get(k)
-                if ys and len(xs) == len(ys):
-                    for x, y in zip(xs, ys):
-                        if x not in ma and y not in mb:
-                            match(x, y)
+            for k, xs2 in ga.items():
+                ys2 = gb.get(k)
+                if ys2 and len(xs2) == len(ys2):
+                    for x, y in zip(xs2, ys2):
+                        if ma[x] < 0 and mb[y] < 0:
+                            ma[x] = y
+                            mb[y] = x
+                            append((x, y))
+    return pos
 
 
 def merge_order(na: int, nb: int, ma: dict[int, int]) -> list[tuple[int | None, int | None]]:
     """Both node lists merged in b's order: (i, j) matched, (i, None) only in a, (None, j) only in b.
     An a-only node follows the b position of the matched a node before it."""
-    mb = {j: i for i, j in ma.items()}
+    mal = [-1] * na
+    mbl = [-1] * nb
+    for i, j in ma.items():
+        mal[i] = j
+        mbl[j] = i
+    return _merge_order(mal, mbl, na, nb)
+
+
+def _merge_order(ma: list[int], mb: list[int], na: int, nb: int) -> list[tuple[int | None, int | None]]:
+    """merge_order from match lists (-1: unmatched)."""
     after: dict[int, list[int]] = {}  # b index (or -1) -> a-only nodes to emit after it
     last_b = -1
     for i in range(na):
-        j = ma.get(i)
-        if j is None:
-            after.setdefault(last_b, []).append(i)
+        j = ma[i]
+        if j < 0:
+            if last_b in after:
+                after[last_b].append(i)
+            else:
+                after[last_b] = [i]
         else:
             last_b = j
-    out: list[tuple[int | None, int | None]] = [(i, None) for i in after.get(-1, [])]
+    out: list[tuple[int | None, int | None]] = [(i, None) for i in after.get(-1, ())]
+    if not after:
+        out.extend([(i if i >= 0 else None, j) for j, i in enumerate(mb[:nb])])
+        return out
+    get = after.get
     for j in range(nb):
-        i = mb.get(j)
-        out.append((i, j))
-        for x in after.get(j, ()):
-            out.append((x, None))
+        i = mb[j]
+        out.append((i if i >= 0 else None, j))
+        xs = get(j)
+        if xs:
+            out.extend([(x, None) for x in xs])
     return out
 
 

@@ -19,11 +19,12 @@ import difflib
 import gc
 import re
 from dataclasses import dataclass, field
+from itertools import compress, repeat
 from typing import TYPE_CHECKING, Any, Iterator
 
-from inspector.align import Parts, align_parts, freeze, merge_order
+from inspector.align import Parts, _align, _merge_order, freeze
 from inspector.graphmodel import GraphTables, SubGraph, is_ref, row_leaves
-from inspector.normalize import IDENTITY, GraphNormalizer, RankContext
+from inspector.normalize import IDENTITY, GraphNormalizer, RankContext, is_collective_target
 
 if TYPE_CHECKING:
     from inspector.capture_index import Capture, PassRecord
@@ -321,25 +322,58 @@ def diff_subgraph(
         return SubgraphDiff(path, "added", [NodeDiff("added", path, None, r) for r in b.nodes])  # type: ignore[union-attr]
     if b is None:
         return SubgraphDiff(path, "removed", [NodeDiff("removed", path, r, None) for r in a.nodes])
-    pa, pb = Parts(a.nodes, na.leaf if na is not IDENTITY else None), Parts(b.nodes, nb.leaf if nb is not IDENTITY else None)
-    ma = align_parts(pa, pb)
-    name_map = {a.nodes[i]["name"]: b.nodes[j]["name"] for i, j in ma.items()}
+    rows_a, rows_b = a.nodes, b.nodes
+    pa = Parts(rows_a, na.leaf if na is not IDENTITY else None)
+    pb = Parts(rows_b, nb.leaf if nb is not IDENTITY else None, like=pa)
+    ma, mb, pairs = _align(pa, pb)
+    n_a = len(rows_a)
+    # with unique names, name_map.get(n) == m (a's ref n, b's ref m) is ma[index of n] == index of
+    # m, refs to no row included (n_a in ma is -1; a ref to no row of b is len(b))
+    by_index = pa.names_unique and pb.names_unique
+    name_map: dict[str, str] | None = None if by_index else {rows_a[i]["name"]: rows_b[j]["name"] for i, j in pairs}
+    lits_a, lits_b, ins_a, ins_b, wh_a, wh_b = pa.lits, pb.lits, pa.ins, pb.ins, pa.wheres, pb.wheres
+    same_as = pb.same_as  # b rows equal to a's row of the same name, with the same literals
+    mget = ma.__getitem__
     nodes: list[NodeDiff] = []
+    add = nodes.append
     changed = False
-    for i, j in merge_order(len(a.nodes), len(b.nodes), ma):
+    for i, j in _merge_order(ma, mb, n_a, len(rows_b)):
         if j is None:
-            nodes.append(NodeDiff("removed", path, a.nodes[i], None))  # type: ignore[index]
+            add(NodeDiff("removed", path, rows_a[i], None))  # type: ignore[index]
             changed = True
         elif i is None:
-            nodes.append(NodeDiff("added", path, None, b.nodes[j]))
+            add(NodeDiff("added", path, None, rows_b[j]))
             changed = True
         else:
-            args, metas, structural = _compare(i, j, pa, pb, name_map, na, nb, meta=meta, stack=stack)
+            ra, rb = rows_a[i], rows_b[j]
+            if by_index:
+                # _compare's first test, on indices
+                xs = ins_a[i]
+                if same_as[j] == i:
+                    if not xs or tuple(map(mget, xs)) == ins_b[j]:
+                        add(NodeDiff("same", path, ra, rb, _NONE, _NONE, False))
+                        continue
+                elif (
+                    lits_a[i] == lits_b[j]
+                    and (not xs and not ins_b[j] or wh_a[i] == wh_b[j] and tuple(map(mget, xs)) == ins_b[j])
+                    and (ra == rb or _same_meta(ra, rb, stack))
+                ):
+                    add(NodeDiff("same", path, ra, rb, _NONE, _NONE, False))
+                    continue
+                # the names _compare looks up: a's refs
+                nm = {}
+                for (_, n), x in zip(pa.refs[i], xs):
+                    y = ma[x]
+                    if y >= 0:
+                        nm[n] = rows_b[y]["name"]
+                args, metas, structural = _compare(i, j, pa, pb, nm, na, nb, meta=meta, stack=stack)
+            else:
+                args, metas, structural = _compare(i, j, pa, pb, name_map, na, nb, meta=meta, stack=stack)  # type: ignore[arg-type]
             if args or metas or structural:
                 changed = True
-                nodes.append(NodeDiff("changed", path, a.nodes[i], b.nodes[j], args, metas, structural))
+                add(NodeDiff("changed", path, ra, rb, args, metas, structural))
             else:
-                nodes.append(NodeDiff("same", path, a.nodes[i], b.nodes[j], _NONE, _NONE, False))
+                add(NodeDiff("same", path, ra, rb, _NONE, _NONE, False))
     return SubgraphDiff(path, "changed" if changed else "same", nodes)
 
 
@@ -385,8 +419,9 @@ def _diff_tables(a: GraphTables, b: GraphTables, a_label: str, b_label: str, na:
         other = b_paths.get(g.path) or renamed.get(g.path)
         subs.append(diff_subgraph(g, other, na, nb, meta=meta, stack=stack))
     used = {s.path for s in subs}
+    paired = {id(g) for g in renamed.values()}  # a SubGraph equals only itself
     for g in b.graphs:
-        if g.path not in used and g not in renamed.values():
+        if g.path not in used and id(g) not in paired:
             subs.append(diff_subgraph(None, g, na, nb, meta=meta, stack=stack))
     return GraphDiff(a_label, b_label, a.gid, b.gid, subs)
 
@@ -487,11 +522,37 @@ def pass_text_diff(cap: "Capture", rank: int, p: "PassRecord", role: str) -> tup
     return normalize_code(a), normalize_code(b)
 
 
+class _CollectiveRows:
+    """The rows of a GraphTables whose target is a collective, in order: all of a graph that
+    GraphNormalizer reads (its group-name ordinals); one is_collective_target per distinct target
+    instead of one per row."""
+
+    def __init__(self, tables: GraphTables):
+        self.tables = tables
+
+    def iter_nodes(self) -> Iterator[tuple[SubGraph, dict[str, Any]]]:
+        for g in self.tables.graphs:
+            targets = list(map(dict.get, g.nodes, repeat("target")))
+            try:
+                colls = {t for t in set(targets) if is_collective_target(t)}
+            except TypeError:  # a target that is no string
+                yield from ((g, row) for row in g.nodes)
+                continue
+            if colls:
+                for row in compress(g.nodes, map(colls.__contains__, targets)):
+                    yield g, row
+
+
+def graph_normalizer(tables: GraphTables | None, ctx: RankContext | None) -> GraphNormalizer:
+    """GraphNormalizer(tables, ctx), built from the collective rows alone."""
+    return GraphNormalizer(_CollectiveRows(tables) if tables is not None else None, ctx)  # type: ignore[arg-type]
+
+
 def normalizers(cap: "Capture", rank_a: int, gid_a: str, rank_b: int, gid_b: str) -> tuple[GraphTables | None, GraphTables | None, GraphNormalizer, GraphNormalizer]:
     ta = cap.node_table(rank_a, gid_a)
     tb = cap.node_table(rank_b, gid_b)
-    na = GraphNormalizer(ta, rank_context(cap, rank_a, gid_a))
-    nb = GraphNormalizer(tb, rank_context(cap, rank_b, gid_b))
+    na = graph_normalizer(ta, rank_context(cap, rank_a, gid_a))
+    nb = graph_normalizer(tb, rank_context(cap, rank_b, gid_b))
     return ta, tb, na, nb
 
 
@@ -518,4 +579,4 @@ def rank_text(cap: "Capture", rank: int, gid: str) -> list[str] | None:
     if code is None:
         return None
     tables = cap.node_table(rank, gid)
-    return normalize_code(code, GraphNormalizer(tables, rank_context(cap, rank, gid)))
+    return normalize_code(code, graph_normalizer(tables, rank_context(cap, rank, gid)))

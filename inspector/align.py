@@ -30,8 +30,9 @@ import difflib
 import itertools
 import re
 from collections import deque
-from itertools import repeat
-from typing import Any, Callable, Sequence
+from itertools import compress, repeat
+from operator import add, and_, eq, itemgetter, mul, not_, sub
+from typing import Any, Callable, Iterable, Sequence
 
 
 _NUM_SUFFIX = re.compile(r"_?\d+$")
@@ -75,36 +76,68 @@ def sig_id(sig: tuple) -> int:
     return sid
 
 
+_NAME = itemgetter("name")
+_NO_ROW: dict = {}  # equal to no row (every row has a name)
+
+
 class Parts:
     """Per-node pieces of one node list, computed once: signatures, refs, normalized literals.
 
-    `sigs[i]` is the id of row i's shallow signature (equal ids, equal signatures); `refs[i]` its
-    (where, name) node references, `wheres[i]` and `names[i]` their paths and names, `ins[i]`
-    their row indices (`len(rows)` for a name that is no row of this list); `dup` the rows where
-    two refs share a path; `lits[i]` its normalized literals.
+    `sigs[i]` is the id of row i's shallow signature (equal ids, equal signatures); `wheres[i]`
+    and `names[i]` the paths and names of its node references (`refs[i]`: (where, name) pairs),
+    `ins[i]` their row indices (`len(rows)` for a name that is no row of this list); `dup` the
+    rows where two refs share a path; `lits[i]` its normalized literals.
 
     With `like` (the Parts of the other side of a diff), a row equal to `like`'s row of the same
     name takes that row's pieces instead of its own walk, where they cannot differ (no dict
     literal, whose keys are rendered by type, and no leaf that either side normalizes);
     `same_as[i]` is then that row's index in `like`, else -1."""
 
-    __slots__ = ("rows", "sigs", "refs", "wheres", "names", "ins", "dup", "lits", "index", "names_unique", "same_as", "_info", "_flags", "_normalized", "_users")
+    __slots__ = ("rows", "sigs", "wheres", "names", "ins", "dup", "lits", "index", "names_unique", "same_as", "_row_names", "_info", "_flags", "_normalized", "_users", "_refs")
 
     def __init__(self, rows: Sequence[dict[str, Any]], leaf_norm: Callable[[Any, Any], Any] | None = None, like: "Parts | None" = None):
         self.rows = rows
         n = len(rows)
-        self.index = index = {r["name"]: i for i, r in enumerate(rows)}
-        self.names_unique = len(index) == n
+        self._row_names = row_names = list(map(_NAME, rows))
         self._normalized = leaf_norm is not None
         if leaf_norm is not None:
             leaf_norm = _memo_leaf(leaf_norm)
-        # per row: (sig id, refs, wheres, names, lits, flags); ins apart (they depend on the side)
-        info: list[tuple] = []
-        add = info.append
-        ins: list[tuple] = []
-        add_ins = ins.append
-        same_as: list[int] = []
+        # per row: (sig id, wheres, names, lits, flags); ins apart (they depend on the side)
+        info: list[Any]
+        ins: list[Any]
         dup: set[int] = set()
+        todo: Iterable[int] = range(n)
+        same_as: list[int] | None = None
+        if like is None:
+            self.index = index = dict(zip(row_names, range(n)))  # a name twice: its last row, as the index always had it
+            self.names_unique = len(index) == n
+            info = [None] * n
+            ins = [None] * n
+        else:
+            # A row equal to like's row of the same name shares its pieces unless something
+            # forbids it: a dict literal always, a normalizable leaf if either side normalizes.
+            # Row by row in C (map): where, equal?, shared?
+            block = 1 | 2 if (leaf_norm is not None or like._normalized) else 1
+            if like._row_names == row_names:
+                # the same names in the same order (a rank diff): the same index, inputs too
+                self.index = index = like.index
+                self.names_unique = like.names_unique
+                ok = list(map(and_, map(eq, like.rows, rows), map(not_, map(and_, like._flags, repeat(block)))))
+                same_as = list(map(sub, map(mul, range(1, n + 1), ok), repeat(1)))  # j, or -1
+                info = list(like._info)
+                ins = list(like.ins)
+            else:
+                self.index = index = dict(zip(row_names, range(n)))
+                self.names_unique = len(index) == n
+                ln = len(like.rows)
+                xs = list(map(like.index.get, row_names, repeat(ln)))  # ln: no such row
+                ok = list(map(and_, map(eq, map([*like.rows, _NO_ROW].__getitem__, xs), rows), map(not_, map(and_, map([*like._flags, block].__getitem__, xs), repeat(block)))))
+                same_as = list(map(sub, map(mul, map(add, xs, repeat(1)), ok), repeat(1)))  # x, or -1
+                info = list(map([*like._info, None].__getitem__, same_as))  # -1: None
+                ins = list(map(tuple, map(map, repeat(index.get), map([*like.names, ()].__getitem__, same_as), repeat(repeat(n)))))
+            if like.dup:
+                dup.update(j for j, x in enumerate(same_as) if x in like.dup)
+            todo = list(compress(range(n), map(not_, ok)))
         get = index.get
         rep_n = repeat(n)
         sig_ids = _SIG_IDS
@@ -112,23 +145,8 @@ class Parts:
         no: tuple = ()
         ph: tuple = ("placeholder",)
         out: tuple = ("output",)
-        if like is not None:
-            # what forbids sharing: a dict literal always; a normalizable leaf if a side normalizes
-            block = 1 | 2 if (leaf_norm is not None or like._normalized) else 1
-            l_get = like.index.get
-            l_rows, l_info, l_flags, l_dup = like.rows, like._info, like._flags, like.dup
-        for row in rows:
-            if like is not None:
-                x = l_get(row["name"])
-                if x is not None and not l_flags[x] & block and l_rows[x] == row:
-                    t = l_info[x]
-                    add(t)
-                    same_as.append(x)
-                    add_ins(tuple(map(get, t[3], rep_n)) if t[3] else no)
-                    if l_dup and x in l_dup:
-                        dup.add(len(ins) - 1)
-                    continue
-                same_as.append(-1)
+        for j in todo:
+            row = rows[j]
             op = row.get("op")
             target = row.get("target")
             args = row.get("args") or ()
@@ -177,30 +195,36 @@ class Parts:
                 for k, v in kw.items():
                     fl |= _walk(v, "kwargs." + k, rf, lt, leaf_norm, target)
             if rf:
-                rft = tuple(rf)
-                w, nm = zip(*rft)
-                add((sid, rft, w, nm, tuple(lt) if lt else no, fl))
-                add_ins(tuple(map(get, nm, rep_n)))
+                w, nm = zip(*rf)
+                info[j] = (sid, w, nm, tuple(lt) if lt else no, fl)
+                ins[j] = tuple(map(get, nm, rep_n))
                 if not simple and len(w) > 1 and len(set(w)) < len(w):
-                    dup.add(len(ins) - 1)
+                    dup.add(j)
             else:
-                add((sid, no, no, no, tuple(lt) if lt else no, fl))
-                add_ins(no)
+                info[j] = (sid, no, no, tuple(lt) if lt else no, fl)
+                ins[j] = no
         self._info = info
         if info:
-            sigs, refs, wheres, names, lits, flags = zip(*info)
+            sigs, wheres, names, lits, flags = zip(*info)
         else:
-            sigs = refs = wheres = names = lits = flags = ()
+            sigs = wheres = names = lits = flags = ()
         self.sigs: list[int] = list(sigs)
-        self.refs: Sequence[tuple] = refs
         self.wheres: Sequence[tuple] = wheres
         self.names: Sequence[tuple] = names
         self.lits: Sequence[tuple] = lits
         self._flags: Sequence[int] = flags
         self.ins = ins
         self.dup = dup
-        self.same_as = same_as if like is not None else None
+        self.same_as = same_as
         self._users: list[list[tuple[int, str]]] | None = None
+        self._refs: list[tuple] | None = None
+
+    @property
+    def refs(self) -> list[tuple]:
+        """(where, name) of each row's node references."""
+        if self._refs is None:
+            self._refs = [tuple(zip(w, nm)) for w, nm in zip(self.wheres, self.names)]
+        return self._refs
 
     def key(self, i: int) -> tuple:
         """Row i's local key: signature, literals, input signatures (None: no row)."""
@@ -234,9 +258,9 @@ class Parts:
         if self._users is None:
             n = len(self.rows)
             us: list[list[tuple[int, str]]] = [[] for _ in range(n + 1)]
-            for i, (rf, xs) in enumerate(zip(self.refs, self.ins)):
+            for i, (wh, xs) in enumerate(zip(self.wheres, self.ins)):
                 if xs:
-                    for (where, _), j in zip(rf, xs):
+                    for where, j in zip(wh, xs):
                         us[j].append((i, where))
             us.pop()  # refs to names that are not rows
             self._users = us
@@ -374,22 +398,42 @@ def _align(pa: Parts, pb: Parts) -> tuple[list[int], list[int], list[tuple[int, 
     sa, sb = pa.sigs, pb.sigs
     ma = [-1] * (na + 1)
     mb = [-1] * (nb + 1)
-    order: list[tuple[int, int]] = []  # matched pairs, in order; also the propagation queue
+    order: list[tuple[int, int]] = []  # matched pairs, in order
     same = _same_key(pa, pb, ma)
+    # the scans, with same()'s commonest case inline: rows that share their pieces, whose inputs
+    # are matched with each other's
+    same_as = pb.same_as if pb.same_as is not None else [-1] * nb
+    ins_a, ins_b = pa.ins, pb.ins
+    mget = ma.__getitem__
+    add = order.append
 
     pre = 0
-    while pre < na and pre < nb and same(pre, pre):
-        ma[pre] = pre
-        mb[pre] = pre
-        order.append((pre, pre))
+    lim = min(na, nb)
+    while pre < lim:
+        if same_as[pre] == pre:
+            xs = ins_a[pre]
+            if not xs or tuple(map(mget, xs)) == ins_b[pre] or same(pre, pre):
+                ma[pre] = mb[pre] = pre
+                add((pre, pre))
+                pre += 1
+                continue
+            break
+        if not same(pre, pre):
+            break
+        ma[pre] = mb[pre] = pre
+        add((pre, pre))
         pre += 1
-    suf = 0
-    while suf < na - pre and suf < nb - pre and same(na - 1 - suf, nb - 1 - suf):
-        i, j = na - 1 - suf, nb - 1 - suf
+    # from the end, inputs are not matched yet: they have the same signatures where they share
+    # their pieces too
+    twin = [*same_as, -1].__getitem__
+    i, j = na - 1, nb - 1
+    while i >= pre and j >= pre and (same_as[j] == i and (not ins_a[i] or tuple(map(twin, ins_b[j])) == ins_a[i]) or same(i, j)):
         ma[i] = j
         mb[j] = i
-        order.append((i, j))
-        suf += 1
+        add((i, j))
+        i -= 1
+        j -= 1
+    suf = na - 1 - i
     if pre < na - suf and pre < nb - suf:
         mid_a, mid_b = range(pre, na - suf), range(pre, nb - suf)
         ids: dict[tuple, int] = {}
@@ -397,32 +441,51 @@ def _align(pa: Parts, pb: Parts) -> tuple[list[int], list[int], list[tuple[int, 
         for i, j in _lis(_unique_pairs(ka, kb, mid_a, mid_b, len(ids))):
             ma[i] = j
             mb[j] = i
-            order.append((i, j))
-        # every row that propagation can still match is in the middle and unmatched now: only
-        # their users (and the pairs next to them) matter to it
-        ua = _users_of(pa, [i for i in mid_a if ma[i] < 0])
+            add((i, j))
+        # every row that propagation can still match is in the middle and unmatched now (U):
+        # only the users among U matter to it, and only the pairs of a row next to one in U
+        u_a = [i for i in mid_a if ma[i] < 0]
+        ua = _users_of(pa, u_a)
         ub = _users_of(pb, [j for j in mid_b if mb[j] < 0])
-        done = _propagate(pa, pb, ma, mb, order, 0, ua, ub)
-        # gaps between matched nodes, in order on both sides
-        anchors = sorted(order)
-        mono = anchors if _increasing([j for _, j in anchors]) else _lis(anchors)
-        mono.append((na, nb))
+        in_u = set(u_a)
+        near = set(ua)
+        near.update(compress(range(na), map(not_, map(in_u.isdisjoint, ins_a))))
+        queue = list(compress(order, map(near.__contains__, map(_FIRST, order))))
+        _propagate(pa, pb, ma, mb, order, queue, near, ua, ub)
+        # gaps between matched nodes, in order on both sides: those with an unmatched a row
+        ii = list(compress(range(na), map((-1).__lt__, ma[:na])))  # matched a rows, in order
+        jj = list(map(mget, ii))
+        if not _increasing(jj):
+            mono = _lis(list(zip(ii, jj)))
+            ii, jj = [i for i, _ in mono], [j for _, j in mono]
+        ii.append(na)
+        jj.append(nb)
         extra: list[tuple[int, int]] = []
-        pi, pj = -1, -1
-        for i, j in mono:
-            if i > pi + 1 and j > pj + 1:
-                ia = [x for x in range(pi + 1, i) if ma[x] < 0]
-                if ia:
-                    ib = [y for y in range(pj + 1, j) if mb[y] < 0]
-                    _match_gap(sa, sb, ia, ib, extra)
-            pi, pj = i, j
+        gaps: dict[int, list[int]] = {}
+        for x in mid_a:
+            if ma[x] < 0:
+                k = bisect.bisect_left(ii, x)
+                if k in gaps:
+                    gaps[k].append(x)
+                else:
+                    gaps[k] = [x]
+        for k, ia in gaps.items():
+            pj = jj[k - 1] if k else -1
+            ib = [y for y in range(pj + 1, jj[k]) if mb[y] < 0]
+            _match_gap(sa, sb, ia, ib, extra)
+        queue = []
         for i, j in extra:
             if ma[i] < 0 and mb[j] < 0:
                 ma[i] = j
                 mb[j] = i
-                order.append((i, j))
-        _propagate(pa, pb, ma, mb, order, done, ua, ub)
+                add((i, j))
+                if i in near:
+                    queue.append((i, j))
+        _propagate(pa, pb, ma, mb, order, queue, near, ua, ub)
     return ma, mb, order
+
+
+_FIRST = itemgetter(0)
 
 
 def _same_key(pa: Parts, pb: Parts, ma: list[int]) -> Callable[[int, int], bool]:
@@ -455,11 +518,11 @@ def _increasing(xs: list[int]) -> bool:
 def _users_of(p: Parts, rows: list[int]) -> dict[int, list[tuple[int, str]]]:
     """For each row, its users among `rows` as (user, where), in users() order."""
     us: dict[int, list[tuple[int, str]]] = {}
-    refs, ins = p.refs, p.ins
+    wheres, ins = p.wheres, p.ins
     for u in rows:
         xs = ins[u]
         if xs:
-            for (where, _), x in zip(refs[u], xs):
+            for where, x in zip(wheres[u], xs):
                 if x in us:
                     us[x].append((u, where))
                 else:
@@ -467,21 +530,21 @@ def _users_of(p: Parts, rows: list[int]) -> dict[int, list[tuple[int, str]]]:
     return us
 
 
-def _propagate(pa: Parts, pb: Parts, ma: list[int], mb: list[int], order: list[tuple[int, int]], pos: int, ua: dict[int, list[tuple[int, str]]], ub: dict[int, list[tuple[int, str]]]) -> int:
-    """Match along edges from each pair of `order` from `pos` on (pairs it matches are appended
-    and followed in turn); returns the new end of `order`. `ua`, `ub`: users() restricted to
-    rows that may still be unmatched (_users_of); a pair with no unmatched input and no user
-    there matches nothing, and is passed over."""
+def _propagate(pa: Parts, pb: Parts, ma: list[int], mb: list[int], order: list[tuple[int, int]], queue: list[tuple[int, int]], near: set[int], ua: dict[int, list[tuple[int, str]]], ub: dict[int, list[tuple[int, str]]]) -> None:
+    """Match along edges from each pair of `queue` in turn (pairs it matches are appended to
+    `order` and followed in turn). Only rows that may still be unmatched can be matched: `ua`,
+    `ub` are users() among them (_users_of), `near` the a rows next to one; a pair of another row
+    matches nothing, and `queue` leaves it out."""
     sa, sb = pa.sigs, pb.sigs
-    refs_a, refs_b = pa.refs, pb.refs
     ins_a, ins_b = pa.ins, pb.ins
     wh_a, wh_b = pa.wheres, pb.wheres
     dup_a = pa.dup
     na, nb = len(pa.rows), len(pb.rows)
     mget = ma.__getitem__
     append = order.append
-    while pos < len(order):
-        i, j = order[pos]
+    pos = 0
+    while pos < len(queue):
+        i, j = queue[pos]
         pos += 1
         # inputs at the same argument position
         xs = ins_a[i]
@@ -491,13 +554,15 @@ def _propagate(pa: Parts, pb: Parts, ma: list[int], mb: list[int], order: list[t
                 if wh_a[i] == wh_b[j] and i not in dup_a:
                     pairs = zip(xs, ys)
                 else:
-                    rb = dict(zip([w for w, _ in refs_b[j]], ys))
-                    pairs = [(x, rb.get(where, nb)) for (where, _), x in zip(refs_a[i], xs)]
+                    rb = dict(zip(wh_b[j], ys))
+                    pairs = [(x, rb.get(where, nb)) for where, x in zip(wh_a[i], xs)]
                 for x, y in pairs:
                     if x != na and y != nb and ma[x] < 0 and mb[y] < 0 and sa[x] == sb[y]:
                         ma[x] = y
                         mb[y] = x
                         append((x, y))
+                        if x in near:
+                            queue.append((x, y))
         # users with the same signature at the same position
         us_a = ua.get(i)
         if us_a:
@@ -510,6 +575,8 @@ def _propagate(pa: Parts, pb: Parts, ma: list[int], mb: list[int], order: list[t
                     ma[u] = v
                     mb[v] = u
                     append((u, v))
+                    if u in near:
+                        queue.append((u, v))
                 continue
             ga: dict[tuple, list[int]] = {}
             for u, where in us_a:
@@ -529,7 +596,8 @@ def _propagate(pa: Parts, pb: Parts, ma: list[int], mb: list[int], order: list[t
                             ma[x] = y
                             mb[y] = x
                             append((x, y))
-    return pos
+                            if x in near:
+                                queue.append((x, y))
 
 
 def merge_order(na: int, nb: int, ma: dict[int, int]) -> list[tuple[int | None, int | None]]:

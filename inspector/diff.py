@@ -20,6 +20,7 @@ import gc
 import re
 from dataclasses import dataclass, field
 from itertools import compress, repeat
+from operator import and_, eq, not_
 from typing import TYPE_CHECKING, Any, Iterator
 
 from inspector.align import Parts, _align, _merge_order, freeze
@@ -239,7 +240,7 @@ def compare_rows(
 
 def _compare(i: int, j: int, pa: Parts, pb: Parts, name_map: dict[str, str], na: GraphNormalizer, nb: GraphNormalizer, *, meta: bool, stack: bool) -> tuple[list, list, bool]:
     a, b = pa.rows[i], pb.rows[j]
-    ra, rb = pa.refs[i], pb.refs[j]
+    ra, rb = tuple(zip(pa.wheres[i], pa.names[i])), tuple(zip(pb.wheres[j], pb.names[j]))
     same_refs = len(ra) == len(rb)
     if same_refs:
         for (w1, n1), (w2, n2) in zip(ra, rb):
@@ -326,54 +327,93 @@ def diff_subgraph(
     pa = Parts(rows_a, na.leaf if na is not IDENTITY else None)
     pb = Parts(rows_b, nb.leaf if nb is not IDENTITY else None, like=pa)
     ma, mb, pairs = _align(pa, pb)
-    n_a = len(rows_a)
-    # with unique names, name_map.get(n) == m (a's ref n, b's ref m) is ma[index of n] == index of
-    # m, refs to no row included (n_a in ma is -1; a ref to no row of b is len(b))
-    by_index = pa.names_unique and pb.names_unique
-    name_map: dict[str, str] | None = None if by_index else {rows_a[i]["name"]: rows_b[j]["name"] for i, j in pairs}
+    if not (pa.names_unique and pb.names_unique):
+        return _diff_rows(path, pa, pb, ma, mb, pairs, na, nb, meta, stack)
+    # With unique names, _compare's name_map.get(n) == m (a's ref n, b's ref m) is ma[row of n] ==
+    # row of m, refs to no row included (ma[len(a)] is -1; a ref to no row of b is len(b)).
+    n_a, n_b = len(rows_a), len(rows_b)
     lits_a, lits_b, ins_a, ins_b, wh_a, wh_b = pa.lits, pb.lits, pa.ins, pb.ins, pa.wheres, pb.wheres
-    same_as = pb.same_as  # b rows equal to a's row of the same name, with the same literals
     mget = ma.__getitem__
-    nodes: list[NodeDiff] = []
-    add = nodes.append
+    mbl = mb[:n_b]  # the a row of each b row, or -1
+    # b rows sharing the pieces of their matched a row (same_as) whose inputs are matched with
+    # its inputs: _compare's first test holds, "same" (computed for all rows, kept for those)
+    same_as = pb.same_as if pb.same_as is not None else [-1] * n_b
+    ins_of = [*ins_a, ()].__getitem__  # -1: none
+    fast = list(map(and_, map(and_, map(eq, same_as, mbl), map((-1).__lt__, mbl)), map(eq, map(tuple, map(map, repeat(mget), map(ins_of, mbl))), ins_b)))
+    nodes_b = list(map(NodeDiff, repeat("same"), repeat(path), map(rows_a.__getitem__, mbl), rows_b, repeat(_NONE), repeat(_NONE), repeat(False)))
     changed = False
-    for i, j in _merge_order(ma, mb, n_a, len(rows_b)):
+    for j in compress(range(n_b), map(not_, fast)):
+        i = mbl[j]
+        rb = rows_b[j]
+        if i < 0:
+            nodes_b[j] = NodeDiff("added", path, None, rb)
+            changed = True
+            continue
+        ra = rows_a[i]
+        xs = ins_a[i]
+        if (
+            same_as[j] != i
+            and lits_a[i] == lits_b[j]
+            and (not xs and not ins_b[j] or wh_a[i] == wh_b[j] and tuple(map(mget, xs)) == ins_b[j])
+            and (ra == rb or _same_meta(ra, rb, stack))
+        ):
+            continue  # _compare's first test, on indices: "same"
+        # the names _compare looks up: a's refs
+        nm = {}
+        for n, x in zip(pa.names[i], xs):
+            y = ma[x]
+            if y >= 0:
+                nm[n] = rows_b[y]["name"]
+        args, metas, structural = _compare(i, j, pa, pb, nm, na, nb, meta=meta, stack=stack)
+        if args or metas or structural:
+            changed = True
+            nodes_b[j] = NodeDiff("changed", path, ra, rb, args, metas, structural)
+    # a rows matched with none: each after the b row of the matched a row before it (merge_order)
+    after: dict[int, list[NodeDiff]] = {}
+    for i in compress(range(n_a), map((-1).__eq__, ma[:n_a])):
+        k = i - 1
+        while k >= 0 and ma[k] < 0:
+            k -= 1
+        last_b = ma[k] if k >= 0 else -1
+        node = NodeDiff("removed", path, rows_a[i], None)
+        if last_b in after:
+            after[last_b].append(node)
+        else:
+            after[last_b] = [node]
+    if not after:
+        nodes = nodes_b
+    else:
+        changed = True
+        nodes = after.pop(-1, [])
+        prev = 0
+        for j in sorted(after):
+            nodes.extend(nodes_b[prev : j + 1])
+            nodes.extend(after[j])
+            prev = j + 1
+        nodes.extend(nodes_b[prev:])
+    return SubgraphDiff(path, "changed" if changed else "same", nodes)
+
+
+def _diff_rows(path: str, pa: Parts, pb: Parts, ma: list[int], mb: list[int], pairs: list[tuple[int, int]], na: GraphNormalizer, nb: GraphNormalizer, meta: bool, stack: bool) -> SubgraphDiff:
+    """diff_subgraph's nodes, pair by pair, as they always were: for a side with a name twice."""
+    rows_a, rows_b = pa.rows, pb.rows
+    name_map = {rows_a[i]["name"]: rows_b[j]["name"] for i, j in pairs}
+    nodes: list[NodeDiff] = []
+    changed = False
+    for i, j in _merge_order(ma, mb, len(rows_a), len(rows_b)):
         if j is None:
-            add(NodeDiff("removed", path, rows_a[i], None))  # type: ignore[index]
+            nodes.append(NodeDiff("removed", path, rows_a[i], None))  # type: ignore[index]
             changed = True
         elif i is None:
-            add(NodeDiff("added", path, None, rows_b[j]))
+            nodes.append(NodeDiff("added", path, None, rows_b[j]))
             changed = True
         else:
-            ra, rb = rows_a[i], rows_b[j]
-            if by_index:
-                # _compare's first test, on indices
-                xs = ins_a[i]
-                if same_as[j] == i:
-                    if not xs or tuple(map(mget, xs)) == ins_b[j]:
-                        add(NodeDiff("same", path, ra, rb, _NONE, _NONE, False))
-                        continue
-                elif (
-                    lits_a[i] == lits_b[j]
-                    and (not xs and not ins_b[j] or wh_a[i] == wh_b[j] and tuple(map(mget, xs)) == ins_b[j])
-                    and (ra == rb or _same_meta(ra, rb, stack))
-                ):
-                    add(NodeDiff("same", path, ra, rb, _NONE, _NONE, False))
-                    continue
-                # the names _compare looks up: a's refs
-                nm = {}
-                for (_, n), x in zip(pa.refs[i], xs):
-                    y = ma[x]
-                    if y >= 0:
-                        nm[n] = rows_b[y]["name"]
-                args, metas, structural = _compare(i, j, pa, pb, nm, na, nb, meta=meta, stack=stack)
-            else:
-                args, metas, structural = _compare(i, j, pa, pb, name_map, na, nb, meta=meta, stack=stack)  # type: ignore[arg-type]
+            args, metas, structural = _compare(i, j, pa, pb, name_map, na, nb, meta=meta, stack=stack)
             if args or metas or structural:
                 changed = True
-                add(NodeDiff("changed", path, ra, rb, args, metas, structural))
+                nodes.append(NodeDiff("changed", path, rows_a[i], rows_b[j], args, metas, structural))
             else:
-                add(NodeDiff("same", path, ra, rb, _NONE, _NONE, False))
+                nodes.append(NodeDiff("same", path, rows_a[i], rows_b[j], _NONE, _NONE, False))
     return SubgraphDiff(path, "changed" if changed else "same", nodes)
 
 

@@ -31,7 +31,7 @@ import itertools
 import re
 from collections import deque
 from itertools import compress, repeat
-from operator import add, and_, eq, itemgetter, mul, not_, sub
+from operator import add, and_, contains, eq, itemgetter, mul, not_, sub
 from typing import Any, Callable, Iterable, Sequence
 
 
@@ -93,15 +93,19 @@ class Parts:
     literal, whose keys are rendered by type, and no leaf that either side normalizes);
     `same_as[i]` is then that row's index in `like`, else -1."""
 
-    __slots__ = ("rows", "sigs", "wheres", "names", "ins", "dup", "lits", "index", "names_unique", "same_as", "_row_names", "_info", "_flags", "_normalized", "_users", "_refs")
+    __slots__ = ("rows", "sigs", "wheres", "names", "ins", "dup", "lits", "index", "names_unique", "same_as", "_row_names", "_info", "_flags", "_normalized", "_calls", "_spans", "_users", "_refs")
 
     def __init__(self, rows: Sequence[dict[str, Any]], leaf_norm: Callable[[Any, Any], Any] | None = None, like: "Parts | None" = None):
         self.rows = rows
         n = len(rows)
         self._row_names = row_names = list(map(_NAME, rows))
         self._normalized = leaf_norm is not None
+        # every leaf_norm call, (target, leaf, result), and the span of them of each row that has
+        # a normalizable leaf (flag 2): what the other side checks before it shares such a row
+        self._calls = calls = []
+        self._spans = spans = {}
         if leaf_norm is not None:
-            leaf_norm = _memo_leaf(leaf_norm)
+            leaf_norm = _memo_leaf(leaf_norm, calls)
         # per row: (sig id, wheres, names, lits, flags); ins apart (they depend on the side)
         info: list[Any]
         ins: list[Any]
@@ -115,26 +119,46 @@ class Parts:
             ins = [None] * n
         else:
             # A row equal to like's row of the same name shares its pieces unless something
-            # forbids it: a dict literal always, a normalizable leaf if either side normalizes.
-            # Row by row in C (map): where, equal?, shared?
+            # forbids it: a dict literal always; a normalizable leaf if a side normalizes, unless
+            # both do and normalize each of its leaves alike. Row by row in C (map).
             block = 1 | 2 if (leaf_norm is not None or like._normalized) else 1
-            if like._row_names == row_names:
+            positional = like._row_names == row_names
+            if positional:
                 # the same names in the same order (a rank diff): the same index, inputs too
                 self.index = index = like.index
                 self.names_unique = like.names_unique
-                ok = list(map(and_, map(eq, like.rows, rows), map(not_, map(and_, like._flags, repeat(block)))))
-                same_as = list(map(sub, map(mul, range(1, n + 1), ok), repeat(1)))  # j, or -1
-                info = list(like._info)
-                ins = list(like.ins)
+                xs = range(n)
+                eqs = list(map(eq, like.rows, rows))
+                flags_x = like._flags
             else:
                 self.index = index = dict(zip(row_names, range(n)))
                 self.names_unique = len(index) == n
                 ln = len(like.rows)
                 xs = list(map(like.index.get, row_names, repeat(ln)))  # ln: no such row
-                ok = list(map(and_, map(eq, map([*like.rows, _NO_ROW].__getitem__, xs), rows), map(not_, map(and_, map([*like._flags, block].__getitem__, xs), repeat(block)))))
+                eqs = list(map(eq, map([*like.rows, _NO_ROW].__getitem__, xs), rows))
+                flags_x = list(map([*like._flags, block].__getitem__, xs))
+            ok = list(map(and_, eqs, map(not_, map(and_, flags_x, repeat(block)))))
+            if leaf_norm is not None and like._normalized:
+                l_calls, l_spans = like._calls, like._spans
+                for j in compress(range(n), map(and_, eqs, map(eq, flags_x, repeat(2)))):
+                    span = l_spans.get(xs[j])
+                    if span is not None and all([leaf_norm(t, v) == r for t, v, r in l_calls[span[0] : span[1]]]):
+                        ok[j] = True
+            if positional:
+                same_as = list(map(sub, map(mul, range(1, n + 1), ok), repeat(1)))  # j, or -1
+                info = list(like._info)
+                ins = list(like.ins)
+            else:
                 same_as = list(map(sub, map(mul, map(add, xs, repeat(1)), ok), repeat(1)))  # x, or -1
                 info = list(map([*like._info, None].__getitem__, same_as))  # -1: None
-                ins = list(map(tuple, map(map, repeat(index.get), map([*like.names, ()].__getitem__, same_as), repeat(repeat(n)))))
+                # a shared row's inputs: its inputs in like, each taken to the row of its name here
+                # (a2b); a name that is no row of like (ln), looked up here
+                a2b = list(map(index.get, like._row_names, repeat(n)))
+                a2b.append(n)
+                l_ins = [*like.ins, ()]
+                ins = list(map(tuple, map(map, repeat(a2b.__getitem__), map(l_ins.__getitem__, same_as))))
+                for j in compress(range(n), map(contains, map(l_ins.__getitem__, same_as), repeat(ln))):
+                    ins[j] = tuple(map(index.get, info[j][2], repeat(n)))
             if like.dup:
                 dup.update(j for j, x in enumerate(same_as) if x in like.dup)
             todo = list(compress(range(n), map(not_, ok)))
@@ -147,6 +171,7 @@ class Parts:
         out: tuple = ("output",)
         for j in todo:
             row = rows[j]
+            c0 = len(calls)
             op = row.get("op")
             target = row.get("target")
             args = row.get("args") or ()
@@ -194,6 +219,8 @@ class Parts:
                 simple = False
                 for k, v in kw.items():
                     fl |= _walk(v, "kwargs." + k, rf, lt, leaf_norm, target)
+            if fl & 2:
+                spans[j] = (c0, len(calls))
             if rf:
                 w, nm = zip(*rf)
                 info[j] = (sid, w, nm, tuple(lt) if lt else no, fl)
@@ -308,9 +335,11 @@ def _walk(value: Any, path: str, rf: list, lt: list, leaf_norm: Callable[[Any, A
     return 0
 
 
-def _memo_leaf(leaf_norm: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
-    """`leaf_norm` (a pure function of target and leaf) remembered for string leaves."""
+def _memo_leaf(leaf_norm: Callable[[Any, Any], Any], calls: list | None = None) -> Callable[[Any, Any], Any]:
+    """`leaf_norm` (a pure function of target and leaf) remembered for string leaves; each call
+    (target, leaf, result) appended to `calls`."""
     memo: dict[tuple, Any] = {}
+    log = calls.append if calls is not None else None
 
     def leaf(target: Any, value: Any) -> Any:
         if type(value) is str and type(target) is str:
@@ -318,8 +347,11 @@ def _memo_leaf(leaf_norm: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any
             r = memo.get(k, memo)
             if r is memo:
                 r = memo[k] = leaf_norm(target, value)
-            return r
-        return leaf_norm(target, value)
+        else:
+            r = leaf_norm(target, value)
+        if log is not None:
+            log((target, value, r))
+        return r
 
     return leaf
 

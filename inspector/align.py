@@ -116,7 +116,6 @@ class Parts:
             self.index = index = dict(zip(row_names, range(n)))  # a name twice: its last row, as the index always had it
             self.names_unique = len(index) == n
             info = [None] * n
-            ins = [None] * n
         else:
             # A row equal to like's row of the same name shares its pieces unless something
             # forbids it: a dict literal always; a normalizable leaf if a side normalizes, unless
@@ -153,8 +152,10 @@ class Parts:
                 info = list(map([*like._info, None].__getitem__, same_as))  # -1: None
                 # a shared row's inputs: its inputs in like, each taken to the row of its name here
                 # (a2b); a name that is no row of like (ln), looked up here
-                a2b = list(map(index.get, like._row_names, repeat(n)))
-                a2b.append(n)
+                a2b = [n] * (ln + 1)
+                for j, x in enumerate(xs):  # the last b row of each name, as index has it
+                    a2b[x] = j
+                a2b[ln] = n
                 l_ins = [*like.ins, ()]
                 ins = list(map(tuple, map(map, repeat(a2b.__getitem__), map(l_ins.__getitem__, same_as))))
                 for j in compress(range(n), map(contains, map(l_ins.__getitem__, same_as), repeat(ln))):
@@ -224,17 +225,21 @@ class Parts:
             if rf:
                 w, nm = zip(*rf)
                 info[j] = (sid, w, nm, tuple(lt) if lt else no, fl)
-                ins[j] = tuple(map(get, nm, rep_n))
                 if not simple and len(w) > 1 and len(set(w)) < len(w):
                     dup.add(j)
             else:
                 info[j] = (sid, no, no, tuple(lt) if lt else no, fl)
-                ins[j] = no
         self._info = info
         if info:
             sigs, wheres, names, lits, flags = zip(*info)
         else:
             sigs = wheres = names = lits = flags = ()
+        # the walked rows' inputs, by name
+        if like is None:
+            ins = list(map(tuple, map(map, repeat(get), names, repeat(rep_n))))
+        else:
+            for j in todo:
+                ins[j] = tuple(map(get, names[j], rep_n))
         self.sigs: list[int] = list(sigs)
         self.wheres: Sequence[tuple] = wheres
         self.names: Sequence[tuple] = names
@@ -574,10 +579,7 @@ def _propagate(pa: Parts, pb: Parts, ma: list[int], mb: list[int], order: list[t
     na, nb = len(pa.rows), len(pb.rows)
     mget = ma.__getitem__
     append = order.append
-    pos = 0
-    while pos < len(queue):
-        i, j = queue[pos]
-        pos += 1
+    for i, j in queue:  # pairs appended on the way are visited too
         # inputs at the same argument position
         xs = ins_a[i]
         if xs and min(map(mget, xs)) < 0:
@@ -589,7 +591,7 @@ def _propagate(pa: Parts, pb: Parts, ma: list[int], mb: list[int], order: list[t
                     rb = dict(zip(wh_b[j], ys))
                     pairs = [(x, rb.get(where, nb)) for where, x in zip(wh_a[i], xs)]
                 for x, y in pairs:
-                    if x != na and y != nb and ma[x] < 0 and mb[y] < 0 and sa[x] == sb[y]:
+                    if ma[x] < 0 and mb[y] < 0 and x != na and y != nb and sa[x] == sb[y]:
                         ma[x] = y
                         mb[y] = x
                         append((x, y))

@@ -2,7 +2,7 @@
 
     python benchmarks/capture_overhead.py [--layers 22 110] [--steps 6]
 
-For each size it runs the sample (`python -m samples.train`, one process) three ways: plain,
+For each size it runs the sample (`python -m graphtrain_inspect.samples.train`, one process) three ways: plain,
 under `graphtrain-inspect capture` with blobs, and with `--no-blobs`. The sample reports its own
 wall times (trace, pipeline, each step), so the figures exclude interpreter and torch start-up.
 Prints one row per run: nodes, compile wall seconds and the ratio to plain, compile CPU seconds
@@ -26,12 +26,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def run_sample(layers: int, steps: int, workdir: Path, mode: str, device: str) -> dict:
     timings = workdir / f"{mode}-{layers}.json"
-    train = [sys.executable, "-m", "samples.train", "--quiet", "--steps", str(steps), "--layers", str(layers), "--timings-json", str(timings), "--device", device]
+    train = [sys.executable, "-m", "graphtrain_inspect.samples.train", "--quiet", "--steps", str(steps), "--layers", str(layers), "--timings-json", str(timings), "--device", device]
     out = workdir / f"cap-{mode}-{layers}"
     if mode == "plain":
         cmd = train
     else:
-        cmd = [sys.executable, "-m", "inspector.cli", "capture", "--out", str(out), "--pass", "samples.pipeline:PIPELINE", "--no-inductor",
+        cmd = [sys.executable, "-m", "graphtrain_inspect.inspector.cli", "capture", "--out", str(out), "--pass", "graphtrain_inspect.samples.pipeline:PIPELINE", "--no-inductor",
                *(["--no-blobs"] if mode == "no-blobs" else []), "--", *train]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]])
@@ -45,8 +45,8 @@ def run_sample(layers: int, steps: int, workdir: Path, mode: str, device: str) -
     t["later_step_s"] = statistics.median(t["step_s"][1:])
     if mode != "plain":
         sys.path.insert(0, str(ROOT))
-        from capture import logformat
-        from capture.summary import summarize
+        from graphtrain_inspect.capture import logformat
+        from graphtrain_inspect.capture.summary import summarize
 
         (s,) = summarize(str(out))
         nodes = _captured_nodes(out / logformat.log_file_name(0))
@@ -59,7 +59,7 @@ def run_sample(layers: int, steps: int, workdir: Path, mode: str, device: str) -
 
 def _captured_nodes(log: Path) -> int:
     """Nodes of every distinct graph the log holds (the envelope's `nodes` on gti_graph records)."""
-    from capture import logformat
+    from graphtrain_inspect.capture import logformat
 
     total = 0
     for _, line, _ in logformat.split_records(log.read_bytes()):

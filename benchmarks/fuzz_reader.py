@@ -32,14 +32,14 @@ from collections import Counter
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from capture import logformat  # noqa: E402
+from graphtrain_inspect.capture import logformat  # noqa: E402
 from tests.reader_mutations import GARBAGE, Baseline, mutate  # noqa: E402
 
 
 def capture_sample(out: str) -> None:
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT)
-    cmd = [sys.executable, "-m", "inspector.cli", "capture", "--out", out, "--pass", "samples.pipeline:PIPELINE", "--no-inductor", "--",
-           sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", "-m", "samples.train", "--steps", "2", "--quiet"]  # fmt: skip
+    cmd = [sys.executable, "-m", "graphtrain_inspect.inspector.cli", "capture", "--out", out, "--pass", "graphtrain_inspect.samples.pipeline:PIPELINE", "--no-inductor", "--",
+           sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", "-m", "graphtrain_inspect.samples.train", "--steps", "2", "--quiet"]  # fmt: skip
     subprocess.run(cmd, cwd=ROOT, env=env, check=True, capture_output=True)
 
 
@@ -91,7 +91,7 @@ def random_ops(rng: random.Random, b: Baseline, json_records: int, json_share: f
 def run_commands(work: str) -> list[str]:
     """ls, ls --verify, check --json, diff on the damaged capture, in this process; the crashes
     (a pass that does not exist, in a TORCH_TRACE log, is an ordinary exit 2)."""
-    from inspector import cli
+    from graphtrain_inspect.inspector import cli
 
     crashes = []
     for argv in (["ls", work, "--color", "never"], ["ls", work, "--verify", "--json"], ["check", work, "--json"],

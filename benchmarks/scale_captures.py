@@ -2,7 +2,7 @@
 
     python -m benchmarks.scale_captures [--out DIR] [--only NAME ...] [--list]
 
-Each workload runs `torchrun --nproc-per-node R -m samples.train --layers L` on the CPU (gloo)
+Each workload runs `torchrun --nproc-per-node R -m graphtrain_inspect.samples.train --layers L` on the CPU (gloo)
 under capture, with torch's own TORCH_TRACE logs of the same run (`--torch-trace`). About 450
 traced nodes per layer, so 22 / 110 / 220 / 440 layers give joint graphs of about 10k / 50k /
 100k / 200k nodes (the passes then add a few thousand). `--inductor-passes` adds Inductor's own
@@ -54,12 +54,12 @@ def generate(w: Workload, out: Path) -> Path:
         return target
     if target.exists():
         raise SystemExit(f"{target}: an incomplete capture from an earlier run; delete it to make it again")
-    train = ["-m", "samples.train", "--quiet", "--steps", "2", "--layers", str(w.layers), *(["--inductor-passes"] if w.inductor else []),
+    train = ["-m", "graphtrain_inspect.samples.train", "--quiet", "--steps", "2", "--layers", str(w.layers), *(["--inductor-passes"] if w.inductor else []),
              # 8 ranks shard the router's rows over every rank: one expert each at least
              "--experts", str(max(4, w.ranks)), *[a for b in w.bugs for a in ("--bug", b)]]
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(w.ranks), *train]
-    passes = ["--pass", "samples.pipeline:PIPELINE", *(["--pass", "samples.pipeline:INDUCTOR_PASSES"] if w.inductor else [])]
-    cmd = [sys.executable, "-m", "inspector.cli", "capture", "--out", str(target), "--torch-trace", *passes,
+    passes = ["--pass", "graphtrain_inspect.samples.pipeline:PIPELINE", *(["--pass", "graphtrain_inspect.samples.pipeline:INDUCTOR_PASSES"] if w.inductor else [])]
+    cmd = [sys.executable, "-m", "graphtrain_inspect.inspector.cli", "capture", "--out", str(target), "--torch-trace", *passes,
            *([] if w.blobs else ["--no-blobs"]), *([] if w.inductor else ["--no-inductor"]), "--", *torchrun]
     # one thread per rank: the ranks already share the machine's cores
     env = dict(os.environ, OMP_NUM_THREADS="1")
@@ -71,7 +71,7 @@ def generate(w: Workload, out: Path) -> Path:
 
 
 def describe(path: Path) -> str:
-    from inspector.capture_index import open_capture
+    from graphtrain_inspect.inspector.read.capture_index import open_capture
 
     cap = open_capture(str(path))
     ranks = cap.ranks

@@ -91,7 +91,7 @@ def memory(pid: int) -> dict[str, int]:
 
 
 def tui_argv(path: str) -> list[str]:
-    return [sys.executable, "-m", "inspector.cli", "tui", path]
+    return [sys.executable, "-m", "graphtrain_inspect.inspector.cli", "tui", path]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -127,14 +127,14 @@ def _top_line_number(screen: str) -> int | None:
 
 
 def _big_lines(path: str) -> int:
-    from inspector.capture_index import open_capture
+    from graphtrain_inspect.inspector.read.capture_index import open_capture
 
     with open_capture(path) as cap:
         return len((cap.graph_code(0, cap.passes(0)[0].after["out"]) or "").splitlines())
 
 
 def _last_copy(path: str) -> int:
-    from inspector.capture_index import open_capture
+    from graphtrain_inspect.inspector.read.capture_index import open_capture
 
     with open_capture(path) as cap:
         code = cap.graph_code(0, cap.passes(0)[0].after["out"]) or ""
@@ -216,7 +216,7 @@ def in_process_render(path: str, presses: int) -> list[float]:
     line (the work Textual's compositor asks of the widget), timed inside the app."""
     import asyncio
 
-    from tui.app import InspectApp
+    from graphtrain_inspect.tui.app import InspectApp
 
     async def run() -> list[float]:
         app = InspectApp(path)
@@ -268,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
 
     src = a.src
     if src is None:
-        from inspector import bundled
+        from graphtrain_inspect.inspector.read import bundled
 
         src = str(bundled.path_of())
     work = Path(a.work)

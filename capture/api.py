@@ -18,8 +18,8 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
-from capture import session
-from capture.wrap import wrap_pass
+from graphtrain_inspect.capture import session
+from graphtrain_inspect.capture.wrap import wrap_pass
 
 
 class _Recording:

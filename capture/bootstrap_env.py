@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from capture import session
+from graphtrain_inspect.capture import session
 
 
 def start_from_env() -> None:
@@ -16,14 +16,14 @@ def start_from_env() -> None:
     sources = ("api", *(("named",) if passes else ()), *(("inductor",) if inductor else ()))
     # The session first, so that a hook failing to install is recorded in the capture.
     session.start(directory, blobs=os.environ.get(session.ENV_BLOBS, "1") == "1", sources=sources)
-    from capture import import_hooks, rank_table
+    from graphtrain_inspect.capture import import_hooks, rank_table
 
     import_hooks.when_imported("torch.distributed.device_mesh", rank_table.register_mesh_hook)
     if passes:
-        from capture import named_passes
+        from graphtrain_inspect.capture import named_passes
 
         named_passes.install(passes)
     if inductor:
-        from capture import inductor_hooks
+        from graphtrain_inspect.capture import inductor_hooks
 
         inductor_hooks.install()

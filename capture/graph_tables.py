@@ -17,7 +17,7 @@ from typing import Any, Iterator
 import torch
 import torch.fx
 
-from capture.symbol_usage import symbol_usage
+from graphtrain_inspect.capture.symbol_usage import symbol_usage
 
 # Constants at most this many elements have their values recorded (a baked rank shows here).
 SMALL_VALUE_NUMEL = 16

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from capture import import_hooks, session
-from capture.wrap import _qualname, outputs_of, rebind_references
+from graphtrain_inspect.capture import import_hooks, session
+from graphtrain_inspect.capture.wrap import _qualname, outputs_of, rebind_references
 
 PARTITIONERS = ("min_cut_rematerialization_partition", "default_partition")
 

@@ -20,9 +20,9 @@ from typing import Any
 
 import orjson
 
-from capture import logformat, session
-from capture.named_passes import TargetError, parse_target
-from capture.summary import RankSummary, summarize
+from graphtrain_inspect.capture import logformat, session
+from graphtrain_inspect.capture.named_passes import TargetError, parse_target
+from graphtrain_inspect.capture.summary import RankSummary, summarize
 
 # Variables that shape a run and are worth keeping in the manifest.
 _ENV_PREFIXES = ("TORCH", "TORCHINDUCTOR_", "NCCL_", "GLOO_", "CUDA_", "OMP_", "PYTORCH_", "GTI_", "MASTER_", "NVIDIA_")
@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
     here = os.path.dirname(os.path.abspath(__file__))
     bootstrap = os.path.join(here, "bootstrap")
     env["PYTHONPATH"] = os.pathsep.join([bootstrap, *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]])
-    env["GTI_CAPTURE_HOME"] = os.path.dirname(here)
+    env["GTI_CAPTURE_HOME"] = here  # the capture package, for workers of another Python (bootstrap)
     env[session.ENV_DIR] = out
     env[session.ENV_PASSES] = "\n".join(args.passes)
     env[session.ENV_INDUCTOR] = "0" if args.no_inductor else "1"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from capture import import_hooks
-from capture.wrap import rebind_references, wrap_pass
+from graphtrain_inspect.capture import import_hooks
+from graphtrain_inspect.capture.wrap import rebind_references, wrap_pass
 
 
 class TargetError(ValueError):
@@ -27,7 +27,7 @@ def install(targets: list[str]) -> None:
 
 
 def _wrap_in(module: Any, qual: str, target: str) -> None:
-    from capture import session
+    from graphtrain_inspect.capture import session
 
     try:
         owner: Any = module

@@ -19,8 +19,8 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from capture import logformat
-from capture.writer import RankLog
+from graphtrain_inspect.capture import logformat
+from graphtrain_inspect.capture.writer import RankLog
 
 ENV_DIR = "GTI_CAPTURE_DIR"
 ENV_PASSES = "GTI_CAPTURE_PASSES"  # newline-separated MODULE:QUALNAME targets
@@ -148,7 +148,7 @@ class Session:
         """Write the graph's records once per distinct content; return its gid (None on failure)."""
         import orjson
 
-        from capture import graph_tables
+        from graphtrain_inspect.capture import graph_tables
 
         if self.table_cache is None:
             self.table_cache = graph_tables.TableCache()
@@ -198,7 +198,7 @@ class Session:
         except Exception as e:  # noqa: BLE001
             self.error(f"device table ({role})", e, frame)
         if self.blobs and self.log.stopped is None:
-            from capture import blobs
+            from graphtrain_inspect.capture import blobs
 
             try:
                 info.blob = blobs.dump(self.directory, gm, shape_env)
@@ -207,7 +207,7 @@ class Session:
         return gid
 
     def _maybe_rank_table(self) -> None:
-        from capture import rank_table
+        from graphtrain_inspect.capture import rank_table
 
         try:
             key = rank_table.change_key()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from capture import logformat
+from graphtrain_inspect.capture import logformat
 
 
 @dataclass

@@ -6,7 +6,7 @@ import functools
 import sys
 from typing import Any, Callable
 
-from capture import session
+from graphtrain_inspect.capture import session
 
 _WRAPPED = "_gti_original"
 

@@ -7,7 +7,7 @@ import sys
 import time
 from typing import Any
 
-from capture import logformat
+from graphtrain_inspect.capture import logformat
 
 
 class RankLog:

@@ -87,7 +87,7 @@ def loads_graph(blob: bytes) -> fx.GraphModule:
     gm, shape_env = GraphPickler.loads(blob, fake_mode)
     if shape_env is not None:
         gm.shape_env = shape_env
-    from samples.passes._util import finalize
+    from graphtrain_inspect.samples.passes._util import finalize
 
     return finalize(gm)
 

@@ -34,9 +34,9 @@ def active() -> list[str]:
 
 
 def from_argv() -> None:
-    """Set the switches from `--bug` options in sys.argv, as `samples.train` did.
+    """Set the switches from `--bug` options in sys.argv, as `graphtrain_inspect.samples.train` did.
 
-    For `graphtrain-inspect replay ... --setup samples.bugs:from_argv`: replay runs setup hooks
+    For `graphtrain-inspect replay ... --setup graphtrain_inspect.samples.bugs:from_argv`: replay runs setup hooks
     with sys.argv set to the captured rank's command line, so a replayed pass sees the switches
     the captured run had.
     """

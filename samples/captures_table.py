@@ -1,6 +1,6 @@
 """Print the table of bundled captures for samples/README.md, from the captures themselves.
 
-    python -m samples.captures_table
+    python -m graphtrain_inspect.samples.captures_table
 
 Each row: the capture, the command that recorded it (from its manifest), hardware, torch
 version, date, and what `graphtrain-inspect check` finds (errors and warnings by kind and blamed
@@ -15,9 +15,9 @@ from collections import Counter
 
 import orjson
 
-from inspector import bundled
-from inspector.capture_index import open_capture
-from inspector.checks import run_checks
+from graphtrain_inspect.inspector.read import bundled
+from graphtrain_inspect.inspector.read.capture_index import open_capture
+from graphtrain_inspect.inspector.checks import run_checks
 
 
 def row(name: str) -> str:
@@ -31,7 +31,7 @@ def row(name: str) -> str:
     info = sum(1 for f in findings if f.severity == "info")
     found = "; ".join(f"{c} {sev} {kind} (introduced by {by})" for (kind, sev, by), c in sorted(serious.items())) or "no errors or warnings"
     date = time.strftime("%Y-%m-%d", time.gmtime(manifest["started"]))
-    return f"| `{name}` | `graphtrain-inspect capture --pass samples.pipeline:PIPELINE --no-inductor -- {cmd}` | {n} × H200, NCCL | {manifest['torch_version']} | {date} | {found}; {info} info |"
+    return f"| `{name}` | `graphtrain-inspect capture --pass graphtrain_inspect.samples.pipeline:PIPELINE --no-inductor -- {cmd}` | {n} × H200, NCCL | {manifest['torch_version']} | {date} | {found}; {info} info |"
 
 
 def main() -> None:

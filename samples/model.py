@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from samples import bugs
-from samples.parallel import ParallelContext, all_gather, all_reduce_sum, all_to_all, mesh_coordinate
+from graphtrain_inspect.samples import bugs
+from graphtrain_inspect.samples.parallel import ParallelContext, all_gather, all_reduce_sum, all_to_all, mesh_coordinate
 
 
 @dataclass(frozen=True)

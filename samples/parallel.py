@@ -114,7 +114,7 @@ def init_parallel(device: str = "cpu") -> ParallelContext:
     """Initialise torch.distributed (torchrun env, or a 1-rank group) and the mesh."""
     from torch.distributed.device_mesh import init_device_mesh
 
-    if "RANK" not in os.environ:  # plain `python -m samples.train`: a 1-rank group
+    if "RANK" not in os.environ:  # plain `python -m graphtrain_inspect.samples.train`: a 1-rank group
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
         os.environ.setdefault("MASTER_PORT", str(_free_port()))
         os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", LOCAL_WORLD_SIZE="1")

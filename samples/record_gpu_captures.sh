@@ -18,7 +18,7 @@ export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 
 WORK=$(mktemp -d)
 DEVICE=${DEVICE:-cuda}  # DEVICE=cpu tries the script out on a CPU machine
 PY=${PYTHON:-python3}
-TRAIN=($PY -m torch.distributed.run --standalone --nproc-per-node "$NGPU" -m samples.train --device "$DEVICE" --steps "$STEPS" --quiet)
+TRAIN=($PY -m torch.distributed.run --standalone --nproc-per-node "$NGPU" -m graphtrain_inspect.samples.train --device "$DEVICE" --steps "$STEPS" --quiet)
 
 say() { echo "$@" | tee -a "$LOG"; }
 run() {  # run CMD..., logging the command line and its output
@@ -34,8 +34,8 @@ capture() {  # capture NAME [--no-blobs] -- TRAIN-ARGS...
     while [ "$1" != "--" ]; do opts+=("$1"); shift; done
     shift
     local dir="$WORK/h200x$NGPU-$name"
-    run $PY -m inspector.cli capture --out "$dir" --pass samples.pipeline:PIPELINE --no-inductor "${opts[@]}" -- "${TRAIN[@]}" --losses-json "$WORK/$name.losses.json" "$@"
-    run $PY -m inspector.cli check "$dir"
+    run $PY -m graphtrain_inspect.inspector.cli capture --out "$dir" --pass graphtrain_inspect.samples.pipeline:PIPELINE --no-inductor "${opts[@]}" -- "${TRAIN[@]}" --losses-json "$WORK/$name.losses.json" "$@"
+    run $PY -m graphtrain_inspect.inspector.cli check "$dir"
     (cd "$WORK" && tar -cJf "$OUT/h200x$NGPU-$name.tar.xz" "h200x$NGPU-$name")
     say "packed $OUT/h200x$NGPU-$name.tar.xz $(du -h "$OUT/h200x$NGPU-$name.tar.xz" | cut -f1)"
 }
@@ -71,6 +71,6 @@ EOF
     run $PY samples/load_blobs.py "$WORK/h200x$NGPU-clean"
     say "# evidence: compile-on-one-rank with a baked device literal, then the same under --virtual-local-rank"
     run "${TRAIN[@]}" --steps 2 --coor --bug device-literal
-    run $PY -m torch.distributed.run --standalone --virtual-local-rank --nproc-per-node "$NGPU" -m samples.train --device "$DEVICE" --steps 2 --quiet --coor --bug device-literal
+    run $PY -m torch.distributed.run --standalone --virtual-local-rank --nproc-per-node "$NGPU" -m graphtrain_inspect.samples.train --device "$DEVICE" --steps 2 --quiet --coor --bug device-literal
 fi
 say "# done $(date -u +%FT%TZ)"

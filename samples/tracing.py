@@ -18,7 +18,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-from samples.parallel import compile_on_one_rank_ctx
+from graphtrain_inspect.samples.parallel import compile_on_one_rank_ctx
 
 
 def _sanitize(name: str) -> str:

@@ -1,8 +1,8 @@
 """Train the sample MoE transformer the way graph-based trainers do.
 
-    python -m samples.train                                  # 1 rank (gloo)
-    torchrun --nproc-per-node 2 -m samples.train             # FSDP + EP over 2 ranks
-    torchrun --nproc-per-node 4 -m samples.train             # mesh (dp, ep) = (2, 2)
+    python -m graphtrain_inspect.samples.train                                  # 1 rank (gloo)
+    torchrun --nproc-per-node 2 -m graphtrain_inspect.samples.train             # FSDP + EP over 2 ranks
+    torchrun --nproc-per-node 4 -m graphtrain_inspect.samples.train             # mesh (dp, ep) = (2, 2)
     ... --mode eager                                         # same model, no tracing
     ... --coor                                               # compile on rank 0, load everywhere
     ... --bug rank-baked --bug device-literal ...            # planted bugs (README.md)
@@ -26,13 +26,13 @@ import time
 import torch
 import torch.distributed as dist
 
-from samples import bugs
-from samples.model import ModelConfig, TrainStep, global_batch, init_full_params, shard_params
-from samples.parallel import init_parallel
+from graphtrain_inspect.samples import bugs
+from graphtrain_inspect.samples.model import ModelConfig, TrainStep, global_batch, init_full_params, shard_params
+from graphtrain_inspect.samples.parallel import init_parallel
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(prog="python -m samples.train", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m graphtrain_inspect.samples.train", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--mode", choices=("traced", "eager"), default="traced")
@@ -75,8 +75,8 @@ def _unwrap(t):
 
 def build_graph(step, params, names, cfg, pc, args):
     """Trace the step once and run the pass pipeline; returns the final gm."""
-    from samples import pipeline
-    from samples.tracing import trace_train_step
+    from graphtrain_inspect.samples import pipeline
+    from graphtrain_inspect.samples.tracing import trace_train_step
 
     tok, lab = global_batch(cfg, pc.world, 0, pc.device)
     t0, c0 = time.perf_counter(), time.process_time()
@@ -125,7 +125,7 @@ def remap_group_names(gm, saved_roles: dict, pc) -> int:
     mapping = {k: v for k, v in mapping.items() if k != v}
     if not mapping:
         return 0
-    from samples.passes._util import is_collective, nested_graph_modules
+    from graphtrain_inspect.samples.passes._util import is_collective, nested_graph_modules
 
     n = 0
     for g in [gm] + [s for _, s in nested_graph_modules(gm)]:
@@ -140,7 +140,7 @@ def remap_group_names(gm, saved_roles: dict, pc) -> int:
 
 
 def compile_on_one_rank(step, params, names, cfg, pc, args):
-    from samples import artifact, pipeline
+    from graphtrain_inspect.samples import artifact, pipeline
 
     path = _artifact_path(pc, args)
     if pc.rank == 0:
@@ -193,7 +193,7 @@ def main(argv=None):
         else:
             gm = build_graph(step, params, names, cfg, pc, args)
         if args.dump_graphs:  # the graph this rank runs, with its metadata (GraphPickler)
-            from samples import artifact
+            from graphtrain_inspect.samples import artifact
 
             artifact.save(gm, os.path.join(args.dump_graphs, f"rank{pc.rank}", "final.graph.pkl"))
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from capture import logformat
+from graphtrain_inspect.capture import logformat
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -22,7 +22,7 @@ def run_cli(*args: str, timeout: int = 300, env: dict | None = None) -> subproce
     e["PYTHONPATH"] = os.pathsep.join([str(ROOT), *[p for p in e.get("PYTHONPATH", "").split(os.pathsep) if p]])
     if env:
         e.update(env)
-    return subprocess.run([sys.executable, "-m", "inspector.cli", *args], cwd=ROOT, env=e, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([sys.executable, "-m", "graphtrain_inspect.inspector.cli", *args], cwd=ROOT, env=e, capture_output=True, text=True, timeout=timeout)
 
 
 def run_plain(cmd: list[str], timeout: int = 300) -> subprocess.CompletedProcess:

@@ -31,8 +31,8 @@ def sample_capture(tmp_path_factory):
             name = "-".join([*key[0], *(["coor"] if coor else []), *([] if blobs else ["noblobs"]), f"n{nproc}"]) or "clean"
             out = tmp_path_factory.mktemp("sample") / name
             args = ["--steps", SAMPLE_STEPS, "--quiet", *[a for b in key[0] for a in ("--bug", b)], *(["--coor"] if coor else [])]
-            opts = ["--pass", "samples.pipeline:PIPELINE", "--no-inductor", *([] if blobs else ["--no-blobs"])]
-            r = run_cli("capture", "--out", str(out), *opts, "--", *torchrun(nproc, "samples.train", *args), timeout=600)
+            opts = ["--pass", "graphtrain_inspect.samples.pipeline:PIPELINE", "--no-inductor", *([] if blobs else ["--no-blobs"])]
+            r = run_cli("capture", "--out", str(out), *opts, "--", *torchrun(nproc, "graphtrain_inspect.samples.train", *args), timeout=600)
             assert r.returncode == 0, f"sample capture {name} failed:\n{r.stderr[-4000:]}"
             cache[key] = out
         return cache[key]
@@ -41,7 +41,7 @@ def sample_capture(tmp_path_factory):
 
 
 # ---------------------------------------------------------------------------------------------
-# The TUI's tests (tests/test_tui*.py)
+# The TUI's tests (tests/tui/)
 
 
 @pytest.fixture(scope="session")
@@ -55,7 +55,7 @@ def tui_small_capture(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def bundled_capture():
     """A bundled GPU capture (samples/captures/NAME.tar.xz), unpacked once."""
-    from inspector import bundled
+    from graphtrain_inspect.inspector.read import bundled
 
     def get(name: str) -> Path:
         if name not in bundled.names():

@@ -1,5 +1,5 @@
 """Damage a real capture log and check what the reader keeps: the shared core of the property test
-(tests/test_reader_fuzz.py) and the longer fuzz run (benchmarks/fuzz_reader.py).
+(tests/read/test_reader_fuzz.py) and the longer fuzz run (benchmarks/fuzz_reader.py).
 
     base = Baseline.of(capture_dir, rank=0)          # the log as captured, read once
     damaged = mutate(base.data, [("flip", 1234, 7), ("delete_line", 40)])
@@ -26,9 +26,9 @@ from typing import Any
 
 import orjson
 
-from capture import logformat
-from inspector.capture_index import CaptureUnreadable, open_capture
-from inspector.logscan import LogFile
+from graphtrain_inspect.capture import logformat
+from graphtrain_inspect.inspector.read.capture_index import CaptureUnreadable, open_capture
+from graphtrain_inspect.inspector.read.logscan import LogFile
 
 # Mutations: (op, ...) tuples, applied in order; positions are taken modulo the current length.
 #   ("truncate", pos)            keep the first pos bytes (a rank killed mid-write)
@@ -269,8 +269,8 @@ class Baseline:
                 cap.devices(r, gid)
                 cap.node_count(r, gid)
             if deep:
-                from inspector.cmd_ls import listing
-                from inspector.stages import StageIndex
+                from graphtrain_inspect.inspector.cli.ls import listing
+                from graphtrain_inspect.inspector.read.stages import StageIndex
 
                 StageIndex(cap)
                 listing(cap)

@@ -9,9 +9,10 @@ messages they post, instead of sleeping.
 from __future__ import annotations
 
 import os
+from contextlib import asynccontextmanager
 from pathlib import Path
 
-from capture import logformat
+from graphtrain_inspect.capture import logformat
 
 
 def _graphs(rank: int):
@@ -40,7 +41,7 @@ def _graphs(rank: int):
 
 
 def small_capture(directory, *, world: int = 2, status: str = "finished") -> str:
-    from inspector.testing import CaptureWriter, mesh_rank_table
+    from tests.small_captures import CaptureWriter, mesh_rank_table
 
     w = CaptureWriter(directory, world_size=world)
     for r in range(world):
@@ -87,3 +88,14 @@ async def settle(pilot, rounds: int = 50) -> None:
 
 def tmp_env_for_bundled(tmp_path) -> dict:
     return {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+
+
+@asynccontextmanager
+async def opened(path, size: tuple[int, int] = (160, 40), **kwargs):
+    """The app on `path`, run headless, once its first views have loaded: `(app, pilot)`."""
+    from graphtrain_inspect.tui.app import InspectApp
+
+    app = InspectApp(str(path), **kwargs)
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        yield app, pilot

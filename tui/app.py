@@ -1,7 +1,7 @@
 """The graphtrain-inspect browser: a tree of ranks, graphs and passes; code, diffs, findings.
 
 Everything that reads the capture runs in thread workers (`@work(thread=True, exclusive=True,
-group=...)`) and reports back with the messages in `tui.messages`; the UI thread only lays out
+group=...)`) and reports back with the messages in `graphtrain_inspect.tui.messages`; the UI thread only lays out
 what arrived. A view is filled when it is shown, for the place selected in the tree.
 """
 
@@ -17,21 +17,21 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Footer, Header, Input, Label, ProgressBar, TabbedContent, TabPane, Tree
 
-from inspector.outline import finding_target
-from inspector.progressive import ProgressiveLoader
-from tui.capture_loading import VIEWS, CaptureLoading
-from tui.commands import CaptureCommands
-from tui.messages import Progress, ViewReady
-from tui.screens.help import HelpScreen
-from tui.screens.prompt import PromptScreen
-from tui.session import CaptureSession, Place
-from tui.view_actions import ViewActions
-from tui.widgets.capture_tree import CaptureTree, RankData, plural
-from tui.widgets.code_view import CodeView
-from tui.widgets.diff_view import DiffView
-from tui.widgets.findings_view import FindingsView
-from tui.widgets.line_view import LineView
-from tui.widgets.table_views import DevicesView, NodeChosen, ProblemsView, SymbolsView
+from graphtrain_inspect.inspector.read.outline import finding_target
+from graphtrain_inspect.inspector.read.progressive import ProgressiveLoader
+from graphtrain_inspect.tui.capture_loading import VIEWS, CaptureLoading
+from graphtrain_inspect.tui.commands import CaptureCommands
+from graphtrain_inspect.tui.messages import Progress, ViewReady
+from graphtrain_inspect.tui.screens.help import HelpScreen
+from graphtrain_inspect.tui.screens.prompt import PromptScreen
+from graphtrain_inspect.tui.session import CaptureSession, Place
+from graphtrain_inspect.tui.view_actions import ViewActions
+from graphtrain_inspect.tui.widgets.capture_tree import CaptureTree, RankData, plural
+from graphtrain_inspect.tui.widgets.code_view import CodeView
+from graphtrain_inspect.tui.widgets.diff_view import DiffView
+from graphtrain_inspect.tui.widgets.findings_view import FindingsView
+from graphtrain_inspect.tui.widgets.line_view import LineView
+from graphtrain_inspect.tui.widgets.table_views import DevicesView, NodeChosen, ProblemsView, SymbolsView
 
 class InspectApp(CaptureLoading, ViewActions, App[int]):
     CSS_PATH = "app.tcss"

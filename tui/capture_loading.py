@@ -1,5 +1,5 @@
 """Loading a capture into the app: indexing in steps, following a capture still being written,
-reading problems, and the checks (in a child process). A mixin of `tui.app.InspectApp`: the
+reading problems, and the checks (in a child process). A mixin of `graphtrain_inspect.tui.app.InspectApp`: the
 methods use the app's widgets and state; message handlers go by name (`on_capture_loaded`)."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ from textual import work
 from textual.widgets import TabbedContent
 from textual.worker import get_current_worker
 
-from inspector.capture_index import CaptureUnreadable
-from inspector.live import files_signature
-from inspector.progressive import ProgressiveLoader
-from tui.messages import CaptureFailed, CaptureLoaded, FindingsReady, Progress
-from tui.session import CaptureSession, Place
-from tui.widgets.table_views import ProblemsView
+from graphtrain_inspect.inspector.read.capture_index import CaptureUnreadable
+from graphtrain_inspect.inspector.read.live import files_signature
+from graphtrain_inspect.inspector.read.progressive import ProgressiveLoader
+from graphtrain_inspect.tui.messages import CaptureFailed, CaptureLoaded, FindingsReady, Progress
+from graphtrain_inspect.tui.session import CaptureSession, Place
+from graphtrain_inspect.tui.widgets.table_views import ProblemsView
 
 
 VIEWS = ("code", "pass-diff", "rank-diff", "findings", "symbols", "devices", "problems")
@@ -217,8 +217,8 @@ class CaptureLoading:
 
     @work(thread=True, exclusive=True, group="checks")
     def _checks_worker(self, path: str, source: str) -> None:
-        from inspector.outline import finding_badges
-        from tui.checks_runner import run_checks
+        from graphtrain_inspect.inspector.read.outline import finding_badges
+        from graphtrain_inspect.tui.checks_runner import run_checks
 
         self.post_message(Progress("checks", "running checks…"))
         t0 = time.perf_counter()

@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from inspector.checks import Finding
+from graphtrain_inspect.inspector.checks import Finding
 
 
 @dataclass
@@ -26,7 +26,7 @@ class CheckResult:
 
 
 def check_argv(path: str, source: str = "auto") -> list[str]:
-    return [sys.executable, "-m", "inspector.cli", "check", path, "--json", "--source", source]
+    return [sys.executable, "-m", "graphtrain_inspect.inspector.cli", "check", path, "--json", "--source", source]
 
 
 def finding_from_json(d: dict[str, Any]) -> Finding:

@@ -6,7 +6,7 @@ from functools import partial
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from tui.session import Place
+from graphtrain_inspect.tui.session import Place
 
 
 class CaptureCommands(Provider):

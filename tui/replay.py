@@ -17,7 +17,7 @@ def replay_argv(path: str, pass_name: str, rank: int, occurrence: int) -> list[s
     here = os.path.join(os.path.dirname(sys.executable), "graphtrain-inspect")
     if os.path.exists(here):
         exe = here
-    base = [exe] if exe else [sys.executable, "-m", "inspector.cli"]
+    base = [exe] if exe else [sys.executable, "-m", "graphtrain_inspect.inspector.cli"]
     return [*base, "replay", path, "--pass", pass_name, "--rank", str(rank), "--occurrence", str(occurrence)]
 
 

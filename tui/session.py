@@ -13,14 +13,14 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from inspector.capture_index import Capture, CaptureUnreadable, open_capture
-from inspector.code_locate import CodeIndex
-from inspector.device_rows import DeviceRow, device_rows
-from inspector.diff import normalize_code, rank_diff_gids, rank_text
-from inspector.diff_rows import DiffModel
-from inspector.outline import Outline, PassEntry, PipelineEntry, build_outline
-from inspector.stages import StageIndex
-from inspector.symbol_rows import SymbolRow, symbol_rows
+from graphtrain_inspect.inspector.read.capture_index import Capture, CaptureUnreadable, open_capture
+from graphtrain_inspect.inspector.read.code_locate import CodeIndex
+from graphtrain_inspect.inspector.read.device_rows import DeviceRow, device_rows
+from graphtrain_inspect.inspector.diff.graph_diff import normalize_code, rank_diff_gids, rank_text
+from graphtrain_inspect.inspector.diff.text_rows import DiffModel
+from graphtrain_inspect.inspector.read.outline import Outline, PassEntry, PipelineEntry, build_outline
+from graphtrain_inspect.inspector.read.stages import StageIndex
+from graphtrain_inspect.inspector.checks.symbol_rows import SymbolRow, symbol_rows
 
 __all__ = ["CaptureSession", "CaptureUnreadable", "Place", "GraphText", "DiffResult"]
 

@@ -1,5 +1,5 @@
 """What the user does to the view in front: search, go to a node, switch diff modes and ranks,
-copy, export, replay. A mixin of `tui.app.InspectApp` (its bindings name these actions)."""
+copy, export, replay. A mixin of `graphtrain_inspect.tui.app.InspectApp` (its bindings name these actions)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from pathlib import Path
 
 from textual.widgets import Input, Label
 
-from tui.replay import replay_argv, run_captured, run_in_terminal
-from tui.screens.prompt import PromptScreen
-from tui.widgets.code_view import CodeView
-from tui.widgets.diff_view import DiffView
-from tui.widgets.record_table import RecordTable
+from graphtrain_inspect.tui.replay import replay_argv, run_captured, run_in_terminal
+from graphtrain_inspect.tui.screens.prompt import PromptScreen
+from graphtrain_inspect.tui.widgets.code_view import CodeView
+from graphtrain_inspect.tui.widgets.diff_view import DiffView
+from graphtrain_inspect.tui.widgets.record_table import RecordTable
 
 
 class ViewActions:

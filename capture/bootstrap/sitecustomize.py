@@ -11,19 +11,39 @@ import sys
 
 def _start() -> None:
     here = os.path.dirname(os.path.abspath(__file__))
-    home = os.environ.get("GTI_CAPTURE_HOME")
     try:
-        import capture  # noqa: F401
+        import graphtrain_inspect.capture  # noqa: F401
     except ImportError:
-        if home:
-            sys.path.append(home)
+        # The worker's Python is not the one graphtrain-inspect is installed in: load the capture
+        # package from where the launcher found it, under its own name only (nothing generic on sys.path).
+        _load_capture_package(os.environ.get("GTI_CAPTURE_HOME"))
     try:
-        from capture import bootstrap_env
+        from graphtrain_inspect.capture import bootstrap_env
 
         bootstrap_env.start_from_env()
     except Exception as e:  # noqa: BLE001 - never keep the training from starting
         print(f"graphtrain-inspect: capture not started in pid {os.getpid()}: {type(e).__name__}: {e}", file=sys.stderr)
     _chain(here)
+
+
+def _load_capture_package(home: "str | None") -> None:
+    import importlib.util
+    import types
+
+    if not home or not os.path.isfile(os.path.join(home, "__init__.py")):
+        return
+    ns = sys.modules.get("graphtrain_inspect")
+    if ns is None:
+        ns = types.ModuleType("graphtrain_inspect")
+        ns.__path__ = []
+        sys.modules["graphtrain_inspect"] = ns
+    spec = importlib.util.spec_from_file_location("graphtrain_inspect.capture", os.path.join(home, "__init__.py"), submodule_search_locations=[home])
+    if spec is None or spec.loader is None:
+        return
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["graphtrain_inspect.capture"] = module
+    spec.loader.exec_module(module)
+    ns.capture = module
 
 
 def _chain(here: str) -> None:

@@ -1,15 +1,21 @@
 """Checks: find the bugs of graph-based distributed training in a capture, and blame a pass.
 
-    from inspector.checks import run_checks, check_report
+    from graphtrain_inspect.inspector.checks import run_checks, check_report
     findings = run_checks(cap)                       # list[Finding], errors first
     report = check_report(cap)                       # findings + summary (+ checks that could not run)
 
 Each check is a small module in this package, registered in CHECKS below, with `KIND`,
 `DESCRIPTION` and `run(ctx) -> list[Finding]`. Checks look at every graph state (the traced graph,
-then each pass's outputs, on every rank); `inspector.checks.blame` turns per-stage observations
-into findings that name the first pass after which each one appears (`introduced_by`, or
+then each pass's outputs, on every rank); `tables_and_blame.CheckContext` turns per-stage
+observations into findings that name the first pass after which each one appears (`introduced_by`, or
 `"trace"` when the traced graph already has it) and the last pass where it is still present
 (`pass`).
+
+Shared by the checks: `tables_and_blame` (cached node tables and rank diffs, rank-derived vectors,
+blame), `differing_literals` (literals that differ across ranks at aligned nodes), `row_rank_diff`
+(rank diffs from undecoded rows), `symbol_rows` (a graph's symbol map as rows, stale ones marked).
+
+May import: read and diff. Never replay, cli or tui; never torch, textual or rich.
 """
 
 from __future__ import annotations
@@ -19,19 +25,19 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from inspector.capture_index import Capture
+    from graphtrain_inspect.inspector.read.capture_index import Capture
 
 SEVERITIES = ("error", "warning", "info")
 SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
 
 # kind -> module; the order is the order of the report
 CHECKS: dict[str, str] = {
-    "rank-baked-constant": "inspector.checks.rank_baked",
-    "device-baked": "inspector.checks.device_baked",
-    "stale-unbacked-symbol": "inspector.checks.stale_symbol",
-    "rank-divergent-graph": "inspector.checks.rank_divergent",
+    "rank-baked-constant": "graphtrain_inspect.inspector.checks.rank_baked",
+    "device-baked": "graphtrain_inspect.inspector.checks.device_baked",
+    "stale-unbacked-symbol": "graphtrain_inspect.inspector.checks.stale_symbol",
+    "rank-divergent-graph": "graphtrain_inspect.inspector.checks.rank_divergent",
     # last: it counts the reading problems the checks above ran into
-    "incomplete-capture": "inspector.checks.incomplete",
+    "incomplete-capture": "graphtrain_inspect.inspector.checks.incomplete",
 }
 
 
@@ -119,7 +125,7 @@ def _sort_key(f: Finding) -> tuple:
 
 
 def check_report(cap: "Capture", only: list[str] | None = None) -> Report:
-    from inspector.checks.context import CheckContext
+    from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
 
     ctx = CheckContext(cap)
     findings: list[Finding] = []

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from capture import logformat
-from inspector.checks.context import CheckContext, Observation
-from inspector.checks.crossrank import literal_sites
-from inspector.checks.rank_baked import compile_on_one_rank, match_vectors
-from inspector.graphmodel import device_of_leaf, split_device
+from graphtrain_inspect.capture import logformat
+from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext, Observation
+from graphtrain_inspect.inspector.checks.differing_literals import cross_rank_evidence, literal_sites
+from graphtrain_inspect.inspector.checks.rank_baked import compile_on_one_rank, match_vectors
+from graphtrain_inspect.inspector.read.graphmodel import device_of_leaf, split_device
 
 KIND = "device-baked"
 DESCRIPTION = "device literals, constants or buffers on another rank's device, or device literals that differ across ranks"
@@ -101,15 +101,7 @@ def _observe_across(ctx: CheckContext, key, group: list[int]) -> list[Observatio
         else:
             msg = f"device literal in {s.target} {s.where} differs across ranks ({vals})"
             sev = "warning"
-        ev = {
-            "where": s.where,
-            "target": s.target,
-            "values": {str(r): devs[r] for r in sorted(devs)},
-            "nodes": {str(r): n for r, n in sorted(s.nodes.items())},
-            "matches": matches,
-            "source": "cross-rank",
-            "_ranks": sorted(devs),
-        }
+        ev = cross_rank_evidence(s.where, s.target, devs, s.nodes, matches, source="cross-rank")
         vals_key = tuple(devs[r] for r in sorted(devs))
         out.append(Observation(("across", s.subgraph, s.target, s.where, vals_key), sev, msg, node=s.node, subgraph=s.subgraph or None, evidence=ev, loose_key=("across", vals_key)))
     return out
@@ -155,11 +147,7 @@ def _observe_own(ctx: CheckContext, key, group: list[int]) -> list[Observation]:
             f"device literal in {lit.get('target')} {lit.get('where')} is each rank's own device ({vals}): "
             "baked per rank, wrong for a graph compiled on one rank and loaded by the others"
         )
-        ev = {
-            "where": lit.get("where"), "target": lit.get("target"), "values": {str(r): devs[r] for r in present},
-            "nodes": {str(r): per_rank[r][k].get("node") for r in present}, "matches": matches, "source": "own-device",
-            "_ranks": present,
-        }  # fmt: skip
+        ev = cross_rank_evidence(lit.get("where"), lit.get("target"), devs, {r: per_rank[r][k].get("node") for r in present}, matches, source="own-device")
         out.append(Observation(("own", *k[:3], tuple(devs[r] for r in present)), "warning", msg, node=lit.get("node"), subgraph=k[0] or None, evidence=ev, loose_key=("own", tuple(devs[r] for r in present))))
     return out
 

@@ -29,9 +29,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from capture import logformat
-from inspector.checks import Finding
-from inspector.checks.context import CheckContext
+from graphtrain_inspect.capture import logformat
+from graphtrain_inspect.inspector.checks import Finding
+from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
 
 KIND = "incomplete-capture"
 DESCRIPTION = "ranks, records, passes or blobs the capture is missing (killed rank, full disk, damaged log, copied without blobs)"

@@ -21,9 +21,9 @@ import re
 from fractions import Fraction
 from typing import Any
 
-from inspector.checks.context import CheckContext, Observation
-from inspector.checks.crossrank import literal_sites
-from inspector.graphmodel import is_ref, row_leaves
+from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext, Observation
+from graphtrain_inspect.inspector.checks.differing_literals import cross_rank_evidence, literal_sites
+from graphtrain_inspect.inspector.read.graphmodel import is_ref, row_leaves
 
 KIND = "rank-baked-constant"
 DESCRIPTION = "literals that differ across ranks and equal a rank-derived value (rank, local rank, mesh coordinate)"
@@ -116,16 +116,9 @@ def _observe_sites(ctx: CheckContext, key, group: list[int]) -> list[Observation
         else:
             msg = f"{what} differs across ranks ({vals}); equals no rank-derived value"
             sev = "warning"
-        ev = {
-            "where": s.where,
-            "target": s.target,
-            "values": {str(r): values[r] for r in sorted(values)},
-            "nodes": {str(r): n for r, n in sorted(s.nodes.items())},
-            "matches": matches,
-            "vectors": {m["vector"]: {str(r): vectors[m["vector"]][r] for r in sorted(values)} for m in matches},
-            "backward": s.bwd,
-            "_ranks": sorted(values),
-        }
+        ev = cross_rank_evidence(s.where, s.target, values, s.nodes, matches,
+                                 vectors={m["vector"]: {str(r): vectors[m["vector"]][r] for r in sorted(values)} for m in matches},
+                                 backward=s.bwd)
         k = ("lit", s.subgraph, s.target, s.where, tuple(repr(values[r]) for r in sorted(values)))
         loose = ("lit", tuple(repr(values[r]) for r in sorted(values)))
         out.append(Observation(k, sev, msg, node=s.node, subgraph=s.subgraph or None, evidence=ev, loose_key=loose))

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from inspector.checks.context import CheckContext, Observation
-from inspector.stages import TRACE, StageKey
+from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext, Observation
+from graphtrain_inspect.inspector.read.stages import TRACE, StageKey
 
 KIND = "rank-divergent-graph"
 DESCRIPTION = "a pass's outputs differ structurally across ranks while its inputs agreed"

@@ -20,10 +20,10 @@ from typing import Any
 
 import orjson
 
-from capture import logformat
-from inspector.checks import rowdiff
-from inspector.checks.context import CheckContext, Observation
-from inspector.graphmodel import GraphTables, SubGraph, _row_ok, is_ref, is_unbacked, row_leaves, row_symbols
+from graphtrain_inspect.capture import logformat
+from graphtrain_inspect.inspector.checks import row_rank_diff as rowdiff
+from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext, Observation
+from graphtrain_inspect.inspector.read.graphmodel import GraphTables, SubGraph, _row_ok, is_ref, is_unbacked, row_leaves, row_symbols
 
 KIND = "stale-unbacked-symbol"
 DESCRIPTION = "unbacked symbols that no node in scope binds (root or nested subgraph, placeholders included)"

@@ -1,2 +1,2 @@
 """The sample's graph passes: plain ``(gm, example_inputs) -> gm`` functions,
-one per module.  The order lives in ``samples.pipeline.PIPELINE``."""
+one per module.  The order lives in ``graphtrain_inspect.samples.pipeline.PIPELINE``."""

@@ -26,8 +26,8 @@ import torch
 import torch.distributed as dist
 import torch.fx as fx
 
-from samples import bugs
-from samples.passes._util import finalize, is_collective
+from graphtrain_inspect.samples import bugs
+from graphtrain_inspect.samples.passes._util import finalize, is_collective
 
 aten = torch.ops.aten
 

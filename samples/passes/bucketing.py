@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 import torch.fx as fx
 
-from samples.passes._util import fake_mode_of, finalize, is_wait, new_node
+from graphtrain_inspect.samples.passes._util import fake_mode_of, finalize, is_wait, new_node
 
 aten = torch.ops.aten
 

@@ -25,8 +25,8 @@ import sympy
 import torch
 import torch.fx as fx
 
-from samples import bugs
-from samples.passes._util import fake_mode_of, finalize, nested_graph_modules, shape_env_of
+from graphtrain_inspect.samples import bugs
+from graphtrain_inspect.samples.passes._util import fake_mode_of, finalize, nested_graph_modules, shape_env_of
 
 aten = torch.ops.aten
 

@@ -24,8 +24,8 @@ from __future__ import annotations
 import torch
 import torch.fx as fx
 
-from samples.passes._util import fake_mode_of, finalize, nested_graph_modules, shape_env_of
-from samples.passes.concretize import _rewrite_meta
+from graphtrain_inspect.samples.passes._util import fake_mode_of, finalize, nested_graph_modules, shape_env_of
+from graphtrain_inspect.samples.passes.concretize import _rewrite_meta
 
 aten = torch.ops.aten
 

@@ -13,7 +13,7 @@ import torch
 import torch.fx as fx
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
-from samples.passes._util import finalize, is_collective
+from graphtrain_inspect.samples.passes._util import finalize, is_collective
 
 aten = torch.ops.aten
 

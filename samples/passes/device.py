@@ -21,8 +21,8 @@ import os
 import torch
 import torch.fx as fx
 
-from samples import bugs
-from samples.passes._util import finalize
+from graphtrain_inspect.samples import bugs
+from graphtrain_inspect.samples.passes._util import finalize
 
 
 def _graph_device(example_inputs):

@@ -26,7 +26,7 @@ import torch.fx as fx
 import torch.nn.functional as F
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from samples.passes._util import fake_mode_of, finalize, shape_env_of, unbacked_symbols_of
+from graphtrain_inspect.samples.passes._util import fake_mode_of, finalize, shape_env_of, unbacked_symbols_of
 
 aten = torch.ops.aten
 

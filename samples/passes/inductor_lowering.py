@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch.fx as fx
 
-from samples.passes._util import fake_mode_of, finalize
+from graphtrain_inspect.samples.passes._util import fake_mode_of, finalize
 
 
 def inductor_graph_passes(gm: fx.GraphModule, example_inputs) -> fx.GraphModule:

@@ -24,7 +24,7 @@ import torch
 import torch.distributed as dist
 import torch.fx
 
-from capture import logformat, record_pass
+from graphtrain_inspect.capture import logformat, record_pass
 
 
 def graph_of(step: int) -> torch.fx.GraphModule:

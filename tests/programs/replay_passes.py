@@ -1,4 +1,4 @@
-"""Small passes for the replay tests, captured in-process (tests/test_replay_small.py)."""
+"""Small passes for the replay tests, captured in-process (tests/replay/test_replay_small.py)."""
 
 from __future__ import annotations
 

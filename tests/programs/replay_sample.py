@@ -1,7 +1,7 @@
 """Helpers for replaying captures of the sample training (tests and the README's example).
 
-`--setup tests.programs.replay_sample:bugs_from_argv` (= `samples.bugs:from_argv`): the sample's bug switches are process
-state that `samples.train` sets from its command line, not environment; replay runs setup hooks
+`--setup tests.programs.replay_sample:bugs_from_argv` (= `graphtrain_inspect.samples.bugs:from_argv`): the sample's bug switches are process
+state that `graphtrain_inspect.samples.train` sets from its command line, not environment; replay runs setup hooks
 with `sys.argv` set to the captured rank's argv, so this re-applies the switches the captured
 run had.
 
@@ -15,17 +15,17 @@ import sys
 
 
 def bugs_from_argv() -> None:
-    from samples import bugs
+    from graphtrain_inspect.samples import bugs
 
     bugs.from_argv()
 
 
 def place_devices_fixed(gm, example_inputs):
-    """samples.passes.device:place_devices, fixed: index-less devices whatever the switches say."""
+    """graphtrain_inspect.samples.passes.device:place_devices, fixed: index-less devices whatever the switches say."""
     import torch
 
-    from samples.passes._util import finalize
-    from samples.passes.device import _graph_device
+    from graphtrain_inspect.samples.passes._util import finalize
+    from graphtrain_inspect.samples.passes.device import _graph_device
 
     dev = _graph_device(example_inputs)
     target = torch.device(dev.type)

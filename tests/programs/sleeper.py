@@ -8,7 +8,7 @@ import torch
 import torch.distributed as dist
 import torch.fx
 
-from capture import record_pass
+from graphtrain_inspect.capture import record_pass
 
 
 def main() -> None:

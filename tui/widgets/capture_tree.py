@@ -1,7 +1,7 @@
 """The tree on the left: run, ranks, graphs (pipelines) and their passes in order.
 
 Each pass shows its node count, node delta, wall time and a badge with the number of findings it
-introduced. The tree is built from an `inspector.outline.Outline` and updated in place when a
+introduced. The tree is built from an `graphtrain_inspect.inspector.read.outline.Outline` and updated in place when a
 live capture grows (`sync`), keeping what is expanded and where the cursor is.
 """
 
@@ -15,8 +15,8 @@ from textual.binding import Binding
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
-from inspector.outline import Outline, PassEntry, PipelineEntry, RankEntry
-from tui.session import Place
+from graphtrain_inspect.inspector.read.outline import Outline, PassEntry, PipelineEntry, RankEntry
+from graphtrain_inspect.tui.session import Place
 
 
 @dataclass(frozen=True)

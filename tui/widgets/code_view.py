@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from rich.segment import Segment
 
-from inspector.code_locate import CodeIndex
-from tui.highlight import Palette, token_spans
-from tui.widgets.line_view import LineView, Mark
+from graphtrain_inspect.inspector.read.code_locate import CodeIndex
+from graphtrain_inspect.tui.highlight import Palette, token_spans
+from graphtrain_inspect.tui.widgets.line_view import LineView, Mark
 
 
 class CodeView(LineView):

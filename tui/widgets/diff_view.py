@@ -1,6 +1,6 @@
 """A text diff, unified or side by side: changed characters marked, unchanged stretches folded.
 
-The alignment is computed once (in a worker, `inspector.diff_rows.DiffModel`); switching mode or
+The alignment is computed once (in a worker, `graphtrain_inspect.inspector.diff.text_rows.DiffModel`); switching mode or
 opening a fold only rebuilds the row list, and rows are rendered only when on screen.
 """
 
@@ -10,10 +10,10 @@ from rich.segment import Segment
 from textual import events
 from textual.binding import Binding
 
-from inspector.code_locate import CodeIndex
-from inspector.diff_rows import DiffModel, Row, char_marks, hunk_bounds
-from tui.highlight import Palette, token_spans
-from tui.widgets.line_view import LineView, Mark
+from graphtrain_inspect.inspector.read.code_locate import CodeIndex
+from graphtrain_inspect.inspector.diff.text_rows import DiffModel, Row, char_marks, hunk_bounds
+from graphtrain_inspect.tui.highlight import Palette, token_spans
+from graphtrain_inspect.tui.widgets.line_view import LineView, Mark
 
 
 class DiffView(LineView):

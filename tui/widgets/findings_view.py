@@ -8,8 +8,8 @@ from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import DataTable, Label, Select
 
-from tui.widgets.capture_tree import plural
-from tui.widgets.record_table import RecordTable
+from graphtrain_inspect.tui.widgets.capture_tree import plural
+from graphtrain_inspect.tui.widgets.record_table import RecordTable
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
@@ -52,7 +52,7 @@ class FindingsView(Vertical):
         return self.query_one(RecordTable)
 
     def set_findings(self, findings: list, status: str | None = None, ranks: list[int] | None = None) -> None:
-        from inspector.checks import CHECKS, SEVERITIES
+        from graphtrain_inspect.inspector.checks import CHECKS, SEVERITIES
 
         self.findings = list(findings)
         options = {

@@ -24,7 +24,7 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from tui.highlight import Palette, paint
+from graphtrain_inspect.tui.highlight import Palette, paint
 
 Layer = list[tuple[int, int, Style]]
 

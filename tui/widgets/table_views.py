@@ -11,9 +11,9 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import DataTable, Label
 
-from inspector.device_rows import DeviceRow
-from inspector.symbol_rows import SymbolRow
-from tui.widgets.record_table import RecordTable
+from graphtrain_inspect.inspector.read.device_rows import DeviceRow
+from graphtrain_inspect.inspector.checks.symbol_rows import SymbolRow
+from graphtrain_inspect.tui.widgets.record_table import RecordTable
 
 
 def _few(items: list[str], n: int = 3) -> str:

@@ -1,0 +1,130 @@
+"""Literals that differ across ranks at aligned nodes of the same graph state.
+
+For one stage key and a group of ranks, the lowest rank's graph is aligned with each other
+rank's (normalized: group names, own device); every literal leaf that differs is a `Site` with
+the value on each rank. rank-baked-constant and device-baked read these.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
+from graphtrain_inspect.inspector.read.graphmodel import device_of_leaf, iter_leaves
+from graphtrain_inspect.inspector.read.stages import StageKey
+
+_IGNORED_TARGET_PREFIXES = ("aten._assert", "aten.sym_constrain_range", "aten._print", "torch._assert")
+
+
+@dataclass
+class Site:
+    subgraph: str
+    node: str  # name on the reference rank
+    target: str | None
+    where: str  # args[1][0], kwargs.device, attr.value[3]
+    values: dict[int, Any] = field(default_factory=dict)  # rank -> leaf
+    nodes: dict[int, str] = field(default_factory=dict)  # rank -> node name
+    bwd: bool = False
+
+    @property
+    def is_device(self) -> bool:
+        return any(device_of_leaf(v) is not None for v in self.values.values())
+
+
+def literal_sites(ctx: CheckContext, key: StageKey, group: list[int]) -> list[Site]:
+    cache = ctx.__dict__.setdefault("_sites", {})
+    ck = (key, tuple(group))
+    if ck in cache:
+        return cache[ck]
+    ref = group[0]
+    stages = ctx.index.across(key)
+    sites: dict[tuple[str, str, str], Site] = {}
+    present = [r for r in group if r in stages]
+    if ref not in stages or len(present) < 2:
+        cache[ck] = []
+        return []
+    aligned: dict[int, dict[tuple[str, str], str]] = {}  # rank -> (subgraph, ref node) -> its node
+    unlisted_same: set[int] = set()  # ranks whose diff lists only changed nodes (the rest: same)
+    for other in present[1:]:
+        d = ctx.rank_diff(key, ref, other)
+        if d is None:
+            continue
+        if d.unlisted_same:
+            unlisted_same.add(other)
+        al = aligned[other] = {}
+        for sub in d.subgraphs:
+            for n in sub.nodes:
+                if n.a is not None and n.b is not None:
+                    al[(sub.path, n.a["name"])] = n.b["name"]
+                if n.status != "changed" or n.a is None or n.b is None:
+                    continue
+                target = n.a.get("target")
+                if str(target).startswith(_IGNORED_TARGET_PREFIXES):
+                    continue
+                changes = [(w, x, y) for w, x, y in n.args if w not in ("op", "target") and not _is_ref(x) and not _is_ref(y)]
+                for w, x, y in n.meta:
+                    if w == "attr" and isinstance(x, dict) and isinstance(y, dict) and x.get("value") != y.get("value"):
+                        vx, vy = x.get("value"), y.get("value")
+                        if isinstance(vx, list) and isinstance(vy, list) and len(vx) == len(vy):
+                            for i, (a, b) in enumerate(zip(vx, vy)):
+                                if a != b:
+                                    changes.append((f"attr.value[{i}]", a, b))
+                        else:
+                            changes.append(("attr.value", vx, vy))
+                for where, x, y in changes:
+                    for wx, lx in iter_leaves(x, where):
+                        ly = _leaf_at(y, where, wx)
+                        if ly is _ABSENT or lx == ly:
+                            continue  # a leaf only one rank has is a structural difference
+                        k = (sub.path, n.a["name"], wx)
+                        s = sites.get(k)
+                        if s is None:
+                            s = sites[k] = Site(sub.path, n.a["name"], target, wx, {ref: lx}, {ref: n.a["name"]}, bool(n.a.get("bwd")))
+                        s.values[other] = ly
+                        s.nodes[other] = n.b["name"]
+    # a leaf equal to the reference on some rank did not show up in its diff: fill it in
+    out = []
+    for s in sites.values():
+        for r in present:
+            if r not in s.values and r in unlisted_same:
+                s.values[r] = s.values[ref]
+                s.nodes[r] = s.node
+            elif r not in s.values and (s.subgraph, s.node) in aligned.get(r, {}):
+                s.values[r] = s.values[ref]
+                s.nodes[r] = aligned[r][(s.subgraph, s.node)]
+        out.append(s)
+    cache[ck] = out
+    return out
+
+
+def _is_ref(v: Any) -> bool:
+    return isinstance(v, dict) and len(v) == 1 and "n" in v
+
+
+_ABSENT = object()
+
+
+def _leaf_at(y: Any, base: str, path: str) -> Any:
+    """The leaf of `y` (whose own path is `base`) at `path`, or _ABSENT."""
+    for wy, ly in iter_leaves(y, base):
+        if wy == path:
+            return ly
+    return _ABSENT
+
+
+def cross_rank_evidence(where: Any, target: Any, values: dict[int, Any], nodes: dict[int, Any], matches: list, **extra: Any) -> dict[str, Any]:
+    """The evidence of a finding about one place whose value differs across ranks (a literal, a
+    device): the value and node on each rank, the rank-derived vectors it equals, what the check
+    adds (`extra`), and the ranks it was seen on (`_ranks`, for blame; not printed)."""
+    ranks = sorted(values)
+    return {
+        "where": where,
+        "target": target,
+        "values": {str(r): values[r] for r in ranks},
+        "nodes": {str(r): nodes.get(r) for r in sorted(nodes)},
+        "matches": matches,
+        **extra,
+        "_ranks": ranks,
+    }
+

@@ -1,0 +1,160 @@
+"""Rank diffs from undecoded rows: two ranks' tables of one stage, compared line by line.
+
+Graphs that ought to agree across ranks usually have the same nodes in the same order and differ
+in a few rows (process-group names of collectives, a baked literal). When both tables are laid
+out one row per line (log format 2) with the same subgraphs and row counts, rows are paired by
+position; only rows whose bytes differ, or that mention either rank's indexed own device (equal
+bytes, different meaning after normalization: `cuda:0` is rank 0's own device and a baked literal
+on rank 1), are parsed and compared through the rank normalizers. Every other row is the same on
+both ranks. The result is a GraphDiff that lists only the changed nodes, with `unlisted_same` set.
+
+Anything this path cannot decide exactly gives None, and the caller diffs the parsed tables:
+tables of another layout or damaged, a different subgraph structure or row count, a row pair
+with different names, a row that does not parse or validate, or a collective naming a process
+group the rank tables do not know (the normalizer would number such groups by first appearance
+in the whole graph, which needs every row).
+
+Byte-equal collective rows are taken as equal: the same group name is the same group on every
+rank that uses it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from graphtrain_inspect.capture import logformat
+from graphtrain_inspect.inspector.diff.graph_diff import GraphDiff, NodeDiff, SubgraphDiff, compare_rows
+from graphtrain_inspect.inspector.read.graphmodel import _row_ok, split_device
+from graphtrain_inspect.inspector.diff.normalize import REDUCE_OPS, GraphNormalizer, RankContext, _str_leaves, is_collective_target
+
+if TYPE_CHECKING:
+    from graphtrain_inspect.inspector.read.capture_index import Capture
+
+# off: the checks read every table whole (rank diffs, stale symbols); tests compare both ways
+ENABLED = True
+
+
+class _SameNames(dict):
+    """Positional pairing of rows with equal names: every node maps to the node of its name."""
+
+    def get(self, key: Any, default: Any = None) -> Any:  # noqa: ARG002 - dict.get's signature
+        return key
+
+
+_SAME_NAMES = _SameNames()
+
+
+def _device_tokens(*ctxs: RankContext) -> list[bytes]:
+    out = []
+    for ctx in ctxs:
+        own = ctx.own_device
+        if own and split_device(own)[1] is not None:
+            out.append(own.encode())
+    return out
+
+
+def rows_with(rows: list[bytes], tokens: list[bytes] = (), pattern: "re.Pattern[bytes] | None" = None, accept=None) -> set[int]:
+    """Positions of the rows containing any of `tokens`, or a match of `pattern` that `accept`
+    (joined bytes, match) takes. The joined rows are searched at C speed; give `pattern` a literal
+    first byte (a per-row search, or a lookbehind, costs ~30x more)."""
+    if not tokens and pattern is None:
+        return set()
+    joined = b"\n".join(rows)
+    offsets: list[int] = []
+    for tok in tokens:
+        at = joined.find(tok)
+        while at >= 0:
+            offsets.append(at)
+            at = joined.find(tok, at + 1)
+    if pattern is not None:
+        # one accepted match per row is enough: after it, go on from the next row
+        search, pos = pattern.search, 0
+        while (m := search(joined, pos)) is not None:
+            if accept is None or accept(joined, m):
+                offsets.append(m.start())
+                pos = joined.find(b"\n", m.end()) + 1
+                if pos == 0:
+                    break
+            else:
+                pos = m.start() + 1
+    if not offsets:
+        return set()
+    starts, pos = [], 0
+    for r in rows:
+        starts.append(pos)
+        pos += len(r) + 1
+    return {bisect.bisect_right(starts, at) - 1 for at in offsets}
+
+
+def _group_substitutions(ctx: RankContext) -> list[tuple[bytes, bytes]]:
+    """Each process-group name of the rank as a JSON string, and the normalized name it becomes."""
+    return [(orjson.dumps(name), orjson.dumps(f"<pg:{key}>")) for name, key in sorted(ctx.group_keys.items())]
+
+
+_TARGET = b'"target":"'
+
+
+def _same_after_group_names(x: bytes, y: bytes, groups_a: list, groups_b: list) -> bool:
+    """Two rows of a collective that differ only in the process-group names the normalizer
+    rewrites (each rank's dp group has its own name): equal once each rank's names are replaced,
+    without parsing them. Only for collectives, where the normalizer rewrites every string."""
+    at = x.find(_TARGET)
+    if at < 0:
+        return False
+    end = x.find(b'"', at + len(_TARGET))
+    if end < 0 or not is_collective_target(x[at + len(_TARGET) : end].decode("utf-8", "replace")):
+        return False
+    for name, norm in groups_a:
+        x = x.replace(name, norm)
+    for name, norm in groups_b:
+        y = y.replace(name, norm)
+    return x == y
+
+
+def _knows_groups(row: dict[str, Any], ctx: RankContext) -> bool:
+    if not is_collective_target(row.get("target")):
+        return True
+    return all(leaf in REDUCE_OPS or leaf in ctx.group_keys for _, leaf in _str_leaves(row))
+
+
+def positional_rank_diff(cap: "Capture", ra: int, ga: str, ctx_a: RankContext, rb: int, gb: str, ctx_b: RankContext) -> GraphDiff | None:
+    if not ENABLED:
+        return None
+    a_subs, b_subs = cap.node_rows(ra, ga), cap.node_rows(rb, gb)
+    if a_subs is None or b_subs is None or len(a_subs) != len(b_subs):
+        return None
+    if any(ha != hb or len(xa) != len(xb) for (ha, xa), (hb, xb) in zip(a_subs, b_subs)):
+        return None
+    na, nb = GraphNormalizer(None, ctx_a), GraphNormalizer(None, ctx_b)
+    tokens = _device_tokens(ctx_a, ctx_b)
+    groups_a, groups_b = _group_substitutions(ctx_a), _group_substitutions(ctx_b)
+    subs: list[SubgraphDiff] = []
+    for (head, xa), (_, xb) in zip(a_subs, b_subs):
+        try:
+            path = str(logformat.decode_sub_head(head).get("path") or "")
+        except orjson.JSONDecodeError:
+            return None
+        todo = set() if xa == xb else {i for i, (x, y) in enumerate(zip(xa, xb)) if x != y}
+        sensitive = rows_with(xa, tokens) | rows_with(xb, tokens)
+        todo |= sensitive
+        nodes: list[NodeDiff] = []
+        for i in sorted(todo):
+            if i not in sensitive and _same_after_group_names(xa[i], xb[i], groups_a, groups_b):
+                continue
+            try:
+                a, b = logformat.decode_row(xa[i]), logformat.decode_row(xb[i])
+            except orjson.JSONDecodeError:
+                return None
+            if not (_row_ok(a) and _row_ok(b)) or a["name"] != b["name"]:
+                return None
+            if not (_knows_groups(a, ctx_a) and _knows_groups(b, ctx_b)):
+                return None
+            args, metas, structural = compare_rows(a, b, _SAME_NAMES, na, nb)
+            if args or metas or structural:
+                nodes.append(NodeDiff("changed", path, a, b, args, metas, structural))
+        subs.append(SubgraphDiff(path, "changed" if nodes else "same", nodes))
+    return GraphDiff(f"rank {ra}", f"rank {rb}", ga, gb, subs, unlisted_same=True)

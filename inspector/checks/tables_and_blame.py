@@ -1,0 +1,337 @@
+"""What every check shares: cached tables and rank diffs, rank-derived vectors, and blame.
+
+A check reports `Observation`s at graph states (per rank: one `Stage`; across ranks: one
+`StageKey`). `blame_*` links each observation to the same observation (same `key`) in the state
+the pass received: a chain of them is one problem, introduced where the chain starts (`trace` if
+that is the traced graph) and present until where it ends. Chains of several ranks with the same
+start and key become one `Finding` listing those ranks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Hashable, Iterable
+
+from graphtrain_inspect.capture import logformat
+from graphtrain_inspect.inspector.checks import Finding, NotRun
+from graphtrain_inspect.inspector.checks.row_rank_diff import positional_rank_diff
+from graphtrain_inspect.inspector.diff.graph_diff import GraphDiff, diff_tables
+from graphtrain_inspect.inspector.read.graphmodel import GraphTables
+from graphtrain_inspect.inspector.diff.normalize import GraphNormalizer, RankContext
+from graphtrain_inspect.inspector.read.stages import TRACE, Stage, StageIndex, StageKey
+from graphtrain_inspect.inspector.read.weighted_cache import WeightedLRU
+
+if TYPE_CHECKING:
+    from graphtrain_inspect.inspector.read.capture_index import Capture
+
+
+# rank diffs kept for the checks that read them again, by the nodes they list (the diffs made from
+# rows list only changed nodes, so nearly all of them stay)
+_RDIFF_NODES = 400_000
+
+
+@dataclass
+class Observation:
+    """Something a check saw in one graph state; `key` must not depend on node names."""
+
+    key: Hashable
+    severity: str
+    message: str
+    node: str | None = None
+    subgraph: str | None = None
+    evidence: dict[str, Any] = field(default_factory=dict)
+    # a coarser key, tried when no chain continues `key`: the same problem after a pass that
+    # changed the node's op or position (e.g. operator.mul -> aten.mul.Tensor when lowering)
+    loose_key: Hashable | None = None
+
+
+@dataclass
+class _Chain:
+    first: Any
+    last: Any
+    obs: Observation
+    rank: int | None
+    okey: Hashable = None  # the observation's key and its occurrence in the first state
+
+
+def _chains(points: list[Any], parent: Callable[[Any], Any], observe: Callable[[Any], Iterable[Observation]], order: Callable[[Any], int], rank: int | None) -> list[_Chain]:
+    chains: list[_Chain] = []
+    at: dict[tuple[Any, Hashable], _Chain] = {}
+    loose_at: dict[tuple[Any, Hashable], list[_Chain]] = {}
+    for p in points:
+        par = parent(p)
+        seen: dict[Hashable, int] = {}
+        pending: list[tuple[Observation, tuple]] = []
+        taken: set[int] = set()
+        for o in observe(p):
+            n = seen.get(o.key, 0)
+            seen[o.key] = n + 1
+            k = (o.key, n)
+            ch = at.get((par, k)) if par is not None else None
+            if ch is None:
+                pending.append((o, k))
+                continue
+            taken.add(id(ch))
+            if order(p) > order(ch.last):
+                ch.last = p
+            at[(p, k)] = ch
+            if o.loose_key is not None:
+                loose_at.setdefault((p, o.loose_key), []).append(ch)
+        for o, k in pending:
+            ch = None
+            if par is not None and o.loose_key is not None:
+                for cand in loose_at.get((par, o.loose_key), []):
+                    if id(cand) not in taken:
+                        ch = cand
+                        break
+            if ch is None:
+                ch = _Chain(p, p, o, rank, k)
+                chains.append(ch)
+            elif order(p) > order(ch.last):
+                ch.last = p
+            taken.add(id(ch))
+            at[(p, k)] = ch
+            if o.loose_key is not None:
+                loose_at.setdefault((p, o.loose_key), []).append(ch)
+    return chains
+
+
+def _same_code_diff(ta: GraphTables, tb: GraphTables, ref: int, other: int) -> GraphDiff:
+    """Two ranks printed the very same code: only what the code does not show can differ, the
+    values of small tensor constants. Node by node, no alignment needed."""
+    from graphtrain_inspect.inspector.diff.graph_diff import NodeDiff, SubgraphDiff
+
+    subs = []
+    for ga, gb in zip(ta.graphs, tb.graphs):
+        nodes = []
+        changed = False
+        for ra, rb in zip(ga.nodes, gb.nodes):
+            aa, ab = ra.get("attr"), rb.get("attr")
+            if aa != ab:
+                nodes.append(NodeDiff("changed", ga.path, ra, rb, [], [("attr", aa, ab)], False))
+                changed = True
+            else:
+                nodes.append(NodeDiff("same", ga.path, ra, rb, [], [], False))
+        subs.append(SubgraphDiff(ga.path, "changed" if changed else "same", nodes))
+    return GraphDiff(f"rank {ref}", f"rank {other}", ta.gid, tb.gid, subs)
+
+
+class CheckContext:
+    def __init__(self, cap: "Capture"):
+        self.cap = cap
+        self.index = StageIndex(cap)
+        self.not_run: list[NotRun] = []
+        self.notes: list[str] = []
+        self._rank_ctx: dict[int, RankContext] = {}
+        # bounded: a normalizer holds its graph's tables, a full diff every node of both graphs
+        self._norm = WeightedLRU(8, 8)
+        self._rdiff = WeightedLRU(_RDIFF_NODES, 1 << 16)
+        self._groups: list[list[int]] | None = None
+        self._vectors: dict[str, dict[int, int]] | None = None
+
+    def skip(self, check: str, reason: str) -> None:
+        if not any(n.check == check and n.reason == reason for n in self.not_run):
+            self.not_run.append(NotRun(check, reason))
+
+    # -- per-graph data ------------------------------------------------------------------------
+
+    def tables(self, rank: int, gid: str) -> GraphTables | None:
+        return self.cap.node_table(rank, gid)
+
+    def rank_ctx(self, rank: int) -> RankContext:
+        ctx = self._rank_ctx.get(rank)
+        if ctx is None:
+            ctx = RankContext.from_table(rank, self.cap.rank_table(rank), local_rank=self.cap.local_rank(rank), own_device=self.cap.own_device(rank))
+            self._rank_ctx[rank] = ctx
+        return ctx
+
+    def _stage_ctx(self, rank: int, gid: str) -> RankContext:
+        """The rank's context with the own device this graph's device table names."""
+        ctx = self.rank_ctx(rank)
+        own = self.cap.own_device(rank, gid)
+        if own != ctx.own_device:
+            ctx = RankContext(ctx.rank, ctx.local_rank, own, ctx.group_keys, ctx.coordinates, ctx.group_positions)
+        return ctx
+
+    def normalizer(self, rank: int, gid: str) -> GraphNormalizer:
+        key = (rank, gid)
+        n = self._norm.get(key)
+        if n is None:
+            n = GraphNormalizer(self.tables(rank, gid), self._stage_ctx(rank, gid))
+            self._norm.put(key, n, 1)
+        return n
+
+    # -- ranks -----------------------------------------------------------------------------------
+
+    def rank_groups(self) -> list[list[int]]:
+        """Ranks whose graphs ought to agree: all ranks, split by pipeline-parallel stage if any."""
+        if self._groups is None:
+            groups: dict[Any, list[int]] = {}
+            for r in self.cap.ranks:
+                coords = self.rank_ctx(r).coordinates
+                pp = next((v for d, v in coords.items() if d.lower() in ("pp", "pipeline", "stage", "pp_stage")), None)
+                groups.setdefault(pp, []).append(r)
+            self._groups = [sorted(g) for g in groups.values()]
+        return self._groups
+
+    def vectors(self) -> dict[str, dict[int, int]]:
+        """Rank-derived integer vectors: global rank, local rank, mesh coordinates, group ranks."""
+        if self._vectors is None:
+            vec: dict[str, dict[int, int]] = {"rank": {r: r for r in self.cap.ranks}}
+            local = {r: self.cap.local_rank(r) for r in self.cap.ranks}
+            if all(isinstance(v, int) for v in local.values()):
+                vec["local_rank"] = local  # type: ignore[assignment]
+            dims: dict[str, dict[int, int]] = {}
+            groups: dict[str, dict[int, int]] = {}
+            for r in self.cap.ranks:
+                ctx = self.rank_ctx(r)
+                for d, c in ctx.coordinates.items():
+                    dims.setdefault(d, {})[r] = c
+                for g, pos in ctx.group_positions.items():
+                    groups.setdefault(g, {})[r] = pos
+            for d, m in dims.items():
+                if len(m) == len(self.cap.ranks):
+                    vec[f"coordinate[{d}]"] = m
+            for g, m in groups.items():
+                if len(m) == len(self.cap.ranks) and g != "world":
+                    vec[f"group_rank[{g}]"] = m
+            self._vectors = vec
+        return self._vectors
+
+    def content_key(self, rank: int, gid: str, *kinds: str) -> tuple:
+        """A key for what a graph's records say, equal across ranks that logged the same records
+        (by the md5s in their envelopes): work on a graph's content is done once for all ranks.
+        Falls back to the rank when a record has no md5."""
+        ref = self.cap.graph(rank, gid)
+        md5s = []
+        for kind in kinds:
+            rec = ref.records.get(kind) if ref is not None else None
+            md5 = rec.env.get("has_payload") if rec is not None else None
+            if not (isinstance(md5, str) and md5):
+                return (rank, gid, *kinds)
+            md5s.append(md5)
+        return (gid, *md5s)
+
+    def identical(self, ra: int, ga: str, rb: int, gb: str) -> bool:
+        """Two ranks logged the very same graph: same id, and the same md5 of its code and of its
+        node table (the envelopes carry it), so neither needs to be read to know they agree."""
+        kinds = (logformat.GRAPH_CODE, logformat.NODES)
+        ka = self.content_key(ra, ga, *kinds)
+        return ga == gb and ka[0] == ga and ka == self.content_key(rb, gb, *kinds)
+
+    def rank_diff(self, key: StageKey, ref: int, other: int) -> GraphDiff | None:
+        """Normalized diff of one stage's graph on two ranks (cached); None if unavailable. For
+        identical graphs a diff listing nothing; for tables that line up row by row, one made from
+        their rows (`rowdiff`)."""
+        k = (key, ref, other)
+        if k in self._rdiff:
+            return self._rdiff.get(k)
+        stages = self.index.across(key)
+        d = None
+        if ref in stages and other in stages:
+            ga, gb = stages[ref].gid, stages[other].gid
+            if self.identical(ref, ga, other, gb):
+                d = GraphDiff(f"rank {ref}", f"rank {other}", ga, gb, [], unlisted_same=True)
+            else:
+                d = positional_rank_diff(self.cap, ref, ga, self._stage_ctx(ref, ga), other, gb, self._stage_ctx(other, gb))
+            if d is not None:
+                self._rdiff.put(k, d, 1 + sum(len(sub.nodes) for sub in d.subgraphs))
+                return d
+            ta, tb = self.tables(ref, ga), self.tables(other, gb)
+            if ta is not None and tb is not None and ga == gb:
+                d = _same_code_diff(ta, tb, ref, other)
+            elif ta is not None and tb is not None:
+                d = diff_tables(ta, tb, a_label=f"rank {ref}", b_label=f"rank {other}", norm_a=self.normalizer(ref, ga), norm_b=self.normalizer(other, gb))
+        self._rdiff.put(k, d, 1 + (sum(len(sub.nodes) for sub in d.subgraphs) if d is not None else 0))
+        return d
+
+    def parent_key(self, key: StageKey, rank: int) -> StageKey | None:
+        st = self.index.across(key).get(rank)
+        return st.parent.key if st is not None and st.parent is not None else None
+
+    # -- blame -----------------------------------------------------------------------------------
+
+    def blame_per_rank(self, kind: str, observe: Callable[[Stage], Iterable[Observation]]) -> list[Finding]:
+        """Observations made on each rank's stages, chained within the rank, merged across ranks."""
+        chains: list[_Chain] = []
+        for r in self.cap.ranks:
+            stages = self.index.by_rank.get(r, [])
+            chains.extend(_chains(stages, lambda s: s.parent, observe, lambda s: s.order, r))
+        merged: dict[tuple, list[_Chain]] = {}
+        for ch in chains:
+            merged.setdefault((ch.first.key, ch.okey, ch.obs.severity), []).append(ch)
+        out = []
+        for group in merged.values():
+            group.sort(key=lambda c: c.rank)
+            first = group[0]
+            out.append(self._finding(kind, first.first, first.last, first.obs, sorted({c.rank for c in group}), fixed=True))  # type: ignore[arg-type]
+        return out
+
+    def blame_across(self, kind: str, observe: Callable[[StageKey, list[int]], Iterable[Observation]]) -> list[Finding]:
+        """Observations made on stage keys across a group of ranks, chained through the lowest rank."""
+        out = []
+        for group in self.rank_groups():
+            if len(group) < 2:
+                continue
+            ref = group[0]
+            keys = [st.key for st in self.index.by_rank.get(ref, [])]
+            order = {k: i for i, k in enumerate(keys)}
+            chains = _chains(
+                keys,
+                lambda k: self.parent_key(k, ref),
+                lambda k: observe(k, group),
+                lambda k: order.get(k, -1),
+                None,
+            )
+            for ch in chains:
+                ranks = ch.obs.evidence.get("_ranks") or group
+                ch.obs.evidence.pop("_ranks", None)
+                st_first = self.index.across(ch.first)[ref]
+                st_last = self.index.across(ch.last)[ref]
+                out.append(self._finding(kind, st_first, st_last, ch.obs, sorted(ranks), fixed=True))
+        return out
+
+    def children(self, st: Stage) -> list[Stage]:
+        """Stages whose pass received `st`'s graph (on the same rank)."""
+        kids = self.__dict__.setdefault("_kids", {})
+        if not kids:
+            for stages in self.index.by_rank.values():
+                for x in stages:
+                    if x.parent is not None:
+                        kids.setdefault(id(x.parent), []).append(x)
+        return kids.get(id(st), [])
+
+    def _finding(self, kind: str, first: Stage, last: Stage, o: Observation, ranks: list[int], *, fixed: bool = False) -> Finding:
+        """A Finding from a chain of observations. With `fixed`, a chain that ends before the
+        pipeline does (a later pass received the graph and its output no longer has it) is
+        downgraded to info: the graph that runs does not have the problem."""
+        intro = TRACE if first.pass_rec is None else first.pass_name
+        last_name = TRACE if last.pass_rec is None else last.pass_name
+        ev = dict(o.evidence)
+        ev.setdefault("stage", first.key.label())
+        if last is not first:
+            ev.setdefault("last_stage", last.key.label())
+        severity, message = o.severity, o.message
+        if fixed:
+            kids = [k for k in self.children(last) if k.pass_rec is not None]
+            if kids:
+                ev["fixed_by"] = kids[0].pass_name
+                if severity in ("error", "warning"):
+                    ev["severity_before_fix"] = severity
+                    severity = "info"
+                message += f" (gone after {kids[0].pass_name})"
+        return Finding(
+            kind=kind,
+            severity=severity,
+            message=message,
+            introduced_by=intro,
+            pass_=last_name,
+            ranks=ranks,
+            graph=first.gid,
+            subgraph=o.subgraph or None,
+            node=o.node,
+            evidence=ev,
+            pipeline=first.key.pipeline,
+            introduced_seq=first.seq,
+            last_seq=last.seq,
+        )

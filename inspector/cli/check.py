@@ -1,0 +1,154 @@
+"""`graphtrain-inspect check DIR [--json] [--severity LEVEL] [--check KIND]...`
+
+Runs every check (inspector.checks.CHECKS) on every graph state of every rank and prints the
+findings: a table grouped by kind and by the pass that introduced them, one line each with the
+node, the ranks and one line of evidence; then the checks that could not run and why.
+
+`--json` prints one document `{"findings": [...], "summary": {...}}`; each finding has `kind`,
+`severity` (error, warning, info), `introduced_by` (the first pass after which it appears, or
+"trace" when the traced graph already has it), `pass` (the last pass where it is still present),
+`ranks`, `graph`, `subgraph` (nested path or null), `node`, `message`, `evidence`.
+
+Exit status: 0 without error findings, 1 with error findings, 2 when DIR cannot be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import orjson
+
+from graphtrain_inspect.inspector.diff.render import Style, add_common_arguments, print_read_errors, truncate, want_color
+
+_LEVELS = ("error", "warning", "info")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from graphtrain_inspect.inspector.checks import CHECKS
+
+    p.add_argument("dir", metavar="DIR", help="capture directory, TORCH_TRACE directory or log file")
+    p.add_argument("--json", action="store_true", help="one JSON document: findings and summary")
+    p.add_argument("--severity", choices=_LEVELS, default=None,
+                   help="show findings of at least this severity (default: warning in the table, all in --json)")
+    p.add_argument("--check", action="append", choices=list(CHECKS), help="run only this check (repeatable)")
+    p.add_argument("--width", type=int, default=None, help="line width of the table (default: the terminal's)")
+    add_common_arguments(p)
+
+
+def _evidence_line(f) -> str:
+    ev = f.evidence or {}
+    if f.kind == "rank-baked-constant":
+        vals = ev.get("values")
+        if vals:
+            s = ", ".join(f"r{r}={v!r}" for r, v in vals.items())
+            m = ev.get("matches") or []
+            return s + (f"  = {m[0].get('form') or m[0]['vector']}" if m else "")
+        if "chunk_index" in ev:
+            return f"literal {ev['value']!r} = compiling rank {ev.get('compiling_rank')}'s {ev.get('equals')}; dim size {ev.get('dim_size')} in {ev.get('chunks')} chunks"
+        if "value" in ev:
+            return f"literal {ev['value']!r}; computed at run time by {ev.get('runtime_twin')}"
+    if f.kind == "device-baked":
+        if ev.get("values"):
+            return ", ".join(f"r{r}={v}" for r, v in ev["values"].items())
+        return f"{ev.get('device')} (own device {ev.get('own_device')})"
+    if f.kind == "stale-unbacked-symbol":
+        s = f"{ev.get('symbol')}: {ev.get('uses', 1)} use(s)"
+        if ev.get("bound_elsewhere"):
+            s += f"; bound only at {', '.join(ev['bound_elsewhere'][:3])}"
+        if ev.get("bindings") and "inferred" in ev["bindings"]:
+            s += "; bindings inferred from text"
+        return s
+    if f.kind == "incomplete-capture":
+        return str(ev.get("detail") or "")
+    if f.kind == "rank-divergent-graph":
+        d = ev.get("differences") or []
+        if d:
+            return d[0]
+        if ev.get("not_on"):
+            return f"ran on {ev.get('ran_on')}, not on {ev.get('not_on')}"
+    return ""
+
+
+def render(report, st: Style, width: int, hidden: int = 0) -> list[str]:
+    from graphtrain_inspect.inspector.checks import CHECKS
+    from graphtrain_inspect.inspector.read.stages import pipeline_label
+
+    lines: list[str] = []
+    findings = report.findings
+    by_kind: dict[str, list] = {}
+    for f in findings:
+        by_kind.setdefault(f.kind, []).append(f)
+    colours = {"error": "red", "warning": "yellow", "info": "blue"}
+    kinds = list(CHECKS) + [k for k in by_kind if k not in CHECKS]
+    # The most serious kinds first: an error must not scroll away under pages of info.
+    kinds.sort(key=lambda k: min((_LEVELS.index(f.severity) for f in by_kind.get(k, ()) if f.severity in _LEVELS), default=9))
+    for kind in kinds:
+        fs = by_kind.get(kind)
+        if not fs:
+            continue
+        c = {s: sum(1 for f in fs if f.severity == s) for s in _LEVELS}
+        counts = ", ".join(f"{n} {s}{'s' if n != 1 else ''}" for s, n in c.items() if n)
+        lines.append(st(f"{kind}  ({counts})", "bold"))
+        groups: dict[tuple, list] = {}
+        for f in fs:
+            groups.setdefault((f.pipeline, f.introduced_by, f.pass_), []).append(f)
+        for (pipeline, intro, last), gfs in groups.items():
+            if intro is None:
+                where = "in the capture itself (not in a graph)"
+            else:
+                where = f"introduced by {intro}" if intro != "trace" else "already in the traced graph"
+            if last and last != intro:
+                where += f", still present after {last}"
+            pl = f"  [{pipeline_label(pipeline)}]" if pipeline else ""
+            lines.append(st(f"  {where}{pl}", "cyan"))
+            for f in gfs:
+                sev = st(f"{f.severity.upper():<7}", colours.get(f.severity, "bold"))
+                node = (f"{f.subgraph}:" if f.subgraph else "") + (f.node or "-")
+                ranks = ",".join(str(r) for r in f.ranks) if f.ranks else "-"
+                head = f"    {sev} {truncate(node, 28):<28} ranks {truncate(ranks, 10):<10} "
+                plain_len = 4 + 8 + 29 + 6 + 11
+                lines.append(head + truncate(f.message, max(20, width - plain_len)))
+                ev = _evidence_line(f)
+                if ev:
+                    lines.append(st(" " * plain_len + truncate(ev, max(20, width - plain_len)), "dim"))
+        lines.append("")
+    for n in report.not_run:
+        lines.append(st(f"not run: {n.check}: {n.reason}", "yellow"))
+    for n in report.notes:
+        lines.append(st(f"note: {n}", "dim"))
+    c = report.counts()
+    total = st(f"{c['error']} errors", "red" if c["error"] else "green") + f", {c['warning']} warnings, {c['info']} info"
+    lines.append(f"{len(findings)} findings: {total}" if findings else st("no findings", "green") + f" ({total})")
+    if hidden:
+        lines.append(st(f"{hidden} info findings not shown (--severity info shows them)", "dim"))
+    return lines
+
+
+def run(args: argparse.Namespace) -> int:
+    import shutil
+
+    from graphtrain_inspect.inspector.read.capture_index import CaptureUnreadable, open_capture
+    from graphtrain_inspect.inspector.checks import SEVERITY_RANK, check_report
+
+    try:
+        cap = open_capture(args.dir, source=args.source)
+    except CaptureUnreadable as e:
+        print(f"graphtrain-inspect check: {e}", file=sys.stderr)
+        return 2
+    with cap:
+        report = check_report(cap, args.check)
+        has_error = any(f.severity == "error" for f in report.findings)
+        before = len(report.findings)
+        limit = SEVERITY_RANK[args.severity or ("info" if args.json else "warning")]
+        report.findings = [f for f in report.findings if SEVERITY_RANK.get(f.severity, 9) <= limit]
+        hidden = before - len(report.findings) if args.severity is None else 0
+        print_read_errors(cap)
+        if args.json:
+            sys.stdout.write(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode() + "\n")
+        else:
+            tty = want_color("auto")
+            width = args.width or (shutil.get_terminal_size((120, 40)).columns if tty else 100_000)
+            st = Style(want_color(args.color))
+            sys.stdout.write("\n".join(render(report, st, width, hidden)) + "\n")
+    return 1 if has_error else 0

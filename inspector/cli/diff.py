@@ -1,0 +1,238 @@
+"""`graphtrain-inspect diff DIR --pass NAME [--rank R | --ranks A,B] [--side-by-side]`
+
+* `--pass NAME [--rank R]`: what the pass did on rank R (default: the lowest rank): the graph it
+  received against each graph it produced, node by node (aligned structurally: added, removed,
+  changed args, changed metadata), then as text (unified diff of the code without stack comments).
+* `--pass NAME --ranks A,B`: the pass's output graph on rank A against rank B, normalized (process
+  group names through each rank's table, each rank's own device, no stack comments): empty when
+  the ranks agree. `--pass trace` compares the traced graphs.
+
+NAME is a pass name, `module:qualname`, or `#SEQ` (on the chosen rank). When a pass ran more than
+once (several pipelines, fw and bw), every application is shown unless `--occurrence N`,
+`--pipeline K` or `--role ROLE` picks one. Coloured in a terminal, plain when piped. Exit 0; 2 when
+DIR cannot be read or the pass/rank does not exist.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+
+import orjson
+
+from graphtrain_inspect.inspector.diff.render import Style, add_common_arguments, print_read_errors, truncate, want_color
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("dir", metavar="DIR", help="capture directory, TORCH_TRACE directory or log file")
+    p.add_argument("--pass", dest="pass_name", required=True, metavar="NAME", help="pass name, module:qualname, #SEQ, or 'trace'")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--rank", type=int, help="pass diff on this rank (default: lowest rank)")
+    g.add_argument("--ranks", metavar="A,B", help="rank diff of the pass's output between ranks A and B")
+    p.add_argument("--side-by-side", action="store_true", help="text diff in two columns")
+    p.add_argument("--occurrence", type=int, help="only the N-th application of the pass (0-based)")
+    p.add_argument("--pipeline", help="only applications in this pipeline (index or compile id)")
+    p.add_argument("--role", help="only this output role (out, fw, bw ...)")
+    p.add_argument("--nodes", action="store_true", help="node changes only, no text diff")
+    p.add_argument("--text", action="store_true", help="text diff only, no node changes")
+    p.add_argument("--stack", action="store_true", help="also compare stack traces")
+    p.add_argument("--context", type=int, default=3, help="lines of context in the text diff")
+    p.add_argument("--width", type=int, help="line width for --side-by-side (default: the terminal's)")
+    p.add_argument("--json", action="store_true", help="node changes as one JSON document")
+    add_common_arguments(p)
+
+
+def _fail(msg: str) -> int:
+    print(f"graphtrain-inspect diff: {msg}", file=sys.stderr)
+    return 2
+
+
+def _node_lines(d, st: Style, limit: int = 400) -> list[str]:
+    out = []
+    c = d.counts
+    out.append(st(f"nodes: {c['added']} added, {c['removed']} removed, {c['changed']} changed", "bold"))
+    n = 0
+    for sub in d.subgraphs:
+        changes = sub.changes()
+        if not changes:
+            continue
+        if sub.path:
+            out.append(st(f"  subgraph {sub.path}" + (f" ({sub.status})" if sub.status in ("added", "removed") else ""), "cyan"))
+        for ch in changes:
+            n += 1
+            if n > limit:
+                out.append(st(f"  ... {sum(len(s.changes()) for s in d.subgraphs) - limit} more", "dim"))
+                return out
+            text = ch.summary()
+            colour = {"added": "green", "removed": "red", "changed": "yellow"}[ch.status]
+            out.append("  " + st(text, colour))
+    return out
+
+
+def _text_lines(a_lines: list[str], b_lines: list[str], a_label: str, b_label: str, args, st: Style) -> list[str]:
+    from graphtrain_inspect.inspector.diff.graph_diff import side_by_side, text_diff
+
+    if args.side_by_side:
+        width = args.width or shutil.get_terminal_size((160, 40)).columns
+        col = max(20, (width - 3) // 2)
+        a_lines, b_lines = _squeeze(a_lines), _squeeze(b_lines)
+        out = [st(f"{truncate(a_label, col):<{col}} | {truncate(b_label, col)}", "bold")]
+        rows = side_by_side(a_lines, b_lines, context=args.context)
+        if not rows:
+            out.append(st("(no text differences)", "dim"))
+        for mark, left, right in rows:
+            l_txt = f"{truncate(left, col):<{col}}"
+            r_txt = truncate(right, col)
+            if mark == "~":
+                out.append(st(f"{l_txt} ~ {r_txt}", "dim"))
+            elif mark == " ":
+                out.append(f"{l_txt}   {r_txt}")
+            elif mark == "|":
+                out.append(st(l_txt, "red") + " | " + st(r_txt, "green"))
+            elif mark == "<":
+                out.append(st(l_txt, "red") + " <")
+            else:
+                out.append(f"{'':<{col}} > " + st(r_txt, "green"))
+        return out
+    lines = text_diff(a_lines, b_lines, a_label, b_label, context=args.context)
+    if not lines:
+        return [st("(no text differences)", "dim")]
+    out = []
+    for line in lines:
+        if line.startswith("+++") or line.startswith("---"):
+            out.append(st(line, "bold"))
+        elif line.startswith("@@"):
+            out.append(st(line, "cyan"))
+        elif line.startswith("+"):
+            out.append(st(line, "green"))
+        elif line.startswith("-"):
+            out.append(st(line, "red"))
+        else:
+            out.append(line)
+    return out
+
+
+def _squeeze(lines: list[str]) -> list[str]:
+    """Halve leading indentation: two columns of FX code need the width."""
+    out = []
+    for line in lines:
+        body = line.lstrip(" ")
+        out.append(" " * ((len(line) - len(body)) // 2) + body)
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from graphtrain_inspect.inspector.diff import graph_diff as gdiff
+    from graphtrain_inspect.inspector.read.capture_index import CaptureUnreadable, open_capture
+    from graphtrain_inspect.inspector.read.stages import StageIndex
+
+    try:
+        cap = open_capture(args.dir, source=args.source)
+    except CaptureUnreadable as e:
+        return _fail(str(e))
+    st = Style(want_color(args.color))
+    out: list[str] = []
+    docs: list[dict] = []
+    with cap:
+        print_read_errors(cap)
+        index = StageIndex(cap)
+        if args.ranks:
+            try:
+                ra, rb = (int(x) for x in args.ranks.split(","))
+            except ValueError:
+                return _fail(f"--ranks wants two ranks like 0,1, not {args.ranks!r}")
+            for r in (ra, rb):
+                if r not in cap.ranks:
+                    return _fail(f"no rank {r} in {args.dir} (ranks: {cap.ranks})")
+            keys = index.find(args.pass_name, ra) or index.find(args.pass_name)
+            keys = _select(keys, args)
+            if not keys:
+                return _fail(f"no pass {args.pass_name!r} on rank {ra} (passes: {', '.join(cap.pass_names()[:20])})")
+            for key in keys:
+                stages = index.across(key)
+                title = f"{key.label()} ({key.pipeline_label()}): rank {ra} vs rank {rb}"
+                out.append(st(title, "bold", "magenta"))
+                missing = [r for r in (ra, rb) if r not in stages]
+                if missing:
+                    out.append(st(f"  rank {missing[0]} has no such graph (the pass did not run there, or raised)", "red"))
+                    docs.append({"stage": key.label(), "pipeline": key.pipeline, "missing_on": missing})
+                    continue
+                d = gdiff.rank_diff(cap, key, ra, rb, index=index)
+                if d is None:
+                    out.append(st("  graph tables unreadable on one of the ranks", "red"))
+                    continue
+                docs.append({"stage": key.label(), "pipeline": key.pipeline, **d.to_json()})
+                if d.empty:
+                    out.append(st(f"  ranks {ra} and {rb} agree (after normalization)", "green"))
+                    continue
+                if not args.text:
+                    out.extend(_node_lines(d, st))
+                if not args.nodes:
+                    la = gdiff.rank_text(cap, ra, stages[ra].gid) or []
+                    lb = gdiff.rank_text(cap, rb, stages[rb].gid) or []
+                    out.extend(_text_lines(la, lb, f"rank {ra} {stages[ra].gid}", f"rank {rb} {stages[rb].gid}", args, st))
+        else:
+            rank = args.rank if args.rank is not None else (cap.ranks[0] if cap.ranks else 0)
+            if rank not in cap.ranks:
+                return _fail(f"no rank {rank} in {args.dir} (ranks: {cap.ranks})")
+            if args.pass_name == "trace":
+                return _fail("the traced graph has no 'before': compare it across ranks with --ranks A,B")
+            passes = [p for p in cap.find_passes(args.pass_name, rank) if p.before is not None]
+            passes = _select_passes(passes, args)
+            if not passes:
+                names = ", ".join(cap.pass_names()[:20])
+                return _fail(f"no pass {args.pass_name!r} on rank {rank} (passes: {names})")
+            for p in passes:
+                roles = [r for r in p.after if not args.role or r == args.role]
+                title = f"#{p.seq} {p.name} on rank {rank} (pipeline {p.pipeline}{', compile ' + p.compile_id if p.compile_id else ''})"
+                out.append(st(title, "bold", "magenta"))
+                if p.status != "ok":
+                    out.append(st(f"  {p.status}" + (f": {p.exception.get('type')}: {p.exception.get('message')}" if p.exception else ""), "red"))
+                    if not p.after:
+                        continue
+                for role, d in gdiff.pass_diffs(cap, rank, p, stack=args.stack):
+                    if args.role and role != args.role:
+                        continue
+                    if role != "out" or len(roles) > 1:
+                        out.append(st(f" output {role}: {p.before} -> {p.after[role]}", "cyan"))
+                    else:
+                        out.append(st(f" {p.before} -> {p.after[role]}", "cyan"))
+                    if d is None:
+                        out.append(st("  graph tables unreadable", "red"))
+                        continue
+                    docs.append({"pass": p.name, "seq": p.seq, "rank": rank, "role": role, **d.to_json()})
+                    if d.empty and p.before == p.after[role]:
+                        out.append(st("  the pass returned the graph unchanged", "dim"))
+                        continue
+                    if not args.text:
+                        out.extend(_node_lines(d, st))
+                    if not args.nodes:
+                        texts = gdiff.pass_text_diff(cap, rank, p, role)
+                        if texts is not None:
+                            out.extend(_text_lines(texts[0], texts[1], f"before #{p.seq} {p.name}", f"after #{p.seq} {p.name}" + ("" if role == "out" else f" [{role}]"), args, st))
+    if args.json:
+        sys.stdout.write(orjson.dumps({"diffs": docs}, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode() + "\n")
+    else:
+        sys.stdout.write("\n".join(out) + "\n")
+    return 0
+
+
+def _select(keys, args):
+    if args.pipeline is not None:
+        keys = [k for k in keys if k.pipeline.split("#")[0] == args.pipeline or k.pipeline == args.pipeline or k.pipeline.endswith("#" + args.pipeline)]
+    if args.role:
+        keys = [k for k in keys if k.role == args.role]
+    if args.occurrence is not None:
+        keys = [k for k in keys if k.occurrence == args.occurrence]
+    return keys
+
+
+def _select_passes(passes, args):
+    if args.pipeline is not None:
+        passes = [p for p in passes if str(p.pipeline) == args.pipeline or p.compile_id == args.pipeline]
+    if args.role:
+        passes = [p for p in passes if args.role in p.after]
+    if args.occurrence is not None:
+        passes = passes[args.occurrence : args.occurrence + 1]
+    return passes

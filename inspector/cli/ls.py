@@ -1,0 +1,276 @@
+"""`graphtrain-inspect ls DIR`: ranks, graphs and passes in order, node counts and deltas, sizes,
+capture errors. DIR is a capture directory, a TORCH_TRACE directory, or one log file.
+
+Ranks whose passes produced the very same graphs as an earlier rank are folded into one line.
+`--json` prints the same listing as one JSON document. Exit 0, or 2 when DIR cannot be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+import orjson
+
+from graphtrain_inspect.inspector.diff.render import Style, add_common_arguments, fmt_bytes, print_read_errors, want_color
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("dir", metavar="DIR", help="capture directory, TORCH_TRACE directory or log file")
+    p.add_argument("--rank", type=int, action="append", help="only this rank (repeatable)")
+    p.add_argument("--all", action="store_true", help="list every rank in full (no folding of identical ranks)")
+    p.add_argument("--verify", action="store_true", help="decode every payload and check its md5")
+    p.add_argument("--json", action="store_true", help="one JSON document")
+    add_common_arguments(p)
+
+
+def listing(cap, ranks: list[int] | None = None) -> dict[str, Any]:
+    """The data `ls` shows, as JSON-able dicts (also what `--json` prints)."""
+    out: dict[str, Any] = {
+        "path": cap.path,
+        "kind": cap.kind,
+        "manifest": _manifest_summary(cap.manifest),
+        "world_size": cap.world_size,
+        "torch_trace": cap.torch_trace_dir,
+        "ranks": [],
+    }
+    for r in ranks if ranks is not None else cap.ranks:
+        log = cap.log_file(r)
+        header = cap.header(r) or {}
+        end = cap.end(r)
+        passes = []
+        for p in cap.passes(r):
+            before_n = cap.node_count(r, p.before) if p.before else None
+            after = {}
+            for role, gid in p.after.items():
+                ref = cap.graph(r, gid)
+                n = cap.node_count(r, gid)
+                after[role] = {"gid": gid, "nodes": n, "delta": (n - before_n) if n is not None and before_n is not None else None, "bytes": ref.bytes if ref else None}
+            blob_bytes = sum((b or {}).get("bytes") or 0 for b in (p.blobs or {}).values())
+            passes.append(
+                {
+                    "seq": p.seq,
+                    "name": p.name,
+                    "qualname": p.qualname,
+                    "source": p.source,
+                    "subsystem": p.subsystem,
+                    "pipeline": p.pipeline,
+                    "compile_id": p.compile_id,
+                    "traced": p.traced,
+                    "status": p.status,
+                    "parent": p.parent,
+                    "before": {"gid": p.before, "nodes": before_n},
+                    "after": after,
+                    "wall_s": p.wall_s,
+                    "capture_errors": p.capture_errors,
+                    "blob_bytes": blob_bytes or None,
+                    "exception": (p.exception or {}).get("type") and f"{p.exception.get('type')}: {str(p.exception.get('message', '')).splitlines()[0] if p.exception.get('message') else ''}",
+                }
+            )
+        out["ranks"].append(
+            {
+                "rank": r,
+                "log": log.path if log else None,
+                "bytes": log.size if log else None,
+                "records": len(log.records) if log else 0,
+                "pid": header.get("pid"),
+                "host": header.get("host"),
+                "local_rank": header.get("local_rank"),
+                "torch_version": header.get("torch_version"),
+                "graphs": len(cap.graphs(r)),
+                "passes": passes,
+                "capture_errors": [
+                    {"where": e.get("where"), "pass": e.get("pass"), "seq": e.get("seq"), "type": e.get("type"), "message": str(e.get("message", "")).splitlines()[0][:200] if e.get("message") else ""}
+                    for e in cap.capture_errors(r)
+                ],
+                "complete": end is not None if cap.kind == "capture" else None,
+                "stopped": cap.stopped(r) if cap.kind == "capture" else None,
+            }
+        )
+    out["read_errors"] = [str(e) for e in cap.all_errors()]
+    return out
+
+
+def _manifest_summary(m: dict | None) -> dict | None:
+    if not m:
+        return None
+    return {k: m.get(k) for k in ("status", "exit_code", "signal", "command_line", "torch_version", "host", "started", "ended", "format_version") if k in m}
+
+
+def _rank_signature(rank_entry: dict) -> tuple:
+    return tuple((p["seq"], p["name"], p["status"], p["before"]["gid"], tuple(sorted((k, v["gid"]) for k, v in p["after"].items()))) for p in rank_entry["passes"])
+
+
+def render(data: dict[str, Any], st: Style, fold: bool = True) -> list[str]:
+    lines: list[str] = []
+    m = data.get("manifest") or {}
+    head = f"{data['path']}  {data['kind']}"
+    if m:
+        status = m.get("status")
+        head += f"  {st(str(status), 'green' if status == 'finished' else 'red')}"
+        if m.get("exit_code") is not None:
+            head += f" (exit {m['exit_code']}{', ' + m['signal'] if m.get('signal') else ''})"
+        if m.get("torch_version"):
+            head += f"  torch {m['torch_version']}"
+    head += f"  {len(data['ranks'])} rank(s), world size {data['world_size']}"
+    lines.append(st(head, "bold"))
+    if m.get("command_line"):
+        lines.append(f"command: {m['command_line']}")
+    if data.get("torch_trace"):
+        lines.append(f"torch's own TORCH_TRACE logs: {data['torch_trace']} (ls --source torch)")
+    seen: dict[tuple, int] = {}
+    for entry in data["ranks"]:
+        r = entry["rank"]
+        sig = _rank_signature(entry)
+        info = f"{len(entry['passes'])} passes, {entry['graphs']} graphs, {entry['records']} records, {fmt_bytes(entry['bytes'])}"
+        errs = entry["capture_errors"]
+        raised = sum(1 for p in entry["passes"] if p["status"] == "raised")
+        incomplete = sum(1 for p in entry["passes"] if p["status"] == "incomplete")
+        extra = []
+        if errs:
+            extra.append(st(f"{len(errs)} capture errors", "yellow"))
+        if raised:
+            extra.append(st(f"{raised} passes raised", "red"))
+        if incomplete:
+            extra.append(st(f"{incomplete} unfinished", "red"))
+        if entry.get("stopped"):
+            extra.append(st(f"capture stopped writing: {entry['stopped']}", "red"))
+        elif entry["complete"] is False:
+            extra.append(st("no end record (killed or still running)", "red"))
+        where = f"  pid {entry['pid']} on {entry['host']}" if entry.get("pid") else ""
+        lines.append("")
+        if fold and sig in seen and sig:
+            lines.append(st(f"rank {r}", "bold", "cyan") + f": {info}{where}; same passes and graphs as rank {seen[sig]}" + (f"  [{', '.join(extra)}]" if extra else ""))
+            lines.extend(_error_lines(errs, st))
+            continue
+        seen.setdefault(sig, r)
+        lines.append(st(f"rank {r}", "bold", "cyan") + f": {info}{where}" + (f"  [{', '.join(extra)}]" if extra else ""))
+        pipeline = None
+        for p in entry["passes"]:
+            if p["pipeline"] != pipeline:
+                pipeline = p["pipeline"]
+                cid = f" (compile {p['compile_id']})" if p.get("compile_id") else ""
+                lines.append(st(f"  pipeline {pipeline}{cid}", "bold"))
+                lines.append(_header(st))
+                b = p["before"]
+                if b["gid"] and p["traced"]:
+                    lines.append(_row("trace", "", b["gid"], "", _n(b["nodes"]), "", "", "", st))
+            lines.extend(_pass_lines(p, st))
+        lines.extend(_error_lines(errs, st))
+    if data.get("read_errors"):
+        lines.append("")
+        lines.append(st("reading problems:", "red", "bold"))
+        lines.extend(f"  {e}" for e in data["read_errors"])
+    return lines
+
+
+def _n(n: Any) -> str:
+    return "?" if n is None else str(n)
+
+
+def _pad(text: str, width: int, styled: str | None = None) -> str:
+    """Left-justify `text` to `width`, printing `styled` (same text with colour codes) instead."""
+    return (styled if styled is not None else text) + " " * max(0, width - len(text))
+
+
+def _row(name: str, role: str, gid: str, before: str, after: str, delta: str, size: str, tail: str, st: Style, delta_style: tuple = (), name_style: tuple = ()) -> str:
+    return (
+        "    "
+        + _pad(name, 32, st(name, *name_style))
+        + " "
+        + _pad(role, 4)
+        + " "
+        + _pad(gid, 18)
+        + f" {before:>6} {'->' if before.strip() else '  '} {after:<6} "
+        + _pad(delta, 7, st(delta, *delta_style))
+        + f" {size:>9}"
+        + (f"  {tail}" if tail else "")
+    ).rstrip()
+
+
+def _header(st: Style) -> str:
+    return st(_row("pass", "role", "graph", "nodes", "", "delta", "size", "time / source", Style(False)).replace("->", "  "), "dim")
+
+
+def _pass_lines(p: dict, st: Style) -> list[str]:
+    out = []
+    name = f"#{p['seq']} {p['name']}"
+    tail = []
+    if p.get("wall_s") is not None:
+        tail.append(f"{p['wall_s'] * 1000:.1f} ms")
+    if p.get("source"):
+        tail.append(p["source"])
+    if p.get("blob_bytes"):
+        tail.append(f"blobs {fmt_bytes(p['blob_bytes'])}")
+    if p.get("capture_errors"):
+        tail.append(st(f"{p['capture_errors']} capture errors", "yellow"))
+    if p["status"] == "raised":
+        out.append("    " + _pad(name, 32, st(name, "red")) + " " + st(f"raised {p.get('exception') or ''}", "red") + ("  " + "  ".join(tail) if tail else ""))
+        return out
+    if p["status"] == "incomplete":
+        out.append("    " + _pad(name, 32, st(name, "red")) + " " + st("started, never finished", "red"))
+        return out
+    if p["before"]["gid"] is None:
+        # a graph torch logged on its own (traced)
+        for role, a in p["after"].items():
+            r = "" if role == "out" else role
+            out.append(_row(name, r, a["gid"], "", _n(a["nodes"]), "", fmt_bytes(a["bytes"]), p.get("source") or "", st))
+        return out
+    first = True
+    for role, a in p["after"].items():
+        delta = a["delta"]
+        ds: tuple = ()
+        if delta is None:
+            d = ""
+        elif delta == 0:
+            d = "+0" if a["gid"] != p["before"]["gid"] else "same"
+            ds = ("dim",)
+        else:
+            d = f"{delta:+d}"
+            ds = ("green",) if delta > 0 else ("yellow",)
+        out.append(_row(name if first else "", "" if role == "out" else role, a["gid"], _n(p["before"]["nodes"]), _n(a["nodes"]), d, fmt_bytes(a["bytes"]), "  ".join(tail) if first else "", st, ds))
+        first = False
+    if not p["after"]:
+        out.append("    " + name + " (no output graph)")
+    return out
+
+
+def _error_lines(errs: list[dict], st: Style) -> list[str]:
+    out = []
+    for e in errs[:10]:
+        where = f" in pass #{e['seq']} {e['pass']}" if e.get("pass") else ""
+        out.append(st(f"  capture error{where} ({e.get('where')}): {e.get('type')}: {e.get('message')}", "yellow"))
+    if len(errs) > 10:
+        out.append(st(f"  ... {len(errs) - 10} more capture errors", "yellow"))
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from graphtrain_inspect.inspector.read.capture_index import CaptureUnreadable, open_capture
+
+    try:
+        cap = open_capture(args.dir, source=args.source)
+    except CaptureUnreadable as e:
+        print(f"graphtrain-inspect ls: {e}", file=sys.stderr)
+        return 2
+    with cap:
+        ranks = cap.ranks
+        if args.rank:
+            missing = [r for r in args.rank if r not in ranks]
+            if missing:
+                print(f"graphtrain-inspect ls: no rank {missing[0]} in {args.dir} (ranks: {ranks})", file=sys.stderr)
+                return 2
+            ranks = sorted(args.rank)
+        if args.verify:
+            for r in ranks:
+                log = cap.log_file(r)
+                if log is not None:
+                    log.verify()
+        data = listing(cap, ranks)
+        if args.json:
+            sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode() + "\n")
+        else:
+            st = Style(want_color(args.color))
+            sys.stdout.write("\n".join(render(data, st, fold=not args.all)) + "\n")
+    return 0

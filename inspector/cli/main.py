@@ -1,0 +1,71 @@
+"""The `graphtrain-inspect` command: one subcommand per module, imported only when it runs.
+
+Each command module has `add_arguments(parser)` and `run(args) -> int` and must import nothing
+heavy at module level (no torch, textual or rich), so `check` and `ls` start fast. The table names
+modules as strings: the UI (tui/) is reached only when its command is chosen.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "capture": ("graphtrain_inspect.capture.launcher", "run a training command with every graph pass captured on every rank"),
+    "ls": ("graphtrain_inspect.inspector.cli.ls", "list ranks, graphs and passes of a capture or TORCH_TRACE log"),
+    "diff": ("graphtrain_inspect.inspector.cli.diff", "diff a pass's graphs, before/after or across ranks"),
+    "check": ("graphtrain_inspect.inspector.cli.check", "find rank-baked constants, device literals, stale symbols, divergent passes"),
+    "replay": ("graphtrain_inspect.inspector.cli.replay", "re-run one captured pass on its captured input graph"),
+    "tui": ("graphtrain_inspect.inspector.cli.tui", "browse a capture interactively"),
+}
+
+
+def _load(name: str):
+    module, _ = COMMANDS[name]
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        if e.name and module.startswith(e.name):
+            return None  # not built yet in this version
+        raise
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="graphtrain-inspect",
+        description="Inspect and debug the graph passes of graph-based distributed PyTorch training.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (_, help_text) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        # Only the chosen command's module is imported: the others cost nothing at start-up.
+        if name == only:
+            mod = _load(name)
+            if mod is not None:
+                mod.add_arguments(p)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    chosen = next((a for a in argv if not a.startswith("-")), None)
+    parser = build_parser(chosen if chosen in COMMANDS else None)
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    mod = _load(args.command)
+    if mod is None:
+        print(f"graphtrain-inspect: '{args.command}' is not available in this version", file=sys.stderr)
+        return 2
+    try:
+        return int(mod.run(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,60 @@
+"""`graphtrain-inspect tui [DIR|LOG]`: browse a capture (the bundled sample without an argument).
+
+Nothing heavy at module level: textual is imported only when the command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("path", nargs="?", metavar="DIR|LOG", help="capture directory, TORCH_TRACE directory or log file (default: the bundled sample capture)")
+    p.add_argument("--source", choices=("auto", "capture", "torch"), default="auto", help="read our capture logs, or torch's TORCH_TRACE logs")
+    p.add_argument("--sample", metavar="NAME", help="open the bundled sample capture NAME (see --list-samples)")
+    p.add_argument("--list-samples", action="store_true", help="list the bundled sample captures and exit")
+    p.add_argument("--keymap", metavar="FILE", help="key bindings by binding id (TOML); default ~/.config/graphtrain-inspect/keymap.toml")
+    p.add_argument("--poll", type=float, default=1.0, metavar="SECONDS", help="how often to look for new records in a capture still being written")
+
+
+def resolve_path(args: argparse.Namespace) -> str:
+    """The capture to open; the bundled sample when none is named. Raises ValueError."""
+    if args.path:
+        return args.path
+    from graphtrain_inspect.inspector.read import bundled
+
+    try:
+        return str(bundled.path_of(args.sample))
+    except bundled.BundledError as e:
+        raise ValueError(f"{e}; name a capture: graphtrain-inspect tui DIR") from None
+
+
+def describe(args: argparse.Namespace, path: str) -> str:
+    """What the header says is open: the path, or which bundled sample."""
+    if args.path:
+        return path
+    import os
+
+    return f"bundled sample capture {os.path.basename(path)} (recorded on GPUs) · graphtrain-inspect tui DIR opens yours"
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.list_samples:
+        from graphtrain_inspect.inspector.read import bundled
+
+        for n in bundled.names():
+            print(n)
+        return 0
+    try:
+        path = resolve_path(args)
+    except ValueError as e:
+        print(f"graphtrain-inspect tui: {e}", file=sys.stderr)
+        return 2
+    from graphtrain_inspect.tui.app import InspectApp
+    from graphtrain_inspect.tui.keymap import load_keymap
+
+    keymap, problems = load_keymap(args.keymap)
+    app = InspectApp(path, source=args.source, keymap=keymap, keymap_problems=problems, poll_seconds=args.poll, label=describe(args, path))
+    app.run()
+    return app.return_code or 0

@@ -1,0 +1,9 @@
+"""diff: what differs between two graphs, a pass's before and after or one graph across ranks.
+
+Owns structural node alignment (align), the node-table diff (graph_diff.diff_tables, text_diff),
+rank normalisation (normalize: group names, own device), rows of a text diff for interactive views
+(text_rows) and terminal rendering helpers (render).
+
+May import: read (and through it capture.logformat). Never checks, replay, cli or tui; never torch,
+textual or rich.
+"""

@@ -1,0 +1,622 @@
+"""Graph diffs: a pass's before and after graph, or the same graph across ranks.
+
+    d = diff_tables(before_tables, after_tables)        # GraphDiff, nodes aligned structurally
+    d.counts                                            # {"added": 2, "removed": 1, "changed": 3}
+    for sub in d.subgraphs: for n in sub.nodes: n.status, n.name, n.args, n.meta
+
+    pass_diffs(cap, rank, pass_rec)                     # one GraphDiff per output role
+    rank_diff(cap, stage_key, rank_a, rank_b)           # normalized: empty when ranks agree
+    text_diff(code_a, code_b)                           # unified diff lines of normalized code
+
+Node diffs compare args and kwargs leaf by leaf (node references through the alignment, literals
+after rank normalization) and metadata (value: dtype, shape, stride, device; unbacked bindings;
+backward flag; recompute tag; constant descriptions). Stack traces are ignored unless asked.
+"""
+
+from __future__ import annotations
+
+import difflib
+import gc
+import re
+from dataclasses import dataclass, field
+from itertools import compress, repeat
+from operator import and_, eq, not_
+from typing import TYPE_CHECKING, Any, Iterator
+
+from graphtrain_inspect.inspector.diff.align import Parts, _align, _merge_order, freeze
+from graphtrain_inspect.inspector.read.graphmodel import GraphTables, SubGraph, is_ref, row_leaves
+from graphtrain_inspect.inspector.diff.normalize import IDENTITY, GraphNormalizer, RankContext, is_collective_target
+
+if TYPE_CHECKING:
+    from graphtrain_inspect.inspector.read.capture_index import Capture, PassRecord
+    from graphtrain_inspect.inspector.read.stages import StageKey
+
+META_KEYS = ("val", "unbacked_bindings", "bwd", "recompute", "attr", "subgraph")
+
+
+@dataclass
+class NodeDiff:
+    status: str  # same | changed | added | removed
+    subgraph: str
+    a: dict[str, Any] | None
+    b: dict[str, Any] | None
+    args: list[tuple[str, Any, Any]] = field(default_factory=list)  # (where, in a, in b)
+    meta: list[tuple[str, Any, Any]] = field(default_factory=list)
+    structural: bool = False  # target/op/arity differs or an input is another node
+
+    @property
+    def name(self) -> str:
+        row = self.b if self.b is not None else self.a
+        return row["name"] if row else "?"
+
+    @property
+    def names(self) -> tuple[str | None, str | None]:
+        return (self.a["name"] if self.a else None, self.b["name"] if self.b else None)
+
+    def summary(self) -> str:
+        if self.status == "added":
+            return f"+ {render_node(self.b)}"
+        if self.status == "removed":
+            return f"- {render_node(self.a)}"
+        parts = [f"{w}: {_short(x)} -> {_short(y)}" for w, x, y in self.args + self.meta]
+        na, nb = self.names
+        name = nb if na == nb else f"{na} -> {nb}"
+        return f"~ {name}: " + "; ".join(parts)
+
+
+@dataclass
+class SubgraphDiff:
+    path: str
+    status: str  # same | changed | added | removed
+    nodes: list[NodeDiff]
+
+    def changes(self) -> list[NodeDiff]:
+        return [n for n in self.nodes if n.status != "same"]
+
+
+@dataclass
+class GraphDiff:
+    a_label: str
+    b_label: str
+    a_gid: str | None
+    b_gid: str | None
+    subgraphs: list[SubgraphDiff]
+    # `subgraphs` lists only changed nodes: every other node is on both sides, under its name, and
+    # the same (checks' rank diffs of identical graphs, or of rows compared by position)
+    unlisted_same: bool = False
+
+    @property
+    def counts(self) -> dict[str, int]:
+        c = {"added": 0, "removed": 0, "changed": 0}
+        for sub in self.subgraphs:
+            for n in sub.nodes:
+                if n.status in c:
+                    c[n.status] += 1
+        return c
+
+    @property
+    def empty(self) -> bool:
+        return all(n.status == "same" for sub in self.subgraphs for n in sub.nodes)
+
+    @property
+    def structural(self) -> bool:
+        """Nodes added or removed, or an aligned node with another op/target/inputs."""
+        for sub in self.subgraphs:
+            if sub.status in ("added", "removed"):
+                return True
+            for n in sub.nodes:
+                if n.status in ("added", "removed") or n.structural:
+                    return True
+        return False
+
+    def changes(self) -> Iterator[NodeDiff]:
+        for sub in self.subgraphs:
+            yield from sub.changes()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "a": self.a_label,
+            "b": self.b_label,
+            "a_gid": self.a_gid,
+            "b_gid": self.b_gid,
+            "counts": self.counts,
+            "changes": [
+                {
+                    "status": n.status,
+                    "subgraph": n.subgraph or None,
+                    "a": n.names[0],
+                    "b": n.names[1],
+                    "target": (n.b or n.a or {}).get("target"),
+                    "args": [{"where": w, "a": x, "b": y} for w, x, y in n.args],
+                    "meta": [{"where": w, "a": x, "b": y} for w, x, y in n.meta],
+                }
+                for n in self.changes()
+            ],
+        }
+
+
+def _short(v: Any, n: int = 80) -> str:
+    s = render_value(v)
+    return s if len(s) <= n else s[: n - 3] + "..."
+
+
+# ---------------------------------------------------------------------------------------------
+# Rendering values and nodes as FX-like text
+
+
+def render_value(v: Any) -> str:
+    if isinstance(v, dict):
+        if len(v) == 1:
+            (k, x), = v.items()
+            if k == "n":
+                return str(x)
+            if k == "dev":
+                return f"device({x!r})"
+            if k == "dtype":
+                return f"torch.{x}"
+            if k == "sym":
+                return f"Sym({x})"
+            if k == "float":
+                return str(x)
+            if k == "enum":
+                return str(x)
+            if k == "slice":
+                return "slice(" + ", ".join(render_value(y) for y in x) + ")"
+            if k == "dict":
+                return "{" + ", ".join(f"{render_value(a)}: {render_value(b)}" for a, b in x) + "}"
+            if k == "tensor":
+                return f"tensor({render_val_meta(x)})"
+        if "repr" in v:
+            return str(v["repr"])
+        if v.get("t") in ("tensor", "sym"):
+            return render_val_meta(v)
+        return "{" + ", ".join(f"{k}: {render_value(x)}" for k, x in v.items()) + "}"
+    if isinstance(v, list):
+        return "[" + ", ".join(render_value(x) for x in v) + "]"
+    return repr(v)
+
+
+def render_val_meta(val: Any) -> str:
+    if isinstance(val, dict):
+        if val.get("t") == "sym":
+            return f"Sym({val.get('expr')})"
+        if val.get("t") == "tensor" or "dtype" in val:
+            shape = ", ".join(str(d) for d in val.get("shape") or [])
+            s = f"{val.get('dtype', '?')}[{shape}]"
+            if val.get("stride") is not None:
+                s += "[" + ", ".join(str(d) for d in val["stride"]) + "]"
+            if val.get("device"):
+                s += str(val["device"])
+            if "value" in val:
+                s += f" = {val['value']}"
+            return s
+    if isinstance(val, list):
+        return "(" + ", ".join(render_val_meta(v) for v in val) + ")"
+    return render_value(val)
+
+
+def render_node(row: dict[str, Any] | None) -> str:
+    if row is None:
+        return ""
+    op = row.get("op")
+    name = row.get("name")
+    ann = f': "{render_val_meta(row["val"])}"' if row.get("val") is not None else ""
+    if op == "placeholder":
+        return f"{name}{ann} = placeholder"
+    if op == "get_attr":
+        return f"{name}{ann} = self.{row.get('target')}"
+    if op == "output":
+        return "return " + ", ".join(render_value(a) for a in row.get("args") or [])
+    args = [render_value(a) for a in row.get("args") or []]
+    args += [f"{k}={render_value(v)}" for k, v in (row.get("kwargs") or {}).items()]
+    return f"{name}{ann} = {row.get('target')}({', '.join(args)})"
+
+
+# ---------------------------------------------------------------------------------------------
+# Comparing aligned nodes
+
+
+def _leaf_map(row: dict[str, Any]) -> dict[str, Any]:
+    return dict(row_leaves(row))
+
+
+_MISSING = object()
+
+
+def compare_rows(
+    a: dict[str, Any],
+    b: dict[str, Any],
+    name_map: dict[str, str],
+    na: GraphNormalizer = IDENTITY,
+    nb: GraphNormalizer = IDENTITY,
+    *,
+    meta: bool = True,
+    stack: bool = False,
+) -> tuple[list[tuple[str, Any, Any]], list[tuple[str, Any, Any]], bool]:
+    """Differences of two aligned nodes: (arg changes, meta changes, structural?)."""
+    pa, pb = Parts([a], na.leaf), Parts([b], nb.leaf)
+    return _compare(0, 0, pa, pb, name_map, na, nb, meta=meta, stack=stack)
+
+
+def _compare(i: int, j: int, pa: Parts, pb: Parts, name_map: dict[str, str], na: GraphNormalizer, nb: GraphNormalizer, *, meta: bool, stack: bool) -> tuple[list, list, bool]:
+    a, b = pa.rows[i], pb.rows[j]
+    ra, rb = tuple(zip(pa.wheres[i], pa.names[i])), tuple(zip(pb.wheres[j], pb.names[j]))
+    same_refs = len(ra) == len(rb)
+    if same_refs:
+        for (w1, n1), (w2, n2) in zip(ra, rb):
+            if w1 != w2 or name_map.get(n1) != n2:
+                same_refs = False
+                break
+    if same_refs and pa.lits[i] == pb.lits[j] and (a == b or _same_meta(a, b, stack)):
+        return _NONE, _NONE, False
+    args: list[tuple[str, Any, Any]] = []
+    structural = False
+    if a.get("op") != b.get("op"):
+        structural = True
+        args.append(("op", a.get("op"), b.get("op")))
+    if a.get("target") != b.get("target"):
+        structural = True
+        args.append(("target", a.get("target"), b.get("target")))
+    if not same_refs:
+        da, db = dict(ra), dict(rb)
+        for where in list(da) + [w for w in db if w not in da]:
+            x, y = da.get(where), db.get(where)
+            if x is None or y is None or name_map.get(x) != y:
+                structural = True
+                args.append((where, {"n": x} if x is not None else _leaf_or_none(a, where), {"n": y} if y is not None else _leaf_or_none(b, where)))
+    la, lb = pa.lits[i], pb.lits[j]
+    if la != lb:
+        da, db = dict(la), dict(lb)
+        da.pop("target", None)
+        db.pop("target", None)
+        if da != db:
+            raw_a, raw_b = _leaf_map(a), _leaf_map(b)
+            for where in list(da) + [w for w in db if w not in da]:
+                x, y = da.get(where, _MISSING), db.get(where, _MISSING)
+                if x == y:
+                    continue
+                if x is _MISSING or y is _MISSING:
+                    if where in dict(ra) or where in dict(rb):
+                        continue  # a literal replaced by a node (or back): listed with the refs
+                    structural = True
+                args.append((where, raw_a.get(where), raw_b.get(where)))
+    metas: list[tuple[str, Any, Any]] = []
+    if meta:
+        for k in META_KEYS:
+            va, vb = a.get(k), b.get(k)
+            if va == vb:
+                continue
+            if k in ("val", "attr") and va is not None and vb is not None:
+                if freeze(na.val(va)) == freeze(nb.val(vb)):
+                    continue
+            metas.append((k, va, vb))
+        if stack and a.get("stack") != b.get("stack"):
+            metas.append(("stack", a.get("stack"), b.get("stack")))
+    return args, metas, structural
+
+
+_NONE: list = []
+
+
+def _same_meta(a: dict[str, Any], b: dict[str, Any], stack: bool) -> bool:
+    for k in META_KEYS:
+        if a.get(k) != b.get(k):
+            return False
+    return not stack or a.get("stack") == b.get("stack")
+
+
+def _leaf_or_none(row: dict[str, Any], where: str) -> Any:
+    return _leaf_map(row).get(where)
+
+
+def diff_subgraph(
+    a: SubGraph | None,
+    b: SubGraph | None,
+    na: GraphNormalizer = IDENTITY,
+    nb: GraphNormalizer = IDENTITY,
+    *,
+    meta: bool = True,
+    stack: bool = False,
+) -> SubgraphDiff:
+    path = (b or a).path  # type: ignore[union-attr]
+    if a is None:
+        return SubgraphDiff(path, "added", [NodeDiff("added", path, None, r) for r in b.nodes])  # type: ignore[union-attr]
+    if b is None:
+        return SubgraphDiff(path, "removed", [NodeDiff("removed", path, r, None) for r in a.nodes])
+    rows_a, rows_b = a.nodes, b.nodes
+    pa = Parts(rows_a, na.leaf if na is not IDENTITY else None)
+    pb = Parts(rows_b, nb.leaf if nb is not IDENTITY else None, like=pa)
+    ma, mb, pairs = _align(pa, pb)
+    if not (pa.names_unique and pb.names_unique):
+        return _diff_rows(path, pa, pb, ma, mb, pairs, na, nb, meta, stack)
+    # With unique names, _compare's name_map.get(n) == m (a's ref n, b's ref m) is ma[row of n] ==
+    # row of m, refs to no row included (ma[len(a)] is -1; a ref to no row of b is len(b)).
+    n_a, n_b = len(rows_a), len(rows_b)
+    lits_a, lits_b, ins_a, ins_b, wh_a, wh_b = pa.lits, pb.lits, pa.ins, pb.ins, pa.wheres, pb.wheres
+    mget = ma.__getitem__
+    mbl = mb[:n_b]  # the a row of each b row, or -1
+    # b rows sharing the pieces of their matched a row (same_as) whose inputs are matched with
+    # its inputs: _compare's first test holds, "same" (computed for all rows, kept for those)
+    same_as = pb.same_as if pb.same_as is not None else [-1] * n_b
+    ins_of = [*ins_a, ()].__getitem__  # -1: none
+    fast = list(map(and_, map(and_, map(eq, same_as, mbl), map((-1).__lt__, mbl)), map(eq, map(tuple, map(map, repeat(mget), map(ins_of, mbl))), ins_b)))
+    nodes_b = list(map(NodeDiff, repeat("same"), repeat(path), map(rows_a.__getitem__, mbl), rows_b, repeat(_NONE), repeat(_NONE), repeat(False)))
+    changed = False
+    for j in compress(range(n_b), map(not_, fast)):
+        i = mbl[j]
+        rb = rows_b[j]
+        if i < 0:
+            nodes_b[j] = NodeDiff("added", path, None, rb)
+            changed = True
+            continue
+        ra = rows_a[i]
+        xs = ins_a[i]
+        if (
+            same_as[j] != i
+            and lits_a[i] == lits_b[j]
+            and (not xs and not ins_b[j] or wh_a[i] == wh_b[j] and tuple(map(mget, xs)) == ins_b[j])
+            and (ra == rb or _same_meta(ra, rb, stack))
+        ):
+            continue  # _compare's first test, on indices: "same"
+        # the names _compare looks up: a's refs
+        nm = {}
+        for n, x in zip(pa.names[i], xs):
+            y = ma[x]
+            if y >= 0:
+                nm[n] = rows_b[y]["name"]
+        args, metas, structural = _compare(i, j, pa, pb, nm, na, nb, meta=meta, stack=stack)
+        if args or metas or structural:
+            changed = True
+            nodes_b[j] = NodeDiff("changed", path, ra, rb, args, metas, structural)
+    # a rows matched with none: each after the b row of the matched a row before it (merge_order)
+    after: dict[int, list[NodeDiff]] = {}
+    for i in compress(range(n_a), map((-1).__eq__, ma[:n_a])):
+        k = i - 1
+        while k >= 0 and ma[k] < 0:
+            k -= 1
+        last_b = ma[k] if k >= 0 else -1
+        node = NodeDiff("removed", path, rows_a[i], None)
+        if last_b in after:
+            after[last_b].append(node)
+        else:
+            after[last_b] = [node]
+    if not after:
+        nodes = nodes_b
+    else:
+        changed = True
+        nodes = after.pop(-1, [])
+        prev = 0
+        for j in sorted(after):
+            nodes.extend(nodes_b[prev : j + 1])
+            nodes.extend(after[j])
+            prev = j + 1
+        nodes.extend(nodes_b[prev:])
+    return SubgraphDiff(path, "changed" if changed else "same", nodes)
+
+
+def _diff_rows(path: str, pa: Parts, pb: Parts, ma: list[int], mb: list[int], pairs: list[tuple[int, int]], na: GraphNormalizer, nb: GraphNormalizer, meta: bool, stack: bool) -> SubgraphDiff:
+    """diff_subgraph's nodes, pair by pair, as they always were: for a side with a name twice."""
+    rows_a, rows_b = pa.rows, pb.rows
+    name_map = {rows_a[i]["name"]: rows_b[j]["name"] for i, j in pairs}
+    nodes: list[NodeDiff] = []
+    changed = False
+    for i, j in _merge_order(ma, mb, len(rows_a), len(rows_b)):
+        if j is None:
+            nodes.append(NodeDiff("removed", path, rows_a[i], None))  # type: ignore[index]
+            changed = True
+        elif i is None:
+            nodes.append(NodeDiff("added", path, None, rows_b[j]))
+            changed = True
+        else:
+            args, metas, structural = _compare(i, j, pa, pb, name_map, na, nb, meta=meta, stack=stack)
+            if args or metas or structural:
+                changed = True
+                nodes.append(NodeDiff("changed", path, rows_a[i], rows_b[j], args, metas, structural))
+            else:
+                nodes.append(NodeDiff("same", path, rows_a[i], rows_b[j], _NONE, _NONE, False))
+    return SubgraphDiff(path, "changed" if changed else "same", nodes)
+
+
+class _no_gc:
+    """Cyclic GC off while a diff allocates its many small objects (none of them form cycles
+    that need it): the collector would otherwise rescan the whole node tables again and again."""
+
+    def __enter__(self) -> None:
+        self.was = gc.isenabled()
+        gc.disable()
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.was:
+            gc.enable()
+
+
+def diff_tables(
+    a: GraphTables,
+    b: GraphTables,
+    *,
+    a_label: str = "a",
+    b_label: str = "b",
+    norm_a: GraphNormalizer | None = None,
+    norm_b: GraphNormalizer | None = None,
+    meta: bool = True,
+    stack: bool = False,
+) -> GraphDiff:
+    with _no_gc():
+        return _diff_tables(a, b, a_label, b_label, norm_a or IDENTITY, norm_b or IDENTITY, meta, stack)
+
+
+def _diff_tables(a: GraphTables, b: GraphTables, a_label: str, b_label: str, na: GraphNormalizer, nb: GraphNormalizer, meta: bool, stack: bool) -> GraphDiff:
+    subs: list[SubgraphDiff] = []
+    b_paths = {g.path: g for g in b.graphs}
+    a_paths = {g.path: g for g in a.graphs}
+    a_only = [g for g in a.graphs if g.path not in b_paths]
+    b_only = [g for g in b.graphs if g.path not in a_paths]
+    renamed: dict[str, SubGraph] = {}
+    # subgraphs renamed by a pass (true_graph_0 -> true_graph_1): pair leftovers in order
+    for ga, gb in zip(a_only, b_only):
+        renamed[ga.path] = gb
+    for g in a.graphs:
+        other = b_paths.get(g.path) or renamed.get(g.path)
+        subs.append(diff_subgraph(g, other, na, nb, meta=meta, stack=stack))
+    used = {s.path for s in subs}
+    paired = {id(g) for g in renamed.values()}  # a SubGraph equals only itself
+    for g in b.graphs:
+        if g.path not in used and id(g) not in paired:
+            subs.append(diff_subgraph(None, g, na, nb, meta=meta, stack=stack))
+    return GraphDiff(a_label, b_label, a.gid, b.gid, subs)
+
+
+# ---------------------------------------------------------------------------------------------
+# Text
+
+
+_STACK_LINE = re.compile(r"^\s*# (File: |No stacktrace found|graph id: )")
+_DEAD = re.compile(r";\s+[A-Za-z_][A-Za-z0-9_]*( = [A-Za-z_][A-Za-z0-9_]*)* = None\s*$")
+
+
+def normalize_code(code: str, norm: GraphNormalizer | None = None, *, drop_stack: bool = True, drop_dead: bool = True) -> list[str]:
+    """Lines of FX code without stack comments and dead-value `x = None` tails; with `norm`, group
+    names and the own device rewritten as in a rank diff."""
+    out = []
+    own = norm.ctx.own_device if norm is not None and norm.ctx is not None else None
+    own_idx = own.partition(":")[2] if own and ":" in own else None
+    groups: dict[str, str] = {}
+    if norm is not None:
+        names = set(norm.ordinals) | (set(norm.ctx.group_keys) if norm.ctx is not None else set())
+        groups = {k: norm.group(k) for k in names}
+    for line in code.splitlines():
+        if drop_stack and _STACK_LINE.match(line):
+            continue
+        if drop_dead:
+            line = _DEAD.sub("", line)
+        if norm is not None:
+            if own_idx is not None:
+                typ = own.partition(":")[0]  # type: ignore[union-attr]
+                line = line.replace(f"device(type='{typ}', index={own_idx})", f"device(type='{typ}', index=<own>)")
+                line = re.sub(rf"\b{typ}:{own_idx}\b", "<own>", line)
+            if groups and ("c10d" in line or "_dtensor" in line or "device_mesh" in line):
+                line = re.sub(r"'([^']*)'", lambda m: f"'{groups[m.group(1)]}'" if m.group(1) in groups else m.group(0), line)
+        out.append(line.rstrip())
+    while out and not out[-1]:
+        out.pop()
+    return out
+
+
+def text_diff(a_lines: list[str], b_lines: list[str], a_label: str = "a", b_label: str = "b", context: int = 3) -> list[str]:
+    return list(difflib.unified_diff(a_lines, b_lines, a_label, b_label, n=context, lineterm=""))
+
+
+def side_by_side(a_lines: list[str], b_lines: list[str], width: int = 160, context: int = 3) -> list[tuple[str, str, str]]:
+    """(marker, left, right) rows: marker ' ' same, '|' changed, '<' only left, '>' only right,
+    '~' a skipped run of equal lines."""
+    sm = difflib.SequenceMatcher(None, a_lines, b_lines, autojunk=False)
+    rows: list[tuple[str, str, str]] = []
+    for group in sm.get_grouped_opcodes(context):
+        if rows:
+            rows.append(("~", "...", "..."))
+        for tag, i1, i2, j1, j2 in group:
+            if tag == "equal":
+                rows.extend((" ", a_lines[i], b_lines[j]) for i, j in zip(range(i1, i2), range(j1, j2)))
+            elif tag == "replace":
+                la, lb = a_lines[i1:i2], b_lines[j1:j2]
+                for k in range(max(len(la), len(lb))):
+                    x = la[k] if k < len(la) else ""
+                    y = lb[k] if k < len(lb) else ""
+                    rows.append(("|" if x and y else ("<" if x else ">"), x, y))
+            elif tag == "delete":
+                rows.extend(("<", a_lines[i], "") for i in range(i1, i2))
+            elif tag == "insert":
+                rows.extend((">", "", b_lines[j]) for j in range(j1, j2))
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# On a capture
+
+
+def rank_context(cap: "Capture", rank: int, gid: str | None = None) -> RankContext:
+    return RankContext.from_table(rank, cap.rank_table(rank), local_rank=cap.local_rank(rank), own_device=cap.own_device(rank, gid))
+
+
+def pass_diffs(cap: "Capture", rank: int, p: "PassRecord", *, meta: bool = True, stack: bool = False) -> list[tuple[str, GraphDiff | None]]:
+    """(role, diff of the pass's input and that output) for each output; None where unreadable."""
+    out: list[tuple[str, GraphDiff | None]] = []
+    before = cap.node_table(rank, p.before) if p.before else None
+    for role, gid in p.after.items():
+        after = cap.node_table(rank, gid)
+        if before is None or after is None:
+            out.append((role, None))
+            continue
+        out.append((role, diff_tables(before, after, a_label=f"before {p.name}", b_label=f"after {p.name}" + ("" if role == "out" else f" ({role})"), meta=meta, stack=stack)))
+    return out
+
+
+def pass_text_diff(cap: "Capture", rank: int, p: "PassRecord", role: str) -> tuple[list[str], list[str]] | None:
+    gid = p.after.get(role)
+    if p.before is None or gid is None:
+        return None
+    a = cap.graph_code(rank, p.before)
+    b = cap.graph_code(rank, gid)
+    if a is None or b is None:
+        return None
+    return normalize_code(a), normalize_code(b)
+
+
+class _CollectiveRows:
+    """The rows of a GraphTables whose target is a collective, in order: all of a graph that
+    GraphNormalizer reads (its group-name ordinals); one is_collective_target per distinct target
+    instead of one per row."""
+
+    def __init__(self, tables: GraphTables):
+        self.tables = tables
+
+    def iter_nodes(self) -> Iterator[tuple[SubGraph, dict[str, Any]]]:
+        for g in self.tables.graphs:
+            targets = list(map(dict.get, g.nodes, repeat("target")))
+            try:
+                colls = {t for t in set(targets) if is_collective_target(t)}
+            except TypeError:  # a target that is no string
+                yield from ((g, row) for row in g.nodes)
+                continue
+            if colls:
+                for row in compress(g.nodes, map(colls.__contains__, targets)):
+                    yield g, row
+
+
+def graph_normalizer(tables: GraphTables | None, ctx: RankContext | None) -> GraphNormalizer:
+    """GraphNormalizer(tables, ctx), built from the collective rows alone."""
+    return GraphNormalizer(_CollectiveRows(tables) if tables is not None else None, ctx)  # type: ignore[arg-type]
+
+
+def normalizers(cap: "Capture", rank_a: int, gid_a: str, rank_b: int, gid_b: str) -> tuple[GraphTables | None, GraphTables | None, GraphNormalizer, GraphNormalizer]:
+    ta = cap.node_table(rank_a, gid_a)
+    tb = cap.node_table(rank_b, gid_b)
+    na = graph_normalizer(ta, rank_context(cap, rank_a, gid_a))
+    nb = graph_normalizer(tb, rank_context(cap, rank_b, gid_b))
+    return ta, tb, na, nb
+
+
+def rank_diff_gids(cap: "Capture", rank_a: int, gid_a: str, rank_b: int, gid_b: str, *, meta: bool = True) -> GraphDiff | None:
+    ta, tb, na, nb = normalizers(cap, rank_a, gid_a, rank_b, gid_b)
+    if ta is None or tb is None:
+        return None
+    return diff_tables(ta, tb, a_label=f"rank {rank_a}", b_label=f"rank {rank_b}", norm_a=na, norm_b=nb, meta=meta)
+
+
+def rank_diff(cap: "Capture", key: "StageKey", rank_a: int, rank_b: int, *, index=None, meta: bool = True) -> GraphDiff | None:
+    """The graph of one stage on two ranks, normalized; None if a rank lacks it or it is unreadable."""
+    from graphtrain_inspect.inspector.read.stages import StageIndex
+
+    idx = index or StageIndex(cap)
+    stages = idx.across(key)
+    if rank_a not in stages or rank_b not in stages:
+        return None
+    return rank_diff_gids(cap, rank_a, stages[rank_a].gid, rank_b, stages[rank_b].gid, meta=meta)
+
+
+def rank_text(cap: "Capture", rank: int, gid: str) -> list[str] | None:
+    code = cap.graph_code(rank, gid)
+    if code is None:
+        return None
+    tables = cap.node_table(rank, gid)
+    return normalize_code(code, graph_normalizer(tables, rank_context(cap, rank, gid)))

@@ -1,0 +1,353 @@
+"""One structured log file (ours or torch's TORCH_TRACE), indexed by record offsets in one scan.
+
+Opening a log maps it into memory and finds every record's first line with one regular-expression
+scan for line starts that are not payload lines (payload lines start with a tab), so the scan
+never looks inside payloads: only envelopes are parsed. Payloads are decoded (md5 checked, JSON
+parsed) only when asked, through a small LRU cache.
+
+Anything wrong with the file becomes a `ReadError` naming the file and line; the records that
+are readable stay usable. Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import mmap
+import os
+import re
+import stat
+from dataclasses import dataclass, field
+from typing import Any
+
+from graphtrain_inspect.capture import logformat
+from graphtrain_inspect.inspector.read.weighted_cache import WeightedLRU
+
+# A line start that is not a payload line: an envelope, or garbage.
+# a newline before a line that is not a payload line; the lookahead leaves that line's first byte
+# unconsumed, so a blank line (a newline followed by a newline) does not hide the line after it
+_LINE_START_RE = re.compile(rb"\n(?=[^\t])")
+_PAYLOAD_CACHE_SIZE = 48
+# decoded payloads cost several times their bytes: keep at most this many payload bytes per log
+_PAYLOAD_CACHE_BYTES = 16 << 20
+_EMPTY_MD5 = hashlib.md5(b"").hexdigest()  # an empty payload may be written without a payload line
+
+
+def open_regular(path: str, *, base: str | None = None):
+    """Open `path` for reading in binary mode, only if it is a regular file (a FIFO or a device
+    named like a log would block or never end) and, with `base`, only if it resolves inside `base`
+    (a link out of a capture directory is not followed). Raises OSError with a one-line reason."""
+    if base is not None:
+        real, root = os.path.realpath(path), os.path.realpath(base)
+        if real != root and not real.startswith(root.rstrip(os.sep) + os.sep):
+            raise OSError(f"a link to {real}, outside {root}; not followed")
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError("not a regular file")
+        if hasattr(os, "O_NONBLOCK"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def kind_problem(kind: str, env: dict[str, Any]) -> str | None:
+    """Why a record of this kind cannot be read (None: it can): an unknown gti_* kind, or one of
+    ours with another payload encoding than the format's."""
+    if not kind.startswith("gti_"):
+        return None
+    expected = logformat.KINDS.get(kind)
+    if expected is None:
+        return f"unknown record kind {kind!r} (written by a newer graphtrain-inspect?)"
+    art = env.get("artifact")
+    encoding = art.get("encoding") if isinstance(art, dict) else None
+    if encoding != expected:
+        return f"{kind} record with encoding {encoding!r}, expected {expected!r}"
+    return None
+
+
+@dataclass(frozen=True)
+class ReadError:
+    """A problem reading the input: one line, naming the file and the line."""
+
+    path: str
+    line: int | None
+    message: str
+    rank: int | None = None
+
+    def __str__(self) -> str:
+        where = self.path if self.line is None else f"{self.path}:{self.line}"
+        return f"{where}: {self.message}"
+
+
+@dataclass
+class Record:
+    """One record of a log: where it is and its envelope; the payload is read on demand."""
+
+    index: int
+    kind: str  # our artifact name (gti_pass ...), torch's artifact name, or torch's envelope key
+    offset: int  # first byte of the envelope line
+    payload_start: int  # first byte of the payload lines (== end when there is none)
+    end: int  # first byte after the record
+    env: dict[str, Any] = field(repr=False)
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        """The artifact object (our index keys: gid, seq, nodes ...) or torch's metadata object."""
+        art = self.env.get("artifact")
+        if isinstance(art, dict):
+            return art
+        v = self.env.get(self.kind)
+        return v if isinstance(v, dict) else {}
+
+    @property
+    def rank(self) -> int | None:
+        r = self.env.get("rank")
+        return r if isinstance(r, int) else None
+
+    @property
+    def compile_id(self) -> str | None:
+        return logformat.compile_id_of(self.env)
+
+    @property
+    def has_payload(self) -> bool:
+        return self.end > self.payload_start
+
+    @property
+    def payload_bytes(self) -> int:
+        return self.end - self.payload_start
+
+
+class LogFile:
+    """Index of one log file. `records` in file order; `errors` found so far (scan and decode)."""
+
+    def __init__(self, path: str, *, rank: int | None = None, ours: bool | None = None, base: str | None = None):
+        self.path = path
+        self.base = base  # the capture directory: the log must resolve inside it
+        self.rank = rank
+        self.records: list[Record] = []
+        self.errors: list[ReadError] = []
+        self.size = 0
+        self._buf: Any = b""
+        self._fh = None
+        self._cache = WeightedLRU(_PAYLOAD_CACHE_BYTES, _PAYLOAD_CACHE_SIZE)
+        self._bad: set[int] = set()  # records known damaged by the scan (truncated)
+        self._bad_payload: set[int] = set()  # records whose payload failed to decode
+        self._trailing_noted: set[int] = set()  # records read without damaged lines after them (said once)
+        self._line_marks: list[tuple[int, int]] = [(0, 1)]  # (offset, line number at offset)
+        self.truncated = False
+        self._open()
+
+    # -- scanning ------------------------------------------------------------------------------
+
+    def _err(self, offset: int | None, message: str) -> None:
+        line = None if offset is None else self.line_of(offset)
+        self.errors.append(ReadError(self.path, line, message, self.rank))
+
+    def _open(self) -> None:
+        try:
+            self._fh = open_regular(self.path, base=self.base)
+            self.size = os.fstat(self._fh.fileno()).st_size
+        except OSError as e:
+            self.errors.append(ReadError(self.path, None, f"cannot read: {e.strerror or e}", self.rank))
+            return
+        if self.size == 0:
+            self.errors.append(ReadError(self.path, None, "empty file", self.rank))
+            return
+        try:
+            self._buf = mmap.mmap(self._fh.fileno(), 0, access=mmap.ACCESS_READ)
+        except (OSError, ValueError):
+            self._buf = self._fh.read()
+        self._scan()
+
+    def _scan(self) -> None:
+        buf = self._buf
+        size = self.size
+        search = _LINE_START_RE.search
+
+        def line_after(newline: int) -> int:
+            """The first line start (a line not starting with a tab) after the newline at `newline`."""
+            m = search(buf, newline)
+            return m.start() + 1 if m is not None else size
+
+        start = 0
+        if buf[0:1] == b"\t":
+            self._err(0, "payload line before the first record")
+            start = line_after(0)
+        self.truncated = buf[size - 1 : size] != b"\n"
+        records = self.records
+        glog_match = logformat.GLOG_RE.match
+        while start < size:
+            nl = buf.find(b"\n", start)
+            line_end = size if nl < 0 else nl
+            if line_end == start:  # an empty line
+                self._err(start, "empty line (a blank payload line must be a lone tab)")
+                start = line_after(start)
+                continue
+            line = buf[start:line_end]
+            problem = None
+            env: Any = None
+            if glog_match(line) is None:
+                problem = f"not a structured-log line: {_preview(line)}"
+            else:
+                try:
+                    env = logformat.parse_envelope_line(line)
+                    kind = logformat.record_kind(env)
+                except logformat.FormatError as e:
+                    problem = f"truncated record (file ends mid-line): {e}" if nl < 0 else str(e)
+                else:
+                    problem = kind_problem(kind, env)
+            if problem is not None:
+                self._err(start, problem)
+                start = line_after(line_end) if nl >= 0 else size
+                continue
+            nxt = self._payload_end(env, nl) if nl >= 0 else size
+            if nxt is None:
+                nxt = line_after(line_end)
+            records.append(Record(len(records), kind, start, min(line_end + 1, nxt), nxt, env))
+            start = nxt
+        if self.truncated and records and records[-1].end == size:
+            rec = records[-1]
+            self._err(rec.offset, f"last record ({rec.kind}) is truncated: the file ends mid-line")
+            self._bad.add(rec.index)
+
+    def _payload_end(self, env: dict[str, Any], newline: int) -> int | None:
+        """Where the record whose envelope line ends at `newline` ends, from the payload length its
+        writer put in the envelope (format 2), when the bytes there agree: the payload starts with
+        a tab and ends with a newline that starts a line of no tab. None: look for the next line
+        start (format 1, torch's own logs, or a damaged record)."""
+        art = env.get("artifact")
+        n = art.get(logformat.PAYLOAD_BYTES) if isinstance(art, dict) else None
+        if type(n) is not int or n < 2:
+            return None
+        buf, end = self._buf, newline + 1 + n
+        if end > self.size or buf[newline + 1 : newline + 2] != b"\t" or buf[end - 1 : end] != b"\n":
+            return None
+        if end < self.size and buf[end : end + 1] == b"\t":
+            return None
+        return end
+
+    # -- lines ---------------------------------------------------------------------------------
+
+    def line_of(self, offset: int) -> int:
+        """1-based line number of the byte at `offset` (counted lazily, cached by position)."""
+        best = (0, 1)
+        for mark in self._line_marks:
+            if mark[0] <= offset and mark[0] >= best[0]:
+                best = mark
+        line = best[1] + bytes(self._buf[best[0] : offset]).count(b"\n")
+        self._line_marks.append((offset, line))
+        if len(self._line_marks) > 64:
+            self._line_marks = sorted(self._line_marks)[-32:]
+        return line
+
+    # -- payloads ------------------------------------------------------------------------------
+
+    def raw_payload(self, rec: Record) -> bytes:
+        """The payload lines as stored (tabs on), without the final newline."""
+        end = rec.end
+        if end > rec.payload_start and self._buf[end - 1 : end] == b"\n":
+            end -= 1
+        return bytes(self._buf[rec.payload_start : end])
+
+    def payload_lines(self, rec: Record) -> list[bytes] | None:
+        """The payload's lines (tabs off), undecoded, when their md5 matches the envelope's; None
+        otherwise (then `payload` reads the record, with its repairs and its error lines)."""
+        md5 = rec.env.get("has_payload")
+        if not rec.has_payload or not isinstance(md5, str) or rec.index in self._bad or rec.index in self._bad_payload:
+            return None
+        raw = self.raw_payload(rec)
+        if raw[:1] != b"\t":
+            return None
+        # every payload line starts with a tab (a line that does not starts a record): one split
+        # takes the lines and their tabs off
+        lines = raw[1:].split(b"\n\t")
+        if hashlib.md5(b"\n".join(lines)).hexdigest() != md5:
+            return None
+        return lines
+
+    def payload(self, rec: Record, *, verify: bool = True) -> Any:
+        """The decoded payload, or None when the record has none or it is damaged (then an error)."""
+        cached = self._cache.get(rec.index)
+        if cached is not None:
+            return cached
+        if rec.index in self._bad_payload:
+            return None
+        if not rec.has_payload:
+            md5 = rec.env.get("has_payload")
+            if isinstance(md5, str) and md5 != _EMPTY_MD5 and rec.index not in self._bad:
+                self._bad_payload.add(rec.index)
+                self._err(rec.offset, f"{rec.kind}: the record has no payload lines (cut off or damaged)")
+            return None
+        if not isinstance(rec.env.get("has_payload"), str):
+            # A writer sets has_payload whenever there is a payload (ours and torch's): these lines
+            # belong to a record whose envelope line is gone, not to this one.
+            if rec.index not in self._trailing_noted:
+                self._trailing_noted.add(rec.index)
+                self._err(rec.payload_start, f"payload line(s) after the {rec.kind} record at line {self.line_of(rec.offset)}, "
+                                             "which has none (a damaged or missing envelope line); ignored")
+            return None
+        lines = self.raw_payload(rec).split(b"\n")
+        try:
+            value = logformat.decode_payload(lines, rec.env, verify=verify)
+        except logformat.FormatError as e:
+            value = self._decode_prefix(rec, lines, verify) if verify else None
+            if value is None:
+                self._bad_payload.add(rec.index)
+                if rec.index not in self._bad:  # a truncated last record was reported by the scan
+                    self._err(rec.offset, f"{rec.kind}: {e}")
+                return None
+        self._cache.put(rec.index, value, rec.end - rec.payload_start)
+        return value
+
+    def _decode_prefix(self, rec: Record, lines: list[bytes], verify: bool) -> Any:
+        """The payload when its md5 matches the first lines only: lines of damage that follow a
+        whole record (garbage starting with a tab, a deleted envelope line whose payload lines
+        fall under the record before it) must not cost the record. None if no prefix matches."""
+        expected = rec.env.get("has_payload")
+        if not isinstance(expected, str) or len(lines) < 2:
+            return None
+        h = hashlib.md5()
+        for i, line in enumerate(lines[:-1]):
+            if i:
+                h.update(b"\n")
+            h.update(line[1:] if line.startswith(b"\t") else line)
+            if h.copy().hexdigest() == expected:
+                try:
+                    value = logformat.decode_payload(lines[: i + 1], rec.env, verify=False)
+                except logformat.FormatError:
+                    return None
+                if rec.index in self._trailing_noted:
+                    return value
+                self._trailing_noted.add(rec.index)
+                extra = sum(len(l) + 1 for l in lines[: i + 1])
+                self._err(rec.payload_start + extra, f"{len(lines) - i - 1} payload line(s) after the {rec.kind} record at line "
+                                                     f"{self.line_of(rec.offset)} do not belong to it (damaged); the record is read without them")
+                return value
+        return None
+
+    def verify(self) -> int:
+        """Decode every payload (md5 checked); return how many are damaged. Errors are recorded."""
+        bad = 0
+        for rec in self.records:
+            if rec.has_payload and self.payload(rec) is None:
+                bad += 1
+        return bad
+
+    def close(self) -> None:
+        self._cache.clear()
+        if isinstance(self._buf, mmap.mmap):
+            try:
+                self._buf.close()
+            except BufferError:
+                pass
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+
+def _preview(line: bytes, n: int = 60) -> str:
+    text = line[:n].decode("utf-8", "replace")
+    return repr(text + ("..." if len(line) > n else ""))

@@ -1,0 +1,312 @@
+"""What a replay needs to know before anything is loaded: which pass application, whether the
+capture may be unpickled at all, the blob's verified bytes, and the captured rank's environment.
+
+Nothing here imports torch or unpickles anything: trust is decided first, and a refused capture
+never reaches the loader (inspector.replay).
+
+Trust: loading a GraphPickler blob runs pickle, which can execute code. A capture is loaded only
+when its manifest says it was made by this user (name and uid) on this host, or with `--trust`
+(the user vouches for it). Either way the blob file must be the one the log names
+(`blobs/<sha256>.gpkl` inside the capture), a regular file, and its sha256 must equal the one
+recorded in the pass record; without `--trust` it must also be owned by this user and not
+writable by others (anyone who can write it could swap in other bytes before the log is
+trusted). The bytes that were verified are the bytes that are loaded: the file is read once.
+"""
+
+from __future__ import annotations
+
+import getpass
+import hashlib
+import os
+import socket
+import stat
+import sys
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from graphtrain_inspect.capture import logformat
+
+if TYPE_CHECKING:
+    from graphtrain_inspect.inspector.read.capture_index import Capture, PassRecord
+
+
+class Refused(Exception):
+    """The capture (or blob) must not be loaded; the message says why, in one line."""
+
+
+class NotFound(Exception):
+    """The pass, rank or occurrence asked for is not in the capture; one-line message."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Choosing the pass application
+
+
+@dataclass
+class Target:
+    """One pass application on one rank, chosen for replay."""
+
+    rank: int
+    rec: "PassRecord"
+    occurrence: int  # index among the rank's applications matching the name
+    matches: int  # how many applications matched the name on this rank
+    target: str | None = None  # the --pass registry the capture wrapped (module:ATTR), if recorded
+
+    @property
+    def label(self) -> str:
+        return f"#{self.rec.seq} {self.rec.name}"
+
+
+def select(cap: "Capture", name: str, rank: int | None, occurrence: int | None) -> Target:
+    """The application of pass `name` (name, module:qualname, #SEQ) on `rank` (default: lowest)."""
+    if not cap.ranks:
+        raise NotFound(f"{cap.path}: no ranks")
+    if rank is None:
+        rank = cap.ranks[0]
+    if rank not in cap.ranks:
+        raise NotFound(f"no rank {rank} in {cap.path} (ranks: {', '.join(map(str, cap.ranks))})")
+    found = [p for p in cap.find_passes(name, rank) if p.before is not None]
+    if not found:
+        names = cap.pass_names()
+        more = f" (passes: {', '.join(names[:20])}{' ...' if len(names) > 20 else ''})" if names else ""
+        raise NotFound(f"no pass {name!r} on rank {rank}{more}")
+    k = occurrence if occurrence is not None else 0
+    if not 0 <= k < len(found):
+        raise NotFound(f"pass {name!r} ran {len(found)} time(s) on rank {rank}: --occurrence must be 0..{len(found) - 1}")
+    rec = found[k]
+    payload = cap.payload(rank, rec.record) if rec.record is not None else None
+    tgt = payload.get("target") if isinstance(payload, dict) else None
+    return Target(rank, rec, k, len(found), tgt if isinstance(tgt, str) else None)
+
+
+def peers(cap: "Capture", t: Target) -> dict[int, "PassRecord"]:
+    """The same application on the other ranks: same pipeline key, name, and occurrence of the
+    name in that pipeline (how inspector.stages lines ranks up)."""
+    def key(rank: int, rec: "PassRecord") -> tuple | None:
+        pls = cap.pipelines(rank)
+        for i, pl in enumerate(pls):
+            if rec in pl.passes:
+                k = sum(1 for p in pl.passes[: pl.passes.index(rec)] if p.name == rec.name)
+                return (pl.key, rec.name, k)
+        return None
+
+    want = key(t.rank, t.rec)
+    out: dict[int, PassRecord] = {}
+    if want is None:
+        return out
+    for r in cap.ranks:
+        if r == t.rank:
+            continue
+        for pl in cap.pipelines(r):
+            if pl.key != want[0]:
+                continue
+            same = [p for p in pl.passes if p.name == want[1]]
+            if want[2] < len(same) and same[want[2]].before is not None:
+                out[r] = same[want[2]]
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Trust
+
+
+def me() -> tuple[str, int, str]:
+    try:
+        user = getpass.getuser()
+    except Exception:  # noqa: BLE001 - no passwd entry in some containers
+        user = str(os.getuid())
+    return user, os.getuid(), socket.gethostname()
+
+
+def check_origin(cap: "Capture", ranks: list[int], *, trust: bool) -> str:
+    """Raise Refused unless the capture was made by this user on this host (or `trust`).
+    Returns a one-line description of why it is trusted."""
+    if trust:
+        return "trusted with --trust"
+    user, uid, host = me()
+    m = cap.manifest
+    if not isinstance(m, dict):
+        raise Refused(f"{cap.path} has no readable manifest.json, so who made it is unknown; replay unpickles graphs "
+                      "(pickle can run code) and loads only your own captures: pass --trust if you vouch for this one")
+    m_user, m_uid, m_host = m.get("user"), m.get("uid"), m.get("host")
+    if m_host != host or m_user != user or (isinstance(m_uid, int) and m_uid != uid):
+        raise Refused(f"{cap.path} was captured by {m_user}@{m_host} (uid {m_uid}), not by you ({user}@{host}, uid {uid}); "
+                      "replay unpickles graphs (pickle can run code) and loads only your own captures: "
+                      "pass --trust if you vouch for this one")
+    for r in ranks:
+        h = cap.header(r) or {}
+        if (h.get("host") is not None and h.get("host") != host) or (h.get("user") is not None and h.get("user") != user):
+            raise Refused(f"rank {r} of {cap.path} ran as {h.get('user')}@{h.get('host')}, not as you ({user}@{host}); "
+                          "its blobs were written there: pass --trust if you vouch for them")
+    return f"made by you ({user}@{host})"
+
+
+def capture_dir(cap: "Capture") -> str:
+    return cap.path if os.path.isdir(cap.path) else os.path.dirname(os.path.abspath(cap.path))
+
+
+@dataclass
+class Blob:
+    gid: str
+    sha256: str
+    path: str
+    data: bytes = field(repr=False)
+
+
+def read_blob(cap: "Capture", rec: "PassRecord", gid: str | None, *, trust: bool, what: str = "graph") -> Blob:
+    """The verified bytes of the blob of graph `gid` named in the pass record (Refused if none or bad)."""
+    if gid is None:
+        raise Refused(f"pass #{rec.seq} {rec.name} on rank {rec.rank} has no {what} graph recorded")
+    ref = (rec.blobs or {}).get(gid)
+    if not isinstance(ref, dict):
+        why = "the capture ran with --no-blobs, or the blob could not be written (see `ls`: capture errors)"
+        raise Refused(f"no blob of the {what} graph {gid} of #{rec.seq} {rec.name} on rank {rec.rank}: {why}")
+    sha = ref.get("sha256")
+    if not isinstance(sha, str) or not logformat.is_valid_sha256(sha):
+        raise Refused(f"the blob reference of {gid} in the log of rank {rec.rank} has no valid sha256; refusing to load it")
+    rel = logformat.blob_relpath(sha)
+    if ref.get("path") not in (None, rel):
+        raise Refused(f"the log of rank {rec.rank} names blob path {ref.get('path')!r} for {gid}, not {rel!r}; refusing to load it")
+    base = capture_dir(cap)
+    path = os.path.join(base, rel)
+    real, root = os.path.realpath(path), os.path.realpath(base)
+    if not real.startswith(root.rstrip(os.sep) + os.sep):
+        raise Refused(f"blob {rel} resolves to {real}, outside the capture {root} (a linked directory); refusing to load it")
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        raise Refused(f"blob {rel} of the {what} graph {gid} is missing from {base}") from None
+    except OSError as e:
+        raise Refused(f"cannot read blob {rel}: {e.strerror or e}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise Refused(f"blob {rel} is not a regular file (a link or something else); refusing to load it")
+    if not trust:
+        if st.st_uid != os.getuid():
+            raise Refused(f"blob {rel} is owned by uid {st.st_uid}, not by you (uid {os.getuid()}): someone else could "
+                          "have replaced it; pass --trust if you vouch for it")
+        if st.st_mode & stat.S_IWOTH:
+            raise Refused(f"blob {rel} is writable by every user: anyone could have replaced it; pass --trust if you vouch for it")
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise Refused(f"cannot read blob {rel}: {e.strerror or e}") from None
+    got = hashlib.sha256(data).hexdigest()
+    if got != sha:
+        raise Refused(f"blob {rel} does not match the sha256 the log recorded (file has {got[:16]}..., log says "
+                      f"{sha[:16]}...): it changed after the capture; refusing to load it")
+    return Blob(gid, sha, rel, data)
+
+
+# ---------------------------------------------------------------------------------------------
+# The captured rank's environment
+
+
+# Set by the capture itself, never by the training: not replayed.
+_SKIP_ENV_PREFIXES = ("GTI_",)
+
+
+def rank_environment(cap: "Capture", rank: int) -> dict[str, str]:
+    """Environment variables the captured rank ran with, as far as the capture knows them:
+    torchrun's rank variables from the header (and the rank table), and the manifest's recorded
+    settings (TORCH_*, NCCL_*, CUDA_*, MASTER_* ...), minus the capture's own GTI_* variables."""
+    env: dict[str, str] = {}
+    m = cap.manifest if isinstance(cap.manifest, dict) else {}
+    for k, v in (m.get("env") or {}).items():
+        if isinstance(k, str) and isinstance(v, str) and not k.startswith(_SKIP_ENV_PREFIXES):
+            env[k] = v
+    h = cap.header(rank) or {}
+    if not launched_distributed(cap, rank):
+        # A plain single-process run: torchrun's variables were not set there, so not here either.
+        return env
+    world = h.get("world_size") if isinstance(h.get("world_size"), int) else cap.world_size
+    local = h.get("local_rank") if isinstance(h.get("local_rank"), int) else rank
+    host = h.get("host")
+    same_host = [r for r in cap.ranks if (cap.header(r) or {}).get("host") == host] if host else []
+    # Ranks of this host in the capture (all of them when every rank was captured).
+    local_world = len(same_host) if same_host and len(cap.ranks) == world else None
+    env.update({
+        "RANK": str(rank),
+        "LOCAL_RANK": str(local),
+        "WORLD_SIZE": str(world),
+        "GROUP_RANK": str(h.get("group_rank", 0) if isinstance(h.get("group_rank"), int) else 0),
+        "ROLE_RANK": str(rank),
+        "ROLE_WORLD_SIZE": str(world),
+    })  # fmt: skip
+    if local_world:
+        env["LOCAL_WORLD_SIZE"] = str(local_world)
+        env["LOCAL_ROLE_WORLD_SIZE"] = str(local_world)
+        if world % local_world == 0:
+            env["GROUP_WORLD_SIZE"] = str(world // local_world)
+    cvd = h.get("cuda_visible_devices")
+    if isinstance(cvd, str):
+        env["CUDA_VISIBLE_DEVICES"] = cvd
+    return env
+
+
+_LAUNCHERS = ("torchrun", "torch.distributed.run", "torch.distributed.launch", "torchx", "srun", "mpirun")
+
+
+def distributed_initialized(cap: "Capture", rank: int) -> bool:
+    """Whether torch.distributed was initialized on the rank (its rank table lists groups)."""
+    t = cap.rank_table(rank) or {}
+    return bool(t.get("groups")) or bool(t.get("backend"))
+
+
+def launched_distributed(cap: "Capture", rank: int) -> bool:
+    """Whether the rank ran under a launcher that sets RANK/WORLD_SIZE (torchrun and the like)."""
+    h = cap.header(rank) or {}
+    if isinstance(h.get("world_size"), int) and h["world_size"] > 1:
+        return True
+    if distributed_initialized(cap, rank):
+        return True
+    cmd = (cap.manifest or {}).get("command") if isinstance(cap.manifest, dict) else None
+    words = [str(w) for w in cmd] if isinstance(cmd, list) else []
+    return any(any(l in w for l in _LAUNCHERS) for w in words)
+
+
+def rank_argv(cap: "Capture", rank: int) -> list[str] | None:
+    argv = (cap.header(rank) or {}).get("argv")
+    return [str(a) for a in argv] if isinstance(argv, list) else None
+
+
+def torch_versions(cap: "Capture", rank: int) -> str | None:
+    """The torch version the capture ran with (the rank's header, else the manifest)."""
+    v = (cap.header(rank) or {}).get("torch_version")
+    if not v and isinstance(cap.manifest, dict):
+        v = cap.manifest.get("torch_version")
+    return str(v) if v else None
+
+
+def major_minor(version: str | None) -> tuple[int, int] | None:
+    if not version:
+        return None
+    parts = version.split("+")[0].split(".")
+    try:
+        return int(parts[0]), int(parts[1])
+    except (IndexError, ValueError):
+        return None
+
+
+_NOT_OP_NAMESPACES = frozenset({"aten", "prims", "higher_order", "operator", "_operator", "builtins", "torch", "math"})
+
+
+def op_namespaces(cap: "Capture", rank: int, gid: str) -> set[str]:
+    """Operator namespaces the graph's node table uses (`device_mesh`, `_c10d_functional` ...),
+    read from the log, so their libraries can be imported before the blob is loaded."""
+    t = cap.node_table(rank, gid)
+    out: set[str] = set()
+    if t is None:
+        return out
+    for _, row in t.iter_nodes():
+        if row.get("op") != "call_function":
+            continue
+        parts = str(row.get("target") or "").split(".")
+        # an OpOverload prints as namespace.op.overload; Python callables as module.qualname
+        if len(parts) == 3 and parts[0] not in _NOT_OP_NAMESPACES and parts[0] not in sys.modules:
+            out.add(parts[0])
+    return out
+
+
+def describe_env(env: dict[str, Any], keys: tuple[str, ...] = ("RANK", "LOCAL_RANK", "WORLD_SIZE")) -> str:
+    return " ".join(f"{k}={env[k]}" for k in keys if k in env)

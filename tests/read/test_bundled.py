@@ -1,0 +1,49 @@
+"""The checks on the captures recorded on GPUs (samples/captures/, 2 and 4 H200s, NCCL, torch 2.11).
+
+What differs from the CPU captures: each rank's own device is cuda:<local rank>, so make_fx's
+traced graphs hold `device(type='cuda', index=<rank>)` literals (a warning when they stay to the
+end, as with `--bug device-literal`; info when place_devices repairs them, as in the clean run),
+NCCL group names, and 4-rank meshes (dp, ep) whose coordinates the evidence names.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from graphtrain_inspect.inspector.read import bundled
+from graphtrain_inspect.inspector.read.capture_index import open_capture
+from graphtrain_inspect.inspector.checks import run_checks
+
+EXPECTED = {
+    "clean": [],
+    "coor-clean": [],
+    "rank-baked": [("rank-baked-constant", "trace", "error")],
+    "coor-rank-baked": [("rank-baked-constant", "trace", "error")],
+    "device-literal": [("device-baked", "trace", "warning")],
+    "stale-symbol": [("stale-unbacked-symbol", "concretize_symbolic_shapes", "error")],
+    "rank-divergent": [("rank-divergent-graph", "tag_activation_checkpointing", "error")],
+}
+
+
+def _names():
+    return [n for n in bundled.names() if n.split("-", 1)[-1] in EXPECTED]
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "xdg-cache"))
+
+
+@pytest.mark.skipif(not _names(), reason="no bundled GPU captures in samples/captures/")
+@pytest.mark.parametrize("name", _names() or ["none"])
+def test_bundled_gpu_capture(name):
+    cap = open_capture(str(bundled.path_of(name)))
+    assert not cap.errors
+    fs = run_checks(cap)
+    got = sorted({(f.kind, f.introduced_by, f.severity) for f in fs if f.severity in ("error", "warning")})
+    assert got == EXPECTED[name.split("-", 1)[-1]], [(f.kind, f.introduced_by, f.severity, f.message) for f in fs if f.severity != "info"]
+    if name.endswith("x4-rank-baked"):
+        vectors = {m["vector"] for f in fs if f.kind == "rank-baked-constant" for m in f.evidence["matches"][:1]}
+        assert vectors == {"coordinate[dp]", "coordinate[ep]"}
+    if name.endswith("device-literal"):
+        assert all(set(f.evidence["values"].values()) == {f"cuda:{r}" for r in f.ranks} for f in fs if f.severity == "warning")

@@ -27,3 +27,7 @@ def start_from_env() -> None:
         from graphtrain_inspect.capture import inductor_hooks
 
         inductor_hooks.install()
+        from graphtrain_inspect.capture import output_code
+
+        if os.environ.get(output_code.ENV_OUTPUT_CODE, "1") != "0":  # "0": passes only (benchmarks)
+            output_code.install()

@@ -55,6 +55,8 @@ DEVICES = "gti_devices"  # json: device table of a graph on this rank
 RANKS = "gti_ranks"  # json: process groups, meshes and coordinates of this rank
 ERROR = "gti_error"  # json: an error inside the instrumentation (training went on)
 END = "gti_end"  # json: the process finished cleanly; totals
+OUTPUT_CODE = "gti_output_code"  # string: Inductor's generated wrapper and kernels, once per distinct code
+CODEGEN = "gti_codegen"  # json: one Inductor compile: its code (oid), post-grad graph (gid), compile id, kernels' FX nodes
 
 KINDS: dict[str, str] = {
     HEADER: "json",
@@ -67,6 +69,8 @@ KINDS: dict[str, str] = {
     RANKS: "json",
     ERROR: "json",
     END: "json",
+    OUTPUT_CODE: "string",
+    CODEGEN: "json",
 }
 GRAPH_KINDS = (GRAPH_CODE, NODES, SYMBOLS, DEVICES)
 

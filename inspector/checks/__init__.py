@@ -36,6 +36,10 @@ CHECKS: dict[str, str] = {
     "device-baked": "graphtrain_inspect.inspector.checks.device_baked",
     "stale-unbacked-symbol": "graphtrain_inspect.inspector.checks.stale_symbol",
     "rank-divergent-graph": "graphtrain_inspect.inspector.checks.rank_divergent",
+    # generated code (`"layer": "codegen"`): Inductor's output per rank
+    "codegen-rank-baked": "graphtrain_inspect.inspector.checks.codegen_rank_baked",
+    "codegen-device-baked": "graphtrain_inspect.inspector.checks.codegen_device",
+    "codegen-divergent": "graphtrain_inspect.inspector.checks.codegen_divergent",
     # last: it counts the reading problems the checks above ran into
     "incomplete-capture": "graphtrain_inspect.inspector.checks.incomplete",
 }
@@ -58,6 +62,7 @@ class Finding:
     pipeline: str | None = None
     introduced_seq: int | None = None  # seq of the introducing pass on the lowest rank
     last_seq: int | None = None
+    layer: str = "graph"  # graph: an FX graph; codegen: Inductor's generated code
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -74,6 +79,7 @@ class Finding:
             "pipeline": self.pipeline,
             "introduced_seq": self.introduced_seq,
             "last_seq": self.last_seq,
+            "layer": self.layer,
         }
 
 

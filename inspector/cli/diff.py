@@ -26,7 +26,9 @@ from graphtrain_inspect.inspector.diff.render import Style, add_common_arguments
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("dir", metavar="DIR", help="capture directory, TORCH_TRACE directory or log file")
-    p.add_argument("--pass", dest="pass_name", required=True, metavar="NAME", help="pass name, module:qualname, #SEQ, or 'trace'")
+    p.add_argument("--pass", dest="pass_name", metavar="NAME", help="pass name, module:qualname, #SEQ, or 'trace' (required unless --output-code)")
+    p.add_argument("--output-code", action="store_true", help="Inductor's generated code instead of a pass: --ranks A,B, or --compiles K1,K2 on one rank")
+    p.add_argument("--compiles", metavar="K1,K2", help="with --output-code: two compiles' generated code on one rank (keys as 0/0#0)")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--rank", type=int, help="pass diff on this rank (default: lowest rank)")
     g.add_argument("--ranks", metavar="A,B", help="rank diff of the pass's output between ranks A and B")
@@ -123,6 +125,12 @@ def _squeeze(lines: list[str]) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "output_code", False):
+        from graphtrain_inspect.inspector.cli import diff_output_code
+
+        return diff_output_code.run(args, _text_lines)
+    if not args.pass_name:
+        return _fail("--pass NAME (or --output-code) is required")
     from graphtrain_inspect.inspector.diff import graph_diff as gdiff
     from graphtrain_inspect.inspector.read.capture_index import CaptureUnreadable, open_capture
     from graphtrain_inspect.inspector.read.stages import StageIndex

@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from graphtrain_inspect.inspector.cli import ls_output_code
 from graphtrain_inspect.inspector.diff.render import Style, add_common_arguments, fmt_bytes, print_read_errors, want_color
 
 
@@ -85,6 +86,7 @@ def listing(cap, ranks: list[int] | None = None) -> dict[str, Any]:
                     for e in cap.capture_errors(r)
                 ],
                 "complete": end is not None if cap.kind == "capture" else None,
+                "output_code": ls_output_code.entries(cap, r),
                 "stopped": cap.stopped(r) if cap.kind == "capture" else None,
             }
         )
@@ -99,7 +101,7 @@ def _manifest_summary(m: dict | None) -> dict | None:
 
 
 def _rank_signature(rank_entry: dict) -> tuple:
-    return tuple((p["seq"], p["name"], p["status"], p["before"]["gid"], tuple(sorted((k, v["gid"]) for k, v in p["after"].items()))) for p in rank_entry["passes"])
+    return tuple(o["oid"] for o in rank_entry.get("output_code") or []) + tuple((p["seq"], p["name"], p["status"], p["before"]["gid"], tuple(sorted((k, v["gid"]) for k, v in p["after"].items()))) for p in rank_entry["passes"])
 
 
 def render(data: dict[str, Any], st: Style, fold: bool = True) -> list[str]:
@@ -149,6 +151,8 @@ def render(data: dict[str, Any], st: Style, fold: bool = True) -> list[str]:
         pipeline = None
         for p in entry["passes"]:
             if p["pipeline"] != pipeline:
+                if pipeline is not None:
+                    lines.extend(ls_output_code.rows(entry, pipeline, st, _row, fmt_bytes))
                 pipeline = p["pipeline"]
                 cid = f" (compile {p['compile_id']})" if p.get("compile_id") else ""
                 lines.append(st(f"  pipeline {pipeline}{cid}", "bold"))
@@ -157,6 +161,12 @@ def render(data: dict[str, Any], st: Style, fold: bool = True) -> list[str]:
                 if b["gid"] and p["traced"]:
                     lines.append(_row("trace", "", b["gid"], "", _n(b["nodes"]), "", "", "", st))
             lines.extend(_pass_lines(p, st))
+        if pipeline is not None:
+            lines.extend(ls_output_code.rows(entry, pipeline, st, _row, fmt_bytes))
+        loose = ls_output_code.rows(entry, None, st, _row, fmt_bytes)
+        if loose:
+            lines.append(st("  generated code of graphs no listed pipeline made", "bold"))
+            lines.extend(loose)
         lines.extend(_error_lines(errs, st))
     if data.get("read_errors"):
         lines.append("")

@@ -1,0 +1,67 @@
+"""device-baked in generated code (`"layer": "codegen"`): device indices the wrapper pins
+(`device(type='cuda', index=N)`, `set_device(N)`, `_DeviceGuard(N)`, `get_raw_stream(N)`,
+`'cuda:N'`).
+
+Policy (as for FX device literals): code compiled on one rank and loaded by every rank (compile on
+one rank: one rank generated code, or the capture says so) must not pin any index: every loading
+rank would launch on the compiling rank's device; an error naming the index and the ranks that
+load it. Code each rank generated for itself may pin its own device; an index that is not the
+rank's own device is an error; an accelerator index on a rank that computes on the CPU, a warning.
+"""
+
+from __future__ import annotations
+
+from graphtrain_inspect.inspector.checks import Finding
+from graphtrain_inspect.inspector.checks.codegen_sites import aligned, finding
+from graphtrain_inspect.inspector.checks.rank_baked import compile_on_one_rank
+from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
+from graphtrain_inspect.inspector.diff.output_code import own_index, pinned_indices
+from graphtrain_inspect.inspector.read.graphmodel import split_device
+
+KIND = "device-baked"
+DESCRIPTION = "device indices pinned in generated code: any, in code every rank loads; another rank's, in per-rank code"
+
+
+def run(ctx: CheckContext) -> list[Finding]:
+    out: list[Finding] = []
+    sites_by_key = aligned(ctx)
+    if not sites_by_key:
+        return out
+    flag, _ = compile_on_one_rank(ctx)
+    all_ranks = list(ctx.cap.ranks)
+    for key, sites in sites_by_key.items():
+        shared = flag or (len(sites) == 1 and len(all_ranks) > 1)
+        for r, site in sorted(sites.items()):
+            text = site.text
+            if not text:
+                continue
+            rctx = site.rank_ctx
+            own = own_index(rctx)
+            own_typ = split_device(rctx.own_device)[0]
+            pins: dict[int, list[tuple[int, str, str]]] = {}
+            for i, line in enumerate(text.split("\n")):
+                if "(" not in line and ":" not in line:
+                    continue
+                for what, idx in pinned_indices(line):
+                    pins.setdefault(idx, []).append((i + 1, what, line.strip()))
+            for idx, where in sorted(pins.items()):
+                loaders = [x for x in all_ranks if x != r] if shared else [r]
+                if shared:
+                    sev = "error"
+                    why = f"is pinned in code compiled on rank {r} and loaded by ranks {all_ranks}: ranks {loaders} launch on device index {idx}"
+                elif own is not None and idx != own:
+                    sev = "error"
+                    why = f"is not rank {r}'s own device index {own}"
+                elif own is None and own_typ in ("cpu", "meta"):
+                    sev = "warning"
+                    why = f"pins an accelerator on rank {r}, which computes on {rctx.own_device}"
+                else:
+                    continue
+                first = where[0]
+                msg = f"device index {idx} ({first[1]}, {len(where)} line(s)) in generated code {why}"
+                ev = {
+                    "index": idx, "own_index": own, "shared": shared, "compiled_on": r, "loaded_by": loaders if shared else [r],
+                    "lines": [{"line": ln, "what": w, "code": c} for ln, w, c in where[:20]],
+                }  # fmt: skip
+                out.append(finding(KIND, sev, msg, {r: site}, all_ranks if shared else [r], node=None, evidence=ev))
+    return out

@@ -1,0 +1,57 @@
+"""codegen-divergent (`"layer": "codegen"`): ranks whose generated code for the same compile
+differs in shape (lines added, removed or reordered, kernels fused differently; literals masked,
+kernel names, own device, streams and group names normalized) although the FX graphs it was
+generated from agree on those ranks. The FX graph cannot explain it: a per-rank Inductor decision
+(autotuning, a config read from the environment, a heuristic on rank-local data) made the ranks'
+kernels differ, and collectives or numerics may no longer match.
+"""
+
+from __future__ import annotations
+
+from graphtrain_inspect.inspector.checks import Finding
+from graphtrain_inspect.inspector.checks.codegen_sites import aligned, finding
+from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
+from graphtrain_inspect.inspector.diff.graph_diff import text_diff
+from graphtrain_inspect.inspector.diff.output_code import literal_skeleton
+
+KIND = "codegen-divergent"
+DESCRIPTION = "ranks whose generated code differs in shape although their FX graphs agree"
+
+
+def _fx_agree(ctx: CheckContext, ra: int, ga: str | None, rb: int, gb: str | None) -> bool:
+    if ga is None or gb is None:
+        return False  # unknown: the FX check cannot vouch for it, and we do not guess
+    if ga == gb:
+        return True
+    try:
+        return bool(ctx.identical(ra, ga, rb, gb))
+    except Exception:  # noqa: BLE001 - a graph that does not read: not known to agree
+        return False
+
+
+def run(ctx: CheckContext) -> list[Finding]:
+    out: list[Finding] = []
+    for key, sites in aligned(ctx).items():
+        if len(sites) < 2:
+            continue
+        ranks = sorted(sites)
+        ref = sites[ranks[0]]
+        shape_ref = [literal_skeleton(l)[0] for l in ref.normalized]
+        differ = []
+        for r in ranks[1:]:
+            s = sites[r]
+            shape = [literal_skeleton(l)[0] for l in s.normalized]
+            if shape == shape_ref:
+                continue
+            if not _fx_agree(ctx, ranks[0], ref.oc.graph, r, s.oc.graph):
+                continue
+            differ.append((r, text_diff(shape_ref, shape, f"rank {ranks[0]}", f"rank {r}", context=0)))
+        if not differ:
+            continue
+        others = [r for r, _ in differ]
+        first = differ[0][1]
+        changed = [l for l in first if l[:1] in "+-" and not l.startswith(("+++", "---"))]
+        msg = f"generated code of ranks {others} differs in shape from rank {ranks[0]}'s ({len(changed)} line(s)) although their FX graphs agree"
+        ev = {"differing_ranks": others, "diff": first[:40]}
+        out.append(finding(KIND, "error", msg, sites, ranks, node=None, evidence=ev))
+    return out

@@ -1,0 +1,77 @@
+"""rank-baked-constant in generated code (`"layer": "codegen"`): a numeric literal that differs
+across ranks' generated code for the same compile, at the same line of the same kernel (after
+normalizing kernel names, the own device, streams and group names), where the lines agree
+otherwise. The per-rank values are correlated with rank, local rank and mesh coordinates exactly as
+the FX check does (`rank_baked.match_vectors`): a match is an error (e.g. `static_cast<float>(3.0)`
+on rank 0 and `4.0` on rank 1 for `y * (rank + 3)`), differing otherwise is a warning. Lines whose
+shape differs are left to `codegen-divergent`.
+"""
+
+from __future__ import annotations
+
+from graphtrain_inspect.inspector.checks import Finding
+from graphtrain_inspect.inspector.checks.codegen_sites import aligned, finding, fx_node
+from graphtrain_inspect.inspector.checks.rank_baked import match_vectors
+from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
+from graphtrain_inspect.inspector.diff.output_code import literal_skeleton, literal_value, pinned_indices
+
+KIND = "rank-baked-constant"
+DESCRIPTION = "literals in generated code that differ across ranks and equal a rank-derived value"
+
+
+def run(ctx: CheckContext) -> list[Finding]:
+    out: list[Finding] = []
+    vectors = ctx.vectors()
+    for key, sites in aligned(ctx).items():
+        if len(sites) < 2:
+            continue
+        norm = {r: s.normalized for r, s in sites.items()}
+        if len({len(v) for v in norm.values()}) != 1:
+            continue  # lines added or removed: a structural difference, not a literal
+        ranks = sorted(sites)
+        ref = sites[ranks[0]]
+        seen: set[tuple] = set()
+        for i in range(len(norm[ranks[0]])):
+            lines = {r: norm[r][i] for r in ranks}
+            if len(set(lines.values())) == 1:
+                continue
+            if any(pinned_indices(l) for l in lines.values()):
+                continue  # a device index: the device check's business, not a rank literal
+            split = {r: literal_skeleton(l) for r, l in lines.items()}
+            if len({sk for sk, _ in split.values()}) != 1 or len({len(lits) for _, lits in split.values()}) != 1:
+                continue
+            for j in range(len(split[ranks[0]][1])):
+                texts = {r: split[r][1][j] for r in ranks}
+                if len(set(texts.values())) == 1:
+                    continue
+                values = {r: literal_value(t) for r, t in texts.items()}
+                if any(v is None for v in values.values()):
+                    continue
+                matches = match_vectors(values, vectors)
+                kernel = ref.kernel_at(i)
+                kname = kernel.name if kernel else None
+                dedup = (key, kname, split[ranks[0]][0], j)
+                if dedup in seen:
+                    continue
+                seen.add(dedup)
+                node, stack = fx_node(ctx, sites, kname)
+                where = f"kernel {kname}" if kname else "the wrapper"
+                vals = ", ".join(f"rank {r}: {texts[r]}" for r in ranks)
+                if matches:
+                    rel = matches[0]
+                    form = rel.get("form") or rel["vector"]
+                    msg = f"literal in generated code of {where} differs across ranks ({vals}) and equals {form}: baked at compile time"
+                    sev = "error"
+                else:
+                    msg = f"literal in generated code of {where} differs across ranks ({vals})"
+                    sev = "warning"
+                if node:
+                    msg += f"; computed from FX node {node}"
+                ev = {
+                    "kernel": kname, "line": i + 1, "code": ref.text.split("\n")[i].strip() if ref.text else None,
+                    "values": {str(r): values[r] for r in ranks}, "literals": {str(r): texts[r] for r in ranks},
+                    "matches": matches, "fx_node": node, "fx_stack": stack,
+                    "fx_nodes": ref.oc.origins.get(kname or "", []),
+                }  # fmt: skip
+                out.append(finding(KIND, sev, msg, sites, ranks, node=node, evidence=ev))
+    return out

@@ -1,0 +1,115 @@
+"""`graphtrain-inspect diff DIR --output-code`: Inductor's generated code across ranks or compiles.
+
+* `--output-code --ranks A,B`: each compile's generated code on rank A against rank B, normalized
+  (kernel names without Inductor's counter, each rank's own device index, stream numbers, group
+  names, cache paths): empty where the ranks agree, so a rank-baked literal shows as one line.
+* `--output-code --compiles K1,K2 [--rank R]`: two compiles' code on one rank (keys as `ls` and
+  `check` name them: `0/0#0`, `1/0#0`, `#0` for code made outside torch.compile).
+
+`--pipeline KEY` (a compile id or key) keeps only that compile. Exit 0; 2 when DIR cannot be read,
+or a rank or compile does not exist.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+import orjson
+
+
+def _fail(msg: str) -> int:
+    print(f"graphtrain-inspect diff: {msg}", file=sys.stderr)
+    return 2
+
+
+def _pick(keys: list[str], want: str | None) -> list[str]:
+    if want is None:
+        return keys
+    return [k for k in keys if k == want or k.split("#")[0] == want]
+
+
+def run(args: argparse.Namespace, text_lines: Any) -> int:
+    from graphtrain_inspect.inspector.diff.normalize import RankContext
+    from graphtrain_inspect.inspector.diff.output_code import CodeNormalizer
+    from graphtrain_inspect.inspector.diff.render import Style, print_read_errors, want_color
+    from graphtrain_inspect.inspector.read.capture_index import CaptureUnreadable, open_capture
+    from graphtrain_inspect.inspector.read.output_code import code_text, compile_keys
+
+    try:
+        cap = open_capture(args.dir, source=args.source)
+    except CaptureUnreadable as e:
+        return _fail(str(e))
+    st = Style(want_color(args.color))
+    out: list[str] = []
+    docs: list[dict] = []
+    with cap:
+        print_read_errors(cap)
+        by_key = compile_keys(cap)
+        if not by_key:
+            return _fail(f"no generated code in {args.dir} (capture with Inductor hooks on, or TORCH_TRACE a torch.compile run)")
+        ctxs: dict[tuple, RankContext] = {}
+
+        def norm(r: int, oc: Any) -> list[str] | None:
+            key = (r, oc.graph)
+            if key not in ctxs:
+                # the own device of the graph the code was made from (torch's logs: inferred from its inputs)
+                ctxs[key] = RankContext.from_table(r, cap.rank_table(r), local_rank=cap.local_rank(r), own_device=cap.own_device(r, oc.graph))
+            text = code_text(cap, oc)
+            return None if text is None else CodeNormalizer(ctxs[key]).lines(text)
+
+        pairs: list[tuple[str, int, Any, int, Any]] = []  # (title, rank a, code a, rank b, code b)
+        if args.compiles:
+            parts = args.compiles.split(",")
+            if len(parts) != 2:
+                return _fail(f"--compiles wants two compile keys like 0/0#0,1/0#0, not {args.compiles!r}")
+            rank = args.rank if args.rank is not None else (cap.ranks[0] if cap.ranks else 0)
+            got = []
+            for k in parts:
+                ks = _pick(sorted(by_key), k)
+                oc = next((by_key[x][rank] for x in ks if rank in by_key[x]), None)
+                if oc is None:
+                    return _fail(f"no generated code of compile {k!r} on rank {rank} (compiles: {', '.join(sorted(by_key))})")
+                got.append(oc)
+            pairs.append((f"generated code on rank {rank}: compile {parts[0]} vs {parts[1]}", rank, got[0], rank, got[1]))
+        else:
+            try:
+                ra, rb = (int(x) for x in (args.ranks or "").split(","))
+            except ValueError:
+                return _fail(f"--output-code wants --ranks A,B or --compiles K1,K2, not {args.ranks!r}")
+            for r in (ra, rb):
+                if r not in cap.ranks:
+                    return _fail(f"no rank {r} in {args.dir} (ranks: {cap.ranks})")
+            keys = _pick(list(by_key), args.pipeline)
+            if not keys:
+                return _fail(f"no generated code of compile {args.pipeline!r} (compiles: {', '.join(by_key)})")
+            for k in keys:
+                per = by_key[k]
+                title = f"generated code, compile {k}: rank {ra} vs rank {rb}"
+                missing = [r for r in (ra, rb) if r not in per]
+                if missing:
+                    out.append(st(title, "bold", "magenta"))
+                    out.append(st(f"  rank {missing[0]} has no generated code for this compile (compiled elsewhere, or not at all)", "red"))
+                    docs.append({"compile": k, "missing_on": missing})
+                    continue
+                pairs.append((title, ra, per[ra], rb, per[rb]))
+        for title, ra, a, rb, b in pairs:
+            out.append(st(title, "bold", "magenta"))
+            la, lb = norm(ra, a), norm(rb, b)
+            if la is None or lb is None:
+                out.append(st("  generated code unreadable on one side", "red"))
+                continue
+            from graphtrain_inspect.inspector.diff.graph_diff import text_diff
+
+            d = text_diff(la, lb, f"rank {ra} {a.oid}", f"rank {rb} {b.oid}", context=args.context)
+            docs.append({"title": title, "a": {"rank": ra, "oid": a.oid, "compile_id": a.compile_id}, "b": {"rank": rb, "oid": b.oid, "compile_id": b.compile_id}, "empty": not d, "diff": d})
+            if not d:
+                out.append(st("  the generated code agrees (after normalization)", "green"))
+                continue
+            out.extend(text_lines(la, lb, f"rank {ra} {a.oid}", f"rank {rb} {b.oid}", args, st))
+    if args.json:
+        sys.stdout.write(orjson.dumps({"diffs": docs}, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode() + "\n")
+    else:
+        sys.stdout.write("\n".join(out) + "\n")
+    return 0

@@ -1,0 +1,74 @@
+"""Capturing Inductor's generated code on 2 gloo ranks (slow: one real torchrun for the module)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import pytest
+
+from graphtrain_inspect.capture import logformat
+from tests.capture_utils import payloads, run_cli, torchrun
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def captured(tmp_path_factory):
+    out = tmp_path_factory.mktemp("codegen") / "cap"
+    r = run_cli("capture", "--out", str(out), "--", *torchrun(2, "tests.programs.rank_literal_compile"), timeout=600)
+    assert r.returncode == 0, r.stderr[-4000:]
+    return out
+
+
+def test_both_ranks_hold_the_generated_code_linked_to_its_graph_and_compile(captured):
+    for rank in (0, 1):
+        log = captured / logformat.log_file_name(rank)
+        codes = payloads(log, logformat.OUTPUT_CODE)
+        links = payloads(log, logformat.CODEGEN)
+        assert any(f"static_cast<float>({rank + 3}.0)" in c for c in codes)
+        assert len(links) >= 3  # baked, agnostic forward and backward
+        assert all(l["compile_id"] and l["graph"] for l in links)
+        graphs = {p["gid"] for p in payloads(log, logformat.NODES)}
+        assert all(l["graph"] in graphs for l in links)  # linked to a captured post-grad graph
+        baked = next(l for l in links if any("mul" in ns for ns in l["kernels"].values()) and l["compile_id"] == "0/0")
+        assert any(k.startswith("cpp_fused") for k in baked["kernels"])
+
+
+def test_check_has_the_fx_finding_and_the_codegen_finding(captured):
+    r = run_cli("check", str(captured), "--json")
+    doc = json.loads(r.stdout)
+    baked = [f for f in doc["findings"] if f["kind"] == "rank-baked-constant"]
+    layers = {f["layer"] for f in baked}
+    assert layers == {"graph", "codegen"}, baked
+    cg = [f for f in doc["findings"] if f["layer"] == "codegen"]
+    assert len(cg) == 1, cg  # the rank-agnostic compile gives no codegen finding
+    ev = cg[0]["evidence"]
+    assert cg[0]["severity"] == "error" and cg[0]["node"] == "mul" and ev["kernel"].startswith("cpp_fused")
+    assert ev["literals"] == {"0": "3.0", "1": "4.0"} and ev["fx_stack"] and "rank_literal_compile.py" in ev["fx_stack"]
+
+
+def test_diff_of_generated_code_across_ranks_shows_only_the_literal(captured):
+    r = run_cli("diff", str(captured), "--output-code", "--ranks", "0,1", "--json")
+    assert r.returncode == 0, r.stderr
+    diffs = json.loads(r.stdout)["diffs"]
+    assert len(diffs) >= 3
+    changed = [l for d in diffs for l in d["diff"] if l[:1] in "+-" and not l.startswith(("+++", "---"))]
+    assert [l[0] + l[1:].strip() for l in changed] == ["-auto tmp4 = static_cast<float>(3.0);", "+auto tmp4 = static_cast<float>(4.0);"]
+    assert sum(1 for d in diffs if d["empty"]) == len(diffs) - 1
+
+
+def test_ls_lists_generated_code_as_the_last_stage(captured):
+    r = run_cli("ls", str(captured), "--all")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("inductor codegen") >= 6  # three compiles' code on two ranks
+    assert "generated code, 1 kernel" in r.stdout
+
+
+@pytest.mark.skipif(shutil.which("tlparse") is None, reason="tlparse not installed")
+def test_tlparse_strict_accepts_the_logs(captured, tmp_path):
+    for rank in (0, 1):
+        log = captured / logformat.log_file_name(rank)
+        p = subprocess.run(["tlparse", str(log), "-o", str(tmp_path / f"tl{rank}"), "--strict", "--strict-compile-id", "--no-browser", "--overwrite"], capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stderr[-2000:]

@@ -1,0 +1,72 @@
+"""Codegen checks (`"layer": "codegen"`) on small hand-made TORCH_TRACE logs of two ranks."""
+
+from __future__ import annotations
+
+from graphtrain_inspect.inspector.checks import run_checks
+from graphtrain_inspect.inspector.read.capture_index import open_capture
+from tests.read.output_code_logs import post_grad, torch_log, wrapper
+
+PROV = {"cppCodeToPost": {"cpp_fused_add_mul_relu_0:1": ["relu", "mul"]}}
+
+
+def _codegen(findings):
+    return [f for f in findings if f.layer == "codegen"]
+
+
+def test_rank_baked_literal_in_kernel_is_an_error_blamed_on_the_fx_node(tmp_path):
+    for r in (0, 1):
+        torch_log(tmp_path, r, [{"graph": post_grad(str(r + 3)), "code": wrapper(f"{r + 3}.0", n=r), "provenance": PROV}])
+    fs = run_checks(open_capture(str(tmp_path)))
+    cg = _codegen(fs)
+    assert [(f.kind, f.severity) for f in cg] == [("rank-baked-constant", "error")]
+    f = cg[0]
+    assert f.ranks == [0, 1] and f.introduced_by == "inductor_codegen"
+    assert f.evidence["kernel"] == "cpp_fused_add_mul_relu_0"
+    assert f.evidence["literals"] == {"0": "3.0", "1": "4.0"}
+    assert f.evidence["matches"][0]["form"] == "rank + 3"
+    assert f.node == "mul"  # the kernel computes relu and mul; only mul's row differs across ranks
+    assert f.to_json()["layer"] == "codegen"
+    # the FX finding is still there, in the graph layer
+    assert any(x.kind == "rank-baked-constant" and x.layer == "graph" for x in fs)
+
+
+def test_correct_per_rank_compile_has_no_codegen_finding(tmp_path):
+    for r in (0, 1):
+        torch_log(tmp_path, r, [{"graph": post_grad("3"), "code": wrapper("3.0", n=r), "provenance": PROV}])
+    assert _codegen(run_checks(open_capture(str(tmp_path)))) == []
+
+
+def test_per_rank_gpu_code_on_each_ranks_own_device_is_fine_and_a_foreign_index_is_not(tmp_path):
+    ok, bad = tmp_path / "ok", tmp_path / "bad"
+    for r in (0, 1):
+        dev = f"[4, 1]cuda:{r}"
+        torch_log(ok, r, [{"graph": post_grad("3", dev), "code": wrapper(cuda_dev=r, n=r)}])
+        torch_log(bad, r, [{"graph": post_grad("3", dev), "code": wrapper(cuda_dev=0, n=r)}])
+    assert _codegen(run_checks(open_capture(str(ok)))) == []
+    cg = _codegen(run_checks(open_capture(str(bad))))
+    assert [(f.kind, f.severity, f.ranks, f.evidence["index"]) for f in cg] == [("device-baked", "error", [1], 0)]
+
+
+def test_code_compiled_on_one_rank_pins_a_device_every_rank_loads(tmp_path):
+    torch_log(tmp_path, 0, [{"graph": post_grad("3", "[4, 1]cuda:0"), "code": wrapper(cuda_dev=0)}])
+    # rank 1 compiled nothing: it loads rank 0's code
+    (tmp_path / "dedicated_log_torch_trace_rank_1_abc.log").write_text(
+        'V1124 03:04:38.336000 4243 torch/x.py:1] {"artifact": {"name": "torch_version", "encoding": "string"}, "rank": 1, "has_payload": "%s"}\n\t2.13\n'
+        % __import__("hashlib").md5(b"2.13").hexdigest()
+    )
+    cg = _codegen(run_checks(open_capture(str(tmp_path))))
+    assert len(cg) == 1 and cg[0].kind == "device-baked" and cg[0].severity == "error"
+    assert cg[0].evidence["index"] == 0 and cg[0].evidence["shared"] is True and cg[0].evidence["loaded_by"] == [1]
+    assert cg[0].ranks == [0, 1]
+
+
+def test_generated_code_that_differs_in_shape_although_the_fx_graphs_agree(tmp_path):
+    torch_log(tmp_path, 0, [{"graph": post_grad("3"), "code": wrapper("3.0")}])
+    torch_log(tmp_path, 1, [{"graph": post_grad("3"), "code": wrapper("3.0", extra_kernel=True)}])
+    cg = _codegen(run_checks(open_capture(str(tmp_path))))
+    assert [(f.kind, f.severity, f.evidence["differing_ranks"]) for f in cg] == [("codegen-divergent", "error", [1])]
+    # when the FX graphs differ too, the FX checks own it: no codegen-divergent finding
+    other = tmp_path / "fxdiffers"
+    torch_log(other, 0, [{"graph": post_grad("3"), "code": wrapper("3.0")}])
+    torch_log(other, 1, [{"graph": post_grad("3").replace("relu.default", "sigmoid.default"), "code": wrapper("3.0", extra_kernel=True)}])
+    assert not [f for f in _codegen(run_checks(open_capture(str(other)))) if f.kind == "codegen-divergent"]

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def captured(tmp_path_factory):
     out = tmp_path_factory.mktemp("codegen") / "cap"
-    r = run_cli("capture", "--out", str(out), "--", *torchrun(2, "tests.programs.rank_literal_compile"), timeout=600)
+    r = run_cli("capture", "--out", str(out), "--torch-trace", "--", *torchrun(2, "tests.programs.rank_literal_compile"), timeout=600)
     assert r.returncode == 0, r.stderr[-4000:]
     return out
 
@@ -36,6 +36,20 @@ def test_both_ranks_hold_the_generated_code_linked_to_its_graph_and_compile(capt
         assert all(l["graph"] in graphs for l in links)  # linked to a captured post-grad graph
         baked = next(l for l in links if any("mul" in ns for ns in l["kernels"].values()) and l["compile_id"] == "0/0")
         assert any(k.startswith("cpp_fused") for k in baked["kernels"])
+
+
+def test_the_capture_records_exactly_the_code_torch_logs(captured):
+    """torch's own TORCH_TRACE logs of the same run (--torch-trace) hold the same code, and the
+    reader gives the same compiles from either source."""
+    from graphtrain_inspect.inspector.read.capture_index import open_capture
+    from graphtrain_inspect.inspector.read.output_code import code_text, output_codes
+
+    with open_capture(str(captured)) as ours, open_capture(str(captured), source="torch") as theirs:
+        assert theirs.kind == "torch_trace"
+        for rank in (0, 1):
+            a = [(oc.compile_id, code_text(ours, oc)) for oc in output_codes(ours, rank)]
+            b = [(oc.compile_id, code_text(theirs, oc)) for oc in output_codes(theirs, rank)]
+            assert len(a) >= 3 and a == b
 
 
 def test_check_has_the_fx_finding_and_the_codegen_finding(captured):

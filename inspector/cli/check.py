@@ -38,6 +38,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def _evidence_line(f) -> str:
     ev = f.evidence or {}
+    if getattr(f, "layer", "graph") == "codegen":
+        return _codegen_evidence(f.kind, ev)
     if f.kind == "rank-baked-constant":
         vals = ev.get("values")
         if vals:
@@ -68,6 +70,23 @@ def _evidence_line(f) -> str:
         if ev.get("not_on"):
             return f"ran on {ev.get('ran_on')}, not on {ev.get('not_on')}"
     return ""
+
+
+def _codegen_evidence(kind: str, ev: dict) -> str:
+    """Generated code: the values per rank, the line of code, and the FX node's source line."""
+    parts = []
+    if ev.get("literals"):
+        m = ev.get("matches") or []
+        parts.append(", ".join(f"r{r}={v}" for r, v in ev["literals"].items()) + (f" = {m[0].get('form') or m[0]['vector']}" if m else ""))
+    if kind == "device-baked" and ev.get("lines"):
+        parts.append(f"line {ev['lines'][0]['line']}: {ev['lines'][0]['code']}")
+    elif ev.get("code"):
+        parts.append(f"line {ev.get('line')}: {ev['code']}")
+    if ev.get("fx_stack"):
+        parts.append(str(ev["fx_stack"]))
+    if ev.get("diff"):
+        parts.append(next((l for l in ev["diff"] if l[:1] in "+-" and not l.startswith(("+++", "---"))), ""))
+    return "  |  ".join(p for p in parts if p)
 
 
 def render(report, st: Style, width: int, hidden: int = 0) -> list[str]:
@@ -101,6 +120,8 @@ def render(report, st: Style, width: int, hidden: int = 0) -> list[str]:
             if last and last != intro:
                 where += f", still present after {last}"
             pl = f"  [{pipeline_label(pipeline)}]" if pipeline else ""
+            if any(getattr(f, "layer", "graph") == "codegen" for f in gfs):
+                pl += "  [generated code]"
             lines.append(st(f"  {where}{pl}", "cyan"))
             for f in gfs:
                 sev = st(f"{f.severity.upper():<7}", colours.get(f.severity, "bold"))

@@ -28,7 +28,8 @@ def run(ctx: CheckContext) -> list[Finding]:
     if not sites_by_key:
         return out
     flag, _ = compile_on_one_rank(ctx)
-    all_ranks = list(ctx.cap.ranks)
+    # ranks that loaded shared code may have logged nothing at all: the world size names them
+    all_ranks = sorted(set(ctx.cap.ranks) | set(range(ctx.cap.world_size or 0)))
     for key, sites in sites_by_key.items():
         shared = flag or (len(sites) == 1 and len(all_ranks) > 1)
         for r, site in sorted(sites.items()):

@@ -6,7 +6,8 @@ form before comparing:
   `triton_poi_fused_add_3`), so the same kernel gets another number after another compile: each
   kernel defined in the wrapper becomes its name without the number plus its ordinal in the file
   (`cpp_fused_add_mul_relu_#0`);
-* the rank's own device index (`device(type='cuda', index=1)`, `set_device(1)`, `_DeviceGuard(1)`,
+* the rank's own device index (`device(type='cuda', index=1)`, a Triton kernel's
+  `DeviceProperties(type='cuda', index=1, ...)`, `set_device(1)`, `_DeviceGuard(1)`,
   `get_raw_stream(1)`, `'cuda:1'` on the rank whose device is cuda:1): `<own>`; any other index is
   kept, so a pinned foreign device still shows;
 * stream variables (`stream1`): `stream#`;
@@ -39,6 +40,8 @@ NUMBER = re.compile(r"(?<![\w.])(?:0x[0-9a-fA-F]+|\d+\.\d*(?:[eE][+-]?\d+)?|\.\d
 # what pins a device index in Inductor's wrappers (C++ and Python)
 DEVICE_PINS = (
     ("device_index", re.compile(r"device\(type='(?P<type>\w+)', index=(?P<idx>\d+)\)")),
+    # a Triton kernel's compile-time device (`triton_meta['device']`): compiled for and loaded on it
+    ("kernel_device", re.compile(r"DeviceProperties\(type='(?P<type>\w+)', index=(?P<idx>\d+)\b")),
     ("set_device", re.compile(r"\b(?P<type>cuda|xpu)\.set_device\((?P<idx>\d+)\)")),
     ("device_guard", re.compile(r"\b(?P<type>cuda|xpu)?\.?_DeviceGuard\((?P<idx>\d+)\)")),
     ("raw_stream", re.compile(r"\bget_raw_stream\((?P<idx>\d+)\)")),
@@ -120,7 +123,7 @@ def _own_device(line: str, own: int) -> str:
     s = str(own)
     if s not in line:
         return line
-    line = re.sub(rf"(device\(type='\w+', index=){s}\)", rf"\g<1>{OWN_DEVICE})", line)
+    line = re.sub(rf"(\(type='\w+', index=){s}(?![\d.])", rf"\g<1>{OWN_DEVICE}", line)
     line = re.sub(rf"(\bset_device\(|_DeviceGuard\(|\bget_raw_stream\(){s}\)", rf"\g<1>{OWN_DEVICE})", line)
     line = re.sub(rf"(['\"](?:cuda|xpu|mtia|hpu):){s}(['\"])", rf"\g<1>{OWN_DEVICE}\g<2>", line)
     return line

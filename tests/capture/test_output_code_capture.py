@@ -90,3 +90,16 @@ def test_tlparse_strict_accepts_the_logs(captured, tmp_path):
         p = subprocess.run([tl, str(log), "-o", str(tmp_path / f"tl{rank}"), "--strict", "--strict-compile-id", "--no-browser"], capture_output=True, text=True, timeout=300)
         assert p.returncode == 0, p.stderr[-2000:]
         assert "Unknown fields" not in p.stdout + p.stderr
+
+
+def test_code_compiled_on_one_rank_is_recorded_there_and_clean_on_cpu(tmp_path):
+    """samples/codegen_one_rank on CPU: rank 0 compiles, both ranks run its code (right on CPU:
+    C++ code pins no device); the code is recorded on rank 0 only and checks report nothing in it."""
+    out = tmp_path / "cap"
+    r = run_cli("capture", "--out", str(out), "--", *torchrun(2, "graphtrain_inspect.samples.codegen_one_rank"), timeout=600)
+    assert r.returncode == 0, r.stderr[-4000:]
+    assert "0 of 2 ranks failed" in r.stdout
+    assert payloads(out / logformat.log_file_name(0), logformat.OUTPUT_CODE)
+    assert not (out / logformat.log_file_name(1)).exists() or not payloads(out / logformat.log_file_name(1), logformat.OUTPUT_CODE)
+    doc = json.loads(run_cli("check", str(out), "--json").stdout)
+    assert [f for f in doc["findings"] if f["layer"] == "codegen"] == []

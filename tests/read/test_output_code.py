@@ -79,3 +79,45 @@ def test_pinned_indices_and_literal_skeleton():
     assert pinned_indices("buf0 = empty_strided_cpu((8, 4), (4, 1), torch.float32)") == []
     sk, lits = literal_skeleton("auto tmp4 = static_cast<float>(3.0); x0 += static_cast<int64_t>(16L); tmp12")
     assert lits == ["3.0", "16L"] and sk == "auto tmp4 = static_cast<float>(#); x0 += static_cast<int64_t>(#); tmp12"
+
+
+def _our_log(tmp_path, records):
+    from graphtrain_inspect.capture import logformat
+
+    header = {"format": logformat.FORMAT_NAME, "format_version": logformat.FORMAT_VERSION, "rank": 0, "local_rank": 0, "world_size": 1, "pid": 1, "host": "h", "user": "u", "argv": [], "torch_version": "2.13", "python": "3", "time": 0.0, "sources": ["inductor"], "blobs": False}
+    data = logformat.encode_record(logformat.HEADER, header, rank=0)
+    for kind, payload, meta in records:
+        data += logformat.encode_record(kind, payload, rank=0, meta=meta)
+    (tmp_path / logformat.log_file_name(0)).write_bytes(data)
+
+
+def test_captured_records_read_and_bad_ones_are_skipped_not_raised(tmp_path):
+    from graphtrain_inspect.capture import logformat
+    from graphtrain_inspect.inspector.checks import run_checks
+
+    code = wrapper()
+    link = {"oid": "o1", "graph": None, "compile_id": None, "kernels": {"cpp_fused_add_mul_relu_0": ["mul"]}}
+    _our_log(tmp_path, [
+        (logformat.OUTPUT_CODE, code, {"oid": "o1"}),
+        (logformat.CODEGEN, link, {"oid": "o1"}),
+        (logformat.CODEGEN, {**link, "oid": "o-missing"}, {"oid": "o-missing"}),  # names no code
+        (logformat.CODEGEN, ["not", "a", "dict"], {}),
+        (logformat.CODEGEN, {**link, "kernels": "garbage", "compile_id": 7}, {"oid": "o1"}),
+    ])  # fmt: skip
+    cap = open_capture(str(tmp_path))
+    ocs = output_codes(cap, 0)
+    assert [(oc.oid, oc.compile_id, oc.origins) for oc in ocs] == [("o1", None, {"cpp_fused_add_mul_relu_0": ["mul"]}), ("o1", None, {})]
+    assert code_text(cap, ocs[0]) == code
+    assert [f for f in run_checks(cap) if f.layer == "codegen"] == []
+
+
+def test_a_damaged_output_code_record_reads_as_none(tmp_path):
+    from graphtrain_inspect.capture import logformat
+
+    _our_log(tmp_path, [(logformat.OUTPUT_CODE, wrapper(), {"oid": "o1"}), (logformat.CODEGEN, {"oid": "o1", "kernels": {}}, {"oid": "o1"})])
+    path = tmp_path / logformat.log_file_name(0)
+    path.write_bytes(path.read_bytes().replace(b"static_cast<float>(3.0)", b"static_cast<float>(9.0)"))
+    cap = open_capture(str(tmp_path))
+    (oc,) = output_codes(cap, 0)
+    assert code_text(cap, oc) is None
+    assert any("md5" in str(e) for e in cap.all_errors())

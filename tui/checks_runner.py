@@ -34,7 +34,7 @@ def finding_from_json(d: dict[str, Any]) -> Finding:
         kind=d["kind"], severity=d["severity"], message=d.get("message") or "", introduced_by=d.get("introduced_by"),
         pass_=d.get("pass"), ranks=list(d.get("ranks") or []), graph=d.get("graph"), subgraph=d.get("subgraph"),
         node=d.get("node"), evidence=d.get("evidence") or {}, pipeline=d.get("pipeline"),
-        introduced_seq=d.get("introduced_seq"), last_seq=d.get("last_seq"),
+        introduced_seq=d.get("introduced_seq"), last_seq=d.get("last_seq"), layer=d.get("layer") or "graph",
     )  # fmt: skip
 
 

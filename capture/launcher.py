@@ -296,7 +296,7 @@ def _print_summary(out: str, args: argparse.Namespace, summaries: list[RankSumma
 
 
 def _simulate_options_problem(args: argparse.Namespace, cmd: list[str]) -> str | None:
-    if not args.simulate_world:
+    if args.simulate_world is None:
         if args.simulate_ranks or args.local_world_size or args.mesh or args.stop_after_passes:
             return "--simulate-ranks, --local-world-size, --mesh and --stop-after-passes need --simulate-world N"
         return None

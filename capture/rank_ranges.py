@@ -45,3 +45,24 @@ def parse_ranks(text: str, world: int) -> list[int]:
     if bad:
         raise ValueError(f"rank {max(bad)} is outside a world of {world} ranks")
     return sorted(out)
+
+
+def values_by_rank(values: dict, show=repr, *, prefix: str = "rank ", sep: str = ": ", spell_out: int = 8) -> str:
+    """A value per rank as text: `rank 0: 0, rank 1: 1` for a few ranks; for more (a simulated
+    world), the ranks of each value compactly: `ranks 0-7,16-23: 0; ranks 8-15,24-31: 1`."""
+    if len(values) <= spell_out:
+        return ", ".join(f"{prefix}{r}{sep}{show(values[r])}" for r in sorted(values, key=_order))
+    by: dict[str, list[int]] = {}
+    for r, v in values.items():
+        try:
+            by.setdefault(show(v), []).append(int(r))
+        except (TypeError, ValueError):  # not rank numbers: spell them out
+            return ", ".join(f"{prefix}{r}{sep}{show(values[r])}" for r in sorted(values, key=_order))
+    return "; ".join(f"ranks {format_ranks(rs)}: {v}" for v, rs in sorted(by.items(), key=lambda kv: min(kv[1])))
+
+
+def _order(r) -> tuple:
+    try:
+        return (0, int(r), "")
+    except (TypeError, ValueError):
+        return (1, 0, str(r))

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from graphtrain_inspect.capture import logformat
+from graphtrain_inspect.capture.rank_ranges import values_by_rank
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext, Observation
 from graphtrain_inspect.inspector.checks.differing_literals import cross_rank_evidence, literal_sites
 from graphtrain_inspect.inspector.checks.rank_baked import compile_on_one_rank, match_vectors
@@ -94,7 +95,7 @@ def _observe_across(ctx: CheckContext, key, group: list[int]) -> list[Observatio
             continue
         idx = {r: split_device(d)[1] for r, d in devs.items()}
         matches = match_vectors({r: i for r, i in idx.items() if i is not None}, vectors) if all(i is not None for i in idx.values()) else []
-        vals = ", ".join(f"rank {r}: {devs[r]}" for r in sorted(devs))
+        vals = values_by_rank(devs, str)
         if matches:
             msg = f"device literal in {s.target} {s.where} differs across ranks ({vals}): the index is the {matches[0]['vector']}"
             sev = "error"

@@ -22,6 +22,7 @@ from fractions import Fraction
 from typing import Any
 
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext, Observation
+from graphtrain_inspect.capture.rank_ranges import values_by_rank
 from graphtrain_inspect.inspector.checks.differing_literals import cross_rank_evidence, literal_sites
 from graphtrain_inspect.inspector.read.graphmodel import is_ref, row_leaves
 
@@ -106,7 +107,7 @@ def _observe_sites(ctx: CheckContext, key, group: list[int]) -> list[Observation
         if len(values) < 2 or len({repr(v) for v in values.values()}) < 2:
             continue
         matches = match_vectors(values, vectors)
-        vals = ", ".join(f"rank {r}: {values[r]!r}" for r in sorted(values))
+        vals = values_by_rank(values)
         what = f"{s.target} {s.where}" if s.where else str(s.target)
         if matches:
             m = matches[0]

@@ -19,6 +19,7 @@ import sys
 
 import orjson
 
+from graphtrain_inspect.capture.rank_ranges import format_ranks, values_by_rank
 from graphtrain_inspect.inspector.diff.render import Style, add_common_arguments, print_read_errors, truncate, want_color
 
 _LEVELS = ("error", "warning", "info")
@@ -41,7 +42,7 @@ def _evidence_line(f) -> str:
     if f.kind == "rank-baked-constant":
         vals = ev.get("values")
         if vals:
-            s = ", ".join(f"r{r}={v!r}" for r, v in vals.items())
+            s = values_by_rank(vals, prefix="r", sep="=")
             m = ev.get("matches") or []
             return s + (f"  = {m[0].get('form') or m[0]['vector']}" if m else "")
         if "chunk_index" in ev:
@@ -50,7 +51,7 @@ def _evidence_line(f) -> str:
             return f"literal {ev['value']!r}; computed at run time by {ev.get('runtime_twin')}"
     if f.kind == "device-baked":
         if ev.get("values"):
-            return ", ".join(f"r{r}={v}" for r, v in ev["values"].items())
+            return values_by_rank(ev["values"], str, prefix="r", sep="=")
         return f"{ev.get('device')} (own device {ev.get('own_device')})"
     if f.kind == "stale-unbacked-symbol":
         s = f"{ev.get('symbol')}: {ev.get('uses', 1)} use(s)"
@@ -105,7 +106,7 @@ def render(report, st: Style, width: int, hidden: int = 0) -> list[str]:
             for f in gfs:
                 sev = st(f"{f.severity.upper():<7}", colours.get(f.severity, "bold"))
                 node = (f"{f.subgraph}:" if f.subgraph else "") + (f.node or "-")
-                ranks = ",".join(str(r) for r in f.ranks) if f.ranks else "-"
+                ranks = format_ranks(f.ranks) if f.ranks else "-"
                 head = f"    {sev} {truncate(node, 28):<28} ranks {truncate(ranks, 10):<10} "
                 plain_len = 4 + 8 + 29 + 6 + 11
                 lines.append(head + truncate(f.message, max(20, width - plain_len)))

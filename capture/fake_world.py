@@ -58,7 +58,11 @@ def _patch_c10d(c10d: Any) -> None:
     def init_process_group(backend: Any = None, init_method: Any = None, timeout: Any = None, world_size: int = -1,
                            rank: int = -1, store: Any = None, *args: Any, **kwargs: Any) -> Any:
         # torch's fake backend registers itself on import; FakeStore is the store it expects.
-        from torch.testing._internal.distributed.fake_pg import FakeStore
+        try:
+            from torch.testing._internal.distributed.fake_pg import FakeStore
+        except ImportError as e:  # a real rendezvous would wait forever for peers that never come
+            raise RuntimeError(f"graphtrain-inspect --simulate-world: torch {_torch_version()} has no fake process-group "
+                               f"backend (torch.testing._internal.distributed.fake_pg: {e})") from e
 
         r = _env_int("RANK", 0)
         n = _env_int(ENV_WORLD, _env_int("WORLD_SIZE", 1))
@@ -100,7 +104,12 @@ def describe() -> dict[str, Any]:
         "world_size": _env_int(ENV_WORLD, 0),
         "local_world_size": _env_int("LOCAL_WORLD_SIZE", 1),
         "stop_after_passes": os.environ.get(ENV_STOP) == "1",
+        "requested_backend": REQUESTED_BACKEND,
     }
+
+
+def _torch_version() -> str:
+    return str(getattr(sys.modules.get("torch"), "__version__", "?"))
 
 
 def _install_stop(optim_module: Any) -> None:

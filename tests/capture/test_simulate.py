@@ -141,3 +141,12 @@ def test_default_ranks_of_the_3d_sample_and_tp_coordinate_attributed(tmp_path):
     for f in found:  # coordinate[tp] (and the rank within the tp group, the same number), nothing else
         vectors = [m["vector"] for m in f["evidence"]["matches"]]
         assert vectors[0] == "coordinate[tp]" and all(v.endswith("tp]") for v in vectors), vectors
+
+
+def test_mesh_option_parsed_and_checked():
+    assert simulate.parse_mesh("dp=4,tp=2,ep=2", 16) == (["dp", "tp", "ep"], [4, 2, 2])
+    for bad in ("dp=4,tp", "dp=0,tp=16", "dp=3,tp=2"):
+        with pytest.raises(simulate.SimulateError):
+            simulate.parse_mesh(bad, 16)
+    ranks, why = simulate.choose_ranks(16, 8, simulate.Meshes(simulate.mesh_coords(*simulate.parse_mesh("dp=4,tp=2,ep=2", 16)), "--mesh"))
+    assert ranks[0] == 0 and ranks[-1] == 15 and why[0].startswith("rank 0: first rank")

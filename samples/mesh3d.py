@@ -78,26 +78,34 @@ def parse_args(argv=None):
     p.add_argument("--tokens", type=int, default=8, help="tokens per data-parallel rank (a multiple of --ep)")
     p.add_argument("--bug", action="append", default=[], choices=BUGS)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="cuda: NCCL, cuda:LOCAL_RANK")
     return p.parse_args(argv)
 
 
-def init_mesh(tp: int, ep: int):
+def init_mesh(tp: int, ep: int, device: torch.device):
     from torch.distributed.device_mesh import init_device_mesh
 
     if "RANK" not in os.environ:  # plain python: a 1-rank world (dp = tp = ep = 1)
         os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT="29531")
         tp = ep = 1
     if not dist.is_initialized():
-        dist.init_process_group("gloo")
+        if device.type == "cuda":
+            dist.init_process_group("nccl", device_id=device)
+        else:
+            dist.init_process_group("gloo")
     world = dist.get_world_size()
     if world % (tp * ep):
         raise SystemExit(f"world size {world} is not a multiple of tp * ep = {tp * ep}")
-    return init_device_mesh("cpu", (world // (tp * ep), tp, ep), mesh_dim_names=("dp", "tp", "ep"))
+    return init_device_mesh(device.type, (world // (tp * ep), tp, ep), mesh_dim_names=("dp", "tp", "ep"))
 
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    mesh = init_mesh(args.tp, args.ep)
+    dev = torch.device("cpu")
+    if args.device == "cuda":
+        dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        torch.cuda.set_device(dev)
+    mesh = init_mesh(args.tp, args.ep, dev)
     dp, tp, ep = mesh.mesh.shape
     rank = dist.get_rank()
     tp_rank = mesh["tp"].get_local_rank()
@@ -121,6 +129,7 @@ def main(argv=None) -> None:
         "w_out": w_out[tp_rank * hs:(tp_rank + 1) * hs].clone(),
         "expert": experts[ep_rank].clone(),
     }
+    params = {k: v.to(dev) for k, v in params.items()}
     names = list(params)
     plist = [params[n].requires_grad_(True) for n in names]
 
@@ -147,7 +156,7 @@ def main(argv=None) -> None:
 
     def batch(i: int):
         gb = torch.Generator().manual_seed(1000 * i + dp_rank)  # the same on the ranks of one dp slice
-        return torch.randn(args.tokens, D, generator=gb), torch.randn(args.tokens, D, generator=gb)
+        return torch.randn(args.tokens, D, generator=gb).to(dev), torch.randn(args.tokens, D, generator=gb).to(dev)
 
     x0, t0 = batch(0)
     gm, fake_args = trace_train_step(step, plist + [x0, t0], names + ["x", "target"])

@@ -150,3 +150,15 @@ def test_mesh_option_parsed_and_checked():
             simulate.parse_mesh(bad, 16)
     ranks, why = simulate.choose_ranks(16, 8, simulate.Meshes(simulate.mesh_coords(*simulate.parse_mesh("dp=4,tp=2,ep=2", 16)), "--mesh"))
     assert ranks[0] == 0 and ranks[-1] == 15 and why[0].startswith("rank 0: first rank")
+
+
+@pytest.mark.slow
+def test_real_and_simulated_two_rank_worlds_give_the_same_graphs_and_findings():
+    """The 8-rank comparison is benchmarks/simulated_vs_real.py (too heavy for the suite); the same
+    script on a 2-rank tp mesh: a real gloo torchrun against the fake process group."""
+    from tests.capture_utils import run_plain
+
+    r = run_plain([sys.executable, str(ROOT / "benchmarks" / "simulated_vs_real.py"), "--nproc", "2", "--tp", "2", "--ep", "1",
+                   "--bug", "tp-coordinate"], timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "SAME graphs on every rank, SAME findings" in r.stdout and "findings: 2 real, 2 simulated" in r.stdout

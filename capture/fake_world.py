@@ -103,6 +103,9 @@ def describe() -> dict[str, Any]:
     return {
         "world_size": _env_int(ENV_WORLD, 0),
         "local_world_size": _env_int("LOCAL_WORLD_SIZE", 1),
+        # the accelerator index this rank has in the real job (torchrun's LOCAL_RANK), kept for
+        # graphs traced on CPU here whose device table says `cpu`
+        "device_index": _env_int("LOCAL_RANK", 0),
         "stop_after_passes": os.environ.get(ENV_STOP) == "1",
         "requested_backend": REQUESTED_BACKEND,
     }

@@ -131,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
 
     from graphtrain_inspect.inspector.read.capture_index import CaptureUnreadable, open_capture
     from graphtrain_inspect.inspector.checks import SEVERITY_RANK, check_report
+    from graphtrain_inspect.inspector.cli.ls import simulated_line
 
     try:
         cap = open_capture(args.dir, source=args.source)
@@ -139,6 +140,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     with cap:
         report = check_report(cap, args.check)
+        sim = simulated_line(getattr(cap, "manifest", None))
+        if sim:  # findings compare only the ranks that ran; say which, of how many
+            report.notes.append(sim)
         has_error = any(f.severity == "error" for f in report.findings)
         before = len(report.findings)
         limit = SEVERITY_RANK[args.severity or ("info" if args.json else "warning")]

@@ -113,10 +113,13 @@ def test_simulated_world_is_recorded_and_shown(world16):
     assert "stopped after their passes" in run.stderr and "simulated: 4 of 16 ranks (0,3,9,15)" in run.stderr
     ls = run_cli("ls", str(out))
     assert "simulated: 4 of 16 ranks (0,3,9,15), hosts of 8" in ls.stdout
+    notes = json.loads(run_cli("check", str(out), "--json").stdout)["summary"]["notes"]
+    assert any(n.startswith("simulated: 4 of 16 ranks") for n in notes)
     from graphtrain_inspect.inspector import open_capture
 
     cap = open_capture(str(out))
     assert cap.header(9)["simulated"]["world_size"] == 16 and cap.header(9)["local_rank"] == 1
+    assert cap.header(9)["simulated"]["device_index"] == 1 and cap.header(9)["simulated"]["requested_backend"] == "gloo"
     table = cap.rank_table(9)
     assert table["backend"] == "fake" and table["meshes"][0]["coordinate"] == [2, 0, 1]
     assert cap.end(9).get("stopped_after_passes", {}).get("at") == "first optimizer step"

@@ -386,12 +386,18 @@ def simulated_run(cmd: list[str], env: dict[str, str], args: argparse.Namespace,
             ranks, sim["reasons"] = simulate.choose_ranks(n, k, meshes)
             sim["chosen_by"] = "default"
             sim["mesh_source"] = meshes.source or None
-            say(f"ranks chosen ({meshes.source or 'no mesh spanning the world in rank 0s capture: ranks, local ranks and hosts only'}): "
+            how = meshes.source or "no mesh spanning the world in rank 0's capture: ranks, local ranks and hosts only"
+            say(f"ranks chosen ({how}): "
                 f"{simulate.format_ranks(ranks)}")
             for line in sim["reasons"]:
                 say(f"  {line}")
         sim["ranks"] = ranks
         rest = [r for r in ranks if r != first[0]]
+        if runs and runs[0].code and rest:
+            # the others would fail the same way: say so rather than run hundreds of them
+            say(f"rank {first[0]} failed (exit {runs[0].code}); the other {len(rest)} ranks were not run")
+            sim["not_run"] = rest
+            rest = []
         at_once, why = simulate.parallelism(max(rr.max_rss_kb for rr in runs) if runs else 0)
         sim["at_once"] = at_once
         if rest and not received:
@@ -400,6 +406,8 @@ def simulated_run(cmd: list[str], env: dict[str, str], args: argparse.Namespace,
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+    sim["chosen"] = sim["ranks"]
+    sim["ranks"] = sorted(rr.rank for rr in runs)  # those that ran
     bad = [rr for rr in runs if rr.code]
     code = bad[0].code if bad else 0
     sig = received[0] if received else (bad[0].signal if bad else None)

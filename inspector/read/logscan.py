@@ -23,9 +23,10 @@ from graphtrain_inspect.capture import logformat
 from graphtrain_inspect.inspector.read.weighted_cache import WeightedLRU
 
 # A line start that is not a payload line: an envelope, or garbage.
-# a newline before a line that is not a payload line; the lookahead leaves that line's first byte
-# unconsumed, so a blank line (a newline followed by a newline) does not hide the line after it
-_LINE_START_RE = re.compile(rb"\n(?=[^\t])")
+# a newline before a line that is not a payload line and not empty (tlparse drops empty lines, CRLF
+# ones included, wherever they are: one inside a payload does not end it); the lookahead leaves that
+# line's first byte unconsumed, so an empty line does not hide the line after it
+_LINE_START_RE = re.compile(rb"\n(?=[^\t\r\n]|\r(?!\n))")
 _PAYLOAD_CACHE_SIZE = 48
 # decoded payloads cost several times their bytes: keep at most this many payload bytes per log
 _PAYLOAD_CACHE_BYTES = 16 << 20
@@ -182,11 +183,10 @@ class LogFile:
         while start < size:
             nl = buf.find(b"\n", start)
             line_end = size if nl < 0 else nl
-            if line_end == start:  # an empty line
-                self._err(start, "empty line (a blank payload line must be a lone tab)")
-                start = line_after(start)
+            line = buf[start:line_end] if nl < 0 else logformat.envelope_line(buf[start:line_end])
+            if not line:  # empty lines at the start of the file: tlparse skips them, so do we
+                start = line_after(line_end) if nl >= 0 else size
                 continue
-            line = buf[start:line_end]
             problem = None
             env: Any = None
             if glog_match(line) is None:
@@ -206,12 +206,20 @@ class LogFile:
             nxt = self._payload_end(env, nl) if nl >= 0 else size
             if nxt is None:
                 nxt = line_after(line_end)
-            records.append(Record(len(records), kind, start, min(line_end + 1, nxt), nxt, env))
+            payload_start = min(line_end + 1, nxt)
+            records.append(Record(len(records), kind, start, payload_start, _blank_tail(buf, payload_start, nxt), env))
             start = nxt
         if self.truncated and records and records[-1].end == size:
-            rec = records[-1]
-            self._err(rec.offset, f"last record ({rec.kind}) is truncated: the file ends mid-line")
-            self._bad.add(rec.index)
+            self._check_final(records[-1])
+
+    def _check_final(self, rec: Record) -> None:
+        """The last record of a file that does not end with a newline: whole when its envelope
+        parsed and its payload's md5 matches (tlparse reads it so), else truncated."""
+        md5 = rec.env.get("has_payload")
+        if not isinstance(md5, str) or (self.payload_lines(rec) is not None if rec.has_payload else md5 == _EMPTY_MD5):
+            return
+        self._err(rec.offset, f"last record ({rec.kind}) is truncated: the file ends mid-line")
+        self._bad.add(rec.index)
 
     def _payload_end(self, env: dict[str, Any], newline: int) -> int | None:
         """Where the record whose envelope line ends at `newline` ends, from the payload length its
@@ -223,6 +231,8 @@ class LogFile:
         if type(n) is not int or n < 2:
             return None
         buf, end = self._buf, newline + 1 + n
+        if buf[newline - 1 : newline] == b"\r":  # a CRLF copy: the lengths are not the writer's
+            return None
         if end > self.size or buf[newline + 1 : newline + 2] != b"\t" or buf[end - 1 : end] != b"\n":
             return None
         if end < self.size and buf[end : end + 1] == b"\t":
@@ -246,11 +256,9 @@ class LogFile:
     # -- payloads ------------------------------------------------------------------------------
 
     def raw_payload(self, rec: Record) -> bytes:
-        """The payload lines as stored (tabs on), without the final newline."""
-        end = rec.end
-        if end > rec.payload_start and self._buf[end - 1 : end] == b"\n":
-            end -= 1
-        return bytes(self._buf[rec.payload_start : end])
+        """The payload lines as tlparse reads them (tabs on, CRLF ends and empty lines dropped),
+        without the final newline."""
+        return logformat.payload_region(bytes(self._buf[rec.payload_start : rec.end]))
 
     def payload_lines(self, rec: Record) -> list[bytes] | None:
         """The payload's lines (tabs off), undecoded, when their md5 matches the envelope's; None
@@ -346,6 +354,20 @@ class LogFile:
         if self._fh is not None:
             self._fh.close()
             self._fh = None
+
+
+def _blank_tail(buf: Any, lo: int, hi: int) -> int:
+    """`hi` (the start of the next record's line) moved back over the empty lines (LF or CRLF)
+    that end the region [lo, hi) after a record's envelope line: they belong to no record, and a
+    record with nothing else after it has no payload."""
+    while hi > lo and buf[hi - 1 : hi] == b"\n":
+        if buf[hi - 2 : hi - 1] == b"\n" and hi - 2 >= lo - 1:
+            hi -= 1
+        elif buf[hi - 3 : hi - 1] == b"\n\r" and hi - 3 >= lo - 1:
+            hi -= 2
+        else:
+            break
+    return hi
 
 
 def _preview(line: bytes, n: int = 60) -> str:

@@ -32,7 +32,7 @@ from typing import Any
 
 from graphtrain_inspect.capture import logformat
 from graphtrain_inspect.inspector.read import capture_index as ci
-from graphtrain_inspect.inspector.read.logscan import _LINE_START_RE, LogFile, ReadError, Record, _preview, kind_problem
+from graphtrain_inspect.inspector.read.logscan import _LINE_START_RE, LogFile, ReadError, Record, _blank_tail, _preview, kind_problem
 
 
 class ChunkedLogFile(LogFile):
@@ -40,6 +40,7 @@ class ChunkedLogFile(LogFile):
 
     def __init__(self, path: str, *, rank: int | None = None, base: str | None = None):
         self._pos = 0  # first byte not yet scanned for line starts
+        self._starts_to = 0  # the last line start taken
         self._open_start: int | None = None  # start of the last record seen; its end is not known yet
         self._tail_errors = 0
         self._final_start: int | None = None  # the line closed at the end of the file
@@ -68,8 +69,16 @@ class ChunkedLogFile(LogFile):
         starts: list[int] = []
         if self._pos == 0 and buf[0:1] != b"\t":
             starts.append(0)
-        # a line start at `limit` itself is found by the next call (the match needs the newline)
-        starts.extend(m.start() + 1 for m in _LINE_START_RE.finditer(buf, max(0, self._pos - 1), limit))
+        # a match needs the two bytes after its newline (an empty CRLF line is not a line start):
+        # one within two bytes of `limit` is left to the next call, unless the file ends there; a
+        # start taken before (the file grew since) is not taken again
+        cut = limit if limit >= size else limit - 2
+        taken = self._starts_to
+        for m in _LINE_START_RE.finditer(buf, max(0, self._pos - 2), limit):
+            if m.start() < cut and m.start() + 1 > taken:
+                starts.append(m.start() + 1)
+        if starts:
+            self._starts_to = starts[-1]
         self._pos = limit
         pending = self._open_start
         for s in starts:
@@ -104,10 +113,9 @@ class ChunkedLogFile(LogFile):
         size = self.size
         nl = buf.find(b"\n", start, nxt) if nxt > start else -1
         line_end = nxt if nl < 0 else nl
-        if line_end == start:
-            self._err(start, "empty line (a blank payload line must be a lone tab)")
+        line = buf[start:line_end] if nl < 0 else logformat.envelope_line(buf[start:line_end])
+        if not line:  # empty lines at the start of the file: tlparse skips them, so do we
             return
-        line = buf[start:line_end]
         if last:
             self.truncated = buf[size - 1 : size] != b"\n"
             self._final_start = start
@@ -129,11 +137,9 @@ class ChunkedLogFile(LogFile):
                     self._err(start, problem)
                 else:
                     payload_start = min(line_end + 1, nxt)
-                    self.records.append(Record(len(self.records), kind, start, payload_start, nxt, env))
+                    self.records.append(Record(len(self.records), kind, start, payload_start, _blank_tail(buf, payload_start, nxt), env))
         if last and self.truncated and self.records and self.records[-1].end == size:
-            rec = self.records[-1]
-            self._err(rec.offset, f"last record ({rec.kind}) is truncated: the file ends mid-line")
-            self._bad.add(rec.index)
+            self._check_final(self.records[-1])
         self._tail_errors = len(self.errors) - errors_before if last else 0
 
     def grow(self) -> bool:

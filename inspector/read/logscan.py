@@ -22,11 +22,17 @@ from typing import Any
 from graphtrain_inspect.capture import logformat
 from graphtrain_inspect.inspector.read.weighted_cache import WeightedLRU
 
-# A line start that is not a payload line: an envelope, or garbage.
-# a newline before a line that is not a payload line and not empty (tlparse drops empty lines, CRLF
-# ones included, wherever they are: one inside a payload does not end it); the lookahead leaves that
-# line's first byte unconsumed, so an empty line does not hide the line after it
-_LINE_START_RE = re.compile(rb"\n(?=[^\t\r\n]|\r(?!\n))")
+# A line start that is not a payload line: an envelope, garbage, or an empty line (`_is_blank`:
+# tlparse drops empty lines, CRLF ones included, wherever they are, so one inside a payload does not
+# end it; they are rare, and filtering them here keeps the regex a plain one). The lookahead leaves
+# that line's first byte unconsumed, so an empty line does not hide the line after it
+_LINE_START_RE = re.compile(rb"\n(?=[^\t])")
+
+
+def _is_blank(buf: Any, at: int) -> bool:
+    """Whether the line starting at `at` is empty (LF or CRLF)."""
+    c = buf[at : at + 1]
+    return c == b"\n" or (c == b"\r" and buf[at + 1 : at + 2] == b"\n")
 _PAYLOAD_CACHE_SIZE = 48
 # decoded payloads cost several times their bytes: keep at most this many payload bytes per log
 _PAYLOAD_CACHE_BYTES = 16 << 20
@@ -171,6 +177,8 @@ class LogFile:
         def line_after(newline: int) -> int:
             """The first line start (a line not starting with a tab) after the newline at `newline`."""
             m = search(buf, newline)
+            while m is not None and _is_blank(buf, m.start() + 1):
+                m = search(buf, m.start() + 1)
             return m.start() + 1 if m is not None else size
 
         start = 0
@@ -258,7 +266,9 @@ class LogFile:
     def raw_payload(self, rec: Record) -> bytes:
         """The payload lines as tlparse reads them (tabs on, CRLF ends and empty lines dropped),
         without the final newline."""
-        return logformat.payload_region(bytes(self._buf[rec.payload_start : rec.end]))
+        end = rec.end
+        ended = end > rec.payload_start and self._buf[end - 1 : end] == b"\n"
+        return logformat.payload_region(bytes(self._buf[rec.payload_start : end - 1 if ended else end]), ended=ended)
 
     def payload_lines(self, rec: Record) -> list[bytes] | None:
         """The payload's lines (tabs off), undecoded, when their md5 matches the envelope's; None

@@ -32,7 +32,7 @@ from typing import Any
 
 from graphtrain_inspect.capture import logformat
 from graphtrain_inspect.inspector.read import capture_index as ci
-from graphtrain_inspect.inspector.read.logscan import _LINE_START_RE, LogFile, ReadError, Record, _blank_tail, _preview, kind_problem
+from graphtrain_inspect.inspector.read.logscan import _LINE_START_RE, LogFile, ReadError, Record, _blank_tail, _is_blank, _preview, kind_problem
 
 
 class ChunkedLogFile(LogFile):
@@ -40,7 +40,6 @@ class ChunkedLogFile(LogFile):
 
     def __init__(self, path: str, *, rank: int | None = None, base: str | None = None):
         self._pos = 0  # first byte not yet scanned for line starts
-        self._starts_to = 0  # the last line start taken
         self._open_start: int | None = None  # start of the last record seen; its end is not known yet
         self._tail_errors = 0
         self._final_start: int | None = None  # the line closed at the end of the file
@@ -69,16 +68,9 @@ class ChunkedLogFile(LogFile):
         starts: list[int] = []
         if self._pos == 0 and buf[0:1] != b"\t":
             starts.append(0)
-        # a match needs the two bytes after its newline (an empty CRLF line is not a line start):
-        # one within two bytes of `limit` is left to the next call, unless the file ends there; a
-        # start taken before (the file grew since) is not taken again
-        cut = limit if limit >= size else limit - 2
-        taken = self._starts_to
-        for m in _LINE_START_RE.finditer(buf, max(0, self._pos - 2), limit):
-            if m.start() < cut and m.start() + 1 > taken:
-                starts.append(m.start() + 1)
-        if starts:
-            self._starts_to = starts[-1]
+        # a line start at `limit` itself is found by the next call (the match needs the newline);
+        # empty lines are no line starts (whether one is may look a byte past `limit`)
+        starts.extend(s for s in (m.start() + 1 for m in _LINE_START_RE.finditer(buf, max(0, self._pos - 1), limit)) if not _is_blank(buf, s))
         self._pos = limit
         pending = self._open_start
         for s in starts:

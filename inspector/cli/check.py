@@ -139,7 +139,8 @@ def render(report, st: Style, width: int, hidden: int = 0) -> list[str]:
                     lines.append(st(" " * plain_len + truncate(ev, max(20, width - plain_len)), "dim"))
                 src = source_text(f.source)
                 if src:
-                    lines.append(" " * plain_len + st("at ", "dim") + truncate(src, max(20, width - plain_len - 3)))
+                    at = "at " if f.source.get("file") else ""  # else "created by pass X"
+                    lines.append(" " * plain_len + st(at, "dim") + truncate(src, max(20, width - plain_len - len(at))))
         lines.append("")
     for n in report.not_run:
         lines.append(st(f"not run: {n.check}: {n.reason}", "yellow"))

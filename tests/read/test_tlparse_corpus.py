@@ -18,6 +18,7 @@ from graphtrain_inspect.inspector.read.capture_index import open_capture
 from graphtrain_inspect.inspector.checks import run_checks
 from graphtrain_inspect.inspector.read.logscan import LogFile
 from graphtrain_inspect.inspector.read.progressive import ChunkedLogFile
+from tests.capture.test_capture import _tlparse
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "tlparse_inputs"
 ARCHIVE = DATA / "strict_accepted.tar.xz"
@@ -37,12 +38,6 @@ def corpus(tmp_path_factory) -> Path:
     with tarfile.open(ARCHIVE) as tf:
         tf.extractall(root, filter="data")
     return root
-
-
-def _tlparse() -> str:
-    found = shutil.which("tlparse") or str(Path(sys.executable).with_name("tlparse"))
-    assert Path(found).exists(), "tlparse (dev extra) is not installed"
-    return found
 
 
 def _strict(path: Path, out: Path) -> int:

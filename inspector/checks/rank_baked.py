@@ -136,7 +136,9 @@ def compile_on_one_rank(ctx: CheckContext) -> tuple[bool, list[int]]:
     compiling = [r for r in cap.ranks if ctx.index.by_rank.get(r)]
     env = (cap.manifest or {}).get("env") or {}
     flag = str(env.get("TORCH_DISTRIBUTED_COMPILE_ON_ONE_RANK", "")).lower() in ("1", "true", "yes")
-    one = len(compiling) == 1 and (len(cap.ranks) > 1 or (cap.world_size or 1) > 1)
+    # the other ranks must be known to have run without graphs (their logs, or a capture's
+    # manifest of a larger world): one torch log read by itself says nothing about the others
+    one = len(compiling) == 1 and (len(cap.ranks) > 1 or (bool(cap.manifest) and (cap.world_size or 1) > 1))
     return (flag or one), compiling
 
 

@@ -10,6 +10,13 @@ node, the ranks and one line of evidence; then the checks that could not run and
 `ranks`, `graph`, `subgraph` (nested path or null), `node`, `message`, `evidence`.
 
 Exit status: 0 without error findings, 1 with error findings, 2 when DIR cannot be read.
+
+Device policy (device-baked; docs/inspector.md): a device literal or constant naming another
+rank's device, or an accelerator on a rank that computes on the CPU, is an error in the graph
+that runs and a warning when a later pass removed it (the model code still has it). A literal
+equal to each rank's own device is right for a graph each rank compiles for itself (info); in a
+shared graph (compiled on one rank and loaded by the others: a compile-on-one-rank capture, or
+`--shared-graph`) it is the compiling rank's device, wrong on the others: an error.
 """
 
 from __future__ import annotations
@@ -24,16 +31,33 @@ from graphtrain_inspect.inspector.diff.render import Style, add_common_arguments
 
 _LEVELS = ("error", "warning", "info")
 
+DEVICE_POLICY = """\
+device policy (device-baked):
+  a device literal or constant naming another rank's device, or an accelerator
+  on a rank that computes on the CPU: an error in the graph that runs, a warning
+  when a later pass removed it (the model code still has it).
+  a literal equal to each rank's own device (cuda:0 on rank 0, cuda:1 on rank 1):
+  right for a graph each rank compiles for itself (ordinary torch.compile,
+  per-rank make_fx): info. In a shared graph (compiled on one rank, loaded by the
+  others: recognised in a compile-on-one-rank capture, or --shared-graph) it is
+  the compiling rank's device, wrong on every other rank: an error.
+"""
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from graphtrain_inspect.inspector.checks import CHECKS
 
+    p.epilog = DEVICE_POLICY
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.add_argument("dir", metavar="DIR", help="capture directory, TORCH_TRACE directory or log file")
     p.add_argument("--json", action="store_true", help="one JSON document: findings and summary")
     p.add_argument("--severity", choices=_LEVELS, default=None,
                    help="show findings of at least this severity (default: warning in the table, all in --json)")
     p.add_argument("--check", action="append", choices=list(CHECKS), help="run only this check (repeatable)")
     p.add_argument("--width", type=int, default=None, help="line width of the table (default: the terminal's)")
+    p.add_argument("--shared-graph", action="store_true",
+                   help="every graph is shared: compiled on one rank and loaded by the others (device literals equal to a "
+                        "rank's own device become errors; a compile-on-one-rank capture is recognised without this)")
     add_common_arguments(p)
 
 
@@ -73,6 +97,7 @@ def _evidence_line(f) -> str:
 
 def render(report, st: Style, width: int, hidden: int = 0) -> list[str]:
     from graphtrain_inspect.inspector.checks import CHECKS
+    from graphtrain_inspect.inspector.read.source_lines import source_text
     from graphtrain_inspect.inspector.read.stages import pipeline_label
 
     lines: list[str] = []
@@ -113,6 +138,10 @@ def render(report, st: Style, width: int, hidden: int = 0) -> list[str]:
                 ev = _evidence_line(f)
                 if ev:
                     lines.append(st(" " * plain_len + truncate(ev, max(20, width - plain_len)), "dim"))
+                src = source_text(f.source)
+                if src:
+                    at = "at " if f.source.get("file") else ""  # else "created by pass X"
+                    lines.append(" " * plain_len + st(at, "dim") + truncate(src, max(20, width - plain_len - len(at))))
         lines.append("")
     for n in report.not_run:
         lines.append(st(f"not run: {n.check}: {n.reason}", "yellow"))
@@ -139,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"graphtrain-inspect check: {e}", file=sys.stderr)
         return 2
     with cap:
-        report = check_report(cap, args.check)
+        report = check_report(cap, args.check, shared_graph=args.shared_graph)
         sim = simulated_line(getattr(cap, "manifest", None))
         if sim:  # findings compare only the ranks that ran; say which, of how many
             report.notes.append(sim)

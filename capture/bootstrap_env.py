@@ -14,6 +14,10 @@ def start_from_env() -> None:
     passes = [p for p in os.environ.get(session.ENV_PASSES, "").splitlines() if p.strip()]
     inductor = os.environ.get(session.ENV_INDUCTOR, "1") == "1"
     sources = ("api", *(("named",) if passes else ()), *(("inductor",) if inductor else ()))
+    from graphtrain_inspect.capture import fake_world
+
+    if fake_world.active():  # capture --simulate-world: before the script can import torch.distributed
+        fake_world.install()
     # The session first, so that a hook failing to install is recorded in the capture.
     session.start(directory, blobs=os.environ.get(session.ENV_BLOBS, "1") == "1", sources=sources)
     from graphtrain_inspect.capture import import_hooks, rank_table

@@ -162,16 +162,25 @@ def _node_val(node: torch.fx.Node) -> Any:
     return meta.get("example_value")
 
 
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+
+
 def _last_frame(stack: Any) -> str | None:
-    """The innermost 'File "...", line N, in fn' of a stack_trace, with its code line."""
+    """The innermost 'File "...", line N, in fn' of a stack_trace outside torch itself (the
+    user's line: make_fx's traces end inside torch.nn / functional collectives), else the
+    innermost; with its code line."""
     if not isinstance(stack, str) or not stack:
         return None
     lines = [l.strip() for l in stack.strip().splitlines() if l.strip()]
+    innermost = None
     for i in range(len(lines) - 1, -1, -1):
         if lines[i].startswith("File "):
             code = lines[i + 1] if i + 1 < len(lines) and not lines[i + 1].startswith("File ") else ""
-            return f"{lines[i]} | {code}" if code else lines[i]
-    return lines[-1][:300]
+            frame = f"{lines[i]} | {code}" if code else lines[i]
+            if not lines[i].startswith(f'File "{_TORCH_DIR}'):
+                return frame
+            innermost = innermost or frame
+    return innermost or lines[-1][:300]
 
 
 def _is_backward(meta: dict) -> bool:

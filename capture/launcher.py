@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from graphtrain_inspect.capture import logformat, session
+from graphtrain_inspect.capture import fake_world, logformat, session, simulate
 from graphtrain_inspect.capture.named_passes import TargetError, parse_target
 from graphtrain_inspect.capture.summary import RankSummary, summarize
 
@@ -29,13 +29,23 @@ _ENV_PREFIXES = ("TORCH", "TORCHINDUCTOR_", "NCCL_", "GLOO_", "CUDA_", "OMP_", "
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.usage = "graphtrain-inspect capture [--out DIR] [--pass MODULE:FUNC]... [--no-inductor] [--no-blobs] -- COMMAND [ARGS...]"
+    p.usage = ("graphtrain-inspect capture [--out DIR] [--pass MODULE:FUNC]... [--no-inductor] [--no-blobs] "
+               "[--simulate-world N [--simulate-ranks LIST] [--local-world-size K] [--mesh dp=4,tp=2] [--stop-after-passes]] -- COMMAND [ARGS...]")
     p.add_argument("--out", metavar="DIR", help="capture directory (default: a fresh ./gti-capture-<time>)")
     p.add_argument("--pass", dest="passes", action="append", default=[], metavar="MODULE:FUNC",
                    help="capture this pass function (or Class.method, or a module-level list of passes); repeatable")
     p.add_argument("--no-inductor", action="store_true", help="do not capture Inductor's own passes")
     p.add_argument("--no-blobs", action="store_true", help="do not store GraphPickler copies (no replay)")
     p.add_argument("--torch-trace", action="store_true", help="also write torch's own TORCH_TRACE logs to DIR/torch_trace")
+    sim = p.add_argument_group("simulated world (no GPUs, no real communication: torch's fake process group)")
+    sim.add_argument("--simulate-world", type=int, metavar="N",
+                     help="run the ranks of an N-rank job here, each its own process with torchrun's environment, "
+                          "init_process_group and init_device_mesh on the fake backend; COMMAND is the worker (python train.py), not torchrun")
+    sim.add_argument("--simulate-ranks", metavar="LIST", help="which ranks (0,3,9-15); default: a few that cover every mesh coordinate and local rank")
+    sim.add_argument("--local-world-size", type=int, default=None, metavar="K", help="GPUs per simulated host (default 8)")
+    sim.add_argument("--mesh", metavar="NAME=SIZE,...", help="the job's device mesh (dp=4,tp=2,ep=2) for the default rank choice; default: rank 0's own mesh, read from its capture")
+    sim.add_argument("--stop-after-passes", action="store_true",
+                     help="end each simulated rank at its first optimizer step after a pass ran (what runs later on a fake backend computes garbage)")
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="the command to run, after --")
 
 
@@ -93,6 +103,9 @@ def run(args: argparse.Namespace) -> int:
             parse_target(t)
         except TargetError as e:
             return _fail(str(e))
+    sim_problem = _simulate_options_problem(args, cmd)
+    if sim_problem:
+        return _fail(sim_problem)
     out = os.path.abspath(args.out or _default_out())
     if os.path.exists(out) and (not os.path.isdir(out) or os.listdir(out)):
         return _fail(f"{out} already exists and is not an empty directory; choose another --out (nothing was run)")
@@ -144,7 +157,10 @@ def run(args: argparse.Namespace) -> int:
     except OSError as e:
         return _fail(f"cannot write {_manifest_path(out)}: {e.strerror or e} (nothing was run)")
 
-    code, sig = _run_child(cmd, env)
+    if args.simulate_world:
+        code, sig = simulated_run(cmd, env, args, out, manifest)
+    else:
+        code, sig = _run_child(cmd, env)
 
     summaries = summarize(out)
     manifest["ended"] = time.time()
@@ -156,6 +172,8 @@ def run(args: argparse.Namespace) -> int:
     manifest["incomplete_ranks"] = [s.rank for s in summaries if s.state() != "complete"]
     manifest["stopped_ranks"] = {str(s.rank): s.stopped for s in summaries if s.stopped}
     manifest["still_running"] = {str(s.rank): s.alive for s in summaries if s.alive}
+    if "simulated" in manifest:
+        manifest["simulated"]["stopped_after_passes"] = [s.rank for s in summaries if s.stopped_after_passes]
     if not os.path.isdir(out):
         print(f"graphtrain-inspect capture: the capture directory {out} was removed while the command ran; nothing was kept", file=sys.stderr)
     else:
@@ -247,6 +265,13 @@ def _print_summary(out: str, args: argparse.Namespace, summaries: list[RankSumma
         p(f"  blobs: {len(files)} files, {_fmt_bytes(size)}")
     except OSError:
         pass
+    sim = manifest_simulated(out)
+    if sim:
+        stopped = [s.rank for s in summaries if s.stopped_after_passes]
+        p(f"  simulated: {len(sim.get('ranks') or [])} of {sim.get('world_size')} ranks ({simulate.format_ranks(sim.get('ranks') or [])}), "
+          f"hosts of {sim.get('local_world_size')}, fake process group")
+        if stopped:
+            p(f"  stopped after their passes (at the first optimizer step; the rest of training did not run): ranks {simulate.format_ranks(stopped)}")
     total = sum(s.passes for s in summaries)
     if total == 0:
         p("  no graph pass fired. Possible reasons:")
@@ -265,3 +290,137 @@ def _print_summary(out: str, args: argparse.Namespace, summaries: list[RankSumma
             p(f"  note: --pass {t} never fired (module never imported, or never called with a GraphModule)")
     p(f"  capture: {out}")
     p(f"  next:    graphtrain-inspect ls {shlex.quote(out)}    |    graphtrain-inspect check {shlex.quote(out)}")
+
+
+# -- simulated worlds (--simulate-world) ---------------------------------------------------------
+
+
+def _simulate_options_problem(args: argparse.Namespace, cmd: list[str]) -> str | None:
+    if args.simulate_world is None:
+        if args.simulate_ranks or args.local_world_size or args.mesh or args.stop_after_passes:
+            return "--simulate-ranks, --local-world-size, --mesh and --stop-after-passes need --simulate-world N"
+        return None
+    n = args.simulate_world
+    if not 1 <= n <= simulate.MAX_WORLD:
+        return f"--simulate-world {n}: give a world size from 1 to {simulate.MAX_WORLD}"
+    k = args.local_world_size or simulate.DEFAULT_LOCAL_WORLD_SIZE
+    if k < 1:
+        return f"--local-world-size {k}: give at least 1"
+    args.local_world_size = min(k, n)
+    try:
+        args.simulate_rank_list = simulate.parse_ranks(args.simulate_ranks, n) if args.simulate_ranks else None
+        args.mesh_shape = simulate.parse_mesh(args.mesh, n) if args.mesh else None
+    except simulate.SimulateError as e:
+        return str(e)
+    return simulate.command_problem(cmd)
+
+
+def manifest_simulated(out: str) -> dict[str, Any] | None:
+    try:
+        with open(_manifest_path(out), "rb") as f:
+            m = orjson.loads(f.read())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    sim = m.get("simulated") if isinstance(m, dict) else None
+    return sim if isinstance(sim, dict) else None
+
+
+def simulated_run(cmd: list[str], env: dict[str, str], args: argparse.Namespace, out: str, manifest: dict[str, Any]) -> tuple[int, str | None]:
+    """Run the chosen ranks of the simulated world, a few at a time; rank 0 first and alone
+    (its peak memory sizes the rest, and its rank table gives the mesh for the default choice)."""
+    n, k = args.simulate_world, args.local_world_size
+    say = lambda s: print(f"graphtrain-inspect capture: {s}", file=sys.stderr, flush=True)  # noqa: E731
+    sim: dict[str, Any] = {
+        "world_size": n, "local_world_size": k, "backend": "fake", "ranks": [], "chosen_by": None, "reasons": [],
+        "mesh_source": None, "stop_after_passes": bool(args.stop_after_passes), "at_once": None, "per_rank": {},
+    }
+    manifest["simulated"] = sim
+    os.makedirs(os.path.join(out, "simulate"), exist_ok=True)
+    run_id = f"gti-simulated-{os.getpid()}"
+    received: list[str] = []
+
+    def env_of(rank: int) -> dict[str, str]:
+        e = dict(env)
+        e.update(simulate.torchrun_env(rank, n, k, run_id))
+        e[fake_world.ENV_WORLD] = str(n)
+        e[fake_world.ENV_STOP] = "1" if args.stop_after_passes else "0"
+        # torchrun sets one thread per worker when a host runs several; so do we (several run at once)
+        e.setdefault("OMP_NUM_THREADS", "1")
+        e["__GTI_OUTPUT__"] = os.path.join(out, "simulate", f"rank_{rank}.out")
+        return e
+
+    def record(rr: simulate.RankRun) -> None:
+        sim["per_rank"][str(rr.rank)] = {"exit_code": rr.code, "signal": rr.signal, "wall_s": round(rr.wall_s, 3),
+                                         "max_rss_mb": round(rr.max_rss_kb / 1024, 1)}
+        state = f"exit {rr.code}" + (f" ({rr.signal})" if rr.signal else "")
+        say(f"rank {rr.rank} done: {state}, {rr.wall_s:.1f} s, {rr.max_rss_kb // 1024} MB peak; output in {os.path.join(out, 'simulate', f'rank_{rr.rank}.out')}")
+        if rr.code:
+            _print_tail(os.path.join(out, "simulate", f"rank_{rr.rank}.out"))
+        try:
+            write_manifest(out, manifest)
+        except OSError:
+            pass
+
+    def relay(signum: int, _frame: Any) -> None:
+        received.append(signal.Signals(signum).name)
+        simulate.signal_running(signum)
+
+    old = {s: signal.signal(s, relay) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        explicit = getattr(args, "simulate_rank_list", None)
+        first = [explicit[0]] if explicit else [0]
+        say(f"simulating {n} ranks on hosts of {k} (fake process group); rank {first[0]} first")
+        runs = simulate.run_ranks(cmd, first, env_of, 1, lambda: bool(received), record)
+        if explicit:
+            ranks, sim["chosen_by"] = explicit, "--simulate-ranks"
+            sim["reasons"] = [f"rank {r}: named" for r in explicit]
+        else:
+            meshes = simulate.Meshes()
+            if getattr(args, "mesh_shape", None):
+                names, shape = args.mesh_shape
+                meshes = simulate.Meshes(simulate.mesh_coords(names, shape), f"--mesh {args.mesh}")
+            else:
+                table = simulate.rank_table_of(out, 0)
+                if table:
+                    meshes = simulate.meshes_from_table(table, n)
+            ranks, sim["reasons"] = simulate.choose_ranks(n, k, meshes)
+            sim["chosen_by"] = "default"
+            sim["mesh_source"] = meshes.source or None
+            how = meshes.source or "no mesh spanning the world in rank 0's capture: ranks, local ranks and hosts only"
+            say(f"ranks chosen ({how}): "
+                f"{simulate.format_ranks(ranks)}")
+            for line in sim["reasons"]:
+                say(f"  {line}")
+        sim["ranks"] = ranks
+        rest = [r for r in ranks if r != first[0]]
+        if runs and runs[0].code and rest:
+            # the others would fail the same way: say so rather than run hundreds of them
+            say(f"rank {first[0]} failed (exit {runs[0].code}); the other {len(rest)} ranks were not run")
+            sim["not_run"] = rest
+            rest = []
+        at_once, why = simulate.parallelism(max(rr.max_rss_kb for rr in runs) if runs else 0)
+        sim["at_once"] = at_once
+        if rest and not received:
+            say(f"running {len(rest)} more ranks, {at_once} at a time ({why})")
+            runs += simulate.run_ranks(cmd, rest, env_of, at_once, lambda: bool(received), record)
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    sim["chosen"] = sim["ranks"]
+    sim["ranks"] = sorted(rr.rank for rr in runs)  # those that ran
+    bad = [rr for rr in runs if rr.code]
+    code = bad[0].code if bad else 0
+    sig = received[0] if received else (bad[0].signal if bad else None)
+    return int(code or 0), sig
+
+
+def _print_tail(path: str, lines: int = 15) -> None:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 8192))
+            tail = f.read().decode(errors="replace").splitlines()[-lines:]
+    except OSError:
+        return
+    for line in tail:
+        print(f"    | {line}", file=sys.stderr)

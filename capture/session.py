@@ -120,6 +120,7 @@ class Session:
             "time": time.time(),
             "sources": list(self.sources),
             "blobs": self.blobs,
+            **_simulated(),
         }
 
     def error(self, where: str, exc: BaseException, frame: _Frame | None = None) -> None:
@@ -354,6 +355,7 @@ class Session:
                     "blobs": sum(1 for g in self.graphs.values() if g.blob),
                     "capture_errors": self.capture_errors,
                     "time": time.time(),
+                    **_stopped_after_passes(),
                 },
             )
         self.log.end()
@@ -391,6 +393,20 @@ class _quiet:
         self._modes.__exit__(*exc)
         if self._gc:
             gc.enable()
+
+
+def _simulated() -> dict[str, Any]:
+    """`simulated` in the header of a rank run by `capture --simulate-world` (fake process group)."""
+    fw = sys.modules.get("graphtrain_inspect.capture.fake_world")
+    if fw is None or not fw.active():
+        return {}
+    return {"simulated": fw.describe()}
+
+
+def _stopped_after_passes() -> dict[str, Any]:
+    """`stopped_after_passes` in the end record of a simulated rank ended at its first optimizer step."""
+    fw = sys.modules.get("graphtrain_inspect.capture.fake_world")
+    return {"stopped_after_passes": dict(fw.STOPPED)} if fw is not None and fw.STOPPED else {}
 
 
 def _exc_record(exc: BaseException) -> dict[str, str]:

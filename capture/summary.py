@@ -29,6 +29,8 @@ class RankSummary:
     # one per process that wrote to this rank's log: {pid, state, records, reason, alive}
     processes: list[dict] = field(default_factory=list)
     has_log: bool = True
+    # a simulated rank ended on purpose at its first optimizer step (--stop-after-passes)
+    stopped_after_passes: bool = False
 
     @property
     def alive(self) -> list[int]:
@@ -54,6 +56,7 @@ class RankSummary:
             "stopped": self.stopped,
             "damaged_lines": len(self.problems),
             "processes": self.processes,
+            **({"stopped_after_passes": True} if self.stopped_after_passes else {}),
         }
 
 
@@ -159,4 +162,5 @@ def summarize_log(path: str, rank: int) -> RankSummary:
                 s.capture_errors += 1
             else:
                 s.ended = True
+                s.stopped_after_passes = isinstance(payload, dict) and bool(payload.get("stopped_after_passes"))
     return s

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import types
 from typing import Any, Callable
 
 from graphtrain_inspect.capture import session
@@ -52,11 +53,46 @@ def wrap_pass(fn: Callable, *, name: str | None = None, qualname: str | None = N
             return fn(*args, **kwargs)
         gm = _first_graph_module(args, kwargs)
         if gm is None:
-            return fn(*args, **kwargs)
+            # not called on a graph: maybe a function that builds the pass list (torchtitan's
+            # graph_trainer builds its list in compile_time_passes(...) and registered pipelines)
+            return wrap_pass_list(fn(*args, **kwargs), target=target)
         return sess.run_pass(pass_name, qual, source, gm, lambda: fn(*args, **kwargs), outputs_of(gm), target=target)
 
     setattr(wrapper, _WRAPPED, fn)
     return wrapper
+
+
+def _is_pass_entry(x: Any) -> bool:
+    f = x.func if isinstance(x, functools.partial) else x
+    return isinstance(f, types.FunctionType)
+
+
+def _wrap_entry(x: Any, target: str | None) -> Any:
+    if isinstance(x, functools.partial):
+        if getattr(x.func, _WRAPPED, None) is not None:
+            return x
+        return functools.partial(wrap_pass(x.func, target=target), *x.args, **x.keywords)
+    return wrap_pass(x, target=target)
+
+
+def wrap_pass_list(result: Any, *, target: str | None = None) -> Any:
+    """`result` with each pass in it wrapped, when it is a non-empty list or tuple of functions
+    (or functools.partial configurations of functions): the pass list a named function built;
+    anything else is returned as it is. A list is changed in place, so whoever holds it sees the
+    same object; an instrumentation error leaves it untouched."""
+    if type(result) not in (list, tuple) or not result or not all(_is_pass_entry(x) for x in result):
+        return result
+    try:
+        wrapped = [_wrap_entry(x, target) for x in result]
+    except Exception as e:  # noqa: BLE001 - the training gets its list back unchanged
+        sess = session.current()
+        if sess is not None:
+            sess.error(f"--pass {target}: wrapping the passes it returned", e)
+        return result
+    if type(result) is tuple:
+        return tuple(wrapped)
+    result[:] = wrapped
+    return result
 
 
 def _qualname(fn: Any) -> str | None:

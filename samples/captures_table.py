@@ -4,7 +4,7 @@
 
 Each row: the capture, the command that recorded it (from its manifest), hardware, torch
 version, date, and what `graphtrain-inspect check` finds (errors and warnings by kind and blamed
-pass; info findings counted).
+pass; info findings counted), and what `check --shared-graph` adds.
 """
 
 from __future__ import annotations
@@ -25,13 +25,21 @@ def row(name: str) -> str:
     manifest = orjson.loads((path / "manifest.json").read_bytes())
     cmd = manifest["command_line"].replace("python3 -m torch.distributed.run", "torchrun")
     cmd = re.sub(r" --losses-json \S+", "", cmd)  # the recording script's own bookkeeping
+    cmd = cmd.replace(" -m samples.", " -m graphtrain_inspect.samples.")  # recorded before the package namespace
     n = int(re.search(r"--nproc-per-node[ =](\d+)", cmd).group(1))
-    findings = run_checks(open_capture(str(path)))
+    cap = open_capture(str(path))
+    findings = run_checks(cap)
     serious = Counter((f.kind, f.severity, f.introduced_by) for f in findings if f.severity in ("error", "warning"))
     info = sum(1 for f in findings if f.severity == "info")
     found = "; ".join(f"{c} {sev} {kind} (introduced by {by})" for (kind, sev, by), c in sorted(serious.items())) or "no errors or warnings"
+    found += f"; {info} info"
+    # what `check --shared-graph` adds (the graph to be loaded by every rank: own-device literals)
+    shared = Counter((f.kind, f.severity, f.introduced_by) for f in run_checks(cap, shared_graph=True) if f.severity in ("error", "warning"))
+    extra = shared - serious
+    if extra:
+        found += "; with `--shared-graph` " + "; ".join(f"{c} {sev} {kind} (introduced by {by})" for (kind, sev, by), c in sorted(extra.items()))
     date = time.strftime("%Y-%m-%d", time.gmtime(manifest["started"]))
-    return f"| `{name}` | `graphtrain-inspect capture --pass graphtrain_inspect.samples.pipeline:PIPELINE --no-inductor -- {cmd}` | {n} × H200, NCCL | {manifest['torch_version']} | {date} | {found}; {info} info |"
+    return f"| `{name}` | `graphtrain-inspect capture --pass graphtrain_inspect.samples.pipeline:PIPELINE --no-inductor -- {cmd}` | {n} × H200, NCCL | {manifest['torch_version']} | {date} | {found} |"
 
 
 def main() -> None:

@@ -36,7 +36,7 @@ ALLOWED: dict[str, set[str]] = {
 }
 # What read, diff and checks may take from capture: the log format and the symbol rules the writer
 # and the reader share. Nothing that runs inside training.
-SHARED_FORMAT = {f"{NS}.capture.logformat", f"{NS}.capture.symbol_usage"}
+SHARED_FORMAT = {f"{NS}.capture.logformat", f"{NS}.capture.symbol_usage", f"{NS}.capture.rank_ranges"}
 # The one place the core reaches the UI: the `tui` command's launcher, inside its run function.
 LAZY_UI = {("inspector/cli/tui.py", "tui")}
 UI_LIBRARIES = ("textual", "rich")

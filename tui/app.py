@@ -556,6 +556,7 @@ class InspectApp(CaptureLoading, ViewActions, App[int]):
             ("everywhere", only(self.BINDINGS) + [Binding("ctrl+p", "command_palette", "Command palette: open a rank, pass or node by name", id="app.command-palette")]),
             ("code and diff views", only(LineView.BINDINGS) + [Binding("enter", "", "Open a folded stretch (diff)", id="diff.unfold")]),
             ("tree", only(CaptureTree.BINDINGS)),
+            ("findings", only(FindingsView.BINDINGS)),
         ]
 
     def action_help(self) -> None:

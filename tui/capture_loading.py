@@ -10,6 +10,7 @@ from textual import work
 from textual.widgets import TabbedContent
 from textual.worker import get_current_worker
 
+from graphtrain_inspect.inspector.cli.ls import simulated_line
 from graphtrain_inspect.inspector.read.capture_index import CaptureUnreadable
 from graphtrain_inspect.inspector.read.live import files_signature
 from graphtrain_inspect.inspector.read.progressive import ProgressiveLoader
@@ -121,6 +122,9 @@ class CaptureLoading:
         tree = self.tree
         tree.loading = False
         if first:
+            sim = simulated_line(getattr(m.session.cap, "manifest", None))
+            if sim:  # capture --simulate-world: say so where the capture is named
+                self.sub_title = f"{self.label}  ·  {sim.split(', fake process group')[0]}"
             tree.load(m.session.outline, self.badges)
             self.call_after_refresh(self._tree_painted)
             place = self._first_place()

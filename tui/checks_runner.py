@@ -35,6 +35,7 @@ def finding_from_json(d: dict[str, Any]) -> Finding:
         pass_=d.get("pass"), ranks=list(d.get("ranks") or []), graph=d.get("graph"), subgraph=d.get("subgraph"),
         node=d.get("node"), evidence=d.get("evidence") or {}, pipeline=d.get("pipeline"),
         introduced_seq=d.get("introduced_seq"), last_seq=d.get("last_seq"), layer=d.get("layer") or "graph",
+        source=d.get("source") if isinstance(d.get("source"), dict) else None,
     )  # fmt: skip
 
 

@@ -62,6 +62,9 @@ class Finding:
     pipeline: str | None = None
     introduced_seq: int | None = None  # seq of the introducing pass on the lowest rank
     last_seq: int | None = None
+    # the user's source line of the node: {"file", "line", "code", "fn"} from its stack trace, or
+    # {"created_by": pass} for a node a pass made (inspector.read.source_lines); None when unknown
+    source: dict[str, Any] | None = None
     layer: str = "graph"  # graph: an FX graph; codegen: Inductor's generated code
 
     def to_json(self) -> dict[str, Any]:
@@ -79,6 +82,7 @@ class Finding:
             "pipeline": self.pipeline,
             "introduced_seq": self.introduced_seq,
             "last_seq": self.last_seq,
+            "source": self.source,
             "layer": self.layer,
         }
 
@@ -130,20 +134,37 @@ def _sort_key(f: Finding) -> tuple:
     return (SEVERITY_RANK.get(f.severity, 9), list(CHECKS).index(f.kind) if f.kind in CHECKS else 99, f.pipeline or "", f.introduced_seq if f.introduced_seq is not None else -1, f.subgraph or "", f.node or "")
 
 
-def check_report(cap: "Capture", only: list[str] | None = None) -> Report:
+def check_report(cap: "Capture", only: list[str] | None = None, *, shared_graph: bool = False) -> Report:
     from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
 
-    ctx = CheckContext(cap)
+    ctx = CheckContext(cap, shared_graph=shared_graph)
     findings: list[Finding] = []
     for kind, module in CHECKS.items():
         if only and kind not in only:
             continue
         mod = importlib.import_module(module)
         findings.extend(mod.run(ctx))
+    attach_sources(cap, findings)
     findings.sort(key=_sort_key)
     return Report(findings, ctx.not_run, ctx.notes, cap)
 
 
-def run_checks(cap: "Capture", only: list[str] | None = None) -> list[Finding]:
+def attach_sources(cap: "Capture", findings: list[Finding]) -> None:
+    """Give each finding on a node the source line of that node (from the graph where it first
+    appears, on the first of its ranks that has the graph)."""
+    from graphtrain_inspect.inspector.read.source_lines import node_source
+
+    for f in findings:
+        if f.source is not None or not f.node or not f.graph:
+            continue
+        for rank in f.ranks:
+            tables = cap.node_table(rank, f.graph)
+            sub = tables.subgraph(f.subgraph or "") if tables is not None else None
+            if sub is not None:
+                f.source = node_source(sub.node(f.node), f.introduced_by)
+                break
+
+
+def run_checks(cap: "Capture", only: list[str] | None = None, *, shared_graph: bool = False) -> list[Finding]:
     """Every registered check on the capture (or those named in `only`); errors first."""
-    return check_report(cap, only).findings
+    return check_report(cap, only, shared_graph=shared_graph).findings

@@ -3,7 +3,7 @@
 `'cuda:N'`).
 
 Policy (as for FX device literals): code compiled on one rank and loaded by every rank (compile on
-one rank: one rank generated code, or the capture says so) must not pin any index: every loading
+one rank: one rank generated code, or the capture or `check --shared-graph` says so) must not pin any index: every loading
 rank would launch on the compiling rank's device; an error naming the index and the ranks that
 load it. Code each rank generated for itself may pin its own device; an index that is not the
 rank's own device is an error; an accelerator index on a rank that computes on the CPU, a warning.
@@ -31,7 +31,7 @@ def run(ctx: CheckContext) -> list[Finding]:
     # ranks that loaded shared code may have logged nothing at all: the world size names them
     all_ranks = sorted(set(ctx.cap.ranks) | set(range(ctx.cap.world_size or 0)))
     for key, sites in sites_by_key.items():
-        shared = flag or (len(sites) == 1 and len(all_ranks) > 1)
+        shared = flag or getattr(ctx, "shared_graph", False) or (len(sites) == 1 and len(all_ranks) > 1)
         for r, site in sorted(sites.items()):
             text = site.text
             if not text:

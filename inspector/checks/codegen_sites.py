@@ -13,6 +13,7 @@ from typing import Any
 from graphtrain_inspect.inspector.checks import Finding
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
 from graphtrain_inspect.inspector.diff.output_code import CodeNormalizer
+from graphtrain_inspect.inspector.read.source_lines import parse_frame
 from graphtrain_inspect.inspector.read.output_code import Kernel, OutputCode, code_text, compile_keys, kernels_of, pipeline_of
 
 CODEGEN_PASS = "inductor_codegen"  # what findings name as the pass: Inductor's lowering of the post-grad graph
@@ -104,4 +105,6 @@ def finding(kind: str, severity: str, message: str, sites: dict[int, CodeSite], 
         last_seq=pl.passes[-1].seq if pl is not None and pl.passes else None,
     )  # fmt: skip
     f.layer = "codegen"
+    # the user's line of the FX node the kernel computes (through provenance), as FX findings name it
+    f.source = parse_frame(evidence.get("fx_stack")) if hasattr(f, "source") else None
     return f

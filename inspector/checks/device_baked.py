@@ -1,16 +1,24 @@
 """device-baked: a device baked into a graph that some rank cannot or should not use.
 
-Per rank: a device literal (a `device=` kwarg, a device inside a list argument, a "cuda:1"
-string), or a constant, buffer or parameter reached by get_attr, on a device whose index is not
-the rank's own device (from the capture's device table; for text-only graphs, inferred from the
-inputs' devices): an error. Across ranks: device literals that differ between ranks at aligned
-nodes of otherwise comparable graphs (e.g. `device(type='cpu', index=LOCAL_RANK)`): the graph is
-only right on the rank that traced it (an error when the index is a rank-derived value); and
-accelerator literals that are each rank's own device (`cuda:0` on rank 0, `cuda:1` on rank 1:
-what make_fx records on GPUs): fine for per-rank compiles, wrong for a shared graph, a warning.
-With compile on one rank, an indexed device in the shared graph is the compiling rank's device,
-wrong on every other rank: an error. A chain that a later pass repairs (e.g. a device-placement
-pass rewriting `cuda:1` to `cuda`) is info, like every finding the final graph no longer has.
+The policy (docs/inspector.md, `check --help`):
+
+- A device literal (a `device=` kwarg, a device inside a list argument, a "cuda:1" string) or a
+  constant, buffer or parameter reached by get_attr that names another rank's device (an index
+  that is not the rank's own device, from the capture's device table; for text-only graphs,
+  inferred from the inputs' devices), or an accelerator on a rank that computes on the CPU: an
+  error in the graph that runs, a warning when a later pass removed it (e.g. a device-placement
+  pass rewriting `cuda:1` to `cuda`): the model code still has the bug.
+- A literal equal to each rank's own device (`cuda:0` on rank 0, `cuda:1` on rank 1: what
+  make_fx and torch.compile record on GPUs): right for a graph each rank compiles for itself,
+  info. In a shared graph (compiled on one rank and loaded by the others) it is the compiling
+  rank's device, wrong on every other rank: an error (info when a later pass removed it: tracing
+  records the own device, and a placement pass removing it is the fix).
+  A graph is shared when the capture shows compile on one rank (rank_baked.compile_on_one_rank)
+  or the user says so (`check --shared-graph`).
+- Across ranks: device literals that differ between ranks at aligned nodes of otherwise
+  comparable graphs (e.g. `device(type='cpu', index=LOCAL_RANK)`) and are not each rank's own
+  device: the graph is only right on the rank that traced it (an error when the index is a
+  rank-derived value, else a warning).
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from graphtrain_inspect.capture import logformat
+from graphtrain_inspect.capture.rank_ranges import values_by_rank
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext, Observation
 from graphtrain_inspect.inspector.checks.differing_literals import cross_rank_evidence, literal_sites
 from graphtrain_inspect.inspector.checks.rank_baked import compile_on_one_rank, match_vectors
@@ -48,34 +57,37 @@ def per_graph(devices: dict[str, Any], own: str | None, *, shared: bool) -> list
     for lit in devices.get("literals") or []:
         dev = lit.get("device")
         why = _foreign(dev, own)
-        sev = "error"
+        # another rank's device or an accelerator on a CPU rank is in the model code (a warning
+        # even when a pass removes it); the own device in a shared graph is what tracing records
+        # (make_fx), fine once a pass removes it
+        fixed = "warning" if why is not None else None
         if why is None and shared and split_device(dev)[1] is not None:
             why = "pins the compiling rank's device in a graph every rank loads"
         if why is None:
             continue
-        if "accelerator" in why:
-            sev = "warning"
+        sev = "error"
         msg = f"device literal {dev} in {lit.get('target')} {lit.get('where')} {why}"
         ev = {"device": dev, "own_device": own, "where": lit.get("where"), "target": lit.get("target"), "source": "literal"}
         key = ("literal", lit.get("graph") or "", lit.get("target"), lit.get("where"), dev)
-        out.append(Observation(key, sev, msg, node=lit.get("node"), subgraph=lit.get("graph") or None, evidence=ev, loose_key=("literal", dev)))
+        out.append(Observation(key, sev, msg, node=lit.get("node"), subgraph=lit.get("graph") or None, evidence=ev, loose_key=("literal", dev), severity_if_fixed=fixed))
     for val in devices.get("values") or []:
         kind = val.get("kind")
         if kind == "input":
             continue
         dev = val.get("device")
         why = _foreign(dev, own)
+        fixed = "warning" if why is not None else None
         if why is None and shared and split_device(dev)[1] is not None and split_device(dev)[0] not in _HOST:
             why = "pins the compiling rank's device in a graph every rank loads"
         if why is None:
             continue
-        sev = "warning" if "accelerator" in why else "error"
+        sev = "error"
         msg = f"{kind} {val.get('node')} ({val.get('dtype')}{val.get('shape')}) lives on {dev}, which {why}"
         ev = {"device": dev, "own_device": own, "kind": kind, "dtype": val.get("dtype"), "shape": val.get("shape"), "source": kind}
         if "value" in val:
             ev["value"] = val["value"]
         key = ("value", val.get("graph") or "", kind, dev, val.get("dtype"), repr(val.get("shape")))
-        out.append(Observation(key, sev, msg, node=val.get("node"), subgraph=val.get("graph") or None, evidence=ev))
+        out.append(Observation(key, sev, msg, node=val.get("node"), subgraph=val.get("graph") or None, evidence=ev, severity_if_fixed=fixed))
     return out
 
 
@@ -94,7 +106,7 @@ def _observe_across(ctx: CheckContext, key, group: list[int]) -> list[Observatio
             continue
         idx = {r: split_device(d)[1] for r, d in devs.items()}
         matches = match_vectors({r: i for r, i in idx.items() if i is not None}, vectors) if all(i is not None for i in idx.values()) else []
-        vals = ", ".join(f"rank {r}: {devs[r]}" for r in sorted(devs))
+        vals = values_by_rank(devs, str)
         if matches:
             msg = f"device literal in {s.target} {s.where} differs across ranks ({vals}): the index is the {matches[0]['vector']}"
             sev = "error"
@@ -103,14 +115,15 @@ def _observe_across(ctx: CheckContext, key, group: list[int]) -> list[Observatio
             sev = "warning"
         ev = cross_rank_evidence(s.where, s.target, devs, s.nodes, matches, source="cross-rank")
         vals_key = tuple(devs[r] for r in sorted(devs))
-        out.append(Observation(("across", s.subgraph, s.target, s.where, vals_key), sev, msg, node=s.node, subgraph=s.subgraph or None, evidence=ev, loose_key=("across", vals_key)))
+        out.append(Observation(("across", s.subgraph, s.target, s.where, vals_key), sev, msg, node=s.node, subgraph=s.subgraph or None, evidence=ev, loose_key=("across", vals_key), severity_if_fixed="warning"))
     return out
 
 
 def _observe_own(ctx: CheckContext, key, group: list[int]) -> list[Observation]:
     """Accelerator device literals that are each rank's own device (cuda:0 on rank 0, cuda:1 on
-    rank 1, at the same place): right for a per-rank compile, wrong for a graph compiled once and
-    loaded everywhere. Normalization hides them from the literal comparison, so look at them here."""
+    rank 1, at the same place): right for a per-rank compile (info), wrong for a graph compiled
+    once and loaded everywhere (with `--shared-graph` the per-rank check reports each as an
+    error). Normalization hides them from the literal comparison, so look at them here."""
     stages = ctx.index.across(key)
     present = [r for r in group if r in stages]
     if len(present) < 2:
@@ -145,10 +158,10 @@ def _observe_own(ctx: CheckContext, key, group: list[int]) -> list[Observation]:
         vals = ", ".join(f"rank {r}: {devs[r]}" for r in present)
         msg = (
             f"device literal in {lit.get('target')} {lit.get('where')} is each rank's own device ({vals}): "
-            "baked per rank, wrong for a graph compiled on one rank and loaded by the others"
+            "right for a graph each rank compiles for itself, wrong if one rank's graph is loaded by the others (check --shared-graph)"
         )
         ev = cross_rank_evidence(lit.get("where"), lit.get("target"), devs, {r: per_rank[r][k].get("node") for r in present}, matches, source="own-device")
-        out.append(Observation(("own", *k[:3], tuple(devs[r] for r in present)), "warning", msg, node=lit.get("node"), subgraph=k[0] or None, evidence=ev, loose_key=("own", tuple(devs[r] for r in present))))
+        out.append(Observation(("own", *k[:3], tuple(devs[r] for r in present)), "info", msg, node=lit.get("node"), subgraph=k[0] or None, evidence=ev, loose_key=("own", tuple(devs[r] for r in present))))
     return out
 
 
@@ -161,7 +174,7 @@ def run(ctx: CheckContext) -> list:
         own = ctx.cap.own_device(stage.rank, stage.gid)
         if own is None:
             unknown_own.add(stage.rank)
-        shared = coor and stage.rank in compiling and (ctx.cap.world_size or 1) > 1
+        shared = ctx.shared_graph or (coor and stage.rank in compiling and (ctx.cap.world_size or 1) > 1)
         k = (ctx.content_key(stage.rank, stage.gid, logformat.DEVICES), own, shared)
         if k not in cache:
             devices = ctx.cap.devices(stage.rank, stage.gid)
@@ -172,7 +185,8 @@ def run(ctx: CheckContext) -> list:
     if unknown_own:
         ctx.skip(f"{KIND} (own device)", f"rank(s) {sorted(unknown_own)}: own device unknown (no device table, no inputs with a device)")
     if any(len([r for r in g if ctx.index.by_rank.get(r)]) >= 2 for g in ctx.rank_groups()):
-        findings.extend(ctx.blame_across(KIND, lambda key, group: _observe_across(ctx, key, group) + _observe_own(ctx, key, group)))
+        own = (lambda key, group: []) if ctx.shared_graph else (lambda key, group: _observe_own(ctx, key, group))
+        findings.extend(ctx.blame_across(KIND, lambda key, group: _observe_across(ctx, key, group) + own(key, group)))
     else:
         ctx.skip(f"{KIND} (across ranks)", "needs graphs of at least two ranks to compare")
     return findings

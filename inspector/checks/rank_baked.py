@@ -22,6 +22,7 @@ from fractions import Fraction
 from typing import Any
 
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext, Observation
+from graphtrain_inspect.capture.rank_ranges import values_by_rank
 from graphtrain_inspect.inspector.checks.differing_literals import cross_rank_evidence, literal_sites
 from graphtrain_inspect.inspector.read.graphmodel import is_ref, row_leaves
 
@@ -106,7 +107,7 @@ def _observe_sites(ctx: CheckContext, key, group: list[int]) -> list[Observation
         if len(values) < 2 or len({repr(v) for v in values.values()}) < 2:
             continue
         matches = match_vectors(values, vectors)
-        vals = ", ".join(f"rank {r}: {values[r]!r}" for r in sorted(values))
+        vals = values_by_rank(values)
         what = f"{s.target} {s.where}" if s.where else str(s.target)
         if matches:
             m = matches[0]
@@ -135,7 +136,9 @@ def compile_on_one_rank(ctx: CheckContext) -> tuple[bool, list[int]]:
     compiling = [r for r in cap.ranks if ctx.index.by_rank.get(r)]
     env = (cap.manifest or {}).get("env") or {}
     flag = str(env.get("TORCH_DISTRIBUTED_COMPILE_ON_ONE_RANK", "")).lower() in ("1", "true", "yes")
-    one = len(compiling) == 1 and (len(cap.ranks) > 1 or (cap.world_size or 1) > 1)
+    # the other ranks must be known to have run without graphs (their logs, or a capture's
+    # manifest of a larger world): one torch log read by itself says nothing about the others
+    one = len(compiling) == 1 and (len(cap.ranks) > 1 or (bool(cap.manifest) and (cap.world_size or 1) > 1))
     return (flag or one), compiling
 
 

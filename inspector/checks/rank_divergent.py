@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from graphtrain_inspect.capture.rank_ranges import format_ranks
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext, Observation
 from graphtrain_inspect.inspector.read.stages import TRACE, StageKey
 
@@ -66,7 +67,7 @@ def run(ctx: CheckContext) -> list:
                 o = Observation(
                     ("missing", key),
                     "error",
-                    f"pass {key.label()} ran on rank(s) {have} but not on rank(s) {lack} of the same pipeline",
+                    f"pass {key.label()} ran on rank(s) {format_ranks(have)} but not on rank(s) {format_ranks(lack)} of the same pipeline",
                     evidence={"ran_on": have, "not_on": lack, "stage": key.label()},
                 )
                 findings.append(ctx._finding(KIND, st, st, o, sorted(have + lack)))
@@ -101,7 +102,7 @@ def run(ctx: CheckContext) -> list:
             first_r = min(diverged)
             lines = _structural_lines(diverged[first_r])
             where = "traced graphs" if intro else f"pass {key.label()}"
-            msg = f"{where}: rank(s) {sorted(diverged)} differ structurally from rank {ref}"
+            msg = f"{where}: rank(s) {format_ranks(diverged)} differ structurally from rank {ref}"
             if not intro:
                 msg += " although the graphs the pass received agreed"
             ev: dict[str, Any] = {

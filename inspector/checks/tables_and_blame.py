@@ -43,6 +43,9 @@ class Observation:
     # a coarser key, tried when no chain continues `key`: the same problem after a pass that
     # changed the node's op or position (e.g. operator.mul -> aten.mul.Tensor when lowering)
     loose_key: Hashable | None = None
+    # the severity when a later pass removes it (None: info, the graph that runs is fine); a check
+    # whose bug lives in the model code, not in a pass (device-baked), keeps it a warning
+    severity_if_fixed: str | None = None
 
 
 @dataclass
@@ -117,8 +120,11 @@ def _same_code_diff(ta: GraphTables, tb: GraphTables, ref: int, other: int) -> G
 
 
 class CheckContext:
-    def __init__(self, cap: "Capture"):
+    def __init__(self, cap: "Capture", *, shared_graph: bool = False):
         self.cap = cap
+        # the user says every graph is shared (compiled on one rank, loaded by the others): `check
+        # --shared-graph`; a compile-on-one-rank capture shows it by itself
+        self.shared_graph = shared_graph
         self.index = StageIndex(cap)
         self.not_run: list[NotRun] = []
         self.notes: list[str] = []
@@ -318,7 +324,7 @@ class CheckContext:
                 ev["fixed_by"] = kids[0].pass_name
                 if severity in ("error", "warning"):
                     ev["severity_before_fix"] = severity
-                    severity = "info"
+                    severity = o.severity_if_fixed or "info"
                 message += f" (gone after {kids[0].pass_name})"
         return Finding(
             kind=kind,

@@ -10,6 +10,13 @@ node, the ranks and one line of evidence; then the checks that could not run and
 `ranks`, `graph`, `subgraph` (nested path or null), `node`, `message`, `evidence`.
 
 Exit status: 0 without error findings, 1 with error findings, 2 when DIR cannot be read.
+
+Device policy (device-baked; docs/inspector.md): a device literal or constant naming another
+rank's device, or an accelerator on a rank that computes on the CPU, is an error in the graph
+that runs and a warning when a later pass removed it (the model code still has it). A literal
+equal to each rank's own device is right for a graph each rank compiles for itself (info); in a
+shared graph (compiled on one rank and loaded by the others: a compile-on-one-rank capture, or
+`--shared-graph`) it is the compiling rank's device, wrong on the others: an error.
 """
 
 from __future__ import annotations
@@ -19,20 +26,38 @@ import sys
 
 import orjson
 
+from graphtrain_inspect.capture.rank_ranges import format_ranks, values_by_rank
 from graphtrain_inspect.inspector.diff.render import Style, add_common_arguments, print_read_errors, truncate, want_color
 
 _LEVELS = ("error", "warning", "info")
+
+DEVICE_POLICY = """\
+device policy (device-baked):
+  a device literal or constant naming another rank's device, or an accelerator
+  on a rank that computes on the CPU: an error in the graph that runs, a warning
+  when a later pass removed it (the model code still has it).
+  a literal equal to each rank's own device (cuda:0 on rank 0, cuda:1 on rank 1):
+  right for a graph each rank compiles for itself (ordinary torch.compile,
+  per-rank make_fx): info. In a shared graph (compiled on one rank, loaded by the
+  others: recognised in a compile-on-one-rank capture, or --shared-graph) it is
+  the compiling rank's device, wrong on every other rank: an error.
+"""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from graphtrain_inspect.inspector.checks import CHECKS
 
+    p.epilog = DEVICE_POLICY
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.add_argument("dir", metavar="DIR", help="capture directory, TORCH_TRACE directory or log file")
     p.add_argument("--json", action="store_true", help="one JSON document: findings and summary")
     p.add_argument("--severity", choices=_LEVELS, default=None,
                    help="show findings of at least this severity (default: warning in the table, all in --json)")
     p.add_argument("--check", action="append", choices=list(CHECKS), help="run only this check (repeatable)")
     p.add_argument("--width", type=int, default=None, help="line width of the table (default: the terminal's)")
+    p.add_argument("--shared-graph", action="store_true",
+                   help="every graph is shared: compiled on one rank and loaded by the others (device literals equal to a "
+                        "rank's own device become errors; a compile-on-one-rank capture is recognised without this)")
     add_common_arguments(p)
 
 
@@ -43,7 +68,7 @@ def _evidence_line(f) -> str:
     if f.kind == "rank-baked-constant":
         vals = ev.get("values")
         if vals:
-            s = ", ".join(f"r{r}={v!r}" for r, v in vals.items())
+            s = values_by_rank(vals, prefix="r", sep="=")
             m = ev.get("matches") or []
             return s + (f"  = {m[0].get('form') or m[0]['vector']}" if m else "")
         if "chunk_index" in ev:
@@ -52,7 +77,7 @@ def _evidence_line(f) -> str:
             return f"literal {ev['value']!r}; computed at run time by {ev.get('runtime_twin')}"
     if f.kind == "device-baked":
         if ev.get("values"):
-            return ", ".join(f"r{r}={v}" for r, v in ev["values"].items())
+            return values_by_rank(ev["values"], str, prefix="r", sep="=")
         return f"{ev.get('device')} (own device {ev.get('own_device')})"
     if f.kind == "stale-unbacked-symbol":
         s = f"{ev.get('symbol')}: {ev.get('uses', 1)} use(s)"
@@ -91,6 +116,7 @@ def _codegen_evidence(kind: str, ev: dict) -> str:
 
 def render(report, st: Style, width: int, hidden: int = 0) -> list[str]:
     from graphtrain_inspect.inspector.checks import CHECKS
+    from graphtrain_inspect.inspector.read.source_lines import source_text
     from graphtrain_inspect.inspector.read.stages import pipeline_label
 
     lines: list[str] = []
@@ -126,13 +152,17 @@ def render(report, st: Style, width: int, hidden: int = 0) -> list[str]:
             for f in gfs:
                 sev = st(f"{f.severity.upper():<7}", colours.get(f.severity, "bold"))
                 node = (f"{f.subgraph}:" if f.subgraph else "") + (f.node or "-")
-                ranks = ",".join(str(r) for r in f.ranks) if f.ranks else "-"
+                ranks = format_ranks(f.ranks) if f.ranks else "-"
                 head = f"    {sev} {truncate(node, 28):<28} ranks {truncate(ranks, 10):<10} "
                 plain_len = 4 + 8 + 29 + 6 + 11
                 lines.append(head + truncate(f.message, max(20, width - plain_len)))
                 ev = _evidence_line(f)
                 if ev:
                     lines.append(st(" " * plain_len + truncate(ev, max(20, width - plain_len)), "dim"))
+                src = source_text(f.source)
+                if src:
+                    at = "at " if f.source.get("file") else ""  # else "created by pass X"
+                    lines.append(" " * plain_len + st(at, "dim") + truncate(src, max(20, width - plain_len - len(at))))
         lines.append("")
     for n in report.not_run:
         lines.append(st(f"not run: {n.check}: {n.reason}", "yellow"))
@@ -151,6 +181,7 @@ def run(args: argparse.Namespace) -> int:
 
     from graphtrain_inspect.inspector.read.capture_index import CaptureUnreadable, open_capture
     from graphtrain_inspect.inspector.checks import SEVERITY_RANK, check_report
+    from graphtrain_inspect.inspector.cli.ls import simulated_line
 
     try:
         cap = open_capture(args.dir, source=args.source)
@@ -158,7 +189,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"graphtrain-inspect check: {e}", file=sys.stderr)
         return 2
     with cap:
-        report = check_report(cap, args.check)
+        report = check_report(cap, args.check, shared_graph=args.shared_graph)
+        sim = simulated_line(getattr(cap, "manifest", None))
+        if sim:  # findings compare only the ranks that ran; say which, of how many
+            report.notes.append(sim)
         has_error = any(f.severity == "error" for f in report.findings)
         before = len(report.findings)
         limit = SEVERITY_RANK[args.severity or ("info" if args.json else "warning")]

@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from graphtrain_inspect.capture.rank_ranges import format_ranks
 from graphtrain_inspect.inspector.cli import ls_output_code
 from graphtrain_inspect.inspector.diff.render import Style, add_common_arguments, fmt_bytes, print_read_errors, want_color
 
@@ -97,7 +98,21 @@ def listing(cap, ranks: list[int] | None = None) -> dict[str, Any]:
 def _manifest_summary(m: dict | None) -> dict | None:
     if not m:
         return None
-    return {k: m.get(k) for k in ("status", "exit_code", "signal", "command_line", "torch_version", "host", "started", "ended", "format_version") if k in m}
+    return {k: m.get(k) for k in ("status", "exit_code", "signal", "command_line", "torch_version", "host", "started", "ended", "format_version", "simulated") if k in m}
+
+
+def simulated_line(m: dict | None) -> str | None:
+    """The manifest's `simulated` (capture --simulate-world) in one line, for ls and the TUI header."""
+    sim = (m or {}).get("simulated")
+    if not isinstance(sim, dict):
+        return None
+    ranks = [r for r in sim.get("ranks") or [] if isinstance(r, int)]
+    line = (f"simulated: {len(ranks)} of {sim.get('world_size')} ranks ({format_ranks(ranks)}), hosts of "
+            f"{sim.get('local_world_size')}, fake process group (no communication, no GPUs)")
+    stopped = [r for r in sim.get("stopped_after_passes") or [] if isinstance(r, int)]
+    if stopped:
+        line += f"; ranks {format_ranks(stopped)} stopped after their passes"
+    return line
 
 
 def _rank_signature(rank_entry: dict) -> tuple:
@@ -119,6 +134,9 @@ def render(data: dict[str, Any], st: Style, fold: bool = True) -> list[str]:
     lines.append(st(head, "bold"))
     if m.get("command_line"):
         lines.append(f"command: {m['command_line']}")
+    sim_line = simulated_line(m)
+    if sim_line:
+        lines.append(st(sim_line, "yellow"))
     if data.get("torch_trace"):
         lines.append(f"torch's own TORCH_TRACE logs: {data['torch_trace']} (ls --source torch)")
     seen: dict[tuple, int] = {}

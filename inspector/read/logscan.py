@@ -22,10 +22,17 @@ from typing import Any
 from graphtrain_inspect.capture import logformat
 from graphtrain_inspect.inspector.read.weighted_cache import WeightedLRU
 
-# A line start that is not a payload line: an envelope, or garbage.
-# a newline before a line that is not a payload line; the lookahead leaves that line's first byte
-# unconsumed, so a blank line (a newline followed by a newline) does not hide the line after it
+# A line start that is not a payload line: an envelope, garbage, or an empty line (`_is_blank`:
+# tlparse drops empty lines, CRLF ones included, wherever they are, so one inside a payload does not
+# end it; they are rare, and filtering them here keeps the regex a plain one). The lookahead leaves
+# that line's first byte unconsumed, so an empty line does not hide the line after it
 _LINE_START_RE = re.compile(rb"\n(?=[^\t])")
+
+
+def _is_blank(buf: Any, at: int) -> bool:
+    """Whether the line starting at `at` is empty (LF or CRLF)."""
+    c = buf[at : at + 1]
+    return c == b"\n" or (c == b"\r" and buf[at + 1 : at + 2] == b"\n")
 _PAYLOAD_CACHE_SIZE = 48
 # decoded payloads cost several times their bytes: keep at most this many payload bytes per log
 _PAYLOAD_CACHE_BYTES = 16 << 20
@@ -170,6 +177,8 @@ class LogFile:
         def line_after(newline: int) -> int:
             """The first line start (a line not starting with a tab) after the newline at `newline`."""
             m = search(buf, newline)
+            while m is not None and _is_blank(buf, m.start() + 1):
+                m = search(buf, m.start() + 1)
             return m.start() + 1 if m is not None else size
 
         start = 0
@@ -182,11 +191,10 @@ class LogFile:
         while start < size:
             nl = buf.find(b"\n", start)
             line_end = size if nl < 0 else nl
-            if line_end == start:  # an empty line
-                self._err(start, "empty line (a blank payload line must be a lone tab)")
-                start = line_after(start)
+            line = buf[start:line_end] if nl < 0 else logformat.envelope_line(buf[start:line_end])
+            if not line:  # empty lines at the start of the file: tlparse skips them, so do we
+                start = line_after(line_end) if nl >= 0 else size
                 continue
-            line = buf[start:line_end]
             problem = None
             env: Any = None
             if glog_match(line) is None:
@@ -206,12 +214,20 @@ class LogFile:
             nxt = self._payload_end(env, nl) if nl >= 0 else size
             if nxt is None:
                 nxt = line_after(line_end)
-            records.append(Record(len(records), kind, start, min(line_end + 1, nxt), nxt, env))
+            payload_start = min(line_end + 1, nxt)
+            records.append(Record(len(records), kind, start, payload_start, _blank_tail(buf, payload_start, nxt), env))
             start = nxt
         if self.truncated and records and records[-1].end == size:
-            rec = records[-1]
-            self._err(rec.offset, f"last record ({rec.kind}) is truncated: the file ends mid-line")
-            self._bad.add(rec.index)
+            self._check_final(records[-1])
+
+    def _check_final(self, rec: Record) -> None:
+        """The last record of a file that does not end with a newline: whole when its envelope
+        parsed and its payload's md5 matches (tlparse reads it so), else truncated."""
+        md5 = rec.env.get("has_payload")
+        if not isinstance(md5, str) or (self.payload_lines(rec) is not None if rec.has_payload else md5 == _EMPTY_MD5):
+            return
+        self._err(rec.offset, f"last record ({rec.kind}) is truncated: the file ends mid-line")
+        self._bad.add(rec.index)
 
     def _payload_end(self, env: dict[str, Any], newline: int) -> int | None:
         """Where the record whose envelope line ends at `newline` ends, from the payload length its
@@ -223,6 +239,8 @@ class LogFile:
         if type(n) is not int or n < 2:
             return None
         buf, end = self._buf, newline + 1 + n
+        if buf[newline - 1 : newline] == b"\r":  # a CRLF copy: the lengths are not the writer's
+            return None
         if end > self.size or buf[newline + 1 : newline + 2] != b"\t" or buf[end - 1 : end] != b"\n":
             return None
         if end < self.size and buf[end : end + 1] == b"\t":
@@ -246,11 +264,11 @@ class LogFile:
     # -- payloads ------------------------------------------------------------------------------
 
     def raw_payload(self, rec: Record) -> bytes:
-        """The payload lines as stored (tabs on), without the final newline."""
+        """The payload lines as tlparse reads them (tabs on, CRLF ends and empty lines dropped),
+        without the final newline."""
         end = rec.end
-        if end > rec.payload_start and self._buf[end - 1 : end] == b"\n":
-            end -= 1
-        return bytes(self._buf[rec.payload_start : end])
+        ended = end > rec.payload_start and self._buf[end - 1 : end] == b"\n"
+        return logformat.payload_region(bytes(self._buf[rec.payload_start : end - 1 if ended else end]), ended=ended)
 
     def payload_lines(self, rec: Record) -> list[bytes] | None:
         """The payload's lines (tabs off), undecoded, when their md5 matches the envelope's; None
@@ -346,6 +364,20 @@ class LogFile:
         if self._fh is not None:
             self._fh.close()
             self._fh = None
+
+
+def _blank_tail(buf: Any, lo: int, hi: int) -> int:
+    """`hi` (the start of the next record's line) moved back over the empty lines (LF or CRLF)
+    that end the region [lo, hi) after a record's envelope line: they belong to no record, and a
+    record with nothing else after it has no payload."""
+    while hi > lo and buf[hi - 1 : hi] == b"\n":
+        if buf[hi - 2 : hi - 1] == b"\n" and hi - 2 >= lo - 1:
+            hi -= 1
+        elif buf[hi - 3 : hi - 1] == b"\n\r" and hi - 3 >= lo - 1:
+            hi -= 2
+        else:
+            break
+    return hi
 
 
 def _preview(line: bytes, n: int = 60) -> str:

@@ -32,7 +32,7 @@ from typing import Any
 
 from graphtrain_inspect.capture import logformat
 from graphtrain_inspect.inspector.read import capture_index as ci
-from graphtrain_inspect.inspector.read.logscan import _LINE_START_RE, LogFile, ReadError, Record, _preview, kind_problem
+from graphtrain_inspect.inspector.read.logscan import _LINE_START_RE, LogFile, ReadError, Record, _blank_tail, _is_blank, _preview, kind_problem
 
 
 class ChunkedLogFile(LogFile):
@@ -68,8 +68,9 @@ class ChunkedLogFile(LogFile):
         starts: list[int] = []
         if self._pos == 0 and buf[0:1] != b"\t":
             starts.append(0)
-        # a line start at `limit` itself is found by the next call (the match needs the newline)
-        starts.extend(m.start() + 1 for m in _LINE_START_RE.finditer(buf, max(0, self._pos - 1), limit))
+        # a line start at `limit` itself is found by the next call (the match needs the newline);
+        # empty lines are no line starts (whether one is may look a byte past `limit`)
+        starts.extend(s for s in (m.start() + 1 for m in _LINE_START_RE.finditer(buf, max(0, self._pos - 1), limit)) if not _is_blank(buf, s))
         self._pos = limit
         pending = self._open_start
         for s in starts:
@@ -104,10 +105,9 @@ class ChunkedLogFile(LogFile):
         size = self.size
         nl = buf.find(b"\n", start, nxt) if nxt > start else -1
         line_end = nxt if nl < 0 else nl
-        if line_end == start:
-            self._err(start, "empty line (a blank payload line must be a lone tab)")
+        line = buf[start:line_end] if nl < 0 else logformat.envelope_line(buf[start:line_end])
+        if not line:  # empty lines at the start of the file: tlparse skips them, so do we
             return
-        line = buf[start:line_end]
         if last:
             self.truncated = buf[size - 1 : size] != b"\n"
             self._final_start = start
@@ -129,11 +129,9 @@ class ChunkedLogFile(LogFile):
                     self._err(start, problem)
                 else:
                     payload_start = min(line_end + 1, nxt)
-                    self.records.append(Record(len(self.records), kind, start, payload_start, nxt, env))
+                    self.records.append(Record(len(self.records), kind, start, payload_start, _blank_tail(buf, payload_start, nxt), env))
         if last and self.truncated and self.records and self.records[-1].end == size:
-            rec = self.records[-1]
-            self._err(rec.offset, f"last record ({rec.kind}) is truncated: the file ends mid-line")
-            self._bad.add(rec.index)
+            self._check_final(self.records[-1])
         self._tail_errors = len(self.errors) - errors_before if last else 0
 
     def grow(self) -> bool:

@@ -63,6 +63,7 @@ def test_check_has_the_fx_finding_and_the_codegen_finding(captured):
     ev = cg[0]["evidence"]
     assert cg[0]["severity"] == "error" and cg[0]["node"] == "mul" and ev["kernel"].startswith("cpp_fused")
     assert ev["literals"] == {"0": "3.0", "1": "4.0"} and ev["fx_stack"] and "rank_literal_compile.py" in ev["fx_stack"]
+    assert cg[0]["source"]["file"].endswith("rank_literal_compile.py") and "get_rank() + 3" in cg[0]["source"]["code"]
 
 
 def test_diff_of_generated_code_across_ranks_shows_only_the_literal(captured):

@@ -251,15 +251,16 @@ def test_device_literal_differing_by_rank_on_cpu(tmp_path):
     assert fs[0].evidence["matches"][0]["vector"] == "rank"
 
 
-def test_own_device_literals_are_a_warning_and_info_once_fixed(tmp_path):
-    """cuda:<own> on every rank (what make_fx records on GPUs): fine per rank, wrong if shared."""
+def test_own_device_literals_are_info_per_rank_and_once_fixed(tmp_path):
+    """cuda:<own> on every rank (what make_fx records on GPUs): fine per rank (info), wrong if
+    shared (tests/test_device_policy.py)."""
     w = CaptureWriter(tmp_path / "kept", world_size=2)
     for r in (0, 1):
         rw = w.rank(r, own_device=f"cuda:{r}")
         rw.apply("place", torch.fx.GraphModule(torch.nn.Module(), _one_input_graph()), list_device_graph(r))
         rw.end()
     fs = run_checks(open_capture(w.finish()))
-    assert [(f.kind, f.severity, f.evidence["source"]) for f in fs] == [("device-baked", "warning", "own-device")]
+    assert [(f.kind, f.severity, f.evidence["source"]) for f in fs] == [("device-baked", "info", "own-device")]
     assert fs[0].evidence["values"] == {"0": "cuda:0", "1": "cuda:1"}
     # a later pass that makes the device index-less repairs it: info, naming the pass
     w = CaptureWriter(tmp_path / "fixed", world_size=2)

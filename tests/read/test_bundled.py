@@ -1,9 +1,10 @@
 """The checks on the captures recorded on GPUs (samples/captures/, 2 and 4 H200s, NCCL, torch 2.11).
 
 What differs from the CPU captures: each rank's own device is cuda:<local rank>, so make_fx's
-traced graphs hold `device(type='cuda', index=<rank>)` literals (a warning when they stay to the
-end, as with `--bug device-literal`; info when place_devices repairs them, as in the clean run),
-NCCL group names, and 4-rank meshes (dp, ep) whose coordinates the evidence names.
+traced graphs hold `device(type='cuda', index=<rank>)` literals: right for these per-rank
+compiles (info, whether they stay to the end, as with `--bug device-literal`, or place_devices
+removes them, as in the clean run), an error in a shared graph (`check --shared-graph`) when they
+stay; NCCL group names, and 4-rank meshes (dp, ep) whose coordinates the evidence names.
 """
 
 from __future__ import annotations
@@ -14,12 +15,15 @@ from graphtrain_inspect.inspector.read import bundled
 from graphtrain_inspect.inspector.read.capture_index import open_capture
 from graphtrain_inspect.inspector.checks import run_checks
 
+# with --shared-graph (the graph is to be loaded by every rank), where it differs
+SHARED = {"device-literal": [("device-baked", "trace", "error")]}
+
 EXPECTED = {
     "clean": [],
     "coor-clean": [],
     "rank-baked": [("rank-baked-constant", "trace", "error")],
     "coor-rank-baked": [("rank-baked-constant", "trace", "error")],
-    "device-literal": [("device-baked", "trace", "warning")],
+    "device-literal": [],
     "stale-symbol": [("stale-unbacked-symbol", "concretize_symbolic_shapes", "error")],
     "rank-divergent": [("rank-divergent-graph", "tag_activation_checkpointing", "error")],
 }
@@ -45,5 +49,11 @@ def test_bundled_gpu_capture(name):
     if name.endswith("x4-rank-baked"):
         vectors = {m["vector"] for f in fs if f.kind == "rank-baked-constant" for m in f.evidence["matches"][:1]}
         assert vectors == {"coordinate[dp]", "coordinate[ep]"}
-    if name.endswith("device-literal"):
-        assert all(set(f.evidence["values"].values()) == {f"cuda:{r}" for r in f.ranks} for f in fs if f.severity == "warning")
+    short = name.split("-", 1)[-1]
+    shared = run_checks(cap, shared_graph=True)
+    got = sorted({(f.kind, f.introduced_by, f.severity) for f in shared if f.severity in ("error", "warning")})
+    assert got == SHARED.get(short, EXPECTED[short]), [(f.kind, f.introduced_by, f.severity, f.message) for f in shared if f.severity != "info"]
+    if short == "device-literal":
+        own = [f for f in fs if f.evidence.get("source") == "own-device"]
+        assert own and all(f.severity == "info" and set(f.evidence["values"].values()) == {f"cuda:{r}" for r in f.ranks} for f in own)
+        assert all(f.evidence["device"] == f.evidence["own_device"] == f"cuda:{f.ranks[0]}" and len(f.ranks) == 1 for f in shared if f.severity == "error")

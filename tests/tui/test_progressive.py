@@ -71,7 +71,10 @@ def test_damaged_logs_give_the_same_errors(tui_small_capture, tmp_path_factory, 
         for r in cap.ranks:
             cap.log_file(r).verify()  # decode every payload: damage inside one is an error too
     assert signature(b) == signature(a)
-    assert any(str(p) in str(e) for e in a.all_errors())
+    if damage == "blank":  # tlparse skips empty lines wherever they are, and so do the readers
+        assert a.all_errors() == []
+    else:
+        assert any(str(p) in str(e) for e in a.all_errors())
 
 
 @SETTINGS

@@ -1,12 +1,16 @@
-"""What `check` finds, as a table filtered by kind, severity, rank and pass; Enter jumps to it."""
+"""What `check` finds, as a table filtered by kind, severity, rank and pass; Enter jumps to it.
+
+Below the table, the highlighted finding in full with its source line (the node's innermost
+stack frame); `o` shows the lines around it when the file exists on this machine."""
 
 from __future__ import annotations
 
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
-from textual.widgets import DataTable, Label, Select
+from textual.widgets import DataTable, Label, Select, Static
 
 from graphtrain_inspect.tui.widgets.capture_tree import plural
 from graphtrain_inspect.tui.widgets.record_table import RecordTable
@@ -19,7 +23,10 @@ class FindingsView(Vertical):
     FindingsView #findings-filters { height: 3; }
     FindingsView #findings-filters Select { width: 1fr; }
     FindingsView #findings-status { height: 1; color: $text-muted; padding: 0 1; }
+    FindingsView #finding-detail { height: auto; max-height: 40%; padding: 0 1; border-top: solid $primary-darken-2; }
     """
+
+    BINDINGS = [Binding("o", "show_source", "Source lines around the finding", id="findings.source")]
 
     class Chosen(Message):
         """Enter on a finding: the app jumps to it."""
@@ -42,6 +49,7 @@ class FindingsView(Vertical):
                 yield Select([], prompt=k, id=f"filter-{k}", allow_blank=True)
         yield Label("running checks…", id="findings-status")
         yield RecordTable(id="findings-table")
+        yield Static("", id="finding-detail")
 
     def on_mount(self) -> None:
         t = self.query_one(RecordTable)
@@ -131,6 +139,42 @@ class FindingsView(Vertical):
         if not self.shown or t.cursor_row >= len(self.shown):
             return None
         return self.shown[t.cursor_row]
+
+    def detail_text(self, f, *, lines: bool = False) -> Text:
+        """The finding in full: severity, kind, message, and its source line; with `lines`, the
+        lines of the source file around it (or why they cannot be shown)."""
+        from graphtrain_inspect.inspector.read.source_lines import source_text, surrounding_lines
+
+        out = Text()
+        if f is None:
+            return out
+        out.append(f"{f.severity.upper()} ", style=SEVERITY_STYLE.get(f.severity, ""))
+        out.append(f"{f.kind}: {f.message}\n")
+        src = source_text(f.source)
+        out.append("source: ", style="dim")
+        out.append(src or "unknown (the node has no stack trace)")
+        if src and f.source and f.source.get("file") and not lines:
+            out.append("   o: lines around it", style="dim")
+        if lines:
+            around = surrounding_lines(f.source)
+            if around is None:
+                out.append("\n(the file is not on this machine)" if f.source and f.source.get("file") else "", style="dim")
+            else:
+                width = len(str(around[-1][0]))
+                for n, text in around:
+                    mark = n == f.source["line"]
+                    out.append(f"\n{'>' if mark else ' '}{n:>{width}} ", style="bold" if mark else "dim")
+                    out.append(text, style="bold" if mark else "")
+        return out
+
+    def show_detail(self, *, lines: bool = False) -> None:
+        self.query_one("#finding-detail", Static).update(self.detail_text(self.current, lines=lines))
+
+    def action_show_source(self) -> None:
+        self.show_detail(lines=True)
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self.show_detail()
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()

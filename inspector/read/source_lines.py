@@ -1,0 +1,71 @@
+"""The user's source line of a node, from the innermost stack frame its node table keeps.
+
+A node table row's `stack` (capture/graph_tables.py keeps the innermost frame of the node's
+`meta['stack_trace']`; fxtext.py reads the same from a graph's `# File:` comments) reads
+`File "model.py", line 42, in forward | y = x * 2`. A finding names that line as `source`:
+`{"file", "line", "code"}` (and `fn`); a node with no stack that a pass introduced gets
+`{"file": None, "line": None, "code": None, "created_by": pass}`: no model code made it.
+Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+_FRAME_RE = re.compile(r'File "(?P<file>[^"]*)", line (?P<line>\d+)(?:, in (?P<fn>[^|]*?))?\s*(?:\|\s?(?P<code>.*))?$')
+
+
+def parse_frame(stack: Any) -> dict[str, Any] | None:
+    """{"file", "line", "code", "fn"} of a row's `stack`, or None when it names no file line."""
+    if not isinstance(stack, str):
+        return None
+    m = _FRAME_RE.match(stack.strip())
+    if m is None:
+        return None
+    return {"file": m.group("file"), "line": int(m.group("line")), "code": (m.group("code") or "").strip(), "fn": (m.group("fn") or "").strip() or None}
+
+
+def node_source(row: dict[str, Any] | None, introduced_by: str | None) -> dict[str, Any] | None:
+    """The source of a finding's node row: its frame, else the pass that created it (a node
+    with no stack after a pass other than the trace), else None."""
+    src = parse_frame(row.get("stack")) if row else None
+    if src is not None:
+        return src
+    if row is not None and introduced_by and introduced_by != "trace":
+        return {"file": None, "line": None, "code": None, "created_by": introduced_by}
+    return None
+
+
+def source_text(src: dict[str, Any] | None) -> str | None:
+    """One line for a table: `model.py:42  y = x * 2`, or `created by pass X`."""
+    if not src:
+        return None
+    if src.get("file") is None:
+        return f"created by pass {src.get('created_by')}" if src.get("created_by") else None
+    code = src.get("code") or ""
+    return f"{src['file']}:{src['line']}" + (f"  {code}" if code else "")
+
+
+def surrounding_lines(src: dict[str, Any] | None, context: int = 6) -> list[tuple[int, str]] | None:
+    """(line number, text) of the lines around the source line when its file exists on this
+    machine and is text; None otherwise (a capture from another host, a pass-made node)."""
+    if not src or not src.get("file") or not isinstance(src.get("line"), int):
+        return None
+    path = src["file"]
+    try:
+        if not os.path.isfile(path) or os.path.getsize(path) > 32 << 20:
+            return None
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return None
+    if b"\0" in data[:8192]:
+        return None
+    lines = data.decode("utf-8", "replace").splitlines()
+    line = src["line"]
+    if not 1 <= line <= len(lines):
+        return None
+    lo, hi = max(1, line - context), min(len(lines), line + context)
+    return [(n, lines[n - 1]) for n in range(lo, hi + 1)]

@@ -98,7 +98,8 @@ def _evidence_line(f) -> str:
 
 
 def _codegen_evidence(kind: str, ev: dict) -> str:
-    """Generated code: the values per rank, the line of code, and the FX node's source line."""
+    """Generated code: the values per rank and the line of code (the FX node's source line is the
+    finding's `source`, printed under it as for FX findings)."""
     parts = []
     if ev.get("literals"):
         m = ev.get("matches") or []
@@ -107,8 +108,6 @@ def _codegen_evidence(kind: str, ev: dict) -> str:
         parts.append(f"line {ev['lines'][0]['line']}: {ev['lines'][0]['code']}")
     elif ev.get("code"):
         parts.append(f"line {ev.get('line')}: {ev['code']}")
-    if ev.get("fx_stack"):
-        parts.append(str(ev["fx_stack"]))
     if ev.get("diff"):
         parts.append(next((l for l in ev["diff"] if l[:1] in "+-" and not l.startswith(("+++", "---"))), ""))
     return "  |  ".join(p for p in parts if p)

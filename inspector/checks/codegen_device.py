@@ -27,11 +27,18 @@ def run(ctx: CheckContext) -> list[Finding]:
     sites_by_key = aligned(ctx)
     if not sites_by_key:
         return out
-    flag, _ = compile_on_one_rank(ctx)
-    # ranks that loaded shared code may have logged nothing at all: the world size names them
-    all_ranks = sorted(set(ctx.cap.ranks) | set(range(ctx.cap.world_size or 0)))
+    cap = ctx.cap
+    if cap.kind == "capture":
+        # headers give the world size: ranks that loaded shared code may have logged nothing
+        flag, _ = compile_on_one_rank(ctx)
+        all_ranks = sorted(set(cap.ranks) | set(range(cap.world_size or 0)))
+    else:
+        # torch's logs say nothing of the world (one rank's log read alone is not compile on
+        # one rank): only the logs at hand count
+        flag, all_ranks = False, list(cap.ranks)
     for key, sites in sites_by_key.items():
-        shared = flag or getattr(ctx, "shared_graph", False) or (len(sites) == 1 and len(all_ranks) > 1)
+        # code on one rank where other ranks' logs are there too: they loaded it
+        shared = flag or getattr(ctx, "shared_graph", False) or (len(sites) == 1 and len(cap.ranks) > 1)
         for r, site in sorted(sites.items()):
             text = site.text
             if not text:

@@ -245,6 +245,10 @@ class CheckContext:
         self._rdiff.put(k, d, 1 + (sum(len(sub.nodes) for sub in d.subgraphs) if d is not None else 0))
         return d
 
+    def keep_rank_diff(self, key: StageKey, ref: int, other: int, d: GraphDiff | None) -> None:
+        """Keep a rank diff made elsewhere (`check -j`: in another process) for `rank_diff`."""
+        self._rdiff.put((key, ref, other), d, 1 + (sum(len(sub.nodes) for sub in d.subgraphs) if d is not None else 0))
+
     def parent_key(self, key: StageKey, rank: int) -> StageKey | None:
         st = self.index.across(key).get(rank)
         return st.parent.key if st is not None and st.parent is not None else None

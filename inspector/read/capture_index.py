@@ -561,9 +561,16 @@ class Capture:
                 if not isinstance(h, dict):
                     return None
                 got = list(map(pool.get, lines))
-                for i in compress(range(len(got)), map(is_, got, repeat(None))):
-                    row = logformat.decode_row(lines[i])
-                    got[i] = pool[lines[i]] = row if _row_ok(row) else False
+                todo = list(compress(range(len(got)), map(is_, got, repeat(None))))
+                if todo:
+                    # the rows not in the pool, decoded in one call: a JSON array of their lines,
+                    # each without its separating comma (as logformat.decode_row reads one)
+                    body = b",".join([ln[:-1] if ln[-1:] == b"," else ln for ln in map(lines.__getitem__, todo)])
+                    rows = orjson.loads(b"[" + body + b"]")
+                    if len(rows) != len(todo):
+                        return None  # a line holding more than one value: not a row per line
+                    for i, row in zip(todo, rows):
+                        got[i] = pool[lines[i]] = row if _row_ok(row) else False
                 parent = h.get("parent_node")
                 graphs.append(SubGraph(str(h.get("path") or ""), parent if isinstance(parent, str) else None, list(filter(None, got))))
         except orjson.JSONDecodeError:

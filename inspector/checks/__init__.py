@@ -125,15 +125,15 @@ def _sort_key(f: Finding) -> tuple:
 
 
 def check_report(cap: "Capture", only: list[str] | None = None, *, jobs: int = 1) -> Report:
-    """With `jobs` > 1 the rank diffs are made first in that many processes (checks.parallel);
-    the findings are the same."""
+    """With `jobs` > 1 the rank diffs and stale-symbol walks are made first in that many processes
+    (checks.parallel); the findings are the same."""
     from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
 
     ctx = CheckContext(cap)
     if jobs > 1:
-        from graphtrain_inspect.inspector.checks.parallel import prefetch_rank_diffs
+        from graphtrain_inspect.inspector.checks.parallel import prefetch
 
-        prefetch_rank_diffs(ctx, jobs)
+        prefetch(ctx, jobs, only)
     findings: list[Finding] = []
     for kind, module in CHECKS.items():
         if only and kind not in only:

@@ -1,18 +1,22 @@
-"""`check -j N`: the checks' rank diffs made in N processes, then the checks run as with one.
+"""`check -j N`: the checks' heavy, independent work made in N processes, then the checks run
+as with one.
 
-What costs in a check of a capture whose ranks differ is the rank diffs: for every stage of a rank
-group, the reference rank's graph against each other rank's (`CheckContext.rank_diff`). They are
-independent of each other, so they are made first, spread over processes (this one included):
-each process opens the capture itself, makes its share of the diffs, and sends them back. They
-then fill the context's diff cache, and the checks run exactly as they do in one process, reading
-the same diffs: the findings are the same by construction, whatever N.
+What costs in a check is per graph and independent of the rest: the rank diffs (for every stage
+of a rank group, the reference rank's graph against each other rank's: the cost of a capture
+whose ranks differ) and the stale-symbol walk of each distinct graph (the cost of one whose ranks
+agree). These are made first, spread over processes (this one included): each process makes its
+share and sends it back; the results fill the context's caches (`CheckContext.keep_rank_diff`,
+`CheckContext.prefetched`), and the checks then run exactly as in one process, reading the same
+diffs and observations: the findings are the same by construction, whatever N.
 
-The unit of work is one (stage, reference rank, other rank) diff; the shares are balanced by the
-nodes of the graphs compared (largest first, each to the least loaded process). Graphs that are
-the same on both ranks (same id and md5s) cost nothing and are left out.
+The unit of work is one rank diff (stage, reference rank, other rank) or one graph's stale-symbol
+walk; the shares are balanced by the nodes of the graphs involved (heaviest first, each to the
+least loaded process). Graphs that are the same on both ranks (same id and md5s) cost nothing and
+are left out. Workers are forked from this process (Linux), so they start with its index; where
+there is no fork they open the capture again.
 
-What a process sends back is `compact(diff)`: the diff with the rows of unchanged nodes reduced
-to their names (the checks read only the names of nodes that did not change), so that the
+What a worker sends back of a diff is `compact(diff)`: the diff with the rows of unchanged nodes
+reduced to their names (the checks read only the names of nodes that did not change), so that the
 parent does not receive every row of both graphs again.
 """
 
@@ -41,7 +45,8 @@ def default_jobs() -> int:
 
 def rank_diff_tasks(ctx: "CheckContext") -> list[tuple[Any, int, int, int]]:
     """(stage key, reference rank, other rank, weight) of every rank diff the checks will read
-    that is not free (identical graphs), heaviest first."""
+    that is not free (identical graphs), heaviest first. (The first three are also rank_diff's
+    arguments.)"""
     tasks = []
     for group in ctx.rank_groups():
         ranks = [r for r in group if ctx.index.by_rank.get(r)]
@@ -63,13 +68,13 @@ def rank_diff_tasks(ctx: "CheckContext") -> list[tuple[Any, int, int, int]]:
 
 
 def shares(tasks: list, n: int) -> list[list]:
-    """Tasks (heaviest first) dealt to n shares, each to the lightest so far."""
+    """Tasks (heaviest first, each's weight last) dealt to n shares, each to the lightest so far."""
     out: list[list] = [[] for _ in range(n)]
     load = [0] * n
     for t in tasks:
         k = load.index(min(load))
         out[k].append(t)
-        load[k] += t[3]
+        load[k] += t[-1]
     return [s for s in out if s]
 
 
@@ -93,30 +98,56 @@ def _name_only(row: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 _FORKED: "CheckContext | None" = None  # the parent's context, in a forked worker
+_STALE = "stale-unbacked-symbol"
 
 
-def _work(path: str, source: str, tasks: list) -> list[tuple[Any, int, int, GraphDiff | None]]:
+def _do(ctx: "CheckContext", task: tuple, send: bool) -> tuple:
+    from graphtrain_inspect.inspector.checks import stale_symbol
+
+    if task[0] == "diff":
+        _, key, ref, other, _ = task
+        d = ctx.rank_diff(key, ref, other)
+        return (task, compact(d) if send else d)
+    _, rank, gid, ckey, _ = task
+    return (task, stale_symbol.graph_observations(ctx, rank, gid))
+
+
+def _work(path: str, source: str, tasks: list) -> list[tuple]:
     from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
     from graphtrain_inspect.inspector.read.capture_index import open_capture
 
     if _FORKED is not None:
-        ctx = _FORKED
-        return [(key, ref, other, compact(ctx.rank_diff(key, ref, other))) for key, ref, other, _ in tasks]
+        return [_do(_FORKED, t, True) for t in tasks]
     with open_capture(path, source=source) as cap:
         ctx = CheckContext(cap)
-        return [(key, ref, other, compact(ctx.rank_diff(key, ref, other))) for key, ref, other, _ in tasks]
+        return [_do(ctx, t, True) for t in tasks]
 
 
-def prefetch_rank_diffs(ctx: "CheckContext", jobs: int) -> int:
-    """Make the rank diffs the checks will read in `jobs` processes (this one makes a share too)
-    and keep them in ctx's diff cache. Returns the number of processes used."""
-    tasks = rank_diff_tasks(ctx)
-    parts = shares(tasks, max(1, min(jobs, len(tasks))))
+def tasks_for(ctx: "CheckContext", only: list[str] | None = None) -> list[tuple]:
+    """Every task for the checks in `only` (default all), heaviest first: ("diff", stage key,
+    reference rank, other rank, weight) and ("stale", rank, gid, content key, weight)."""
+    from graphtrain_inspect.inspector.checks import stale_symbol
+
+    tasks: list[tuple] = []
+    if not only or set(only) - {"incomplete-capture"}:
+        tasks += [("diff", *t) for t in rank_diff_tasks(ctx)]
+    if not only or _STALE in only:
+        tasks += [("stale", rank, gid, ckey, ctx.cap.node_count(rank, gid) or 1) for rank, gid, ckey in stale_symbol.prefetch_tasks(ctx)]
+    tasks.sort(key=lambda t: -t[-1])
+    return tasks
+
+
+def prefetch(ctx: "CheckContext", jobs: int, only: list[str] | None = None) -> int:
+    """Make the checks' rank diffs and stale-symbol walks in `jobs` processes (this one makes a
+    share too) and keep them in ctx. Returns the number of processes used (1: nothing done here,
+    the checks make everything as they go)."""
+    tasks = tasks_for(ctx, only)
+    parts = shares([(*t[:-1], t[-1]) for t in tasks], max(1, min(jobs, len(tasks))))
     if len(parts) < 2:
         return 1
     cap = ctx.cap
     source = "torch" if cap.kind == "torch_trace" else "capture"
-    # fork where there is one (no re-import, the index is not rebuilt from nothing); spawn elsewhere
+    # fork where there is one (the workers start with this index); spawn elsewhere
     method = "fork" if sys.platform.startswith("linux") else "spawn"
     mp = multiprocessing.get_context(method)
     global _FORKED
@@ -124,11 +155,15 @@ def prefetch_rank_diffs(ctx: "CheckContext", jobs: int) -> int:
     try:
         with mp.Pool(len(parts) - 1) as pool:
             pending = [pool.apply_async(_work, (cap.path, source, p)) for p in parts[1:]]
-            mine = [(key, ref, other, ctx.rank_diff(key, ref, other)) for key, ref, other, _ in parts[0]]
-            results = [r for p in pending for r in p.get()]
+            results = [_do(ctx, t, False) for t in parts[0]]
+            for p in pending:
+                results.extend(p.get())
     finally:
         _FORKED = None
-    for key, ref, other, d in results:
-        ctx.keep_rank_diff(key, ref, other, d)
-    del mine  # already in the cache (rank_diff keeps what it makes)
+    stale = ctx.prefetched.setdefault(_STALE, {})
+    for task, value in results:
+        if task[0] == "diff":
+            ctx.keep_rank_diff(task[1], task[2], task[3], value)
+        else:
+            stale[task[3]] = value
     return len(parts)

@@ -266,9 +266,36 @@ def _same_symbols_as_ref(ctx: CheckContext, stage) -> object | None:
     return ref
 
 
+def graph_observations(ctx: CheckContext, rank: int, gid: str) -> tuple[list[Observation], bool]:
+    """The stale symbols of one graph, and whether its table was parsed from text."""
+    symmap = ctx.cap.symbols(rank, gid)
+    renamed_to_unbacked = any(is_unbacked(str(v)) and not is_unbacked(str(k)) for k, v in ((symmap or {}).get("renamings") or {}).items())
+    tables = None if renamed_to_unbacked else symbol_tables(ctx, rank, gid)
+    if tables is None:
+        tables = ctx.tables(rank, gid)
+    if tables is None:
+        return [], False
+    return stale_symbols(tables, symmap), tables.source == "text"
+
+
+def prefetch_tasks(ctx: CheckContext) -> list[tuple[int, str, tuple]]:
+    """(rank, gid, content key) of the graphs whose stale symbols the check computes whatever the
+    rank diffs say: each rank group's reference rank's graphs, each content once (check -j)."""
+    seen: set = set()
+    out = []
+    for group in ctx.rank_groups():
+        for st in ctx.index.by_rank.get(group[0], []):
+            key = ctx.content_key(st.rank, st.gid, logformat.NODES, logformat.SYMBOLS)
+            if key not in seen:
+                seen.add(key)
+                out.append((st.rank, st.gid, key))
+    return out
+
+
 def run(ctx: CheckContext) -> list:
     cache: dict[tuple, list[Observation]] = {}
     text_graphs = 0
+    prefetched = ctx.prefetched.setdefault(KIND, {})
 
     def observe(stage):
         nonlocal text_graphs
@@ -279,17 +306,10 @@ def run(ctx: CheckContext) -> list:
         if ref is not None:
             cache[key] = observe(ref)
             return cache[key]
-        symmap = ctx.cap.symbols(stage.rank, stage.gid)
-        renamed_to_unbacked = any(is_unbacked(str(v)) and not is_unbacked(str(k)) for k, v in ((symmap or {}).get("renamings") or {}).items())
-        tables = None if renamed_to_unbacked else symbol_tables(ctx, stage.rank, stage.gid)
-        if tables is None:
-            tables = ctx.tables(stage.rank, stage.gid)
-        if tables is None:
-            cache[key] = []
-        else:
-            if tables.source == "text":
-                text_graphs += 1
-            cache[key] = stale_symbols(tables, symmap)
+        # made by another process (check -j) or here
+        obs, text = prefetched.pop(key) if key in prefetched else graph_observations(ctx, stage.rank, stage.gid)
+        text_graphs += text
+        cache[key] = obs
         return cache[key]
 
     findings = ctx.blame_per_rank(KIND, observe)

@@ -128,6 +128,8 @@ class CheckContext:
         self._rdiff = WeightedLRU(_RDIFF_NODES, 1 << 16)
         self._groups: list[list[int]] | None = None
         self._vectors: dict[str, dict[int, int]] | None = None
+        # check kind -> results made by other processes (check -j), by what the check keys them on
+        self.prefetched: dict[str, dict[Any, Any]] = {}
 
     def skip(self, check: str, reason: str) -> None:
         if not any(n.check == check and n.reason == reason for n in self.not_run):

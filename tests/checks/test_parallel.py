@@ -1,6 +1,6 @@
-"""`check -j N`: the rank diffs made in N processes give the report one process gives, on real
-captures whose ranks differ (a rank-divergent pass on 2 and 4 ranks, a rank-baked literal on 4),
-and the work really is spread (more than one process made diffs)."""
+"""`check -j N`: the rank diffs and stale-symbol walks made in N processes give the report one
+process gives, on real captures whose ranks differ (a rank-divergent pass on 2 and 4 ranks, a
+rank-baked literal on 4) or that have stale symbols, and the work really is spread."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
 from graphtrain_inspect.inspector.read.capture_index import open_capture
 
 
-@pytest.mark.parametrize("name", ["h200x2-rank-divergent", "h200x4-rank-divergent", "h200x4-rank-baked"])
+@pytest.mark.parametrize("name", ["h200x2-rank-divergent", "h200x4-rank-divergent", "h200x4-rank-baked", "h200x2-stale-symbol"])
 def test_jobs_give_the_same_report(bundled_capture, name):
     path = str(bundled_capture(name))
     one = check_report(open_capture(path), jobs=1).to_json()
@@ -26,7 +26,8 @@ def test_work_is_spread_and_kept(bundled_capture):
     ctx = CheckContext(cap)
     tasks = parallel.rank_diff_tasks(ctx)
     assert len(tasks) > 2  # stages whose graphs differ across ranks
-    assert parallel.prefetch_rank_diffs(ctx, 3) == 3
+    assert parallel.prefetch(ctx, 3) == 3
+    assert ctx.prefetched["stale-unbacked-symbol"]  # the reference rank's graphs, walked elsewhere
     # every diff is in the cache, and the workers' diffs read as the ones made here
     fresh = CheckContext(open_capture(str(bundled_capture("h200x4-rank-divergent"))))
     for key, ref, other, _ in tasks:

@@ -23,7 +23,7 @@ import orjson
 from graphtrain_inspect.capture import logformat
 from graphtrain_inspect.inspector.checks import row_rank_diff as rowdiff
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext, Observation
-from graphtrain_inspect.inspector.read.graphmodel import GraphTables, SubGraph, _row_ok, is_ref, is_unbacked, row_leaves, row_symbols
+from graphtrain_inspect.inspector.read.graphmodel import GraphTables, SubGraph, is_ref, is_unbacked, row_leaves, row_symbols
 
 KIND = "stale-unbacked-symbol"
 DESCRIPTION = "unbacked symbols that no node in scope binds (root or nested subgraph, placeholders included)"
@@ -162,21 +162,8 @@ def _scope_pattern(names: set[bytes]):
 _WORD = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
 
-_UNSEEN = object()
-
-
 def _symbol_start(joined: bytes, m: "re.Match[bytes]") -> bool:
     return m.start() == 0 or joined[m.start() - 1] not in _WORD
-
-
-def _parsed_rows(ctx: CheckContext) -> dict[bytes, Any]:
-    """Rows decoded (and validated: None if not a valid row) by their bytes, shared by every
-    graph of the run: a pass changes few rows, so most rows of one graph recur in the next. Cleared
-    when it grows past ~200k rows."""
-    cache = ctx.__dict__.setdefault("_stale_rows", {})
-    if len(cache) > 200_000:
-        cache.clear()
-    return cache
 
 
 def symbol_tables(ctx: CheckContext, rank: int, gid: str) -> GraphTables | None:
@@ -189,14 +176,7 @@ def symbol_tables(ctx: CheckContext, rank: int, gid: str) -> GraphTables | None:
     if subs is None:
         return None
     graphs = []
-    parsed = _parsed_rows(ctx)
-
-    def row(line: bytes) -> Any:
-        r = parsed.get(line, _UNSEEN)
-        if r is _UNSEEN:
-            r = logformat.decode_row(line)
-            parsed[line] = r = r if _row_ok(r) else None
-        return r
+    row = ctx.cap.decoded_row  # shared with the node tables and rank diffs of the run
 
     try:
         heads = [logformat.decode_sub_head(head) for head, _ in subs]

@@ -543,6 +543,18 @@ class Capture:
         self._tables.put(key, tables, 1 + (tables.node_count if tables is not None else 0))
         return tables
 
+    def decoded_row(self, line: bytes) -> dict[str, Any] | None:
+        """One row line of `node_rows`, decoded and validated through the row pool (None: not a
+        valid row). Raises orjson.JSONDecodeError when the line does not parse."""
+        pool = self._row_pool
+        r = pool.get(line)
+        if r is None:
+            if len(pool) > _ROW_POOL_ROWS:
+                pool.clear()
+            r = logformat.decode_row(line)
+            r = pool[line] = r if _row_ok(r) else False
+        return r or None
+
     def _table_from_rows(self, rank: int, gid: str) -> GraphTables | None:
         """The node table from its undecoded rows (`node_rows`), each distinct row decoded and
         validated once per capture (the row pool): the same tables `GraphTables.from_payload`

@@ -10,8 +10,9 @@ share and sends it back; the results fill the context's caches (`CheckContext.ke
 diffs and observations: the findings are the same by construction, whatever N.
 
 The unit of work is one rank diff (stage, reference rank, other rank) or one graph's stale-symbol
-walk; the shares are balanced by the nodes of the graphs involved (heaviest first, each to the
-least loaded process). Graphs that are the same on both ranks (same id and md5s) cost nothing and
+walk. Each process takes a run of consecutive stages (every task of a stage together), the runs
+about equal in the nodes of the graphs involved: consecutive graphs share most of their rows, and
+each process decodes each distinct row once, so cutting by stage keeps that sharing. Graphs that are the same on both ranks (same id and md5s) cost nothing and
 are left out. Workers are forked from this process (Linux), so they start with its index; where
 there is no fork they open the capture again.
 
@@ -27,7 +28,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from graphtrain_inspect.inspector.diff.graph_diff import GraphDiff, NodeDiff, SubgraphDiff
+from graphtrain_inspect.inspector.diff.graph_diff import GraphDiff, NodeDiff, SubgraphDiff, _no_gc
 
 if TYPE_CHECKING:
     from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
@@ -67,15 +68,21 @@ def rank_diff_tasks(ctx: "CheckContext") -> list[tuple[Any, int, int, int]]:
     return tasks
 
 
-def shares(tasks: list, n: int) -> list[list]:
-    """Tasks (heaviest first, each's weight last) dealt to n shares, each to the lightest so far."""
-    out: list[list] = [[] for _ in range(n)]
-    load = [0] * n
-    for t in tasks:
-        k = load.index(min(load))
-        out[k].append(t)
-        load[k] += t[-1]
-    return [s for s in out if s]
+def contiguous(groups: list[list[tuple]], n: int) -> list[list[tuple]]:
+    """Groups of tasks (each task's weight last), in stage order, cut into at most n runs of
+    consecutive groups of about equal weight: a process then reads consecutive graphs, which share
+    most of their rows (each distinct row is decoded once per process)."""
+    total = sum(t[-1] for g in groups for t in g)
+    out: list[list[tuple]] = [[]]
+    acc = 0
+    for g in groups:
+        w = sum(t[-1] for t in g)
+        # a new run where this group's middle passes the next cut
+        if out[-1] and len(out) < n and acc + w / 2 >= total * len(out) / n:
+            out.append([])
+        out[-1].extend(g)
+        acc += w
+    return [x for x in out if x]
 
 
 def compact(d: GraphDiff | None) -> GraphDiff | None:
@@ -116,33 +123,36 @@ def _work(path: str, source: str, tasks: list) -> list[tuple]:
     from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
     from graphtrain_inspect.inspector.read.capture_index import open_capture
 
-    if _FORKED is not None:
-        return [_do(_FORKED, t, True) for t in tasks]
-    with open_capture(path, source=source) as cap:
-        ctx = CheckContext(cap)
-        return [_do(ctx, t, True) for t in tasks]
+    with _no_gc():
+        if _FORKED is not None:
+            return [_do(_FORKED, t, True) for t in tasks]
+        with open_capture(path, source=source) as cap:
+            ctx = CheckContext(cap)
+            return [_do(ctx, t, True) for t in tasks]
 
 
-def tasks_for(ctx: "CheckContext", only: list[str] | None = None) -> list[tuple]:
-    """Every task for the checks in `only` (default all), heaviest first: ("diff", stage key,
-    reference rank, other rank, weight) and ("stale", rank, gid, content key, weight)."""
+def tasks_for(ctx: "CheckContext", only: list[str] | None = None) -> list[list[tuple]]:
+    """Every task for the checks in `only` (default all), grouped by stage, in stage order:
+    ("diff", stage key, reference rank, other rank, weight) and ("stale", rank, gid, content
+    key, weight)."""
     from graphtrain_inspect.inspector.checks import stale_symbol
 
-    tasks: list[tuple] = []
+    groups: dict[Any, list[tuple]] = {}
     if not only or set(only) - {"incomplete-capture"}:
-        tasks += [("diff", *t) for t in rank_diff_tasks(ctx)]
+        for key, ref, other, w in rank_diff_tasks(ctx):
+            groups.setdefault(key, []).append(("diff", key, ref, other, w))
     if not only or _STALE in only:
-        tasks += [("stale", rank, gid, ckey, ctx.cap.node_count(rank, gid) or 1) for rank, gid, ckey in stale_symbol.prefetch_tasks(ctx)]
-    tasks.sort(key=lambda t: -t[-1])
-    return tasks
+        for rank, gid, ckey, key in stale_symbol.prefetch_tasks(ctx):
+            groups.setdefault(key, []).append(("stale", rank, gid, ckey, ctx.cap.node_count(rank, gid) or 1))
+    order = {k: i for i, k in enumerate(ctx.index.keys)}
+    return [groups[k] for k in sorted(groups, key=lambda k: order.get(k, len(order)))]
 
 
 def prefetch(ctx: "CheckContext", jobs: int, only: list[str] | None = None) -> int:
     """Make the checks' rank diffs and stale-symbol walks in `jobs` processes (this one makes a
     share too) and keep them in ctx. Returns the number of processes used (1: nothing done here,
     the checks make everything as they go)."""
-    tasks = tasks_for(ctx, only)
-    parts = shares([(*t[:-1], t[-1]) for t in tasks], max(1, min(jobs, len(tasks))))
+    parts = contiguous(tasks_for(ctx, only), max(1, jobs))
     if len(parts) < 2:
         return 1
     cap = ctx.cap
@@ -152,8 +162,10 @@ def prefetch(ctx: "CheckContext", jobs: int, only: list[str] | None = None) -> i
     mp = multiprocessing.get_context(method)
     global _FORKED
     _FORKED = ctx if method == "fork" else None
+    # the cyclic collector off while the results are made and arrive (many small objects, no
+    # cycles to free: it would rescan every table held so far again and again), as diffs do
     try:
-        with mp.Pool(len(parts) - 1) as pool:
+        with _no_gc(), mp.Pool(len(parts) - 1) as pool:
             pending = [pool.apply_async(_work, (cap.path, source, p)) for p in parts[1:]]
             results = [_do(ctx, t, False) for t in parts[0]]
             for p in pending:

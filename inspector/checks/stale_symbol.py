@@ -258,17 +258,28 @@ def graph_observations(ctx: CheckContext, rank: int, gid: str) -> tuple[list[Obs
     return stale_symbols(tables, symmap), tables.source == "text"
 
 
-def prefetch_tasks(ctx: CheckContext) -> list[tuple[int, str, tuple]]:
-    """(rank, gid, content key) of the graphs whose stale symbols the check computes whatever the
-    rank diffs say: each rank group's reference rank's graphs, each content once (check -j)."""
+def prefetch_tasks(ctx: CheckContext) -> list[tuple[int, str, tuple, Any]]:
+    """(rank, gid, content key, stage key) of the graphs whose stale symbols the check computes whatever the
+    rank diffs say, each content once (check -j): each rank group's reference rank's graphs, and
+    another rank's graph whose node count differs from the reference's at that stage (its rank
+    diff cannot be made from rows, so `_same_symbols_as_ref` cannot share the reference's)."""
     seen: set = set()
     out = []
+
+    def add(st) -> None:
+        key = ctx.content_key(st.rank, st.gid, logformat.NODES, logformat.SYMBOLS)
+        if key not in seen:
+            seen.add(key)
+            out.append((st.rank, st.gid, key, st.key))
+
     for group in ctx.rank_groups():
         for st in ctx.index.by_rank.get(group[0], []):
-            key = ctx.content_key(st.rank, st.gid, logformat.NODES, logformat.SYMBOLS)
-            if key not in seen:
-                seen.add(key)
-                out.append((st.rank, st.gid, key))
+            add(st)
+        for r in group[1:]:
+            for st in ctx.index.by_rank.get(r, []):
+                ref = ctx.index.across(st.key).get(group[0])
+                if ref is not None and ctx.cap.node_count(r, st.gid) != ctx.cap.node_count(ref.rank, ref.gid):
+                    add(st)
     return out
 
 

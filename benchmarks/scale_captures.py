@@ -45,6 +45,12 @@ WORKLOADS = [
     # rank diffs and the cross-rank checks have real work at this size
     Workload("100k-2r", 220, 2, inductor=False, blobs=False, bugs=("rank-baked",)),
     Workload("200k-2r", 440, 2, inductor=False, blobs=False),
+    # issue 16's pair: ranks that differ everywhere (a rank literal from the trace on, a
+    # rank-divergent pass from pass 3 on) and its clean twin; `benchmarks.check_jobs` reads them
+    Workload("30k-2r-bug", 66, 2, inductor=False, blobs=False, bugs=("rank-baked", "rank-divergent")),
+    Workload("30k-2r", 66, 2, inductor=False, blobs=False),
+    Workload("30k-8r-bug", 66, 8, inductor=False, blobs=False, bugs=("rank-baked", "rank-divergent")),
+    Workload("30k-8r", 66, 8, inductor=False, blobs=False),
 ]
 
 

@@ -134,10 +134,16 @@ def _sort_key(f: Finding) -> tuple:
     return (SEVERITY_RANK.get(f.severity, 9), list(CHECKS).index(f.kind) if f.kind in CHECKS else 99, f.pipeline or "", f.introduced_seq if f.introduced_seq is not None else -1, f.subgraph or "", f.node or "")
 
 
-def check_report(cap: "Capture", only: list[str] | None = None, *, shared_graph: bool = False) -> Report:
+def check_report(cap: "Capture", only: list[str] | None = None, *, shared_graph: bool = False, jobs: int = 1) -> Report:
+    """With `jobs` > 1 the rank diffs and stale-symbol walks are made first in that many processes
+    (checks.parallel); the findings are the same."""
     from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
 
     ctx = CheckContext(cap, shared_graph=shared_graph)
+    if jobs > 1:
+        from graphtrain_inspect.inspector.checks.parallel import prefetch
+
+        prefetch(ctx, jobs, only)
     findings: list[Finding] = []
     for kind, module in CHECKS.items():
         if only and kind not in only:

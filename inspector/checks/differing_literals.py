@@ -44,7 +44,7 @@ def literal_sites(ctx: CheckContext, key: StageKey, group: list[int]) -> list[Si
     if ref not in stages or len(present) < 2:
         cache[ck] = []
         return []
-    aligned: dict[int, dict[tuple[str, str], str]] = {}  # rank -> (subgraph, ref node) -> its node
+    diffs: dict[int, Any] = {}  # rank -> its diff with the reference (aligned nodes: _aligned)
     unlisted_same: set[int] = set()  # ranks whose diff lists only changed nodes (the rest: same)
     for other in present[1:]:
         d = ctx.rank_diff(key, ref, other)
@@ -52,11 +52,9 @@ def literal_sites(ctx: CheckContext, key: StageKey, group: list[int]) -> list[Si
             continue
         if d.unlisted_same:
             unlisted_same.add(other)
-        al = aligned[other] = {}
+        diffs[other] = d
         for sub in d.subgraphs:
             for n in sub.nodes:
-                if n.a is not None and n.b is not None:
-                    al[(sub.path, n.a["name"])] = n.b["name"]
                 if n.status != "changed" or n.a is None or n.b is None:
                     continue
                 target = n.a.get("target")
@@ -85,17 +83,33 @@ def literal_sites(ctx: CheckContext, key: StageKey, group: list[int]) -> list[Si
                         s.nodes[other] = n.b["name"]
     # a leaf equal to the reference on some rank did not show up in its diff: fill it in
     out = []
+    aligned: dict[int, dict[tuple[str, str], str]] = {}  # rank -> (subgraph, ref node) -> its node
     for s in sites.values():
         for r in present:
             if r not in s.values and r in unlisted_same:
                 s.values[r] = s.values[ref]
                 s.nodes[r] = s.node
-            elif r not in s.values and (s.subgraph, s.node) in aligned.get(r, {}):
-                s.values[r] = s.values[ref]
-                s.nodes[r] = aligned[r][(s.subgraph, s.node)]
+            elif r not in s.values and r in diffs:
+                al = aligned.get(r)
+                if al is None:
+                    al = aligned[r] = _aligned(diffs[r])
+                if (s.subgraph, s.node) in al:
+                    s.values[r] = s.values[ref]
+                    s.nodes[r] = al[(s.subgraph, s.node)]
         out.append(s)
     cache[ck] = out
     return out
+
+
+def _aligned(d: Any) -> dict[tuple[str, str], str]:
+    """(subgraph, node on the reference) -> the aligned node's name, of every node the diff pairs;
+    built only when a third rank needs it (with two ranks every site has both values)."""
+    al: dict[tuple[str, str], str] = {}
+    for sub in d.subgraphs:
+        for n in sub.nodes:
+            if n.a is not None and n.b is not None:
+                al[(sub.path, n.a["name"])] = n.b["name"]
+    return al
 
 
 def _is_ref(v: Any) -> bool:

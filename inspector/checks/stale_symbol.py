@@ -23,7 +23,7 @@ import orjson
 from graphtrain_inspect.capture import logformat
 from graphtrain_inspect.inspector.checks import row_rank_diff as rowdiff
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext, Observation
-from graphtrain_inspect.inspector.read.graphmodel import GraphTables, SubGraph, _row_ok, is_ref, is_unbacked, row_leaves, row_symbols
+from graphtrain_inspect.inspector.read.graphmodel import GraphTables, SubGraph, is_ref, is_unbacked, row_leaves, row_symbols
 
 KIND = "stale-unbacked-symbol"
 DESCRIPTION = "unbacked symbols that no node in scope binds (root or nested subgraph, placeholders included)"
@@ -162,21 +162,8 @@ def _scope_pattern(names: set[bytes]):
 _WORD = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
 
-_UNSEEN = object()
-
-
 def _symbol_start(joined: bytes, m: "re.Match[bytes]") -> bool:
     return m.start() == 0 or joined[m.start() - 1] not in _WORD
-
-
-def _parsed_rows(ctx: CheckContext) -> dict[bytes, Any]:
-    """Rows decoded (and validated: None if not a valid row) by their bytes, shared by every
-    graph of the run: a pass changes few rows, so most rows of one graph recur in the next. Cleared
-    when it grows past ~200k rows."""
-    cache = ctx.__dict__.setdefault("_stale_rows", {})
-    if len(cache) > 200_000:
-        cache.clear()
-    return cache
 
 
 def symbol_tables(ctx: CheckContext, rank: int, gid: str) -> GraphTables | None:
@@ -189,14 +176,7 @@ def symbol_tables(ctx: CheckContext, rank: int, gid: str) -> GraphTables | None:
     if subs is None:
         return None
     graphs = []
-    parsed = _parsed_rows(ctx)
-
-    def row(line: bytes) -> Any:
-        r = parsed.get(line, _UNSEEN)
-        if r is _UNSEEN:
-            r = logformat.decode_row(line)
-            parsed[line] = r = r if _row_ok(r) else None
-        return r
+    row = ctx.cap.decoded_row  # shared with the node tables and rank diffs of the run
 
     try:
         heads = [logformat.decode_sub_head(head) for head, _ in subs]
@@ -266,9 +246,47 @@ def _same_symbols_as_ref(ctx: CheckContext, stage) -> object | None:
     return ref
 
 
+def graph_observations(ctx: CheckContext, rank: int, gid: str) -> tuple[list[Observation], bool]:
+    """The stale symbols of one graph, and whether its table was parsed from text."""
+    symmap = ctx.cap.symbols(rank, gid)
+    renamed_to_unbacked = any(is_unbacked(str(v)) and not is_unbacked(str(k)) for k, v in ((symmap or {}).get("renamings") or {}).items())
+    tables = None if renamed_to_unbacked else symbol_tables(ctx, rank, gid)
+    if tables is None:
+        tables = ctx.tables(rank, gid)
+    if tables is None:
+        return [], False
+    return stale_symbols(tables, symmap), tables.source == "text"
+
+
+def prefetch_tasks(ctx: CheckContext) -> list[tuple[int, str, tuple, Any]]:
+    """(rank, gid, content key, stage key) of the graphs whose stale symbols the check computes whatever the
+    rank diffs say, each content once (check -j): each rank group's reference rank's graphs, and
+    another rank's graph whose node count differs from the reference's at that stage (its rank
+    diff cannot be made from rows, so `_same_symbols_as_ref` cannot share the reference's)."""
+    seen: set = set()
+    out = []
+
+    def add(st) -> None:
+        key = ctx.content_key(st.rank, st.gid, logformat.NODES, logformat.SYMBOLS)
+        if key not in seen:
+            seen.add(key)
+            out.append((st.rank, st.gid, key, st.key))
+
+    for group in ctx.rank_groups():
+        for st in ctx.index.by_rank.get(group[0], []):
+            add(st)
+        for r in group[1:]:
+            for st in ctx.index.by_rank.get(r, []):
+                ref = ctx.index.across(st.key).get(group[0])
+                if ref is not None and ctx.cap.node_count(r, st.gid) != ctx.cap.node_count(ref.rank, ref.gid):
+                    add(st)
+    return out
+
+
 def run(ctx: CheckContext) -> list:
     cache: dict[tuple, list[Observation]] = {}
     text_graphs = 0
+    prefetched = ctx.prefetched.setdefault(KIND, {})
 
     def observe(stage):
         nonlocal text_graphs
@@ -279,17 +297,10 @@ def run(ctx: CheckContext) -> list:
         if ref is not None:
             cache[key] = observe(ref)
             return cache[key]
-        symmap = ctx.cap.symbols(stage.rank, stage.gid)
-        renamed_to_unbacked = any(is_unbacked(str(v)) and not is_unbacked(str(k)) for k, v in ((symmap or {}).get("renamings") or {}).items())
-        tables = None if renamed_to_unbacked else symbol_tables(ctx, stage.rank, stage.gid)
-        if tables is None:
-            tables = ctx.tables(stage.rank, stage.gid)
-        if tables is None:
-            cache[key] = []
-        else:
-            if tables.source == "text":
-                text_graphs += 1
-            cache[key] = stale_symbols(tables, symmap)
+        # made by another process (check -j) or here
+        obs, text = prefetched.pop(key) if key in prefetched else graph_observations(ctx, stage.rank, stage.gid)
+        text_graphs += text
+        cache[key] = obs
         return cache[key]
 
     findings = ctx.blame_per_rank(KIND, observe)

@@ -134,6 +134,8 @@ class CheckContext:
         self._rdiff = WeightedLRU(_RDIFF_NODES, 1 << 16)
         self._groups: list[list[int]] | None = None
         self._vectors: dict[str, dict[int, int]] | None = None
+        # check kind -> results made by other processes (check -j), by what the check keys them on
+        self.prefetched: dict[str, dict[Any, Any]] = {}
 
     def skip(self, check: str, reason: str) -> None:
         if not any(n.check == check and n.reason == reason for n in self.not_run):
@@ -250,6 +252,10 @@ class CheckContext:
                 d = diff_tables(ta, tb, a_label=f"rank {ref}", b_label=f"rank {other}", norm_a=self.normalizer(ref, ga), norm_b=self.normalizer(other, gb))
         self._rdiff.put(k, d, 1 + (sum(len(sub.nodes) for sub in d.subgraphs) if d is not None else 0))
         return d
+
+    def keep_rank_diff(self, key: StageKey, ref: int, other: int, d: GraphDiff | None) -> None:
+        """Keep a rank diff made elsewhere (`check -j`: in another process) for `rank_diff`."""
+        self._rdiff.put((key, ref, other), d, 1 + (sum(len(sub.nodes) for sub in d.subgraphs) if d is not None else 0))
 
     def parent_key(self, key: StageKey, rank: int) -> StageKey | None:
         st = self.index.across(key).get(rank)

@@ -1,4 +1,4 @@
-"""`graphtrain-inspect check DIR [--json] [--severity LEVEL] [--check KIND]...`
+"""`graphtrain-inspect check DIR [--json] [--severity LEVEL] [--check KIND]... [-j N]`
 
 Runs every check (inspector.checks.CHECKS) on every graph state of every rank and prints the
 findings: a table grouped by kind and by the pass that introduced them, one line each with the
@@ -8,6 +8,9 @@ node, the ranks and one line of evidence; then the checks that could not run and
 `severity` (error, warning, info), `introduced_by` (the first pass after which it appears, or
 "trace" when the traced graph already has it), `pass` (the last pass where it is still present),
 `ranks`, `graph`, `subgraph` (nested path or null), `node`, `message`, `evidence`.
+
+`-j N` makes the rank diffs (the cost of a capture whose ranks differ) in N processes first
+(default: the machine's cores, at most 16); the findings do not depend on N.
 
 Exit status: 0 without error findings, 1 with error findings, 2 when DIR cannot be read.
 
@@ -58,6 +61,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--shared-graph", action="store_true",
                    help="every graph is shared: compiled on one rank and loaded by the others (device literals equal to a "
                         "rank's own device become errors; a compile-on-one-rank capture is recognised without this)")
+    p.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
+                   help="processes for the rank diffs (default: the machine's cores, at most 16; 1: this process only)")
     add_common_arguments(p)
 
 
@@ -188,7 +193,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"graphtrain-inspect check: {e}", file=sys.stderr)
         return 2
     with cap:
-        report = check_report(cap, args.check, shared_graph=args.shared_graph)
+        from graphtrain_inspect.inspector.checks.parallel import default_jobs
+
+        report = check_report(cap, args.check, shared_graph=args.shared_graph, jobs=args.jobs if args.jobs is not None else default_jobs())
         sim = simulated_line(getattr(cap, "manifest", None))
         if sim:  # findings compare only the ranks that ran; say which, of how many
             report.notes.append(sim)

@@ -77,6 +77,12 @@ def sig_id(sig: tuple) -> int:
     return sid
 
 
+# Each row's pieces (see Parts) by the row object's id, with the row itself (so an id is never
+# taken for a later object's): rows without a normalized leaf only, whose pieces depend on the row
+# alone. Emptied when it holds _ROW_INFO_ROWS rows: bounded whatever the graphs.
+_ROW_INFO: dict[int, tuple] = {}
+_ROW_INFO_ROWS = 300_000
+
 _NAME = itemgetter("name")
 _NO_ROW: dict = {}  # equal to no row (every row has a name)
 
@@ -171,8 +177,20 @@ class Parts:
         no: tuple = ()
         ph: tuple = ("placeholder",)
         out: tuple = ("output",)
+        pool = _ROW_INFO
+        if len(pool) > _ROW_INFO_ROWS:
+            pool.clear()
+        pool_get = pool.get
         for j in todo:
             row = rows[j]
+            # a row object seen before (rows are shared between tables by the reader's row pool):
+            # its pieces, when no leaf of it is normalized (they then depend on the row alone)
+            known = pool_get(id(row))
+            if known is not None and known[0] is row:
+                info[j] = known[1]
+                if known[2]:
+                    dup.add(j)
+                continue
             c0 = len(calls)
             op = row.get("op")
             target = row.get("target")
@@ -223,13 +241,17 @@ class Parts:
                     fl |= _walk(v, "kwargs." + k, rf, lt, leaf_norm, target)
             if fl & 2:
                 spans[j] = (c0, len(calls))
+            is_dup = False
             if rf:
                 w, nm = zip(*rf)
                 info[j] = (sid, w, nm, tuple(lt) if lt else no, fl)
                 if not simple and len(w) > 1 and len(set(w)) < len(w):
                     dup.add(j)
+                    is_dup = True
             else:
                 info[j] = (sid, no, no, tuple(lt) if lt else no, fl)
+            if not fl & 2:
+                pool[id(row)] = (row, info[j], is_dup)
         self._info = info
         if info:
             sigs, wheres, names, lits, flags = zip(*info)

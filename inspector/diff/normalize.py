@@ -33,9 +33,18 @@ _COLLECTIVE_WORDS = re.compile(r"all_reduce|all_gather|reduce_scatter|all_to_all
 OWN_DEVICE = "<own>"
 
 
+_IS_COLLECTIVE: dict[Any, bool] = {}  # by target: a graph has a few hundred distinct targets
+
+
 def is_collective_target(target: Any) -> bool:
+    known = _IS_COLLECTIVE.get(target) if type(target) is str else None
+    if known is not None:
+        return known
     t = str(target or "")
-    return t.startswith(_COLLECTIVE_PREFIXES) or bool(_COLLECTIVE_WORDS.search(t))
+    out = t.startswith(_COLLECTIVE_PREFIXES) or bool(_COLLECTIVE_WORDS.search(t))
+    if type(target) is str and len(_IS_COLLECTIVE) < 65_536:
+        _IS_COLLECTIVE[target] = out
+    return out
 
 
 @dataclass

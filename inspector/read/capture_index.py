@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import os
 from collections import OrderedDict
+from itertools import compress, repeat
+from operator import is_
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +33,7 @@ import orjson
 
 from graphtrain_inspect.capture import logformat
 from graphtrain_inspect.inspector.read.fxtext import parse_graph_code
-from graphtrain_inspect.inspector.read.graphmodel import GraphTables, derive_devices, derive_symbols
+from graphtrain_inspect.inspector.read.graphmodel import GraphTables, SubGraph, _row_ok, derive_devices, derive_symbols
 from graphtrain_inspect.inspector.read.logscan import LogFile, ReadError, Record, open_regular
 from graphtrain_inspect.inspector.read.weighted_cache import WeightedLRU
 
@@ -40,6 +42,10 @@ _TABLE_CACHE_SIZE = 256
 _TABLE_CACHE_NODES = 600_000
 # node-table rows as undecoded lines (`node_rows`), by payload bytes
 _ROWS_CACHE_BYTES = 96 << 20
+# decoded rows kept by their line (bytes) so that a row the next pass or another rank left as it
+# was is decoded and validated once: the pool is emptied when it holds this many rows, which
+# bounds it whatever the capture's size
+_ROW_POOL_ROWS = 300_000
 
 # torch's own record kinds that hold FX graph code (top-level envelope keys)
 TORCH_GRAPH_KINDS = frozenset(
@@ -168,6 +174,7 @@ class Capture:
         self._tables = WeightedLRU(_TABLE_CACHE_NODES, _TABLE_CACHE_SIZE)
         self._rows = WeightedLRU(_ROWS_CACHE_BYTES, _TABLE_CACHE_SIZE)
         self._derived: dict[tuple[str, int, str], Any] = {}
+        self._row_pool: dict[bytes, Any] = {}  # row line -> its row dict, or False (not a row)
 
     # -- ranks, headers --------------------------------------------------------------------------
 
@@ -523,17 +530,66 @@ class Capture:
         key = self._table_key(rank, gid)
         if key in self._tables:
             return self._tables.get(key)
-        tables: GraphTables | None = None
-        v = self._payload(rank, gid, logformat.NODES)
-        if isinstance(v, dict) and isinstance(v.get("graphs"), list):
-            tables = GraphTables.from_payload(gid, v, source="table")
-        else:
-            code = self.graph_code(rank, gid)
-            if code is not None:
-                parsed, warnings = parse_graph_code(code)
-                tables = GraphTables.from_payload(gid, parsed, source="text", warnings=warnings)
+        tables = self._table_from_rows(rank, gid)
+        if tables is None:
+            v = self._payload(rank, gid, logformat.NODES)
+            if isinstance(v, dict) and isinstance(v.get("graphs"), list):
+                tables = GraphTables.from_payload(gid, v, source="table")
+            else:
+                code = self.graph_code(rank, gid)
+                if code is not None:
+                    parsed, warnings = parse_graph_code(code)
+                    tables = GraphTables.from_payload(gid, parsed, source="text", warnings=warnings)
         self._tables.put(key, tables, 1 + (tables.node_count if tables is not None else 0))
         return tables
+
+    def decoded_row(self, line: bytes) -> dict[str, Any] | None:
+        """One row line of `node_rows`, decoded and validated through the row pool (None: not a
+        valid row). Raises orjson.JSONDecodeError when the line does not parse."""
+        pool = self._row_pool
+        r = pool.get(line)
+        if r is None:
+            if len(pool) > _ROW_POOL_ROWS:
+                pool.clear()
+            r = logformat.decode_row(line)
+            r = pool[line] = r if _row_ok(r) else False
+        return r or None
+
+    def _table_from_rows(self, rank: int, gid: str) -> GraphTables | None:
+        """The node table from its undecoded rows (`node_rows`), each distinct row decoded and
+        validated once per capture (the row pool): the same tables `GraphTables.from_payload`
+        makes of the whole payload, row dicts shared with every table that has the same line.
+        None when the table is not laid out one row per line or a line does not parse alone."""
+        subs = self.node_rows(rank, gid)
+        if subs is None:
+            return None
+        pool = self._row_pool
+        if len(pool) > _ROW_POOL_ROWS:
+            pool.clear()
+        graphs = []
+        try:
+            for head, lines in subs:
+                h = logformat.decode_sub_head(head)
+                if not isinstance(h, dict):
+                    return None
+                got = list(map(pool.get, lines))
+                todo = list(compress(range(len(got)), map(is_, got, repeat(None))))
+                if todo:
+                    # the rows not in the pool, decoded in one call: a JSON array of their lines,
+                    # each without its separating comma (as logformat.decode_row reads one)
+                    body = b",".join([ln[:-1] if ln[-1:] == b"," else ln for ln in map(lines.__getitem__, todo)])
+                    rows = orjson.loads(b"[" + body + b"]")
+                    if len(rows) != len(todo):
+                        return None  # a line holding more than one value: not a row per line
+                    for i, row in zip(todo, rows):
+                        got[i] = pool[lines[i]] = row if _row_ok(row) else False
+                parent = h.get("parent_node")
+                graphs.append(SubGraph(str(h.get("path") or ""), parent if isinstance(parent, str) else None, list(filter(None, got))))
+        except orjson.JSONDecodeError:
+            return None
+        if not graphs:
+            graphs = [SubGraph("", None, [])]
+        return GraphTables(gid, graphs, source="table")
 
     def node_rows(self, rank: int, gid: str) -> list[tuple[bytes, list[bytes]]] | None:
         """A node table's rows as undecoded JSON lines, per subgraph ([(head, rows)]), for readers

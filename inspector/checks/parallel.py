@@ -1,0 +1,181 @@
+"""`check -j N`: the checks' heavy, independent work made in N processes, then the checks run
+as with one.
+
+What costs in a check is per graph and independent of the rest: the rank diffs (for every stage
+of a rank group, the reference rank's graph against each other rank's: the cost of a capture
+whose ranks differ) and the stale-symbol walk of each distinct graph (the cost of one whose ranks
+agree). These are made first, spread over processes (this one included): each process makes its
+share and sends it back; the results fill the context's caches (`CheckContext.keep_rank_diff`,
+`CheckContext.prefetched`), and the checks then run exactly as in one process, reading the same
+diffs and observations: the findings are the same by construction, whatever N.
+
+The unit of work is one rank diff (stage, reference rank, other rank) or one graph's stale-symbol
+walk. Each process takes a run of consecutive stages (every task of a stage together), the runs
+about equal in the nodes of the graphs involved: consecutive graphs share most of their rows, and
+each process decodes each distinct row once, so cutting by stage keeps that sharing. Graphs that are the same on both ranks (same id and md5s) cost nothing and
+are left out. Workers are forked from this process (Linux), so they start with its index; where
+there is no fork they open the capture again.
+
+What a worker sends back of a diff is `compact(diff)`: the diff with the rows of unchanged nodes
+reduced to their names (the checks read only the names of nodes that did not change), so that the
+parent does not receive every row of both graphs again.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+from typing import TYPE_CHECKING, Any
+
+from graphtrain_inspect.inspector.diff.graph_diff import GraphDiff, NodeDiff, SubgraphDiff, _no_gc
+
+if TYPE_CHECKING:
+    from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
+
+MAX_DEFAULT_JOBS = 16  # the default -j: the machine's cores, at most this many
+
+
+def default_jobs() -> int:
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, MAX_DEFAULT_JOBS))
+
+
+def rank_diff_tasks(ctx: "CheckContext") -> list[tuple[Any, int, int, int]]:
+    """(stage key, reference rank, other rank, weight) of every rank diff the checks will read
+    that is not free (identical graphs), heaviest first. (The first three are also rank_diff's
+    arguments.)"""
+    tasks = []
+    for group in ctx.rank_groups():
+        ranks = [r for r in group if ctx.index.by_rank.get(r)]
+        if len(ranks) < 2:
+            continue
+        ref = ranks[0]
+        for st in ctx.index.by_rank[ref]:
+            across = ctx.index.across(st.key)
+            for other in ranks[1:]:
+                if other not in across:
+                    continue
+                ga, gb = st.gid, across[other].gid
+                if ctx.identical(ref, ga, other, gb):
+                    continue
+                weight = (ctx.cap.node_count(ref, ga) or 1) + (ctx.cap.node_count(other, gb) or 1)
+                tasks.append((st.key, ref, other, weight))
+    tasks.sort(key=lambda t: -t[3])
+    return tasks
+
+
+def contiguous(groups: list[list[tuple]], n: int) -> list[list[tuple]]:
+    """Groups of tasks (each task's weight last), in stage order, cut into at most n runs of
+    consecutive groups of about equal weight: a process then reads consecutive graphs, which share
+    most of their rows (each distinct row is decoded once per process)."""
+    total = sum(t[-1] for g in groups for t in g)
+    out: list[list[tuple]] = [[]]
+    acc = 0
+    for g in groups:
+        w = sum(t[-1] for t in g)
+        # a new run where this group's middle passes the next cut
+        if out[-1] and len(out) < n and acc + w / 2 >= total * len(out) / n:
+            out.append([])
+        out[-1].extend(g)
+        acc += w
+    return [x for x in out if x]
+
+
+def compact(d: GraphDiff | None) -> GraphDiff | None:
+    """The diff with each unchanged node's rows reduced to {"name": ...} (see the module doc)."""
+    if d is None:
+        return None
+    subs = []
+    for sub in d.subgraphs:
+        nodes = []
+        for n in sub.nodes:
+            if n.status == "same":
+                n = NodeDiff("same", n.subgraph, _name_only(n.a), _name_only(n.b), n.args, n.meta, n.structural)
+            nodes.append(n)
+        subs.append(SubgraphDiff(sub.path, sub.status, nodes))
+    return GraphDiff(d.a_label, d.b_label, d.a_gid, d.b_gid, subs, unlisted_same=d.unlisted_same)
+
+
+def _name_only(row: dict[str, Any] | None) -> dict[str, Any] | None:
+    return None if row is None else {"name": row["name"]}
+
+
+_FORKED: "CheckContext | None" = None  # the parent's context, in a forked worker
+_STALE = "stale-unbacked-symbol"
+
+
+def _do(ctx: "CheckContext", task: tuple, send: bool) -> tuple:
+    from graphtrain_inspect.inspector.checks import stale_symbol
+
+    if task[0] == "diff":
+        _, key, ref, other, _ = task
+        d = ctx.rank_diff(key, ref, other)
+        return (task, compact(d) if send else d)
+    _, rank, gid, ckey, _ = task
+    return (task, stale_symbol.graph_observations(ctx, rank, gid))
+
+
+def _work(path: str, source: str, tasks: list) -> list[tuple]:
+    from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
+    from graphtrain_inspect.inspector.read.capture_index import open_capture
+
+    with _no_gc():
+        if _FORKED is not None:
+            return [_do(_FORKED, t, True) for t in tasks]
+        with open_capture(path, source=source) as cap:
+            ctx = CheckContext(cap)
+            return [_do(ctx, t, True) for t in tasks]
+
+
+def tasks_for(ctx: "CheckContext", only: list[str] | None = None) -> list[list[tuple]]:
+    """Every task for the checks in `only` (default all), grouped by stage, in stage order:
+    ("diff", stage key, reference rank, other rank, weight) and ("stale", rank, gid, content
+    key, weight)."""
+    from graphtrain_inspect.inspector.checks import stale_symbol
+
+    groups: dict[Any, list[tuple]] = {}
+    if not only or set(only) - {"incomplete-capture"}:
+        for key, ref, other, w in rank_diff_tasks(ctx):
+            groups.setdefault(key, []).append(("diff", key, ref, other, w))
+    if not only or _STALE in only:
+        for rank, gid, ckey, key in stale_symbol.prefetch_tasks(ctx):
+            groups.setdefault(key, []).append(("stale", rank, gid, ckey, ctx.cap.node_count(rank, gid) or 1))
+    order = {k: i for i, k in enumerate(ctx.index.keys)}
+    return [groups[k] for k in sorted(groups, key=lambda k: order.get(k, len(order)))]
+
+
+def prefetch(ctx: "CheckContext", jobs: int, only: list[str] | None = None) -> int:
+    """Make the checks' rank diffs and stale-symbol walks in `jobs` processes (this one makes a
+    share too) and keep them in ctx. Returns the number of processes used (1: nothing done here,
+    the checks make everything as they go)."""
+    parts = contiguous(tasks_for(ctx, only), max(1, jobs))
+    if len(parts) < 2:
+        return 1
+    cap = ctx.cap
+    source = "torch" if cap.kind == "torch_trace" else "capture"
+    # fork where there is one (the workers start with this index); spawn elsewhere
+    method = "fork" if sys.platform.startswith("linux") else "spawn"
+    mp = multiprocessing.get_context(method)
+    global _FORKED
+    _FORKED = ctx if method == "fork" else None
+    # the cyclic collector off while the results are made and arrive (many small objects, no
+    # cycles to free: it would rescan every table held so far again and again), as diffs do
+    try:
+        with _no_gc(), mp.Pool(len(parts) - 1) as pool:
+            pending = [pool.apply_async(_work, (cap.path, source, p)) for p in parts[1:]]
+            results = [_do(ctx, t, False) for t in parts[0]]
+            for p in pending:
+                results.extend(p.get())
+    finally:
+        _FORKED = None
+    stale = ctx.prefetched.setdefault(_STALE, {})
+    for task, value in results:
+        if task[0] == "diff":
+            ctx.keep_rank_diff(task[1], task[2], task[3], value)
+        else:
+            stale[task[3]] = value
+    return len(parts)

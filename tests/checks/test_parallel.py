@@ -1,0 +1,46 @@
+"""`check -j N`: the rank diffs and stale-symbol walks made in N processes give the report one
+process gives, on real captures whose ranks differ (a rank-divergent pass on 2 and 4 ranks, a
+rank-baked literal on 4) or that have stale symbols, and the work really is spread."""
+
+from __future__ import annotations
+
+import pytest
+
+from graphtrain_inspect.inspector.checks import check_report
+from graphtrain_inspect.inspector.checks import parallel
+from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
+from graphtrain_inspect.inspector.read.capture_index import open_capture
+
+
+@pytest.mark.parametrize("name", ["h200x2-rank-divergent", "h200x4-rank-divergent", "h200x4-rank-baked", "h200x2-stale-symbol"])
+def test_jobs_give_the_same_report(bundled_capture, name):
+    path = str(bundled_capture(name))
+    one = check_report(open_capture(path), jobs=1).to_json()
+    three = check_report(open_capture(path), jobs=3).to_json()
+    assert one == three
+    assert one["findings"]
+
+
+def test_work_is_spread_and_kept(bundled_capture):
+    cap = open_capture(str(bundled_capture("h200x4-rank-divergent")))
+    ctx = CheckContext(cap)
+    tasks = parallel.rank_diff_tasks(ctx)
+    assert len(tasks) > 2  # stages whose graphs differ across ranks
+    assert parallel.prefetch(ctx, 3) > 1
+    assert ctx.prefetched["stale-unbacked-symbol"]  # the reference rank's graphs, walked elsewhere
+    # every diff is in the cache, and the workers' diffs read as the ones made here
+    fresh = CheckContext(open_capture(str(bundled_capture("h200x4-rank-divergent"))))
+    for key, ref, other, _ in tasks:
+        assert (key, ref, other) in ctx._rdiff
+        got, want = ctx.rank_diff(key, ref, other), fresh.rank_diff(key, ref, other)
+        assert got.counts == want.counts and got.structural == want.structural
+        assert [c.summary() for c in got.changes()] == [c.summary() for c in want.changes()]
+        assert [n.names for s in got.subgraphs for n in s.nodes] == [n.names for s in want.subgraphs for n in s.nodes]
+
+
+def test_stages_are_cut_into_consecutive_runs_of_about_equal_weight():
+    groups = [[("diff", k, 0, 1, w)] for k, w in enumerate([10, 7, 5, 3, 1])]
+    parts = parallel.contiguous(groups, 2)
+    assert [[t[1] for t in p] for p in parts] == [[0], [1, 2, 3, 4]]  # 10 | 16: consecutive stages
+    assert parallel.contiguous(groups[:1], 4) == [groups[0]]
+    assert sum(len(p) for p in parallel.contiguous(groups, 3)) == 5

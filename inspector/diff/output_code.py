@@ -125,7 +125,8 @@ def _own_device(line: str, own: int) -> str:
         return line
     line = re.sub(rf"(\(type='\w+', index=){s}(?![\d.])", rf"\g<1>{OWN_DEVICE}", line)
     line = re.sub(rf"(\bset_device\(|_DeviceGuard\(|\bget_raw_stream\(){s}\)", rf"\g<1>{OWN_DEVICE})", line)
-    line = re.sub(rf"(['\"](?:cuda|xpu|mtia|hpu):){s}(['\"])", rf"\g<1>{OWN_DEVICE}\g<2>", line)
+    # quoted device strings, and the `cuda:0` of FX value annotations in kernels' comments
+    line = re.sub(rf"(\b(?:cuda|xpu|mtia|hpu):){s}(?![\d.])", rf"\g<1>{OWN_DEVICE}", line)
     return line
 
 

@@ -70,3 +70,16 @@ def test_generated_code_that_differs_in_shape_although_the_fx_graphs_agree(tmp_p
     torch_log(other, 0, [{"graph": post_grad("3"), "code": wrapper("3.0")}])
     torch_log(other, 1, [{"graph": post_grad("3").replace("relu.default", "sigmoid.default"), "code": wrapper("3.0", extra_kernel=True)}])
     assert not [f for f in _codegen(run_checks(open_capture(str(other)))) if f.kind == "codegen-divergent"]
+
+
+def test_fx_annotations_copied_into_kernel_comments_are_not_baked_literals(tmp_path):
+    """Inductor copies the FX graph into each Triton kernel's comments (`%primals_1 : Tensor
+    "f32[4][1]cuda:0"`, the FX args of each op): on a correct per-rank GPU compile they hold each
+    rank's own device and the FX graph's own literals. Seen on 2 H200s with FSDP2 + torch.compile as
+    123 false errors before comments were skipped and `cuda:<own>` normalized there too."""
+    for r in (0, 1):
+        comments = (f'#   %primals_1 : Tensor "f32[4][1]cuda:{r}" = PlaceHolder[target=primals_1]\n'
+                    f"#   %mul : call_function[target=torch.ops.aten.mul.Tensor](args = (%x, {r + 1}))\n")
+        code = wrapper(cuda_dev=r, n=r).replace("\n", "\n" + comments, 1)
+        torch_log(tmp_path, r, [{"graph": post_grad("3", f"[4, 1]cuda:{r}"), "code": code}])
+    assert _codegen(run_checks(open_capture(str(tmp_path)))) == []

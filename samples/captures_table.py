@@ -39,7 +39,17 @@ def row(name: str) -> str:
     if extra:
         found += "; with `--shared-graph` " + "; ".join(f"{c} {sev} {kind} (introduced by {by})" for (kind, sev, by), c in sorted(extra.items()))
     date = time.strftime("%Y-%m-%d", time.gmtime(manifest["started"]))
-    return f"| `{name}` | `graphtrain-inspect capture --pass graphtrain_inspect.samples.pipeline:PIPELINE --no-inductor -- {cmd}` | {n} × H200, NCCL | {manifest['torch_version']} | {date} | {found} |"
+    return f"| `{name}` | `graphtrain-inspect capture{capture_options(manifest)} -- {cmd}` | {n} × H200, NCCL | {manifest['torch_version']} | {date} | {found} |"
+
+
+def capture_options(manifest: dict) -> str:
+    """The capture's own options as its manifest records them (the first captures, recorded before
+    the manifest kept them, all ran the sample's pipeline without Inductor)."""
+    opts = manifest.get("options")
+    if opts is None:
+        return " --pass graphtrain_inspect.samples.pipeline:PIPELINE --no-inductor"
+    passes = [p.replace("samples.", "graphtrain_inspect.samples.", 1) if p.startswith("samples.") else p for p in opts.get("passes") or []]
+    return "".join(f" --pass {p}" for p in passes) + ("" if opts.get("inductor", True) else " --no-inductor") + ("" if opts.get("blobs", True) else " --no-blobs")
 
 
 def main() -> None:

@@ -54,8 +54,13 @@ def test_planted_rank_literal_is_the_only_finding_with_its_source_line(fsdp2):
     out, _ = fsdp2["planted"]
     rc, doc = _check(out)
     serious = [f for f in doc["findings"] if f["severity"] != "info"]
-    assert rc == 1 and [(f["kind"], f["severity"], f["ranks"]) for f in serious] == [("rank-baked-constant", "error", [0, 1])]
-    f = serious[0]
+    graph = [f for f in serious if f["layer"] == "graph"]
+    assert rc == 1 and [(f["kind"], f["severity"], f["ranks"]) for f in graph] == [("rank-baked-constant", "error", [0, 1])]
+    # the same literal in the code Inductor generated from those graphs (forward and backward kernels)
+    codegen = [f for f in serious if f["layer"] == "codegen"]
+    assert codegen and {(f["kind"], f["severity"], tuple(f["ranks"]), f["introduced_by"]) for f in codegen} == {("rank-baked-constant", "error", (0, 1), "inductor_codegen")}
+    assert len(serious) == len(graph) + len(codegen)
+    f = graph[0]
     assert f["evidence"]["values"] == {"0": 1, "1": 2}
     src = f["source"]
     assert src["file"].endswith("tests/programs/fsdp2_compile.py") and "dist.get_rank() + 1" in src["code"]

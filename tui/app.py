@@ -31,6 +31,7 @@ from graphtrain_inspect.tui.widgets.code_view import CodeView
 from graphtrain_inspect.tui.widgets.diff_view import DiffView
 from graphtrain_inspect.tui.widgets.findings_view import FindingsView
 from graphtrain_inspect.tui.widgets.line_view import LineView
+from graphtrain_inspect.tui.widgets.output_code_view import OutputCodeView
 from graphtrain_inspect.tui.widgets.table_views import DevicesView, NodeChosen, ProblemsView, SymbolsView
 
 class InspectApp(CaptureLoading, ViewActions, App[int]):
@@ -51,6 +52,7 @@ class InspectApp(CaptureLoading, ViewActions, App[int]):
         "symbols": "Symbols",
         "devices": "Devices",
         "problems": "Problems",
+        "output-code": "Output code",
     }
 
     BINDINGS = [
@@ -80,6 +82,9 @@ class InspectApp(CaptureLoading, ViewActions, App[int]):
         Binding("5", "show_view('symbols')", "Symbols", show=False, id="view.symbols"),
         Binding("6", "show_view('devices')", "Devices", show=False, id="view.devices"),
         Binding("7", "show_view('problems')", "Problems", show=False, id="view.problems"),
+        Binding("8", "show_view('output-code')", "Output code (Inductor)", show=False, id="view.output-code"),
+        Binding("i", "goto_kernel", "Code view: the Inductor kernel computing the node", show=False, id="app.goto-kernel"),
+        Binding("I", "goto_fx_node", "Output code: the FX node the kernel computes", show=False, id="app.goto-fx-node"),
     ]
 
     def __init__(self, path: str, *, source: str = "auto", keymap: dict[str, str] | None = None, keymap_problems: list[str] | None = None, poll_seconds: float = 1.0, replay_runner=None, label: str | None = None) -> None:
@@ -110,6 +115,7 @@ class InspectApp(CaptureLoading, ViewActions, App[int]):
         self.first_tree_painted: float | None = None
         self.started = time.perf_counter()
         self.last_replay: list[str] | None = None
+        self.kernel_from_node: str | None = None  # the FX node i jumped from: I goes back to it
         self.requests: dict[str, int] = {}
         # a view the user asked to focus while it was loading: Textual refuses focus to a loading
         # widget, so the focus is given when its content arrives
@@ -143,6 +149,9 @@ class InspectApp(CaptureLoading, ViewActions, App[int]):
                         yield DevicesView(id="devices-view")
                     with TabPane("Problems", id="problems"):
                         yield ProblemsView(id="problems-view")
+                    with TabPane("Output code", id="output-code"):
+                        yield Label("", id="output-code-title", classes="view-title")
+                        yield OutputCodeView(id="output-code-view")
         with Horizontal(id="search-bar"):
             yield Label("/", id="search-label")
             yield Input(placeholder="search in this view (Enter: next, Esc: close)", id="search-input")
@@ -170,6 +179,10 @@ class InspectApp(CaptureLoading, ViewActions, App[int]):
         return self.query_one("#rank-diff-view", DiffView)
 
     @property
+    def output_code_view(self) -> OutputCodeView:
+        return self.query_one("#output-code-view", OutputCodeView)
+
+    @property
     def findings_view(self) -> FindingsView:
         return self.query_one(FindingsView)
 
@@ -187,6 +200,7 @@ class InspectApp(CaptureLoading, ViewActions, App[int]):
             "symbols": lambda: self.query_one(SymbolsView).table,
             "devices": lambda: self.query_one(DevicesView).table,
             "problems": lambda: self.query_one(ProblemsView).table,
+            "output-code": lambda: self.output_code_view,
         }[view]()
 
     # -- start ---------------------------------------------------------------------------------------
@@ -345,6 +359,8 @@ class InspectApp(CaptureLoading, ViewActions, App[int]):
             self._load(view, place, self._symbols_job)
         elif view == "devices":
             self._load(view, place, self._devices_job)
+        elif view == "output-code":
+            self._load(view, place, self._output_code_job)
 
     def _title(self, view: str, text: str) -> None:
         self.query_one(f"#{view}-title", Label).update(text)
@@ -390,6 +406,10 @@ class InspectApp(CaptureLoading, ViewActions, App[int]):
     @staticmethod
     def _devices_job(session: CaptureSession, place: Place, base):
         return session.devices(place), None
+
+    @staticmethod
+    def _output_code_job(session: CaptureSession, place: Place, base):
+        return session.output_code(place)
 
     def base_rank_for(self, place: Place) -> int:
         """The rank diff's base: the chosen one (b), else the lowest rank."""
@@ -442,6 +462,17 @@ class InspectApp(CaptureLoading, ViewActions, App[int]):
             self.query_one(SymbolsView).set_rows(m.payload, m.place.label(outline))
         elif m.view == "devices":
             self.query_one(DevicesView).set_rows(m.payload, m.place.label(outline) + " on every rank")
+        elif m.view == "output-code":
+            where = f"rank {m.place.rank} · graph {m.place.pipeline}"
+            if m.payload is not None:
+                self.output_code_view.show_code(m.payload)
+                self._title("output-code", m.payload.title)
+            elif m.extra:
+                self.output_code_view.clear(self._unreadable(m.place, "generated code"))
+                self._title("output-code", where)
+            else:
+                self.output_code_view.clear(f"no code generated by Inductor for this pipeline on rank {m.place.rank} in this capture")
+                self._title("output-code", where)
         self._apply_pending_jump(m.view)
 
     def _unreadable(self, place: Place, what: str) -> str:
@@ -493,6 +524,8 @@ class InspectApp(CaptureLoading, ViewActions, App[int]):
         ok = w.goto_node(node, sub) if hasattr(w, "goto_node") else False
         if ok:
             w.focus()
+        elif view == "output-code":
+            self.notify(f"no kernel in the generated code computes node {node}", severity="warning")
         else:
             self.notify(f"node {node} is not in this view", severity="warning")
 

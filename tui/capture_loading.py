@@ -19,7 +19,7 @@ from graphtrain_inspect.tui.session import CaptureSession, Place
 from graphtrain_inspect.tui.widgets.table_views import ProblemsView
 
 
-VIEWS = ("code", "pass-diff", "rank-diff", "findings", "symbols", "devices", "problems")
+VIEWS = ("code", "pass-diff", "rank-diff", "findings", "symbols", "devices", "problems", "output-code")
 
 
 def mb(n: int) -> str:

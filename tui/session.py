@@ -18,11 +18,12 @@ from graphtrain_inspect.inspector.read.code_locate import CodeIndex
 from graphtrain_inspect.inspector.read.device_rows import DeviceRow, device_rows
 from graphtrain_inspect.inspector.diff.graph_diff import normalize_code, rank_diff_gids, rank_text
 from graphtrain_inspect.inspector.diff.text_rows import DiffModel
+from graphtrain_inspect.inspector.read.output_code import Kernel, code_text, kernels_of, output_codes, pipeline_of
 from graphtrain_inspect.inspector.read.outline import Outline, PassEntry, PipelineEntry, build_outline
 from graphtrain_inspect.inspector.read.stages import StageIndex
 from graphtrain_inspect.inspector.checks.symbol_rows import SymbolRow, symbol_rows
 
-__all__ = ["CaptureSession", "CaptureUnreadable", "Place", "GraphText", "DiffResult"]
+__all__ = ["CaptureSession", "CaptureUnreadable", "Place", "GraphText", "DiffResult", "OutputCodeText"]
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,23 @@ class GraphText:
     lines: list[str]
     index: CodeIndex
     title: str
+
+
+@dataclass
+class OutputCodeText:
+    """The code Inductor generated for one pipeline on one rank, its kernels and their FX nodes."""
+
+    rank: int
+    oid: str
+    lines: list[str]
+    kernels: list[Kernel]
+    origins: dict[str, list[str]]  # kernel -> post-grad FX node names
+    graph: Place | None  # where the post-grad graph it was generated from is in the tree
+    title: str
+
+    def kernel_of(self, node: str) -> Kernel | None:
+        """The first kernel (in the code's order) that computes FX node `node`."""
+        return next((k for k in self.kernels if node in self.origins.get(k.name, ())), None)
 
 
 @dataclass
@@ -137,6 +155,36 @@ class CaptureSession:
             return None
         lines = code.splitlines()
         return GraphText(place.rank, gid, lines, CodeIndex(lines), f"{place.label(self.outline)} · {gid} · {len(lines)} lines")
+
+    def place_of_gid(self, rank: int, pipeline: int, gid: str) -> Place | None:
+        """The tree's place showing graph `gid` in a pipeline (the latest pass that output it)."""
+        pl = self.pipeline(rank, pipeline)
+        if pl is None:
+            return None
+        for p in reversed(pl.passes):
+            for role, g in p.after.items():
+                if g == gid:
+                    return Place(rank, pipeline, p.seq, role)
+        return Place(rank, pipeline) if pl.traced == gid else None
+
+    def output_code(self, place: Place) -> tuple[OutputCodeText | None, int]:
+        """(the last code Inductor generated from the place's pipeline on its rank, how many it
+        generated from it): a recompile replaces the code, so the last one is what ran last."""
+        with self.lock:
+            mine = [oc for oc in output_codes(self.cap, place.rank) if (pl := pipeline_of(self.cap, oc)) is not None and pl.index == place.pipeline]
+            if not mine:
+                return None, 0
+            oc = mine[-1]
+            text = code_text(self.cap, oc)
+        if text is None:
+            return None, len(mine)
+        lines = text.splitlines()
+        kernels = kernels_of(text)
+        graph = self.place_of_gid(place.rank, place.pipeline, oc.graph) if oc.graph else None
+        cid = f" · compile {oc.compile_id}" if oc.compile_id else ""
+        more = f" · last of {len(mine)}" if len(mine) > 1 else ""
+        title = f"rank {place.rank} · graph {place.pipeline}{cid} · {oc.oid} · {len(kernels)} kernels · {len(lines)} lines{more}"
+        return OutputCodeText(place.rank, oc.oid, lines, kernels, dict(oc.origins), graph, title), len(mine)
 
     def pass_diff(self, place: Place) -> DiffResult | None:
         p = self.pass_entry(place)

@@ -73,6 +73,45 @@ class ViewActions:
         else:
             self.refresh_view()
 
+    # -- FX node <-> Inductor kernel --------------------------------------------------------------
+
+    def action_goto_kernel(self) -> None:
+        """From the node under the code view's cursor to the kernel that computes it."""
+        if self.active_view != "code" or self.place is None:
+            self.notify("i: put the cursor on a node in the code view", severity="warning", timeout=3)
+            return
+        node = self.code_view.node_at_cursor()
+        if node is None:
+            self.notify("no node defined on this line", severity="warning", timeout=3)
+            return
+        self.kernel_from_node = node  # I comes back to it
+        self.pending_jump = ("output-code", node, None, self.place)
+        self.show_view("output-code")
+        if not self.output_code_view.loading:  # already showing this pipeline's code: jump now
+            self._apply_pending_jump("output-code")
+
+    def action_goto_fx_node(self) -> None:
+        """From the kernel under the output code's cursor back to an FX node it computes, in the
+        post-grad graph the code was generated from: the node i came from, else its first node."""
+        w = self.output_code_view
+        code = w.code
+        k = w.kernel_at_cursor() if self.active_view == "output-code" else None
+        nodes = code.origins.get(k.name, []) if k is not None and code is not None else []
+        if not nodes:
+            what = f"kernel {k.name} has no recorded FX nodes" if k is not None else "I: put the cursor on a kernel in the output code view"
+            self.notify(what, severity="warning", timeout=3)
+            return
+        node = self.kernel_from_node if self.kernel_from_node in nodes else nodes[0]
+        target = code.graph or self.place
+        self.pending_jump = ("code", node, None, target)
+        if target != self.place:
+            self.query_one("#views").active = "code"
+            self.open_place(target)
+            return
+        self.show_view("code")
+        if not self.code_view.loading:
+            self._apply_pending_jump("code")
+
     # -- copy, export, replay --------------------------------------------------------------------------
 
     def action_copy_line(self) -> None:

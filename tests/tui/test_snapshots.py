@@ -40,3 +40,20 @@ def test_snapshot_pass_diff_side_by_side(snap_compare, tui_small_capture):
 def test_snapshot_findings(snap_compare, tui_small_capture):
     app = InspectApp(str(tui_small_capture))
     assert snap_compare(app, terminal_size=SIZE, run_before=_prepare(keys=("4",)))
+
+
+def test_snapshot_output_code_kernel_of_a_node(snap_compare, bundled_capture):
+    """i on relu in the code view: the generated code, on the Triton kernel that computes it."""
+
+    async def run_before(pilot) -> None:
+        await settle(pilot)
+        app = pilot.app
+        app.sub_title = "h200x2-codegen-per-rank"  # the unpacked path differs from machine to machine
+        app.code_view.goto_node("relu")
+        await pilot.press("i")
+        await settle(pilot)
+        app.clear_notifications()
+        await pilot.pause()
+
+    app = InspectApp(str(bundled_capture("h200x2-codegen-per-rank")))
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)

@@ -33,6 +33,9 @@ class OutputCodeView(CodeView):
         self.mark = Mark(k.first, 0, len(k.name))
         self._cache.clear()
         self.set_cursor(k.first, center=True)
+        # a view just filled has not had its new height laid out yet, so that scroll was clamped
+        # to the old range: scroll again once it has
+        self.call_after_refresh(self.scroll_to_row, k.first, center=True)
         self.refresh()
         return True
 

@@ -525,7 +525,8 @@ class InspectApp(CaptureLoading, ViewActions, App[int]):
         if ok:
             w.focus()
         elif view == "output-code":
-            self.notify(f"no kernel in the generated code computes node {node}", severity="warning")
+            if w.code is not None:  # else the view says that there is no code
+                self.notify(f"no kernel in the generated code computes node {node}", severity="warning")
         else:
             self.notify(f"node {node} is not in this view", severity="warning")
 

@@ -21,6 +21,7 @@ The tree on the left lists the run, each rank, each traced graph and the passes 
   [b]5 Symbols[/b]    unbacked symbols of the graph: who binds them, who uses them, stale ones
   [b]6 Devices[/b]    each rank's own device and the devices baked into the graph
   [b]7 Problems[/b]   what could not be read, as file:line: message
+  [b]8 Output code[/b] the code Inductor generated for the pipeline; i: from a node to its kernel, I: back
 
 Keys can be remapped by binding id in ~/.config/graphtrain-inspect/keymap.toml (or --keymap FILE), one line per binding:  "app.replay" = "ctrl+r"
 """

@@ -30,7 +30,7 @@ import sys
 from typing import Any
 
 from graphtrain_inspect.inspector.diff.render import Style, want_color
-from graphtrain_inspect.inspector.replay.report import check_lines, header_line, outcome_json, outcome_lines
+from graphtrain_inspect.inspector.replay.report import check_lines, header_line, outcome_ids, outcome_json, outcome_lines
 
 PROG = "graphtrain-inspect replay"
 
@@ -116,12 +116,12 @@ def _replay(cap: Any, target: Any, peer_recs: dict, origin: str, args: argparse.
         out = r.run()
     except (ReplayError, Refused) as e:
         if args.json:
-            _print_json({"verdict": "cannot-load", "reason": str(e), **_ids(target)})
+            _print_json({"verdict": "cannot-load", "reason": str(e), **outcome_ids(target)})
         return _fail(str(e))
     except Exception as e:  # noqa: BLE001 - never a traceback: say what failed in one line
         msg = f"replay failed outside the pass: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
         if args.json:
-            _print_json({"verdict": "cannot-load", "reason": msg, **_ids(target)})
+            _print_json({"verdict": "cannot-load", "reason": msg, **outcome_ids(target)})
         return _fail(msg)
     for line in outcome_lines(r, out, origin, st, args.limit, with_fn=args.fn is not None):
         say(line)

@@ -113,7 +113,7 @@ def check_lines(delta: Any, rec: Any, st: Style, peer_outs: dict) -> list[str]:
 # JSON
 
 
-def _ids(target: Any) -> dict[str, Any]:
+def outcome_ids(target: Any) -> dict[str, Any]:
     rec = target.rec
     return {"pass": rec.name, "seq": rec.seq, "rank": target.rank, "occurrence": target.occurrence, "before": rec.before, "after": rec.after}
 
@@ -122,7 +122,7 @@ def outcome_json(target: Any, out: Any, delta: Any, peer_outs: dict) -> dict[str
     doc: dict[str, Any] = {
         "verdict": out.verdict,
         "reason": out.reason,
-        **_ids(target),
+        **outcome_ids(target),
         "result": out.view.gid if out.view is not None else None,
         "nodes": out.view.tables.node_count if out.view is not None else None,
         "exception": {"type": type(out.exception).__name__, "message": str(out.exception)[:2000]} if out.exception is not None else None,

@@ -175,3 +175,19 @@ def test_gpu_capture_of_another_torch_replays_here(tmp_path):
     finally:
         bugs.reset()
         bugs.enable(saved)
+
+
+def test_replay_that_cannot_load_says_so_in_json(tmp_path):
+    """A setup hook that cannot be imported: one line on stderr, and with --json a `cannot-load`
+    verdict naming the pass application (the JSON path once named a helper that had moved)."""
+    import tarfile
+
+    from tests.capture_utils import run_cli
+
+    with tarfile.open(Path(__file__).parents[1] / "programs" / "replay_h200_cuda_device_literal.tar.xz") as tf:
+        tf.extractall(tmp_path, members=[m for m in tf.getmembers() if m.isfile() or m.isdir()])
+    r = run_cli("replay", str(tmp_path / "gpu"), "--pass", "place_devices", "--rank", "1", "--batch", "--json", "--trust", "--setup", "nosuchmod:f")
+    doc = json.loads(r.stdout)
+    assert (doc["verdict"], doc["pass"], doc["rank"]) == ("cannot-load", "place_devices", 1)
+    assert "cannot import nosuchmod" in doc["reason"]
+    assert r.stderr.strip().splitlines() == ["graphtrain-inspect replay: cannot import nosuchmod: ModuleNotFoundError: No module named 'nosuchmod'"]

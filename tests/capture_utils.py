@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -47,3 +48,52 @@ def records(log: Path) -> list[tuple[str, dict, object]]:
 
 def payloads(log: Path, kind: str) -> list:
     return [p for k, _, p in records(log) if k == kind]
+
+
+def tlparse_exe() -> str:
+    """The tlparse of the dev extras (a binary installed beside this Python)."""
+    import shutil
+
+    found = shutil.which("tlparse") or str(Path(sys.executable).with_name("tlparse"))
+    assert Path(found).exists(), "tlparse (dev extra) is not installed"
+    return found
+
+
+class Plant:
+    """Pickles to `open(path, "w")`: loading it creates the file."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def rewrite_log(log: Path, replace: dict[bytes, bytes]) -> int:
+    """Replace bytes inside record payloads, keeping each record's md5 right. Returns records changed."""
+    lines = log.read_bytes().split(b"\n")
+    out: list[bytes] = []
+    changed = 0
+    i = 0
+    while i < len(lines):
+        head = lines[i]
+        i += 1
+        if not head or head.startswith(b"\t"):
+            out.append(head)
+            continue
+        body = []
+        while i < len(lines) and lines[i].startswith(b"\t"):
+            body.append(lines[i])
+            i += 1
+        new_body = body
+        for a, b in replace.items():
+            new_body = [l.replace(a, b) for l in new_body]
+        if new_body != body:
+            env = logformat.parse_envelope_line(head)
+            old, new = env["has_payload"], hashlib.md5(b"\n".join(l[1:] for l in new_body)).hexdigest()
+            head = head.replace(old.encode(), new.encode())
+            changed += 1
+        out.append(head)
+        out.extend(new_body)
+    log.write_bytes(b"\n".join(out))
+    return changed

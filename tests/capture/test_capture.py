@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from graphtrain_inspect.capture import logformat
-from tests.capture_utils import ROOT, loss_lines, payloads, records, run_cli, run_plain, torchrun
+from tests.capture_utils import ROOT, loss_lines, payloads, records, run_cli, run_plain, tlparse_exe, torchrun
 
 PASSES = "tests.programs.joint_passes"
 
@@ -106,7 +106,7 @@ def test_blobs_are_content_addressed(joint):
 
 def test_tlparse_reads_every_log(joint, tmp_path):
     out, _, _ = joint
-    tl = _tlparse()
+    tl = tlparse_exe()
     for rank in (0, 1):
         r = subprocess.run([tl, str(log_of(out, rank)), "-o", str(tmp_path / f"r{rank}"), "--strict", "--strict-compile-id", "--no-browser"], capture_output=True, text=True)
         assert r.returncode == 0, r.stderr
@@ -114,15 +114,6 @@ def test_tlparse_reads_every_log(joint, tmp_path):
     r = subprocess.run([tl, str(out), "--all-ranks-html", "-o", str(tmp_path / "all"), "--no-browser"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "all" / "rank_1" / "index.html").exists()
-
-
-def _tlparse() -> str:
-    import shutil
-    from pathlib import Path
-
-    found = shutil.which("tlparse") or str(Path(sys.executable).with_name("tlparse"))
-    assert Path(found).exists(), "tlparse (dev extra) is not installed"
-    return found
 
 
 def test_named_functions_and_failing_pass(tmp_path):

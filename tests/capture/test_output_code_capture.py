@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from graphtrain_inspect.capture import logformat
-from tests.capture_utils import payloads, run_cli, torchrun
+from tests.capture_utils import payloads, run_cli, tlparse_exe, torchrun
 
 pytestmark = pytest.mark.slow
 
@@ -84,8 +81,7 @@ def test_ls_lists_generated_code_as_the_last_stage(captured):
 
 
 def test_tlparse_strict_accepts_the_logs(captured, tmp_path):
-    tl = shutil.which("tlparse") or str(Path(sys.executable).with_name("tlparse"))
-    assert Path(tl).exists(), "tlparse (dev extra) is not installed"
+    tl = tlparse_exe()
     for rank in (0, 1):
         log = captured / logformat.log_file_name(rank)
         p = subprocess.run([tl, str(log), "-o", str(tmp_path / f"tl{rank}"), "--strict", "--strict-compile-id", "--no-browser"], capture_output=True, text=True, timeout=300)

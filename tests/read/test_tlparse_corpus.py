@@ -18,7 +18,7 @@ from graphtrain_inspect.inspector.read.capture_index import open_capture
 from graphtrain_inspect.inspector.checks import run_checks
 from graphtrain_inspect.inspector.read.logscan import LogFile
 from graphtrain_inspect.inspector.read.progressive import ChunkedLogFile
-from tests.capture.test_capture import _tlparse
+from tests.capture_utils import tlparse_exe
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "tlparse_inputs"
 ARCHIVE = DATA / "strict_accepted.tar.xz"
@@ -41,7 +41,7 @@ def corpus(tmp_path_factory) -> Path:
 
 
 def _strict(path: Path, out: Path) -> int:
-    return subprocess.run([_tlparse(), str(path), "-o", str(out), "--strict", "--no-browser"], capture_output=True).returncode
+    return subprocess.run([tlparse_exe(), str(path), "-o", str(out), "--strict", "--no-browser"], capture_output=True).returncode
 
 
 def test_the_corpus_is_what_tlparse_accepts(corpus, tmp_path):

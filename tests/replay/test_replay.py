@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from graphtrain_inspect.capture import logformat
-from tests.capture_utils import ROOT, run_cli
+from tests.capture_utils import ROOT, Plant, rewrite_log, run_cli
 
 ALL_BUGS = ("device-literal", "rank-baked", "rank-divergent", "stale-symbol")
 SETUP = "tests.programs.replay_sample:bugs_from_argv"
@@ -241,46 +241,6 @@ def test_passes_that_cannot_be_replayed_say_why():
 # Trust: nothing in a refused capture runs
 
 
-class _Plant:
-    """Pickles to `open(path, "w")`: loading it creates the file."""
-
-    def __init__(self, path: str):
-        self.path = path
-
-    def __reduce__(self):
-        return (open, (self.path, "w"))
-
-
-def rewrite_log(log: Path, replace: dict[bytes, bytes]) -> int:
-    """Replace bytes inside record payloads, keeping each record's md5 right. Returns records changed."""
-    lines = log.read_bytes().split(b"\n")
-    out: list[bytes] = []
-    changed = 0
-    i = 0
-    while i < len(lines):
-        head = lines[i]
-        i += 1
-        if not head or head.startswith(b"\t"):
-            out.append(head)
-            continue
-        body = []
-        while i < len(lines) and lines[i].startswith(b"\t"):
-            body.append(lines[i])
-            i += 1
-        new_body = body
-        for a, b in replace.items():
-            new_body = [l.replace(a, b) for l in new_body]
-        if new_body != body:
-            env = logformat.parse_envelope_line(head)
-            old, new = env["has_payload"], hashlib.md5(b"\n".join(l[1:] for l in new_body)).hexdigest()
-            head = head.replace(old.encode(), new.encode())
-            changed += 1
-        out.append(head)
-        out.extend(new_body)
-    log.write_bytes(b"\n".join(out))
-    return changed
-
-
 def _copy_with_planted_blob(sample_dir: Path, dest: Path, *, rewrite_sha: bool, manifest: dict | None = None) -> tuple[Path, Path]:
     """A copy of the capture where the blob of place_devices' input on rank 0 creates a marker
     file when unpickled. rewrite_sha: the log is made to name the planted blob (a consistent
@@ -293,7 +253,7 @@ def _copy_with_planted_blob(sample_dir: Path, dest: Path, *, rewrite_sha: bool, 
     p = cap.find_passes("place_devices", 0)[0]
     ref = p.blobs[p.before]
     cap.close()
-    evil = pickle.dumps(_Plant(str(marker)))
+    evil = pickle.dumps(Plant(str(marker)))
     if rewrite_sha:
         sha = hashlib.sha256(evil).hexdigest()
         (dest / logformat.blob_relpath(sha)).write_bytes(evil)

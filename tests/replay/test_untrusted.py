@@ -22,7 +22,7 @@ import pytest
 
 from graphtrain_inspect.capture import logformat
 from graphtrain_inspect.inspector.read.capture_index import open_capture
-from tests.replay.test_replay import _Plant, rewrite_log
+from tests.capture_utils import Plant, rewrite_log
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +32,7 @@ def planted(sample_capture, tmp_path_factory):
     d = tmp_path_factory.mktemp("untrusted") / "planted"
     shutil.copytree(src, d, ignore=shutil.ignore_patterns("*.gpkl"))
     marker = d.parent / "unpickled-marker"
-    evil = pickle.dumps(_Plant(str(marker)))
+    evil = pickle.dumps(Plant(str(marker)))
     sha = hashlib.sha256(evil).hexdigest()
     (d / logformat.BLOB_DIR / f"{sha}{logformat.BLOB_SUFFIX}").write_bytes(evil)
     cap = open_capture(str(src))

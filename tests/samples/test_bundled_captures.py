@@ -9,7 +9,7 @@ import pytest
 from graphtrain_inspect.inspector.read import bundled
 from graphtrain_inspect.inspector.read.capture_index import open_capture
 from graphtrain_inspect.inspector.checks import run_checks
-from tests.capture.test_capture import _tlparse
+from tests.capture_utils import tlparse_exe
 
 # capture (without its hardware prefix) -> the (kind, blamed pass, layer) of every error and warning
 EXPECTED = {
@@ -57,5 +57,5 @@ def test_tlparse_reads_gpu_logs(tmp_path):
     logs = sorted(path.glob("dedicated_log_torch_trace_rank_*_gti.log"))
     assert len(logs) == 4
     for log in logs:
-        r = subprocess.run([_tlparse(), str(log), "-o", str(tmp_path / log.stem), "--strict", "--strict-compile-id", "--no-browser"], capture_output=True, text=True)
+        r = subprocess.run([tlparse_exe(), str(log), "-o", str(tmp_path / log.stem), "--strict", "--strict-compile-id", "--no-browser"], capture_output=True, text=True)
         assert r.returncode == 0, r.stderr

@@ -104,4 +104,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from graphtrain_inspect.samples.worker_exit import end_worker
+
+    end_worker(main())  # not sys.exit: gloo can abort a finalizing interpreter (worker_exit says why)

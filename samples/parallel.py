@@ -47,22 +47,37 @@ _all_to_all = _pick("all_to_all_single")
 _all_reduce = _pick("all_reduce")
 
 
+def _waited(t: torch.Tensor) -> torch.Tensor:
+    """An eager collective's result, waited for at once, as a traced graph does it (make_fx puts
+    ``wait_tensor`` right after each collective).
+
+    Why not leave eager results asynchronous (``AsyncCollectiveTensor``, waited on first use):
+    on gloo with torch 2.13 that path corrupted the heap in about 1 of 12 two-rank eager runs
+    of this sample ("malloc(): unaligned tcache chunk detected", SIGABRT inside ``wait_tensor``
+    a few steps in); waiting at once: 0 in 60 (the one failure in those 60 was the teardown abort
+    that ``worker_exit`` explains). Eager and traced runs then also do the same thing in the same
+    order, which their bitwise loss comparison relies on."""
+    if isinstance(t, funcol.AsyncCollectiveTensor):
+        return t.wait()
+    return t
+
+
 def all_gather(shard: torch.Tensor, group: str, group_size: int) -> torch.Tensor:
     """FSDP unshard along dim 0 (autograd: backward is a reduce-scatter, sum)."""
     if group_size == 1:
         return shard
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
-        return _all_gather_autograd(shard, 0, group)
+        return _waited(_all_gather_autograd(shard, 0, group))
 
 
 def all_to_all(x, output_splits, input_splits, group: str, *, autograd: bool = True):
     fn = _all_to_all_autograd if autograd else _all_to_all
-    return fn(x, output_splits, input_splits, group)
+    return _waited(fn(x, output_splits, input_splits, group))
 
 
 def all_reduce_sum(x: torch.Tensor, group: str) -> torch.Tensor:
-    return _all_reduce(x, "sum", group)
+    return _waited(_all_reduce(x, "sum", group))
 
 
 # ---------------------------------------------------------------------------

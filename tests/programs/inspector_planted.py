@@ -57,4 +57,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    from graphtrain_inspect.samples.worker_exit import end_worker
+
     main()
+    end_worker()  # gloo can abort a finalizing interpreter (worker_exit says why)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
-from graphtrain_inspect.inspector.read.graphmodel import device_of_leaf, iter_leaves
+from graphtrain_inspect.inspector.read.graphmodel import device_of_leaf, is_ref, iter_leaves
 from graphtrain_inspect.inspector.read.stages import StageKey
 
 _IGNORED_TARGET_PREFIXES = ("aten._assert", "aten.sym_constrain_range", "aten._print", "torch._assert")
@@ -60,7 +60,7 @@ def literal_sites(ctx: CheckContext, key: StageKey, group: list[int]) -> list[Si
                 target = n.a.get("target")
                 if str(target).startswith(_IGNORED_TARGET_PREFIXES):
                     continue
-                changes = [(w, x, y) for w, x, y in n.args if w not in ("op", "target") and not _is_ref(x) and not _is_ref(y)]
+                changes = [(w, x, y) for w, x, y in n.args if w not in ("op", "target") and not is_ref(x) and not is_ref(y)]
                 for w, x, y in n.meta:
                     if w == "attr" and isinstance(x, dict) and isinstance(y, dict) and x.get("value") != y.get("value"):
                         vx, vy = x.get("value"), y.get("value")
@@ -110,10 +110,6 @@ def _aligned(d: Any) -> dict[tuple[str, str], str]:
             if n.a is not None and n.b is not None:
                 al[(sub.path, n.a["name"])] = n.b["name"]
     return al
-
-
-def _is_ref(v: Any) -> bool:
-    return isinstance(v, dict) and len(v) == 1 and "n" in v
 
 
 _ABSENT = object()

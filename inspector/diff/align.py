@@ -224,7 +224,7 @@ class Parts:
                     i += 1
                     tv = type(v)
                     if tv is dict:
-                        if len(v) == 1 and "n" in v:
+                        if len(v) == 1 and type(v.get("n")) is str:  # a ref (graphmodel.is_ref)
                             rf.append((arg_paths[i], v["n"]))
                             continue
                     elif tv is int or tv is bool or v is None:
@@ -338,7 +338,7 @@ def _walk(value: Any, path: str, rf: list, lt: list, leaf_norm: Callable[[Any, A
         return fl
     if t is dict:
         if len(value) == 1:
-            if "n" in value:
+            if type(value.get("n")) is str:  # a ref (graphmodel.is_ref)
                 rf.append((path, value["n"]))
                 return 0
             if "dict" in value and type(value["dict"]) is list:

@@ -158,7 +158,9 @@ def row_leaves(row: dict[str, Any]) -> Iterator[tuple[str, Any]]:
 
 
 def is_ref(v: Any) -> bool:
-    return isinstance(v, dict) and len(v) == 1 and "n" in v
+    """A reference to another node: `{"n": NAME}` with a string name (anything else under "n"
+    in a damaged or hand-made table is a literal, never a name to look up)."""
+    return isinstance(v, dict) and len(v) == 1 and type(v.get("n")) is str
 
 
 def device_of_leaf(v: Any) -> str | None:

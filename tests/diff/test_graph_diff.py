@@ -49,6 +49,17 @@ def test_alignment_is_structural_not_by_name():
     assert ("relu", "relu_1") not in ch  # renamed only: the same node
 
 
+def test_a_non_string_under_n_is_a_literal_not_a_reference():
+    # from the reader fuzzer: a consistent JSON edit made {"n": [1]} of a reference; the
+    # alignment took the list for a node name and failed (unhashable), a traceback for the user
+    a = rows(("add", "aten.add.Tensor", [{"n": "x"}, 1]), ("mul", "aten.mul.Tensor", [{"n": "add"}, {"n": [1]}]))
+    b = rows(("add", "aten.add.Tensor", [{"n": "x"}, 1]), ("mul", "aten.mul.Tensor", [{"n": "add"}, {"n": [2]}]))
+    d = gdiff.diff_tables(a, b)
+    assert d.counts == {"added": 0, "removed": 0, "changed": 1}
+    (c,) = d.changes()
+    assert c.names == ("mul", "mul") and c.args == [("args[1]", {"n": [1]}, {"n": [2]})]
+
+
 def test_pass_diff_and_text(tmp_path):
     w = CaptureWriter(tmp_path, world_size=1)
     rw = w.rank(0)

@@ -30,6 +30,7 @@ import sys
 import orjson
 
 from graphtrain_inspect.capture.rank_ranges import format_ranks, values_by_rank
+from graphtrain_inspect.inspector.cli.common import open_or_fail
 from graphtrain_inspect.inspector.diff.render import Style, add_common_arguments, print_read_errors, truncate, want_color
 
 _LEVELS = ("error", "warning", "info")
@@ -183,15 +184,10 @@ def render(report, st: Style, width: int, hidden: int = 0) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     import shutil
 
-    from graphtrain_inspect.inspector.read.capture_index import CaptureUnreadable, open_capture
     from graphtrain_inspect.inspector.checks import SEVERITY_RANK, check_report
     from graphtrain_inspect.inspector.cli.ls import simulated_line
 
-    try:
-        cap = open_capture(args.dir, source=args.source)
-    except CaptureUnreadable as e:
-        print(f"graphtrain-inspect check: {e}", file=sys.stderr)
-        return 2
+    cap = open_or_fail(args.dir, args.source)
     with cap:
         from graphtrain_inspect.inspector.checks.parallel import default_jobs
 

@@ -21,6 +21,7 @@ import sys
 
 import orjson
 
+from graphtrain_inspect.inspector.cli.common import CommandError, open_or_fail
 from graphtrain_inspect.inspector.diff.render import Style, add_common_arguments, print_read_errors, truncate, want_color
 
 
@@ -43,11 +44,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--width", type=int, help="line width for --side-by-side (default: the terminal's)")
     p.add_argument("--json", action="store_true", help="node changes as one JSON document")
     add_common_arguments(p)
-
-
-def _fail(msg: str) -> int:
-    print(f"graphtrain-inspect diff: {msg}", file=sys.stderr)
-    return 2
 
 
 def _node_lines(d, st: Style, limit: int = 400) -> list[str]:
@@ -130,15 +126,11 @@ def run(args: argparse.Namespace) -> int:
 
         return diff_output_code.run(args, _text_lines)
     if not args.pass_name:
-        return _fail("--pass NAME (or --output-code) is required")
+        raise CommandError("--pass NAME (or --output-code) is required")
     from graphtrain_inspect.inspector.diff import graph_diff as gdiff
-    from graphtrain_inspect.inspector.read.capture_index import CaptureUnreadable, open_capture
     from graphtrain_inspect.inspector.read.stages import StageIndex
 
-    try:
-        cap = open_capture(args.dir, source=args.source)
-    except CaptureUnreadable as e:
-        return _fail(str(e))
+    cap = open_or_fail(args.dir, args.source)
     st = Style(want_color(args.color))
     out: list[str] = []
     docs: list[dict] = []
@@ -149,14 +141,14 @@ def run(args: argparse.Namespace) -> int:
             try:
                 ra, rb = (int(x) for x in args.ranks.split(","))
             except ValueError:
-                return _fail(f"--ranks wants two ranks like 0,1, not {args.ranks!r}")
+                raise CommandError(f"--ranks wants two ranks like 0,1, not {args.ranks!r}")
             for r in (ra, rb):
                 if r not in cap.ranks:
-                    return _fail(f"no rank {r} in {args.dir} (ranks: {cap.ranks})")
+                    raise CommandError(f"no rank {r} in {args.dir} (ranks: {cap.ranks})")
             keys = index.find(args.pass_name, ra) or index.find(args.pass_name)
             keys = _select(keys, args)
             if not keys:
-                return _fail(f"no pass {args.pass_name!r} on rank {ra} (passes: {', '.join(cap.pass_names()[:20])})")
+                raise CommandError(f"no pass {args.pass_name!r} on rank {ra} (passes: {', '.join(cap.pass_names()[:20])})")
             for key in keys:
                 stages = index.across(key)
                 title = f"{key.label()} ({key.pipeline_label()}): rank {ra} vs rank {rb}"
@@ -183,14 +175,14 @@ def run(args: argparse.Namespace) -> int:
         else:
             rank = args.rank if args.rank is not None else (cap.ranks[0] if cap.ranks else 0)
             if rank not in cap.ranks:
-                return _fail(f"no rank {rank} in {args.dir} (ranks: {cap.ranks})")
+                raise CommandError(f"no rank {rank} in {args.dir} (ranks: {cap.ranks})")
             if args.pass_name == "trace":
-                return _fail("the traced graph has no 'before': compare it across ranks with --ranks A,B")
+                raise CommandError("the traced graph has no 'before': compare it across ranks with --ranks A,B")
             passes = [p for p in cap.find_passes(args.pass_name, rank) if p.before is not None]
             passes = _select_passes(passes, args)
             if not passes:
                 names = ", ".join(cap.pass_names()[:20])
-                return _fail(f"no pass {args.pass_name!r} on rank {rank} (passes: {names})")
+                raise CommandError(f"no pass {args.pass_name!r} on rank {rank} (passes: {names})")
             for p in passes:
                 roles = [r for r in p.after if not args.role or r == args.role]
                 title = f"#{p.seq} {p.name} on rank {rank} (pipeline {p.pipeline}{', compile ' + p.compile_id if p.compile_id else ''})"

@@ -18,10 +18,7 @@ from typing import Any
 
 import orjson
 
-
-def _fail(msg: str) -> int:
-    print(f"graphtrain-inspect diff: {msg}", file=sys.stderr)
-    return 2
+from graphtrain_inspect.inspector.cli.common import CommandError, open_or_fail
 
 
 def _pick(keys: list[str], want: str | None) -> list[str]:
@@ -34,13 +31,9 @@ def run(args: argparse.Namespace, text_lines: Any) -> int:
     from graphtrain_inspect.inspector.diff.normalize import RankContext
     from graphtrain_inspect.inspector.diff.output_code import CodeNormalizer
     from graphtrain_inspect.inspector.diff.render import Style, print_read_errors, want_color
-    from graphtrain_inspect.inspector.read.capture_index import CaptureUnreadable, open_capture
     from graphtrain_inspect.inspector.read.output_code import code_text, compile_keys
 
-    try:
-        cap = open_capture(args.dir, source=args.source)
-    except CaptureUnreadable as e:
-        return _fail(str(e))
+    cap = open_or_fail(args.dir, args.source)
     st = Style(want_color(args.color))
     out: list[str] = []
     docs: list[dict] = []
@@ -48,7 +41,7 @@ def run(args: argparse.Namespace, text_lines: Any) -> int:
         print_read_errors(cap)
         by_key = compile_keys(cap)
         if not by_key:
-            return _fail(f"no generated code in {args.dir} (capture with Inductor hooks on, or TORCH_TRACE a torch.compile run)")
+            raise CommandError(f"no generated code in {args.dir} (capture with Inductor hooks on, or TORCH_TRACE a torch.compile run)")
         ctxs: dict[tuple, RankContext] = {}
 
         def norm(r: int, oc: Any) -> list[str] | None:
@@ -63,27 +56,27 @@ def run(args: argparse.Namespace, text_lines: Any) -> int:
         if args.compiles:
             parts = args.compiles.split(",")
             if len(parts) != 2:
-                return _fail(f"--compiles wants two compile keys like 0/0#0,1/0#0, not {args.compiles!r}")
+                raise CommandError(f"--compiles wants two compile keys like 0/0#0,1/0#0, not {args.compiles!r}")
             rank = args.rank if args.rank is not None else (cap.ranks[0] if cap.ranks else 0)
             got = []
             for k in parts:
                 ks = _pick(sorted(by_key), k)
                 oc = next((by_key[x][rank] for x in ks if rank in by_key[x]), None)
                 if oc is None:
-                    return _fail(f"no generated code of compile {k!r} on rank {rank} (compiles: {', '.join(sorted(by_key))})")
+                    raise CommandError(f"no generated code of compile {k!r} on rank {rank} (compiles: {', '.join(sorted(by_key))})")
                 got.append(oc)
             pairs.append((f"generated code on rank {rank}: compile {parts[0]} vs {parts[1]}", rank, got[0], rank, got[1]))
         else:
             try:
                 ra, rb = (int(x) for x in (args.ranks or "").split(","))
             except ValueError:
-                return _fail(f"--output-code wants --ranks A,B or --compiles K1,K2, not {args.ranks!r}")
+                raise CommandError(f"--output-code wants --ranks A,B or --compiles K1,K2, not {args.ranks!r}")
             for r in (ra, rb):
                 if r not in cap.ranks:
-                    return _fail(f"no rank {r} in {args.dir} (ranks: {cap.ranks})")
+                    raise CommandError(f"no rank {r} in {args.dir} (ranks: {cap.ranks})")
             keys = _pick(list(by_key), args.pipeline)
             if not keys:
-                return _fail(f"no generated code of compile {args.pipeline!r} (compiles: {', '.join(by_key)})")
+                raise CommandError(f"no generated code of compile {args.pipeline!r} (compiles: {', '.join(by_key)})")
             for k in keys:
                 per = by_key[k]
                 title = f"generated code, compile {k}: rank {ra} vs rank {rb}"

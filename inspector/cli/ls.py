@@ -15,6 +15,7 @@ import orjson
 
 from graphtrain_inspect.capture.rank_ranges import format_ranks
 from graphtrain_inspect.inspector.cli import ls_output_code
+from graphtrain_inspect.inspector.cli.common import open_or_fail
 from graphtrain_inspect.inspector.diff.render import Style, add_common_arguments, fmt_bytes, print_read_errors, want_color
 
 
@@ -275,13 +276,8 @@ def _error_lines(errs: list[dict], st: Style) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from graphtrain_inspect.inspector.read.capture_index import CaptureUnreadable, open_capture
 
-    try:
-        cap = open_capture(args.dir, source=args.source)
-    except CaptureUnreadable as e:
-        print(f"graphtrain-inspect ls: {e}", file=sys.stderr)
-        return 2
+    cap = open_or_fail(args.dir, args.source)
     with cap:
         ranks = cap.ranks
         if args.rank:

@@ -59,8 +59,13 @@ def main(argv: list[str] | None = None) -> int:
     if mod is None:
         print(f"graphtrain-inspect: '{args.command}' is not available in this version", file=sys.stderr)
         return 2
+    from graphtrain_inspect.inspector.cli.common import CommandError
+
     try:
         return int(mod.run(args) or 0)
+    except CommandError as e:
+        print(f"graphtrain-inspect {args.command}: {e}", file=sys.stderr)
+        return e.code
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

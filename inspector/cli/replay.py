@@ -29,10 +29,9 @@ import argparse
 import sys
 from typing import Any
 
+from graphtrain_inspect.inspector.cli.common import CommandError, open_or_fail
 from graphtrain_inspect.inspector.diff.render import Style, want_color
 from graphtrain_inspect.inspector.replay.report import check_lines, header_line, outcome_ids, outcome_json, outcome_lines
-
-PROG = "graphtrain-inspect replay"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -57,29 +56,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--color", choices=("auto", "always", "never"), default="auto", help="colour output (default: when a terminal)")
 
 
-def _fail(msg: str, code: int = 2) -> int:
-    print(f"{PROG}: {msg}", file=sys.stderr)
-    return code
-
-
 def run(args: argparse.Namespace) -> int:
-    from graphtrain_inspect.inspector.read.capture_index import CaptureUnreadable, open_capture
     from graphtrain_inspect.inspector.replay.plan import NotFound, Refused, check_origin, peers, read_blob, select
 
     if args.json and not args.batch:
-        return _fail("--json needs --batch")
-    try:
-        cap = open_capture(args.dir, source="capture")
-    except CaptureUnreadable as e:
-        return _fail(str(e))
+        raise CommandError("--json needs --batch")
+    cap = open_or_fail(args.dir, "capture")
     if cap.kind != "capture":
-        return _fail(f"{args.dir} holds torch's own TORCH_TRACE logs, not a graphtrain-inspect capture: nothing to replay "
+        raise CommandError(f"{args.dir} holds torch's own TORCH_TRACE logs, not a graphtrain-inspect capture: nothing to replay "
                      "(capture the training with `graphtrain-inspect capture`)")
     with cap:
         try:
             target = select(cap, args.pass_name, args.rank, args.occurrence)
         except NotFound as e:
-            return _fail(str(e))
+            raise CommandError(str(e))
         rec = target.rec
         peer_recs = peers(cap, target) if (args.peers == "all" and not args.no_check) else {}
         try:
@@ -87,13 +77,13 @@ def run(args: argparse.Namespace) -> int:
             # Verified before torch is even imported: a refused capture runs nothing.
             read_blob(cap, rec, rec.before, trust=args.trust, what="before")
         except Refused as e:
-            return _fail(f"refused: {e}")
+            raise CommandError(f"refused: {e}")
         if args.fn:
             problem = fn_problem(args.fn)
             if problem:
-                return _fail(problem)
+                raise CommandError(problem)
         if rec.source == "partitioner":
-            return _fail(f"#{rec.seq} {rec.name} is the joint-graph partitioner: it takes the joint inputs and the number of "
+            raise CommandError(f"#{rec.seq} {rec.name} is the joint-graph partitioner: it takes the joint inputs and the number of "
                          "forward outputs, which the capture does not record; it cannot be replayed (its fw/bw outputs' passes can)")
         return _replay(cap, target, peer_recs, origin, args)
 
@@ -117,12 +107,12 @@ def _replay(cap: Any, target: Any, peer_recs: dict, origin: str, args: argparse.
     except (ReplayError, Refused) as e:
         if args.json:
             _print_json({"verdict": "cannot-load", "reason": str(e), **outcome_ids(target)})
-        return _fail(str(e))
+        raise CommandError(str(e))
     except Exception as e:  # noqa: BLE001 - never a traceback: say what failed in one line
         msg = f"replay failed outside the pass: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
         if args.json:
             _print_json({"verdict": "cannot-load", "reason": msg, **outcome_ids(target)})
-        return _fail(msg)
+        raise CommandError(msg)
     for line in outcome_lines(r, out, origin, st, args.limit, with_fn=args.fn is not None):
         say(line)
     peer_outs: dict[int, Any] = {}

@@ -49,6 +49,8 @@ WORKLOADS = [
     # rank-divergent pass from pass 3 on) and its clean twin; `benchmarks.check_jobs` reads them
     Workload("30k-2r-bug", 66, 2, inductor=False, blobs=False, bugs=("rank-baked", "rank-divergent")),
     Workload("30k-2r", 66, 2, inductor=False, blobs=False),
+    # the same pair at 100k nodes: the diff target (two 100k-node graphs, < 1 s) and check there
+    Workload("100k-2r-bug", 220, 2, inductor=False, blobs=False, bugs=("rank-baked", "rank-divergent")),
     Workload("30k-8r-bug", 66, 8, inductor=False, blobs=False, bugs=("rank-baked", "rank-divergent")),
     Workload("30k-8r", 66, 8, inductor=False, blobs=False),
 ]

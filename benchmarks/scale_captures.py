@@ -56,7 +56,7 @@ WORKLOADS = [
 ]
 
 
-def generate(w: Workload, out: Path) -> Path:
+def generate(w: Workload, out: Path, torch_trace: bool = True) -> Path:
     target = out / w.name
     if (target / "manifest.json").exists():
         return target
@@ -67,7 +67,7 @@ def generate(w: Workload, out: Path) -> Path:
              "--experts", str(max(4, w.ranks)), *[a for b in w.bugs for a in ("--bug", b)]]
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(w.ranks), *train]
     passes = ["--pass", "graphtrain_inspect.samples.pipeline:PIPELINE", *(["--pass", "graphtrain_inspect.samples.pipeline:INDUCTOR_PASSES"] if w.inductor else [])]
-    cmd = [sys.executable, "-m", "graphtrain_inspect.inspector.cli", "capture", "--out", str(target), "--torch-trace", *passes,
+    cmd = [sys.executable, "-m", "graphtrain_inspect.inspector.cli", "capture", "--out", str(target), *(["--torch-trace"] if torch_trace else []), *passes,
            *([] if w.blobs else ["--no-blobs"]), *([] if w.inductor else ["--no-inductor"]), "--", *torchrun]
     # one thread per rank: the ranks already share the machine's cores
     env = dict(os.environ, OMP_NUM_THREADS="1")
@@ -97,6 +97,8 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
     ap.add_argument("--only", nargs="+", choices=[w.name for w in WORKLOADS])
     ap.add_argument("--list", action="store_true", help="print the workloads and exit")
+    ap.add_argument("--no-torch-trace", action="store_true",
+                    help="skip torch's own TORCH_TRACE logs (scale_bench and check_jobs read only the capture's)")
     args = ap.parse_args()
     chosen = [w for w in WORKLOADS if not args.only or w.name in args.only]
     if args.list:
@@ -106,7 +108,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     for w in chosen:
         t0 = time.monotonic()
-        path = generate(w, args.out)
+        path = generate(w, args.out, torch_trace=not args.no_torch_trace)
         print(f"{describe(path)}; {(time.monotonic() - t0) / 60:.1f} min", flush=True)
 
 

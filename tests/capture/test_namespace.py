@@ -45,11 +45,14 @@ PROJECT = {
         import passes
 
         dist.init_process_group("gloo")
-        print(f"rank {dist.get_rank()} imports:", capture.WHO, "|", inspector.WHO, "|", samples.WHO, flush=True)
+        # one write per line: the two ranks share the launcher's stdout (print writes each piece)
+        sys.stdout.write(f"rank {dist.get_rank()} imports: {capture.WHO} | {inspector.WHO} | {samples.WHO}\\n")
+        sys.stdout.flush()
         x = torch.randn(4)
         gm = make_fx(lambda x: torch.relu(x) + 1)(x)
         gm = passes.double_relu(gm, [x])
-        print(f"rank {dist.get_rank()} result", gm(x).sum().item() == ((torch.relu(x) * 2) + 1).sum().item(), flush=True)
+        sys.stdout.write(f"rank {dist.get_rank()} result {gm(x).sum().item() == ((torch.relu(x) * 2) + 1).sum().item()}\\n")
+        sys.stdout.flush()
         dist.destroy_process_group()
         """
     ),

@@ -94,7 +94,8 @@ def main() -> int:
         used = {i: b for i, b in others.items() if b}
         if used:
             foreign = "; allocated on " + ", ".join(f"cuda:{i} {b} B" for i, b in used.items())
-    print(f"rank {rank}: {'ok' if ok else 'FAILED ' + why}{foreign}", flush=True)
+    sys.stdout.write(f"rank {rank}: {'ok' if ok else 'FAILED ' + why}{foreign}\n")  # one write: ranks share stdout
+    sys.stdout.flush()
     flag = torch.tensor([0.0 if ok else 1.0], device=device)
     dist.all_reduce(flag)
     dist.destroy_process_group()

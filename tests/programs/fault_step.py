@@ -18,6 +18,7 @@ import argparse
 import os
 import resource
 import shutil
+import sys
 import time
 
 import torch
@@ -58,7 +59,8 @@ def main() -> None:
             rec.result = gm = graph_of(step)
         t = torch.full((4,), float(step + rank))
         dist.all_reduce(t)
-        print(f"rank {rank} step {step} value {t[0].item():g}", flush=True)
+        sys.stdout.write(f"rank {rank} step {step} value {t[0].item():g}\n")  # one write: ranks share stdout
+        sys.stdout.flush()
         if rank == 0 and step == args.delete_log_at:
             os.remove(os.path.join(capture_dir, logformat.log_file_name(rank)))
         if rank == 0 and step == args.remove_dir_at:

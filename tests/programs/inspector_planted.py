@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 import torch
 import torch.distributed as dist
@@ -50,7 +51,8 @@ def main() -> None:
         w = torch.randn(8, 8, requires_grad=True)
         out = compiled_step(torch.randn(4, 8), w, rank)  # joint graph, forward and backward
         out.backward(torch.ones_like(out))
-    print(f"rank {rank} done", flush=True)
+    sys.stdout.write(f"rank {rank} done\n")  # one write: ranks share stdout
+    sys.stdout.flush()
     if dist.is_initialized():
         dist.barrier()
         dist.destroy_process_group()

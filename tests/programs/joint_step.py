@@ -8,6 +8,7 @@ it; then it runs for a few steps on real tensors and prints the losses.
 
 import argparse
 import os
+import sys
 
 import torch
 import torch.distributed as dist
@@ -71,14 +72,16 @@ def main() -> None:
         try:
             gm = p(gm, example)
         except RuntimeError as e:
-            print(f"rank {rank} pass {p.__name__} raised: {e}", flush=True)
+            sys.stdout.write(f"rank {rank} pass {p.__name__} raised: {e}\n")  # one write: ranks share stdout
+            sys.stdout.flush()
     lines = []
     with torch.no_grad():
         for i in range(args.steps):
             loss, g = gm(w, x, counts)
             w -= 0.1 * g
             lines.append(f"rank {rank} step {i} loss {loss.item()!r}")
-            print(lines[-1], flush=True)
+            sys.stdout.write(lines[-1] + "\n")  # one write: ranks share stdout
+            sys.stdout.flush()
     if args.losses:
         with open(f"{args.losses}.rank{rank}", "w") as f:
             f.write("\n".join(lines) + "\n")

@@ -2,6 +2,8 @@
 C++ kernel holds `static_cast<float>(3.0)` on rank 0 and `4.0` on rank 1), another is rank-agnostic
 (a collective over a process group, a backward), whose generated code must agree across ranks."""
 
+import sys
+
 import torch
 import torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
@@ -28,7 +30,8 @@ def main() -> None:
     assert torch.allclose(out, (torch.relu(x) + y) * (rank + 3))
     loss = agnostic(x)
     loss.backward()
-    print(f"rank {rank} loss {loss.item()!r}", flush=True)
+    sys.stdout.write(f"rank {rank} loss {loss.item()!r}\n")  # one write: ranks share stdout
+    sys.stdout.flush()
     dist.destroy_process_group()
 
 

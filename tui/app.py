@@ -87,11 +87,12 @@ class InspectApp(CaptureLoading, ViewActions, App[int]):
         Binding("I", "goto_fx_node", "Output code: the FX node the kernel computes", show=False, id="app.goto-fx-node"),
     ]
 
-    def __init__(self, path: str, *, source: str = "auto", keymap: dict[str, str] | None = None, keymap_problems: list[str] | None = None, poll_seconds: float = 1.0, replay_runner=None, label: str | None = None) -> None:
+    def __init__(self, path: str, *, source: str = "auto", keymap: dict[str, str] | None = None, keymap_problems: list[str] | None = None, poll_seconds: float = 1.0, replay_runner=None, label: str | None = None, shared_graph: bool = False) -> None:
         super().__init__()
         self.path = str(path)
         self.label = label or self.path
         self.source = source
+        self.shared_graph = shared_graph  # check --shared-graph: the device policy for a graph compiled once, loaded by every rank
         self.user_keymap = dict(keymap or {})
         self.keymap_problems = list(keymap_problems or [])
         self.poll_seconds = poll_seconds

@@ -226,7 +226,7 @@ class CaptureLoading:
 
         self.post_message(Progress("checks", "running checks…"))
         t0 = time.perf_counter()
-        result = run_checks(path, source, started=lambda proc: setattr(self, "checks_process", proc))
+        result = run_checks(path, source, shared_graph=self.shared_graph, started=lambda proc: setattr(self, "checks_process", proc))
         self.checks_process = None
         badges: dict = {}
         session = self.session

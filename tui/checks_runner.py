@@ -25,8 +25,9 @@ class CheckResult:
     error: str | None = None
 
 
-def check_argv(path: str, source: str = "auto") -> list[str]:
-    return [sys.executable, "-m", "graphtrain_inspect.inspector.cli", "check", path, "--json", "--source", source]
+def check_argv(path: str, source: str = "auto", shared_graph: bool = False) -> list[str]:
+    return [sys.executable, "-m", "graphtrain_inspect.inspector.cli", "check", path, "--json", "--source", source,
+            *(["--shared-graph"] if shared_graph else [])]
 
 
 def finding_from_json(d: dict[str, Any]) -> Finding:
@@ -45,10 +46,10 @@ def parse_report(stdout: bytes) -> CheckResult:
     return CheckResult([finding_from_json(f) for f in doc.get("findings") or []], list(summary.get("notes") or []), list(summary.get("not_run") or []))
 
 
-def run_checks(path: str, source: str = "auto", *, started=None) -> CheckResult:
+def run_checks(path: str, source: str = "auto", *, shared_graph: bool = False, started=None) -> CheckResult:
     """Run the checks; `started(proc)` is called with the child so the caller can stop it."""
     try:
-        proc = subprocess.Popen(check_argv(path, source), stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(check_argv(path, source, shared_graph), stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
     except OSError as e:
         return CheckResult(error=f"cannot run the checks: {e}")
     if started is not None:

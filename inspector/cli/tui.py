@@ -6,7 +6,8 @@ Nothing heavy at module level: textual is imported only when the command runs.
 from __future__ import annotations
 
 import argparse
-import sys
+
+from graphtrain_inspect.inspector.cli.common import CommandError
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -15,6 +16,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sample", metavar="NAME", help="open the bundled sample capture NAME (see --list-samples)")
     p.add_argument("--list-samples", action="store_true", help="list the bundled sample captures and exit")
     p.add_argument("--keymap", metavar="FILE", help="key bindings by binding id (TOML); default ~/.config/graphtrain-inspect/keymap.toml")
+    p.add_argument("--shared-graph", action="store_true",
+                   help="run the checks as check --shared-graph does: the graphs are compiled on one rank and loaded by the others")
     p.add_argument("--poll", type=float, default=1.0, metavar="SECONDS", help="how often to look for new records in a capture still being written")
 
 
@@ -49,12 +52,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         path = resolve_path(args)
     except ValueError as e:
-        print(f"graphtrain-inspect tui: {e}", file=sys.stderr)
-        return 2
+        raise CommandError(str(e)) from None
     from graphtrain_inspect.tui.app import InspectApp
     from graphtrain_inspect.tui.keymap import load_keymap
 
     keymap, problems = load_keymap(args.keymap)
-    app = InspectApp(path, source=args.source, keymap=keymap, keymap_problems=problems, poll_seconds=args.poll, label=describe(args, path))
+    app = InspectApp(path, source=args.source, keymap=keymap, keymap_problems=problems, poll_seconds=args.poll, label=describe(args, path), shared_graph=args.shared_graph)
     app.run()
     return app.return_code or 0

@@ -178,9 +178,13 @@ def run(args: argparse.Namespace) -> int:
                 raise CommandError(f"no rank {rank} in {args.dir} (ranks: {cap.ranks})")
             if args.pass_name == "trace":
                 raise CommandError("the traced graph has no 'before': compare it across ranks with --ranks A,B")
-            passes = [p for p in cap.find_passes(args.pass_name, rank) if p.before is not None]
-            passes = _select_passes(passes, args)
+            found = cap.find_passes(args.pass_name, rank)
+            passes = _select_passes([p for p in found if p.before is not None], args)
             if not passes:
+                cut = [p for p in found if p.status == "incomplete"]
+                if cut:  # listed by name below, so say why it cannot be diffed
+                    raise CommandError(f"pass #{cut[0].seq} {cut[0].name} started on rank {rank} and never finished "
+                                       "(the rank stopped inside it): no graph after it to diff")
                 names = ", ".join(cap.pass_names()[:20])
                 raise CommandError(f"no pass {args.pass_name!r} on rank {rank} (passes: {names})")
             for p in passes:

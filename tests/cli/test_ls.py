@@ -84,3 +84,7 @@ def test_ls_killed_rank(tmp_path):
     assert r.returncode == 0
     assert "started, never finished" in r.stdout and "no end record" in r.stdout
     assert "same passes and graphs" not in r.stdout  # rank 1 produced other graphs
+    # diff of the pass it died in says so, not "no pass" with the pass in the list beside it
+    r = cli("diff", d, "--pass", "killed_here", "--rank", "1")
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+        "graphtrain-inspect diff: pass #9 killed_here started on rank 1 and never finished (the rank stopped inside it): no graph after it to diff"]

@@ -44,6 +44,11 @@ CHECKS: dict[str, str] = {
     "incomplete-capture": "graphtrain_inspect.inspector.checks.incomplete",
 }
 
+# A check's name is the kind of its findings, except the codegen checks that report a kind the
+# graph checks have, with `"layer": "codegen"` (each module's KIND says the same; a test holds them).
+KIND_OF_CHECK: dict[str, str] = {"codegen-rank-baked": "rank-baked-constant", "codegen-device-baked": "device-baked"}
+FINDING_KINDS: tuple[str, ...] = tuple(dict.fromkeys(KIND_OF_CHECK.get(name, name) for name in CHECKS))
+
 
 @dataclass
 class Finding:

@@ -83,3 +83,16 @@ def test_fx_annotations_copied_into_kernel_comments_are_not_baked_literals(tmp_p
         code = wrapper(cuda_dev=r, n=r).replace("\n", "\n" + comments, 1)
         torch_log(tmp_path, r, [{"graph": post_grad("3", f"[4, 1]cuda:{r}"), "code": code}])
     assert _codegen(run_checks(open_capture(str(tmp_path)))) == []
+
+
+def test_finding_kinds_are_what_the_checks_report():
+    # the TUI's kind filter lists FINDING_KINDS: a check named codegen-rank-baked reports
+    # rank-baked-constant findings, so a filter on its name would show nothing
+    import importlib
+
+    from graphtrain_inspect.inspector.checks import CHECKS, FINDING_KINDS, KIND_OF_CHECK
+
+    kinds = {name: importlib.import_module(module).KIND for name, module in CHECKS.items()}
+    assert kinds == {name: KIND_OF_CHECK.get(name, name) for name in CHECKS}
+    assert list(FINDING_KINDS) == list(dict.fromkeys(kinds.values()))
+    assert "codegen-rank-baked" not in FINDING_KINDS and "rank-baked-constant" in FINDING_KINDS

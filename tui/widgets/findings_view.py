@@ -60,11 +60,11 @@ class FindingsView(Vertical):
         return self.query_one(RecordTable)
 
     def set_findings(self, findings: list, status: str | None = None, ranks: list[int] | None = None) -> None:
-        from graphtrain_inspect.inspector.checks import CHECKS, SEVERITIES
+        from graphtrain_inspect.inspector.checks import FINDING_KINDS, SEVERITIES
 
         self.findings = list(findings)
         options = {
-            "kind": list(dict.fromkeys([*CHECKS, *sorted({f.kind for f in findings})])),
+            "kind": list(dict.fromkeys([*FINDING_KINDS, *sorted({f.kind for f in findings})])),
             "severity": list(SEVERITIES),
             "rank": sorted(set(ranks or []) | {r for f in findings for r in f.ranks}),
             "pass": list(dict.fromkeys(f.introduced_by or "?" for f in findings)),

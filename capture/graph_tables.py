@@ -17,6 +17,7 @@ from typing import Any, Iterator
 import torch
 import torch.fx
 
+from graphtrain_inspect.capture import pass_sites
 from graphtrain_inspect.capture.symbol_usage import symbol_usage
 
 # Constants at most this many elements have their values recorded (a baked rank shows here).
@@ -219,6 +220,10 @@ def node_row(gm: torch.fx.GraphModule, node: torch.fx.Node) -> dict[str, Any]:
     frame = _last_frame(meta.get("stack_trace"))
     if frame:
         row["stack"] = frame
+    else:
+        made = pass_sites.site_of(node)  # a node a pass made: the pass's line that made it
+        if made:
+            row["created"] = made
     if _is_backward(meta):
         row["bwd"] = True
     if meta.get("recompute") is not None:

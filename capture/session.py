@@ -317,8 +317,11 @@ class Session:
         except Exception as e:  # noqa: BLE001
             self.error("pass start", e)
             return call()
+        from graphtrain_inspect.capture import pass_sites  # torch is loaded: a pass is running
+
         try:
-            result = call()
+            with pass_sites.noting():  # the line of the pass that makes each new node
+                result = call()
         except BaseException as exc:
             wall = time.perf_counter() - frame.t0
             try:

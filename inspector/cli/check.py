@@ -166,7 +166,7 @@ def render(report, st: Style, width: int, hidden: int = 0) -> list[str]:
                     lines.append(st(" " * plain_len + truncate(ev, max(20, width - plain_len)), "dim"))
                 src = source_text(f.source)
                 if src:
-                    at = "at " if f.source.get("file") else ""  # else "created by pass X"
+                    at = "" if f.source.get("created_by") or not f.source.get("file") else "at "  # else "created by pass X ..."
                     lines.append(" " * plain_len + st(at, "dim") + truncate(src, max(20, width - plain_len - len(at))))
         lines.append("")
     for n in report.not_run:

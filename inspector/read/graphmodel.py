@@ -102,6 +102,7 @@ _ROW_TYPES: dict[str, Any] = {
     "syms": list,
     "unbacked_bindings": dict,
     "stack": str,
+    "created": str,
     "bwd": bool,
     "subgraph": bool,
     "attr": dict,

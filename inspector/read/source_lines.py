@@ -4,7 +4,8 @@ A node table row's `stack` (capture/graph_tables.py keeps the innermost frame of
 `meta['stack_trace']`; fxtext.py reads the same from a graph's `# File:` comments) reads
 `File "model.py", line 42, in forward | y = x * 2`. A finding names that line as `source`:
 `{"file", "line", "code"}` (and `fn`); a node with no stack that a pass introduced gets
-`{"file": None, "line": None, "code": None, "created_by": pass}`: no model code made it.
+`{"file", "line", "code", "created_by": pass}`: no model code made it, and the file line is the
+pass's own that made the node where the capture noted it (the row's `created`), else None.
 Nothing here imports torch.
 """
 
@@ -34,18 +35,21 @@ def node_source(row: dict[str, Any] | None, introduced_by: str | None) -> dict[s
     if src is not None:
         return src
     if row is not None and introduced_by and introduced_by != "trace":
-        return {"file": None, "line": None, "code": None, "created_by": introduced_by}
+        # the pass's own line that made it, where the capture noted it (the row's `created`)
+        made = parse_frame(row.get("created")) or {"file": None, "line": None, "code": None}
+        return {**made, "created_by": introduced_by}
     return None
 
 
 def source_text(src: dict[str, Any] | None) -> str | None:
-    """One line for a table: `model.py:42  y = x * 2`, or `created by pass X`."""
+    """One line for a table: `model.py:42  y = x * 2`, or `created by pass X [at passes.py:7  code]`."""
     if not src:
         return None
-    if src.get("file") is None:
-        return f"created by pass {src.get('created_by')}" if src.get("created_by") else None
     code = src.get("code") or ""
-    return f"{src['file']}:{src['line']}" + (f"  {code}" if code else "")
+    where = f"{src['file']}:{src['line']}" + (f"  {code}" if code else "") if src.get("file") is not None else None
+    if src.get("created_by"):
+        return f"created by pass {src['created_by']}" + (f" at {where}" if where else "")
+    return where
 
 
 def surrounding_lines(src: dict[str, Any] | None, context: int = 6) -> list[tuple[int, str]] | None:

@@ -1,11 +1,13 @@
 """Where a pass made its nodes: the line of pass code that created each one.
 
 A node that a pass creates has no `stack_trace` (no model code ran), so a finding on it could only
-say "created by pass X". While a captured pass runs, `torch.fx.Graph.create_node` is wrapped to note,
-for each node it returns, the innermost calling frame outside torch and this package: the pass's
-own line (or the helper of the user's that the pass called). The note is kept beside the graph in a
-weak map from node to frame, never in the node's meta: the graph the pass returns is the one the
-training gets, untouched. The node table writes it as the row's `created` (docs/log-format.md).
+say "created by pass X". While a captured pass runs, `torch.fx.Graph.create_node` is wrapped to
+note, for each node it returns, the innermost calling frame outside torch inside the pass: the
+pass's own line (or the line of a helper of the user's that the pass called). A node that torch's
+own code made (Inductor's passes) gets no note: the frames outside torch are then the pass's
+callers. The note is kept beside the graph in a weak map from node to frame, never in the node's
+meta: the graph the pass returns is the one the training gets, untouched. The node table writes it
+as the row's `created` (docs/log-format.md).
 """
 
 from __future__ import annotations
@@ -40,8 +42,12 @@ def _caller_site() -> str | None:
     f = sys._getframe(2)  # the caller of create_node
     while f is not None:
         path = f.f_code.co_filename
-        # torch's own frames (call_function, node_copy, the tracer), ours, and generated code
-        if not (path.startswith(_TORCH_DIR) or path.startswith(_CAPTURE_DIR) or path.startswith("<")):
+        if path.startswith(_CAPTURE_DIR):
+            # the capture's call of the pass: everything below was torch's own (an Inductor pass,
+            # a pattern replacement); the frames above called the pass, they did not make the node
+            return None
+        # torch's own frames (call_function, node_copy, the tracer) and generated code
+        if not (path.startswith(_TORCH_DIR) or path.startswith("<")):
             code = linecache.getline(path, f.f_lineno).strip()
             where = f'File "{path}", line {f.f_lineno}, in {f.f_code.co_name}'
             return f"{where} | {code}" if code else where

@@ -44,3 +44,26 @@ def test_a_pass_made_node_names_the_pass_line_that_made_it(tmp_path):
     assert src["code"].startswith("rk = gm.graph.call_function")
     # traced nodes keep their model frame and get no `created`
     assert not any("created" in rows[n] for n in traced if n in rows)
+
+
+def test_a_node_made_below_the_pass_by_code_not_the_users_gets_no_line(tmp_path):
+    # a pass whose code is not a file (as torch's own passes are not the user's): the frames
+    # outside it are the pass's callers (this test), which did not make the node
+    ns: dict = {}
+    exec(compile("def add_one(gm, inputs):\n"
+                 "    out = next(n for n in gm.graph.nodes if n.op == 'output')\n"
+                 "    with gm.graph.inserting_before(out):\n"
+                 "        gm.graph.call_function(torch.ops.aten.add.Tensor, (out.args[0][0], 1))\n"
+                 "    return gm\n", "<generated pass>", "exec"), {"torch": torch}, ns)
+    gm = make_fx(lambda x: ((x * 2).sum(),))(torch.randn(4))
+    session.start(str(tmp_path))
+    try:
+        wrap_pass(ns["add_one"], qualname="generated:add_one")(gm, [])
+    finally:
+        session.stop()
+    cap = open_capture(str(tmp_path))
+    (p,) = cap.passes(0)
+    rows = cap.node_table(0, p.after["out"]).root.nodes
+    added = [r for r in rows if r["target"] == "aten.add.Tensor"]
+    assert len(added) == 1 and "created" not in added[0] and "stack" not in added[0]
+    assert source_text(node_source(added[0], "add_one")) == "created by pass add_one"

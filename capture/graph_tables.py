@@ -163,9 +163,6 @@ def _node_val(node: torch.fx.Node) -> Any:
     return meta.get("example_value")
 
 
-_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
-
-
 def _last_frame(stack: Any) -> str | None:
     """The innermost 'File "...", line N, in fn' of a stack_trace outside torch itself (the
     user's line: make_fx's traces end inside torch.nn / functional collectives), else the
@@ -178,7 +175,7 @@ def _last_frame(stack: Any) -> str | None:
         if lines[i].startswith("File "):
             code = lines[i + 1] if i + 1 < len(lines) and not lines[i + 1].startswith("File ") else ""
             frame = f"{lines[i]} | {code}" if code else lines[i]
-            if not lines[i].startswith(f'File "{_TORCH_DIR}'):
+            if not lines[i].startswith(f'File "{pass_sites.TORCH_DIR}'):
                 return frame
             innermost = innermost or frame
     return innermost or lines[-1][:300]

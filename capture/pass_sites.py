@@ -24,7 +24,8 @@ import torch
 import torch.fx
 
 _SITES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # node -> 'File "...", line N, in f | code'
-_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+# torch's own package: its frames are never the user's line (graph_tables reads stack traces by it too)
+TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 _CAPTURE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _LOCK = threading.Lock()
 _depth = 0
@@ -47,7 +48,7 @@ def _caller_site() -> str | None:
             # a pattern replacement); the frames above called the pass, they did not make the node
             return None
         # torch's own frames (call_function, node_copy, the tracer) and generated code
-        if not (path.startswith(_TORCH_DIR) or path.startswith("<")):
+        if not (path.startswith(TORCH_DIR) or path.startswith("<")):
             code = linecache.getline(path, f.f_lineno).strip()
             where = f'File "{path}", line {f.f_lineno}, in {f.f_code.co_name}'
             return f"{where} | {code}" if code else where

@@ -166,7 +166,8 @@ def render(report, st: Style, width: int, hidden: int = 0) -> list[str]:
                     lines.append(st(" " * plain_len + truncate(ev, max(20, width - plain_len)), "dim"))
                 src = source_text(f.source)
                 if src:
-                    at = "" if f.source.get("created_by") or not f.source.get("file") else "at "  # else "created by pass X ..."
+                    # the model's line reads "at model.py:42 ..."; a pass-made node's "created by pass X [at ...]"
+                    at = "at " if f.source.get("file") and not f.source.get("created_by") else ""
                     lines.append(" " * plain_len + st(at, "dim") + truncate(src, max(20, width - plain_len - len(at))))
         lines.append("")
     for n in report.not_run:

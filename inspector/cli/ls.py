@@ -276,7 +276,6 @@ def _error_lines(errs: list[dict], st: Style) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-
     cap = open_or_fail(args.dir, args.source)
     with cap:
         ranks = cap.ranks

@@ -30,7 +30,11 @@ FORMAT_NAME = "graphtrain-inspect"
 # 2: node tables are written one row per payload line (`encode_node_table`); version 1's
 #    one-line tables still decode the same way (the lines join to the same JSON). Every artifact
 #    names its payload's byte length (PAYLOAD_BYTES), so indexing reads envelope lines only.
-FORMAT_VERSION = 2
+# 3: blobs are written for the graphs a pass received (not for a graph only produced), by a
+#    forked child where it can: the reference may come after the pass record, in a `gti_blob`
+#    record (BLOB); a pass record's `blobs` lists only those known when it was written. Readers
+#    take a graph's blob from either (`blob_ref`); version 1 and 2 logs have no BLOB records.
+FORMAT_VERSION = 3
 PAYLOAD_BYTES = "payload_bytes"
 
 MANIFEST_NAME = "manifest.json"
@@ -57,6 +61,7 @@ ERROR = "gti_error"  # json: an error inside the instrumentation (training went 
 END = "gti_end"  # json: the process finished cleanly; totals
 OUTPUT_CODE = "gti_output_code"  # string: Inductor's generated wrapper and kernels, once per distinct code
 CODEGEN = "gti_codegen"  # json: one Inductor compile: its code (oid), post-grad graph (gid), compile id, kernels' FX nodes
+BLOB = "gti_blob"  # json: the blob of one graph, written when its child process finished (format 3)
 
 KINDS: dict[str, str] = {
     HEADER: "json",
@@ -71,6 +76,7 @@ KINDS: dict[str, str] = {
     END: "json",
     OUTPUT_CODE: "string",
     CODEGEN: "json",
+    BLOB: "json",
 }
 GRAPH_KINDS = (GRAPH_CODE, NODES, SYMBOLS, DEVICES)
 
@@ -144,6 +150,17 @@ def blob_relpath(sha256: str) -> str:
 
 def is_valid_sha256(text: str) -> bool:
     return len(text) == 64 and all(c in "0123456789abcdef" for c in text)
+
+
+def blob_ref(value: Any) -> dict[str, Any] | None:
+    """A blob reference as the reader keeps it, `{"sha256", "path", "bytes"}` with each value of
+    its type or None, from a pass record's `blobs` entry or a `gti_blob` payload (None: not one).
+    Whether it may be opened (the path, the sha256) is replay's and check's to decide."""
+    if not isinstance(value, dict):
+        return None
+    sha, path, size = value.get("sha256"), value.get("path"), value.get("bytes")
+    return {"sha256": sha if isinstance(sha, str) else None, "path": path if isinstance(path, str) else None,
+            "bytes": size if type(size) is int else None}
 
 
 def graph_id(code: str, node_table_json: bytes = b"") -> str:

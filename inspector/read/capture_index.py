@@ -152,6 +152,7 @@ class _Rank:
         self.rank_recs: list[Record] = []
         self.pass_recs: list[Record] = []
         self.start_recs: list[Record] = []
+        self.blob_recs: list[Record] = []  # gti_blob (format 3)
         self.error_recs: list[Record] = []
         self.end_rec: Record | None = None
         self.graphs: dict[str, GraphRef] = {}
@@ -337,8 +338,7 @@ class Capture:
                 time=_num(v.get("time")),
                 capture_errors=_int(v.get("capture_errors"), 0),
                 parent=_int(v.get("parent"), None),
-                blobs={str(k): {"sha256": _str(b.get("sha256")), "path": _str(b.get("path")), "bytes": _int(b.get("bytes"), None)}
-                       for k, b in blobs.items() if isinstance(b, dict)},
+                blobs={str(k): ref for k, b in blobs.items() if (ref := logformat.blob_ref(b)) is not None},
                 record=rec,
             )
         last_pipeline = max((p.pipeline for p in by_seq.values()), default=0)
@@ -358,8 +358,38 @@ class Capture:
                 record=rec,
             )
         out = [by_seq[k] for k in sorted(by_seq)]
+        self._merge_blobs(r, out)
         _recompute_pipelines(out)
         return out
+
+    def _merge_blobs(self, r: _Rank, passes: list[PassRecord]) -> None:
+        """Since format 3 a graph's blob may be named after the pass records of its graph (a
+        `gti_blob` record, written when the child that made it finished): every pass record gets
+        the blob of each of its graphs from wherever the rank's log names it. Blob errors reported
+        after their pass's record (`late`) are added to its capture errors."""
+        log = r.log
+        assert log is not None
+        refs: dict[str, dict[str, Any]] = {}
+        for p in passes:
+            for gid, ref in p.blobs.items():
+                refs.setdefault(gid, ref)
+        for rec in r.blob_recs:
+            v = log.payload(rec)
+            ref = logformat.blob_ref(v)
+            if ref is not None and isinstance(v.get("gid"), str):
+                refs.setdefault(v["gid"], ref)
+        late: dict[int, int] = {}
+        for rec in r.error_recs:
+            v = log.payload(rec)
+            if isinstance(v, dict) and v.get("late") is True and type(v.get("seq")) is int:
+                late[v["seq"]] = late.get(v["seq"], 0) + 1
+        if not refs and not late:
+            return
+        for p in passes:
+            for gid in (p.before, *p.after.values()):
+                if gid is not None and gid not in p.blobs and gid in refs:
+                    p.blobs[gid] = refs[gid]
+            p.capture_errors += late.get(p.seq, 0)
 
     def _torch_passes(self, r: _Rank) -> list[PassRecord]:
         """Synthesize passes from torch's graph records, one pipeline per compile id."""
@@ -990,6 +1020,8 @@ def _index_capture_rank(cap: Capture, rd: _Rank) -> None:
             rd.pass_recs.append(rec)
         elif kind == logformat.PASS_START:
             rd.start_recs.append(rec)
+        elif kind == logformat.BLOB:
+            rd.blob_recs.append(rec)
         elif kind == logformat.RANKS:
             rd.rank_recs.append(rec)
         elif kind == logformat.ERROR:

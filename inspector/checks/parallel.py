@@ -46,9 +46,10 @@ def default_jobs() -> int:
 
 def rank_diff_tasks(ctx: "CheckContext") -> list[tuple[Any, int, int, int]]:
     """(stage key, reference rank, other rank, weight) of every rank diff the checks will read
-    that is not free (identical graphs), heaviest first. (The first three are also rank_diff's
-    arguments.)"""
+    that is not free (identical graphs, or the same two graphs as an earlier stage), heaviest
+    first. (The first three are also rank_diff's arguments.)"""
     tasks = []
+    seen: set[tuple] = set()  # a pass that returned its graph unchanged: the same diff as before it
     for group in ctx.rank_groups():
         ranks = [r for r in group if ctx.index.by_rank.get(r)]
         if len(ranks) < 2:
@@ -60,8 +61,9 @@ def rank_diff_tasks(ctx: "CheckContext") -> list[tuple[Any, int, int, int]]:
                 if other not in across:
                     continue
                 ga, gb = st.gid, across[other].gid
-                if ctx.identical(ref, ga, other, gb):
+                if ctx.identical(ref, ga, other, gb) or (ref, ga, other, gb) in seen:
                     continue
+                seen.add((ref, ga, other, gb))
                 weight = (ctx.cap.node_count(ref, ga) or 1) + (ctx.cap.node_count(other, gb) or 1)
                 tasks.append((st.key, ref, other, weight))
     tasks.sort(key=lambda t: -t[3])

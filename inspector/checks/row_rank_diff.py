@@ -81,8 +81,11 @@ def rows_with(rows: list[bytes], tokens: list[bytes] = (), pattern: "re.Pattern[
                     break
             else:
                 pos = m.start() + 1
-    if not offsets:
-        return set()
+    return rows_at(rows, offsets) if offsets else set()
+
+
+def rows_at(rows: list[bytes], offsets: list[int]) -> set[int]:
+    """Positions of the rows that hold the given byte offsets of `b"\n".join(rows)`."""
     starts, pos = [], 0
     for r in rows:
         starts.append(pos)

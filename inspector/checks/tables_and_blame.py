@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Hashable, Iterable
 from graphtrain_inspect.capture import logformat
 from graphtrain_inspect.inspector.checks import Finding, NotRun
 from graphtrain_inspect.inspector.checks.row_rank_diff import positional_rank_diff
-from graphtrain_inspect.inspector.diff.graph_diff import GraphDiff, diff_tables
+from graphtrain_inspect.inspector.diff.graph_diff import GraphDiff, diff_tables, graph_normalizer
 from graphtrain_inspect.inspector.read.graphmodel import GraphTables
 from graphtrain_inspect.inspector.diff.normalize import GraphNormalizer, RankContext
 from graphtrain_inspect.inspector.read.stages import TRACE, Stage, StageIndex, StageKey
@@ -165,7 +165,7 @@ class CheckContext:
         key = (rank, gid)
         n = self._norm.get(key)
         if n is None:
-            n = GraphNormalizer(self.tables(rank, gid), self._stage_ctx(rank, gid))
+            n = graph_normalizer(self.tables(rank, gid), self._stage_ctx(rank, gid))
             self._norm.put(key, n, 1)
         return n
 
@@ -238,24 +238,32 @@ class CheckContext:
         d = None
         if ref in stages and other in stages:
             ga, gb = stages[ref].gid, stages[other].gid
+            # a pass that returned its graph unchanged on both ranks: the diff of the stage before
+            # (the same two graphs, the same normalization)
+            same_graphs = ("graphs", ref, ga, other, gb)
+            if same_graphs in self._rdiff:
+                d = self._rdiff.get(same_graphs)
+                self._rdiff.put(k, d, 1)
+                return d
             if self.identical(ref, ga, other, gb):
                 d = GraphDiff(f"rank {ref}", f"rank {other}", ga, gb, [], unlisted_same=True)
             else:
                 d = positional_rank_diff(self.cap, ref, ga, self._stage_ctx(ref, ga), other, gb, self._stage_ctx(other, gb))
-            if d is not None:
-                self._rdiff.put(k, d, 1 + sum(len(sub.nodes) for sub in d.subgraphs))
-                return d
-            ta, tb = self.tables(ref, ga), self.tables(other, gb)
-            if ta is not None and tb is not None and ga == gb:
-                d = _same_code_diff(ta, tb, ref, other)
-            elif ta is not None and tb is not None:
-                d = diff_tables(ta, tb, a_label=f"rank {ref}", b_label=f"rank {other}", norm_a=self.normalizer(ref, ga), norm_b=self.normalizer(other, gb))
-        self._rdiff.put(k, d, 1 + (sum(len(sub.nodes) for sub in d.subgraphs) if d is not None else 0))
+            if d is None:
+                ta, tb = self.tables(ref, ga), self.tables(other, gb)
+                if ta is not None and tb is not None and ga == gb:
+                    d = _same_code_diff(ta, tb, ref, other)
+                elif ta is not None and tb is not None:
+                    d = diff_tables(ta, tb, a_label=f"rank {ref}", b_label=f"rank {other}", norm_a=self.normalizer(ref, ga), norm_b=self.normalizer(other, gb))
+            self._rdiff.put(same_graphs, d, 1 + (sum(len(sub.nodes) for sub in d.subgraphs) if d is not None else 0))
+        self._rdiff.put(k, d, 1)
         return d
 
     def keep_rank_diff(self, key: StageKey, ref: int, other: int, d: GraphDiff | None) -> None:
         """Keep a rank diff made elsewhere (`check -j`: in another process) for `rank_diff`."""
-        self._rdiff.put((key, ref, other), d, 1 + (sum(len(sub.nodes) for sub in d.subgraphs) if d is not None else 0))
+        stages = self.index.across(key)
+        self._rdiff.put(("graphs", ref, stages[ref].gid, other, stages[other].gid), d, 1 + (sum(len(sub.nodes) for sub in d.subgraphs) if d is not None else 0))
+        self._rdiff.put((key, ref, other), d, 1)
 
     def parent_key(self, key: StageKey, rank: int) -> StageKey | None:
         st = self.index.across(key).get(rank)

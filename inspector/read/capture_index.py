@@ -174,7 +174,7 @@ class Capture:
         self._ranks: dict[int, _Rank] = {}
         self._tables = WeightedLRU(_TABLE_CACHE_NODES, _TABLE_CACHE_SIZE)
         self._rows = WeightedLRU(_ROWS_CACHE_BYTES, _TABLE_CACHE_SIZE)
-        self._derived: dict[tuple[str, int, str], Any] = {}
+        self._derived: dict[tuple[str, int, str | None], Any] = {}
         self._row_pool: dict[bytes, Any] = {}  # row line -> its row dict, or False (not a row)
 
     # -- ranks, headers --------------------------------------------------------------------------
@@ -669,6 +669,14 @@ class Capture:
 
     def own_device(self, rank: int, gid: str | None = None) -> str | None:
         """The device this rank computes on, from a device table (captured or inferred)."""
+        # asked for every rank diff of every stage; a device table lists every device literal
+        # of its graph, which is a lot to decode again each time
+        key = ("own", rank, gid)
+        if key not in self._derived:
+            self._derived[key] = self._own_device(rank, gid)
+        return self._derived[key]
+
+    def _own_device(self, rank: int, gid: str | None) -> str | None:
         if gid is not None:
             d = self.devices(rank, gid)
             if d and d.get("own_device"):

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import os
 import re
+from itertools import compress, repeat
+from operator import is_
 from typing import Any
 
 import orjson
@@ -56,6 +58,31 @@ def _text_binder(row: dict[str, Any]) -> bool:
     return bool(_ATEN_BINDERS.match(target))
 
 
+def _ref_names(value: Any, out: list[str]) -> None:
+    """The names of the node references (`is_ref`) among the leaves of an encoded arg, in the
+    order `iter_leaves` yields them, without making their paths."""
+    if isinstance(value, list):
+        for v in value:
+            _ref_names(v, out)
+    elif isinstance(value, dict) and len(value) == 1:
+        inner = value.get("dict")
+        if "dict" in value and isinstance(inner, list):
+            for kv in inner:
+                if isinstance(kv, list) and len(kv) == 2:
+                    _ref_names(kv[1], out)
+        elif type(value.get("n")) is str:
+            out.append(value["n"])
+
+
+def _row_refs(row: dict[str, Any]) -> list[str]:
+    """The names of the nodes a row takes as input: `row_leaves`' references, in its order."""
+    out: list[str] = []
+    _ref_names(row.get("args") or [], out)
+    for v in (row.get("kwargs") or {}).values():
+        _ref_names(v, out)
+    return out
+
+
 def stale_symbols(tables: GraphTables, symmap: dict[str, Any] | None) -> list[Observation]:
     """Observations of stale (and ShapeEnv-unknown) unbacked symbols in one graph."""
     symmap = symmap or {}
@@ -83,15 +110,17 @@ def stale_symbols(tables: GraphTables, symmap: dict[str, Any] | None) -> list[Ob
         sub_by_node = {c.parent_node: c for c in children.get(g.path, []) if c.parent_node}
         for row in g.nodes:
             op = row.get("op")
-            syms = [canon(s) for s in row_symbols(row)]
-            binds = {canon(str(s)) for s in (row.get("unbacked_bindings") or ())}
+            # (without renamings every symbol is its own canonical name: row_symbols is a copy)
+            syms = [canon(s) for s in row_symbols(row)] if renamings else row_symbols(row)
+            ub = row.get("unbacked_bindings")
+            binds = ({canon(str(s)) for s in ub} if renamings else {str(s) for s in ub}) if ub else set()
             if op == "placeholder" and is_root:
                 bound.update(syms)
                 continue
             if text and not binds and _text_binder(row):
                 binds = {s for s in syms if is_unbacked(s) and s not in bound}
             for s in syms:
-                if not is_unbacked(s) or s in bound or s in binds:
+                if s in bound or s in binds or not is_unbacked(s):
                     if s in found:
                         found[s].evidence["uses"] += 1
                     continue
@@ -116,13 +145,18 @@ def stale_symbols(tables: GraphTables, symmap: dict[str, Any] | None) -> list[Ob
                 o = Observation(key=("stale", g.path, s), severity="warning" if text else "error", message=msg, node=row["name"], subgraph=g.path or None, evidence=ev, loose_key=("stale", s))
                 found[s] = o
                 out.append(o)
-            bound.update(binds)
+            if binds:
+                bound.update(binds)
+            if not sub_by_node:
+                continue  # no subgraph of this graph to hand a scope to
             # a subgraph sees the scope of the node that uses it (its get_attr, then the HOP call)
-            if op == "get_attr" and row["name"] in sub_by_node:
-                sub_scope[row["name"]] = set(bound)
-            for _, leaf in row_leaves(row):
-                if is_ref(leaf) and leaf["n"] in sub_by_node and op != "get_attr":
-                    sub_scope[leaf["n"]] = set(bound)
+            if op == "get_attr":
+                if row["name"] in sub_by_node:
+                    sub_scope[row["name"]] = set(bound)
+            else:
+                for n in _row_refs(row):
+                    if n in sub_by_node:
+                        sub_scope[n] = set(bound)
         for node_name, child in sub_by_node.items():
             walk(child, sub_scope.get(node_name, bound), False)
         orphan = [c for c in children.get(g.path, []) if not c.parent_node]
@@ -159,11 +193,131 @@ def _scope_pattern(names: set[bytes]):
     pattern = re.compile(rb'"n(?:ame)?":"' + re.escape(prefix) + rb'([^"]*)"')
     return pattern, lambda _, m: prefix + m.group(1) in names
 
+
+_STRING_TAIL = re.compile(rb'([^"]*)"')
+
+
+def scope_rows(rows: list[bytes], names: set[bytes]) -> set[int]:
+    """The positions of the rows that name or take as input one of `names`: exactly
+    `rowdiff.rows_with(rows, (), *_scope_pattern(names))`, found faster where the names have a
+    common prefix. Then each `"PREFIX` is found with `bytes.find` (memchr speed; sre tests the
+    pattern at every `"n`, and a graph has a reference per input), and matched there as the
+    pattern would: the key before it (`"n":` or `"name":`), the rest of the string, the name;
+    after a match the search goes on past its row's end, as `rows_with`'s does."""
+    prefix = os.path.commonprefix(sorted(names))
+    if not prefix:
+        return rowdiff.rows_with(rows, (), *_scope_pattern(names))
+    joined = b"\n".join(rows)
+    quoted = b'"' + prefix
+    find, tail = joined.find, _STRING_TAIL.match
+    offsets: list[int] = []
+    at = find(quoted)
+    while at >= 0:
+        m = tail(joined, at + len(quoted))
+        if m is not None:
+            key = at - 4 if at >= 4 and joined[at - 4 : at] == b'"n":' else at - 7 if at >= 7 and joined[at - 7 : at] == b'"name":' else -1
+            if key >= 0 and prefix + m.group(1) in names:
+                offsets.append(key)
+                nl = find(b"\n", m.end())
+                if nl < 0:
+                    break
+                at = find(quoted, nl + 1)
+                continue
+        at = find(quoted, at + 1)
+    return rowdiff.rows_at(rows, offsets) if offsets else set()
+
+
 _WORD = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
 
 def _symbol_start(joined: bytes, m: "re.Match[bytes]") -> bool:
     return m.start() == 0 or joined[m.start() - 1] not in _WORD
+
+
+# `_UNBACKED_BYTES` on the rows with every digit made 0: `u0` and `zuf0`, each a literal that sre
+# finds at memchr-like speed (the alternation's two first bytes make it test every byte), the rest
+# of the line taken with the match
+_DIGITS_TO_0 = bytes.maketrans(b"123456789", b"000000000")
+_UNBACKED_LINES = ((re.compile(rb"u0[^\n]*"), b"u0"), (re.compile(rb"zuf0[^\n]*"), b"zuf0"))
+
+
+def unbacked_rows(rows: list[bytes]) -> set[int]:
+    """The positions of the rows that name an unbacked symbol: exactly
+    `rowdiff.rows_with(rows, (), _UNBACKED_BYTES, _symbol_start)` (a match of `u[0-9]` or
+    `zuf[0-9]` whose byte before is not a word byte), found at about twice its speed. With the
+    digits made 0 a match is an occurrence of `u0` or `zuf0`; each line's first one is found with
+    the rest of its line, and only when its byte before is a word byte (rare) is the line searched
+    on from the next byte. A row's answer depends on its own bytes only (a match cannot span the
+    newline between rows, which is no word byte)."""
+    joined = b"\n".join(rows).translate(_DIGITS_TO_0)
+    offsets: list[int] = []
+    for pattern, needle in _UNBACKED_LINES:
+        if needle not in joined:
+            continue
+        for m in pattern.finditer(joined):
+            at, end = m.span()
+            while at > 0 and joined[at - 1] in _WORD:
+                at = joined.find(needle, at + 1, end)
+            if at >= 0:
+                offsets.append(at)
+    return rowdiff.rows_at(rows, offsets) if offsets else set()
+
+
+# per check run: each distinct row line's answer of `unbacked_rows` (consecutive passes and other
+# ranks repeat most rows), emptied past this many rows
+_UNBACKED_MEMO_ROWS = 300_000
+
+
+def _kept(ctx: CheckContext, rank: int, gid: str) -> list[tuple[bytes, dict[str, Any], list[bytes]]] | None:
+    """Per subgraph, its head (undecoded and decoded) and the undecoded lines of the rows the walk needs (see
+    `symbol_tables`), in order; None when the table is not laid out one row per line or a head
+    does not parse."""
+    subs = ctx.cap.node_rows(rank, gid) if rowdiff.ENABLED else None
+    if subs is None:
+        return None
+    memo: dict[bytes, bool] = ctx.__dict__.setdefault("_unbacked_memo", {})
+    if len(memo) > _UNBACKED_MEMO_ROWS:
+        memo.clear()
+    try:
+        heads = [logformat.decode_sub_head(head) for head, _ in subs]
+    except orjson.JSONDecodeError:
+        return None
+    # the rows of a graph that hand a scope to one of its own subgraphs: the subgraph's get_attr
+    # (named as the subgraph's parent node), and nodes taking that node as input
+    children: dict[str, set[bytes]] = {}
+    for h in heads:
+        path, parent = str(h.get("path") or ""), h.get("parent_node")
+        if path and isinstance(parent, str):
+            children.setdefault(path.rsplit("/", 1)[0] if "/" in path else "", set()).add(parent.encode())
+    out = []
+    for h, (head, rows) in zip(heads, subs):
+        known = list(map(memo.get, rows))
+        if None in known:
+            new = list(compress(rows, map(is_, known, repeat(None))))
+            hits = unbacked_rows(new)
+            memo.update(zip(new, map(hits.__contains__, range(len(new)))))
+            known = list(map(memo.__getitem__, rows))
+        keep = set(compress(range(len(rows)), known))
+        names = children.get(str(h.get("path") or ""))
+        if names:
+            keep |= scope_rows(rows, names)
+        out.append((head, h, [rows[i] for i in sorted(keep)]))
+    return out
+
+
+def _kept_tables(ctx: CheckContext, gid: str, kept: list[tuple[bytes, dict[str, Any], list[bytes]]]) -> GraphTables | None:
+    """The graph of the kept rows, each decoded through the capture's row pool; None when one
+    does not parse."""
+    row = ctx.cap.decoded_row  # shared with the node tables and rank diffs of the run
+    graphs = []
+    try:
+        for _, h, lines in kept:
+            nodes = [r for r in map(row, lines) if r is not None]
+            parent = h.get("parent_node")
+            graphs.append(SubGraph(str(h.get("path") or ""), parent if isinstance(parent, str) else None, nodes))
+    except orjson.JSONDecodeError:
+        return None
+    return GraphTables(gid, graphs or [SubGraph("", None, [])])
 
 
 def symbol_tables(ctx: CheckContext, rank: int, gid: str) -> GraphTables | None:
@@ -172,32 +326,37 @@ def symbol_tables(ctx: CheckContext, rank: int, gid: str) -> GraphTables | None:
     a nested subgraph (its get_attr, or a node taking it as input): every other row binds nothing
     and uses nothing, so the walk below sees the same scopes. None when the table is not laid out
     one row per line (then read the whole table)."""
-    subs = ctx.cap.node_rows(rank, gid) if rowdiff.ENABLED else None
-    if subs is None:
-        return None
-    graphs = []
-    row = ctx.cap.decoded_row  # shared with the node tables and rank diffs of the run
+    kept = _kept(ctx, rank, gid)
+    return _kept_tables(ctx, gid, kept) if kept is not None else None
 
-    try:
-        heads = [logformat.decode_sub_head(head) for head, _ in subs]
-        # the rows of a graph that hand a scope to one of its own subgraphs: the subgraph's
-        # get_attr (named as the subgraph's parent node), and nodes taking that node as input
-        children: dict[str, set[bytes]] = {}
-        for h in heads:
-            path, parent = str(h.get("path") or ""), h.get("parent_node")
-            if path and isinstance(parent, str):
-                children.setdefault(path.rsplit("/", 1)[0] if "/" in path else "", set()).add(parent.encode())
-        for h, (_, rows) in zip(heads, subs):
-            keep = rowdiff.rows_with(rows, (), _UNBACKED_BYTES, _symbol_start)
-            names = children.get(str(h.get("path") or ""))
-            if names:
-                keep |= rowdiff.rows_with(rows, (), *_scope_pattern(names))
-            nodes = [r for r in (row(rows[i]) for i in sorted(keep)) if r is not None]
-            parent = h.get("parent_node")
-            graphs.append(SubGraph(str(h.get("path") or ""), parent if isinstance(parent, str) else None, nodes))
-    except orjson.JSONDecodeError:
+
+def _symbol_map_key(ctx: CheckContext, rank: int, gid: str) -> tuple | None:
+    """A key for the graph's symbol map, equal for two graphs whose `cap.symbols` are the same but
+    for their gid, or None: the payload's encoding and its bytes after `{"gid":<this gid>,` (two
+    such payloads with the same rest decode alike, but for the gid, which the walk does not read).
+    Used only for a graph whose `cap.symbols` was that record's payload (`_symbols_from_record`):
+    then another graph with the same key has the same map."""
+    ref = ctx.cap.graph(rank, gid)
+    rec = ref.records.get(logformat.SYMBOLS) if ref is not None else None
+    log = ctx.cap.log_file(rank)
+    lines = log.payload_lines(rec) if rec is not None and log is not None else None
+    if not lines:
         return None
-    return GraphTables(gid, graphs or [SubGraph("", None, [])])
+    text = b"\n".join(lines)
+    head = b'{"gid":' + orjson.dumps(gid) + b","
+    if not text.startswith(head):
+        return None
+    art = rec.env.get("artifact")
+    return (repr(art.get("encoding") if isinstance(art, dict) else None), text[len(head) :])
+
+
+def _symbols_from_record(ctx: CheckContext, rank: int, gid: str, symmap: Any) -> bool:
+    """`cap.symbols(rank, gid)` returned the graph's own symbols record, decoded (not another record
+    of it, nor a map derived from its rows): the very object the log's payload cache holds."""
+    ref = ctx.cap.graph(rank, gid)
+    rec = ref.records.get(logformat.SYMBOLS) if ref is not None else None
+    log = ctx.cap.log_file(rank)
+    return symmap is not None and rec is not None and log is not None and log.payload(rec) is symmap
 
 
 def _symbol_map_bytes(ctx: CheckContext, stage) -> bytes | None:
@@ -246,16 +405,45 @@ def _same_symbols_as_ref(ctx: CheckContext, stage) -> object | None:
     return ref
 
 
+# graphs walked last in a run, by what their walk read (`graph_observations`): consecutive passes
+# are what repeat, and each entry holds its graph's kept lines and symbol map
+_WALKED_KEPT = 8
+
+
 def graph_observations(ctx: CheckContext, rank: int, gid: str) -> tuple[list[Observation], bool]:
-    """The stale symbols of one graph, and whether its table was parsed from text."""
+    """The stale symbols of one graph, and whether its table was parsed from text.
+
+    The walk of the kept rows (`symbol_tables`) reads their lines, the subgraph heads and the
+    symbol map, nothing else: a graph whose three are the same bytes as those of a graph walked
+    shortly before in this run (consecutive passes that change no row naming a symbol) gets that
+    graph's observations, node names and all, without decoding or walking anything. The symbol
+    maps are compared only where the rows are the same."""
+    kept = _kept(ctx, rank, gid)
+    # the rows as a key: their line objects, whose hashes the selection has already made
+    rows_key = tuple((head, tuple(lines)) for head, _, lines in kept) if kept is not None else None
+    walked: dict[tuple, list] = ctx.__dict__.setdefault("_stale_walked", {})
+    seen = walked.get(rows_key) if rows_key is not None else None
+    if seen is not None:
+        # [rank, gid, its symbol-map key (made when first needed), result]
+        if len(seen[2]) == 0:
+            seen[2].append(_symbol_map_key(ctx, seen[0], seen[1]))
+        if seen[2][0] is not None and seen[2][0] == _symbol_map_key(ctx, rank, gid):
+            return seen[3]
     symmap = ctx.cap.symbols(rank, gid)
     renamed_to_unbacked = any(is_unbacked(str(v)) and not is_unbacked(str(k)) for k, v in ((symmap or {}).get("renamings") or {}).items())
-    tables = None if renamed_to_unbacked else symbol_tables(ctx, rank, gid)
+    tables = None if renamed_to_unbacked or kept is None else _kept_tables(ctx, gid, kept)
     if tables is None:
+        rows_key = None
         tables = ctx.tables(rank, gid)
     if tables is None:
         return [], False
-    return stale_symbols(tables, symmap), tables.source == "text"
+    result = (stale_symbols(tables, symmap), tables.source == "text")
+    if rows_key is not None and _symbols_from_record(ctx, rank, gid, symmap):
+        walked.pop(rows_key, None)
+        walked[rows_key] = [rank, gid, [], result]
+        while len(walked) > _WALKED_KEPT:
+            del walked[next(iter(walked))]
+    return result
 
 
 def prefetch_tasks(ctx: CheckContext) -> list[tuple[int, str, tuple, Any]]:

@@ -75,8 +75,14 @@ def pickler() -> Any:
 
 
 def dump(directory: str, gm: Any, shape_env: Any) -> dict[str, Any]:
-    """Serialize (gm, shape_env); write blobs/<sha256>.gpkl unless it exists. Returns its reference."""
-    data = pickler().dumps((gm, shape_env), pickler_options())
+    """Serialize (gm, shape_env); write blobs/<sha256>.gpkl unless it exists. Returns its reference.
+
+    Called in the training process, or in a forked child (capture/blob_children.py)."""
+    return write_blob(directory, pickler().dumps((gm, shape_env), pickler_options()))
+
+
+def write_blob(directory: str, data: bytes) -> dict[str, Any]:
+    """Write blobs/<sha256 of data>.gpkl unless it exists; return its reference."""
     sha = hashlib.sha256(data).hexdigest()
     rel = logformat.blob_relpath(sha)
     path = os.path.join(directory, rel)

@@ -54,12 +54,14 @@ class _Frame:
     t0: float
     errors: int = 0
     child_capture_s: float = 0.0
+    recorded: bool = False  # its gti_pass record is written: later errors cannot be counted in it
 
 
 @dataclass
 class _GraphInfo:
     nodes: int
     blob: dict | None = None
+    blob_state: str = ""  # "" none tried, "pending" (a child is making it), "done", "failed"
 
 
 @dataclass
@@ -85,6 +87,9 @@ class Session:
         self.rank_table_key: Any = None
         self.ended = False
         self.table_cache: Any = None
+        self.children: Any = None  # blob_children.Children, made at the first forked blob
+        self.blob_wait_s = 0.0  # time the end of the capture waited for blob children
+        self.blob_limit_wait_s = 0.0  # time passes waited for a child to finish (GTI_CAPTURE_BLOB_CHILDREN at once)
 
     # -- records -------------------------------------------------------------------------------
 
@@ -125,9 +130,19 @@ class Session:
 
     def error(self, where: str, exc: BaseException, frame: _Frame | None = None) -> None:
         """An instrumentation failure: recorded, counted, and otherwise ignored."""
+        self._error_record(where, type(exc).__name__, str(exc),
+                           "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)), frame)
+
+    def _error_record(self, where: str, type_name: str, message: str, tb: str, frame: _Frame | None) -> None:
         self.capture_errors += 1
+        late = False
         if frame is not None:
-            frame.errors += 1
+            # A blob child's failure may arrive after its pass's record was written: the record's
+            # capture_errors cannot count it, so the error says so (`late`) and readers add it.
+            if frame.recorded:
+                late = True
+            else:
+                frame.errors += 1
         try:
             self._write(
                 logformat.ERROR,
@@ -135,9 +150,10 @@ class Session:
                     "where": where,
                     "seq": frame.seq if frame else None,
                     "pass": frame.name if frame else None,
-                    "type": type(exc).__name__,
-                    "message": str(exc)[:2000],
-                    "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-8000:],
+                    "type": type_name,
+                    "message": message[:2000],
+                    "traceback": tb[-8000:],
+                    **({"late": True} if late else {}),
                 },
             )
         except Exception:  # noqa: BLE001 - the error path itself must never raise
@@ -198,14 +214,80 @@ class Session:
             self._write(logformat.DEVICES, {"gid": gid, **graph_tables.device_table(gm)}, {"gid": gid})
         except Exception as e:  # noqa: BLE001
             self.error(f"device table ({role})", e, frame)
-        if self.blobs and self.log.stopped is None:
-            from graphtrain_inspect.capture import blobs
-
-            try:
-                info.blob = blobs.dump(self.directory, gm, shape_env)
-            except Exception as e:  # noqa: BLE001
-                self.error(f"blob ({role})", e, frame)
+        try:
+            self.blob(gid, gm, frame, role, shape_env)
+        except Exception as e:  # noqa: BLE001
+            self.error(f"blob ({role})", e, frame)
         return gid
+
+    # -- blobs -----------------------------------------------------------------------------------
+
+    def blob(self, gid: str, gm: Any, frame: _Frame, role: str, shape_env: Any) -> None:
+        """The blob of a graph seen for the first time, as it is now: made by a forked child that
+        pickles its copy-on-write snapshot while the training goes on (blob_children), or here
+        where a child cannot make it. Replay loads a pass's input graph, and its REPL the output."""
+        info = self.graphs.get(gid)
+        if not self.blobs or info is None or info.blob_state or self.log.stopped is not None:
+            return
+        from graphtrain_inspect.capture import blob_children, blobs
+
+        where = f"blob ({role})"
+        try:
+            unsafe = blob_children.fork_unsafe(gm)
+        except Exception as e:  # noqa: BLE001
+            info.blob_state = "failed"
+            self.error(where, e, frame)
+            return
+        if unsafe is None:
+            try:
+                blobs.pickler()  # torch's pickler imported here once, not again in every child
+                if self.children is None:
+                    self.children = blob_children.Children(self.directory)
+                if len(self.children.running) >= self.children.limit:
+                    # The children started earlier have had a head start: waiting for one costs
+                    # less than pickling here. Bounded: past it (a child that hangs), the blob is
+                    # made here after all.
+                    t0 = time.perf_counter()
+                    self._collect(self.children.wait(min(_wait_s(), LIMIT_WAIT_S), one=True))
+                    self.blob_limit_wait_s += time.perf_counter() - t0
+                if len(self.children.running) < self.children.limit:
+                    self.children.start(gid, gm, shape_env, where, frame)
+                    info.blob_state = "pending"
+                    return
+            except Exception as e:  # noqa: BLE001 - no child: the blob is made here
+                self.error(f"{where}: no child process, made in the training process", e, frame)
+        try:
+            info.blob = blobs.dump(self.directory, gm, shape_env)
+            info.blob_state = "done"
+        except Exception as e:  # noqa: BLE001
+            info.blob_state = "failed"
+            self.error(where, e, frame)
+
+    def _poll_children(self) -> None:
+        if self.children is not None and self.children.running:
+            try:
+                self._collect(self.children.poll())
+            except Exception as e:  # noqa: BLE001
+                self.error("blob children", e)
+
+    def _collect(self, results: list[Any]) -> None:
+        """Record finished blob children: a `gti_blob` record each, or the capture error."""
+        for res in results:
+            child = res.child
+            info = self.graphs.get(child.gid)
+            if res.ref is not None:
+                if info is not None:
+                    info.blob, info.blob_state = res.ref, "done"
+                self._write(
+                    logformat.BLOB,
+                    {"gid": child.gid, **res.ref, "seq": child.frame.seq, "pass": child.frame.name,
+                     "cpu_s": round(res.cpu_s, 6), "wall_s": round(res.wall_s, 6)},
+                    {"gid": child.gid},
+                )
+            else:
+                if info is not None:
+                    info.blob_state = "failed"
+                self._error_record(child.where, res.error_type, res.error or "blob child failed", res.detail, child.frame)
 
     def _maybe_rank_table(self) -> None:
         from graphtrain_inspect.capture import rank_table
@@ -226,6 +308,7 @@ class Session:
         with self.lock:
             frame = _Frame(seq=self.seq, name=name, before=None, t0=0.0)
             self.seq += 1
+            self._poll_children()
             with _quiet():
                 self._maybe_rank_table()
                 frame.before = self.snapshot(gm, frame, "before")
@@ -253,6 +336,7 @@ class Session:
         wall -= frame.child_capture_s
         t_start = time.perf_counter()
         with self.lock:
+            self._poll_children()
             if self.stack and self.stack[-1] is frame:
                 self.stack.pop()
             with _quiet():
@@ -296,6 +380,7 @@ class Session:
                     "blobs": {g: self.graphs[g].blob for g in gids if g in self.graphs and self.graphs[g].blob},
                     "capture_errors": frame.errors,
                 }
+                frame.recorded = True
                 self._write(logformat.PASS, record, {"seq": frame.seq, "status": record["status"]}, _compile_id_fields())
             if self.stack:
                 self.stack[-1].child_capture_s += time.perf_counter() - t_start + frame.child_capture_s
@@ -347,6 +432,8 @@ class Session:
         if self.ended:
             return
         self.ended = True
+        with self.lock:
+            self._finish_children()
         if self.header_written and self.log.stopped is None:
             self.log.write(
                 logformat.END,
@@ -357,11 +444,51 @@ class Session:
                     "graphs": len(self.graphs),
                     "blobs": sum(1 for g in self.graphs.values() if g.blob),
                     "capture_errors": self.capture_errors,
+                    **self._children_totals(),
                     "time": time.time(),
                     **_stopped_after_passes(),
                 },
             )
         self.log.end()
+
+    def _finish_children(self) -> None:
+        """Wait for the blob children (at most GTI_CAPTURE_BLOB_WAIT_S in all), kill the rest,
+        reap every one and record what they made."""
+        if self.children is None or not self.children.running:
+            return
+        t0 = time.perf_counter()
+        try:
+            if self.log.stopped is not None:  # nothing can record their blobs any more
+                self._collect(self.children.kill_all("the capture stopped writing"))
+            else:
+                self._collect(self.children.wait(_wait_s()))
+        except Exception as e:  # noqa: BLE001
+            self.error("blob children", e)
+            try:
+                self.children.kill_all("the capture's wait for them failed")
+            except Exception:  # noqa: BLE001
+                pass
+        self.blob_wait_s = time.perf_counter() - t0
+
+    def _children_totals(self) -> dict[str, Any]:
+        c = self.children
+        if c is None:
+            return {}
+        return {"blob_children": {"forked": c.forked, "failed": c.failed, "killed": c.killed,
+                                  "cpu_s": round(c.cpu_s, 6), "waited_s": round(self.blob_limit_wait_s, 6),
+                                  "waited_at_end_s": round(self.blob_wait_s, 6)}}
+
+
+LIMIT_WAIT_S = 60.0  # the most a pass waits for a blob child to finish before making its blob itself
+
+
+def _wait_s() -> float:
+    from graphtrain_inspect.capture.blob_children import ENV_WAIT
+
+    try:
+        return float(os.environ.get(ENV_WAIT, 300.0))
+    except ValueError:
+        return 300.0
 
 
 class _quiet:

@@ -96,12 +96,24 @@ def test_rank_literal_lands_in_the_node_table(joint):
 
 
 def test_blobs_are_content_addressed(joint):
+    """Each distinct graph has its blob, named by a gti_blob record (a forked child made it while
+    the training went on) or by the pass record (made in the process), and the reader gives every
+    pass the blobs of its graphs."""
+    from graphtrain_inspect.inspector.read.capture_index import open_capture
+
     out, _, _ = joint
-    refs = {b["sha256"]: b for p in payloads(log_of(out, 1), logformat.PASS) for b in p["blobs"].values()}
+    log = log_of(out, 1)
+    named = {b["gid"]: b for b in payloads(log, logformat.BLOB)}
+    named.update({g: b for p in payloads(log, logformat.PASS) for g, b in p["blobs"].items()})
+    refs = {b["sha256"]: b for b in named.values()}
     assert len(refs) == 3  # traced, after dce (= before scale_by_rank), after scale_by_rank
     for b in refs.values():
         data = (out / b["path"]).read_bytes()
         assert hashlib.sha256(data).hexdigest() == b["sha256"] and len(data) == b["bytes"]
+    assert not [f for f in (out / logformat.BLOB_DIR).iterdir() if not f.name.endswith(logformat.BLOB_SUFFIX)], "no temporary file left"
+    for p in open_capture(str(out)).passes(1):
+        assert {p.before, *p.after.values()} == set(p.blobs)
+        assert all(p.blobs[g]["sha256"] == named[g]["sha256"] for g in p.blobs)
 
 
 def test_tlparse_reads_every_log(joint, tmp_path):
@@ -139,7 +151,12 @@ def test_named_functions_and_failing_pass(tmp_path):
     assert "this pass always fails" in failed["exception"]["message"]
     errors = payloads(log, logformat.ERROR)
     assert [(e["where"], e["pass"]) for e in errors] == [("blob (out)", "tag_with_callback")]
-    assert passes[2]["capture_errors"] == 1 and passes[2]["after"]["out"]
+    assert passes[2]["after"]["out"]
+    # the child that pickles the graph reports its failure after the pass's record, or before
+    from graphtrain_inspect.inspector.read.capture_index import open_capture
+
+    assert passes[2]["capture_errors"] + sum(1 for e in errors if e.get("late")) == 1
+    assert open_capture(str(out)).passes(0)[2].capture_errors == 1
     assert "1 capture errors, 1 passes raised" in cap.stderr
 
 

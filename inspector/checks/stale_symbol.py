@@ -25,6 +25,7 @@ import orjson
 from graphtrain_inspect.capture import logformat
 from graphtrain_inspect.inspector.checks import row_rank_diff as rowdiff
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext, Observation
+from graphtrain_inspect.inspector.diff.graph_diff import _no_gc
 from graphtrain_inspect.inspector.read.graphmodel import GraphTables, SubGraph, is_ref, is_unbacked, row_leaves, row_symbols
 
 KIND = "stale-unbacked-symbol"
@@ -110,8 +111,12 @@ def stale_symbols(tables: GraphTables, symmap: dict[str, Any] | None) -> list[Ob
         sub_by_node = {c.parent_node: c for c in children.get(g.path, []) if c.parent_node}
         for row in g.nodes:
             op = row.get("op")
-            # (without renamings every symbol is its own canonical name: row_symbols is a copy)
-            syms = [canon(s) for s in row_symbols(row)] if renamings else row_symbols(row)
+            # (row_symbols, without copying the row's list: it is only read)
+            syms = row.get("syms")
+            if syms is None:
+                syms = row_symbols(row)
+            if renamings:
+                syms = [canon(s) for s in syms]
             ub = row.get("unbacked_bindings")
             binds = ({canon(str(s)) for s in ub} if renamings else {str(s) for s in ub}) if ub else set()
             if op == "placeholder" and is_root:
@@ -312,7 +317,7 @@ def _kept_tables(ctx: CheckContext, gid: str, kept: list[tuple[bytes, dict[str, 
     graphs = []
     try:
         for _, h, lines in kept:
-            nodes = [r for r in map(row, lines) if r is not None]
+            nodes = list(filter(None, map(row, lines)))  # a row is a non-empty dict, or None
             parent = h.get("parent_node")
             graphs.append(SubGraph(str(h.get("path") or ""), parent if isinstance(parent, str) else None, nodes))
     except orjson.JSONDecodeError:
@@ -417,7 +422,13 @@ def graph_observations(ctx: CheckContext, rank: int, gid: str) -> tuple[list[Obs
     symbol map, nothing else: a graph whose three are the same bytes as those of a graph walked
     shortly before in this run (consecutive passes that change no row naming a symbol) gets that
     graph's observations, node names and all, without decoding or walking anything. The symbol
-    maps are compared only where the rows are the same."""
+    maps are compared only where the rows are the same. The cyclic collector is off meanwhile
+    (`_no_gc`): the rows decoded here make no cycles, and would have it rescan every row kept."""
+    with _no_gc():
+        return _graph_observations(ctx, rank, gid)
+
+
+def _graph_observations(ctx: CheckContext, rank: int, gid: str) -> tuple[list[Observation], bool]:
     kept = _kept(ctx, rank, gid)
     # the rows as a key: their line objects, whose hashes the selection has already made
     rows_key = tuple((head, tuple(lines)) for head, _, lines in kept) if kept is not None else None

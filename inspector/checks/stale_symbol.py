@@ -300,8 +300,10 @@ def _kept(ctx: CheckContext, rank: int, gid: str) -> list[tuple[bytes, dict[str,
         if None in known:
             new = list(compress(rows, map(is_, known, repeat(None))))
             hits = unbacked_rows(new)
-            memo.update(zip(new, map(hits.__contains__, range(len(new)))))
-            known = list(map(memo.__getitem__, rows))
+            found = list(map(hits.__contains__, range(len(new))))
+            memo.update(zip(new, found))
+            answers = iter(found)
+            known = [next(answers) if k is None else k for k in known]
         keep = set(compress(range(len(rows)), known))
         names = children.get(str(h.get("path") or ""))
         if names:

@@ -169,10 +169,9 @@ def attach_sources(cap: "Capture", findings: list[Finding]) -> None:
         if f.source is not None or not f.node or not f.graph:
             continue
         for rank in f.ranks:
-            tables = cap.node_table(rank, f.graph)
-            sub = tables.subgraph(f.subgraph or "") if tables is not None else None
-            if sub is not None:
-                f.source = node_source(sub.node(f.node), f.introduced_by)
+            has_sub, row = cap.node_row(rank, f.graph, f.subgraph or "", f.node)
+            if has_sub:
+                f.source = node_source(row, f.introduced_by)
                 break
 
 

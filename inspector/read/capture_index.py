@@ -573,6 +573,29 @@ class Capture:
         self._tables.put(key, tables, 1 + (tables.node_count if tables is not None else 0))
         return tables
 
+    def node_row(self, rank: int, gid: str, path: str, name: str) -> tuple[bool, dict[str, Any] | None]:
+        """(whether the graph has that subgraph, `node_table(...).subgraph(path).node(name)`)
+        without decoding the whole table when it is not decoded yet: the one row line of that
+        name, found in the undecoded rows. The whole table where the lines cannot say (no such
+        line, several, or one that is not a valid row)."""
+        subs = self.node_rows(rank, gid) if self._table_key(rank, gid) not in self._tables else None
+        if subs is not None:
+            head = b'{"name":' + orjson.dumps(name) + b","
+            for h, lines in subs:
+                try:
+                    if str(logformat.decode_sub_head(h).get("path") or "") != path:
+                        continue
+                except (orjson.JSONDecodeError, AttributeError):
+                    break
+                found = [ln for ln in lines if ln.startswith(head)]
+                row = self.decoded_row(found[0]) if len(found) == 1 else None
+                if row is not None:
+                    return True, row
+                break
+        tables = self.node_table(rank, gid)
+        sub = tables.subgraph(path) if tables is not None else None
+        return (True, sub.node(name)) if sub is not None else (False, None)
+
     def decoded_row(self, line: bytes) -> dict[str, Any] | None:
         """One row line of `node_rows`, decoded and validated through the row pool (None: not a
         valid row). Raises orjson.JSONDecodeError when the line does not parse."""

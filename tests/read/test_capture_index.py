@@ -322,3 +322,23 @@ def test_index_jumps_by_payload_bytes_and_falls_back_on_damage(tmp_path, monkeyp
     log = LogFile(str(damaged))
     assert [r.env["artifact"]["gid"] for r in log.records] == ["g0", "g1", "g2", "g3"]
     assert log.payload(log.records[1]) is None and log.payload(log.records[2]).startswith("line 0 of graph 2")
+
+
+def test_node_row_is_the_tables_row_without_decoding_the_table(sample_capture):
+    """`node_row` (a finding's source line: one node of a graph not decoded yet) gives what the
+    whole table gives, read from the one row line of that name, and the table stays undecoded."""
+    path = str(sample_capture("rank-baked"))
+    rows_way, table_way = open_capture(path), open_capture(path)
+    checked = 0
+    gids = list(rows_way.graphs(0))[:3]
+    for gid in gids:
+        tables = table_way.node_table(0, gid)
+        for sub in tables.graphs[:4]:
+            for row in sub.nodes[:: max(1, len(sub.nodes) // 50)]:
+                assert rows_way.node_row(0, gid, sub.path, row["name"]) == (True, row)
+                checked += 1
+    assert checked > 50
+    assert len(rows_way._tables) == 0  # no table decoded whole
+    for gid in gids:  # what the lines cannot say: the whole table says it
+        assert rows_way.node_row(0, gid, "", "no_such_node") == (True, None)
+        assert rows_way.node_row(0, gid, "no/such/subgraph", "x") == (False, None)

@@ -274,9 +274,9 @@ _UNBACKED_MEMO_ROWS = 300_000
 
 
 def _kept(ctx: CheckContext, rank: int, gid: str) -> list[tuple[bytes, dict[str, Any], list[bytes]]] | None:
-    """Per subgraph, its head (undecoded and decoded) and the undecoded lines of the rows the walk needs (see
-    `symbol_tables`), in order; None when the table is not laid out one row per line or a head
-    does not parse."""
+    """Per subgraph, its head (undecoded and decoded) and the undecoded lines of the rows the walk
+    needs (see `symbol_tables`), in order; None when the table is not laid out one row per line
+    or a head does not parse."""
     subs = ctx.cap.node_rows(rank, gid) if rowdiff.ENABLED else None
     if subs is None:
         return None
@@ -300,9 +300,9 @@ def _kept(ctx: CheckContext, rank: int, gid: str) -> list[tuple[bytes, dict[str,
         if None in known:
             new = list(compress(rows, map(is_, known, repeat(None))))
             hits = unbacked_rows(new)
-            found = list(map(hits.__contains__, range(len(new))))
-            memo.update(zip(new, found))
-            answers = iter(found)
+            named = list(map(hits.__contains__, range(len(new))))
+            memo.update(zip(new, named))
+            answers = iter(named)
             known = [next(answers) if k is None else k for k in known]
         keep = set(compress(range(len(rows)), known))
         names = children.get(str(h.get("path") or ""))

@@ -91,7 +91,7 @@ class Child:
     gid: str
     where: str  # "blob (before)": what the capture error names if the child fails
     frame: Any  # the pass in progress when the child was forked
-    t0: float
+    t0: float  # time.monotonic() at the fork (CLOCK_MONOTONIC: the child's clock too)
     message: bytes = b""
 
 
@@ -138,7 +138,7 @@ class Children:
             _child_main(self.directory, gm, shape_env, r, w)
         os.close(w)
         os.set_blocking(r, False)
-        child = Child(pid, r, gid, where, frame, time.perf_counter())
+        child = Child(pid, r, gid, where, frame, time.monotonic())
         self.running[pid] = child
         self.forked += 1
         return child
@@ -168,13 +168,7 @@ class Children:
             left = deadline - time.monotonic()
             if left <= 0:
                 break
-            fds = [c.fd for c in self.running.values()]
-            try:
-                ready, _, _ = select.select(fds, [], [], min(left, _POLL_S))
-            except InterruptedError:
-                ready = []
-            except (OSError, ValueError):
-                ready = fds
+            ready = _ready([c.fd for c in self.running.values()], min(left, _POLL_S))
             for child in [c for c in self.running.values() if c.fd in ready]:
                 self._read(child)
             out += self.poll()
@@ -228,7 +222,7 @@ class Children:
         res = self._reap(child, block=True)
         if res is None:  # interrupted: the child is dead or dying; reap it whenever it is
             del self.running[child.pid]
-            res = Result(child, None, None, "", 0.0, time.perf_counter() - child.t0)
+            res = Result(child, None, None, "", 0.0, time.monotonic() - child.t0)
         self.killed += 1
         if res.ref is None:
             res.error, res.error_type = f"blob child {child.pid} killed: {why}", "BlobChildError"
@@ -237,13 +231,15 @@ class Children:
     def _result(self, child: Child, status: int | None, cpu: float) -> Result:
         import orjson
 
-        wall = time.perf_counter() - child.t0
         msg: Any = None
         if child.message:
             try:
                 msg = orjson.loads(child.message)
             except orjson.JSONDecodeError:
                 msg = None
+        done = msg.get("done") if isinstance(msg, dict) else None
+        # from the fork to the child's end (it says when), else to now
+        wall = (done if type(done) is float and done >= child.t0 else time.monotonic()) - child.t0
         ref = msg.get("ref") if isinstance(msg, dict) else None
         if isinstance(ref, dict) and isinstance(ref.get("sha256"), str):
             return Result(child, ref, None, "", cpu, wall)
@@ -263,6 +259,25 @@ class Children:
         else:
             how = f"exited with status {os.WEXITSTATUS(status)}"
         return Result(child, None, f"blob child {child.pid} {how} without a blob", "", cpu, wall)
+
+
+def _ready(fds: list[int], timeout_s: float) -> set[int]:
+    """The descriptors with data or at end of file, waiting at most timeout_s (poll: select has
+    a 1024 descriptor limit, and a training process may hold more)."""
+    if hasattr(select, "poll"):
+        p = select.poll()
+        for fd in fds:
+            p.register(fd, select.POLLIN)
+        try:
+            return {fd for fd, _ in p.poll(timeout_s * 1000)}
+        except OSError:
+            time.sleep(timeout_s)
+            return set()
+    try:
+        return set(select.select(fds, [], [], timeout_s)[0])
+    except (OSError, ValueError):
+        time.sleep(timeout_s)
+        return set()
 
 
 def _child_main(directory: str, gm: Any, shape_env: Any, r: int, w: int) -> None:  # pragma: no cover - child
@@ -295,6 +310,7 @@ def _child_main(directory: str, gm: Any, shape_env: Any, r: int, w: int) -> None
             pass
         code = 1
         msg = _child_dump(directory, gm, shape_env)
+        msg["done"] = time.monotonic()
         if "ref" in msg:
             code = 0
         os.write(w, _encode_message(msg))

@@ -432,8 +432,12 @@ class Session:
         if self.ended:
             return
         self.ended = True
-        with self.lock:
-            self._finish_children()
+        # (a thread stuck in a pass holds the lock: its children are left to their SIGALRM)
+        if self.lock.acquire(timeout=30):
+            try:
+                self._finish_children()
+            finally:
+                self.lock.release()
         if self.header_written and self.log.stopped is None:
             self.log.write(
                 logformat.END,

@@ -104,6 +104,7 @@ def test_blobs_are_content_addressed(joint):
     out, _, _ = joint
     log = log_of(out, 1)
     named = {b["gid"]: b for b in payloads(log, logformat.BLOB)}
+    assert named, "blobs made by forked children (POSIX)"
     named.update({g: b for p in payloads(log, logformat.PASS) for g, b in p["blobs"].items()})
     refs = {b["sha256"]: b for b in named.values()}
     assert len(refs) == 3  # traced, after dce (= before scale_by_rank), after scale_by_rank

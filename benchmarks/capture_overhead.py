@@ -6,8 +6,13 @@ For each size it runs the sample (`python -m graphtrain_inspect.samples.train`, 
 under `graphtrain-inspect capture` with blobs, and with `--no-blobs`. The sample reports its own
 wall times (trace, pipeline, each step), so the figures exclude interpreter and torch start-up.
 Prints one row per run: nodes, compile wall seconds and the ratio to plain, compile CPU seconds
-of the process and that ratio (steadier on a shared machine), median later-step time and its
-ratio, and log bytes per captured node.
+of the process and that ratio (steadier on a shared machine), the CPU seconds of the blob
+children (format 3: blobs are pickled by forked children while the training goes on; read from
+the rank's gti_end record) and compile CPU + child CPU as a ratio to plain (the honest total: the
+process's own CPU hides the children's), how long passes waited for a child (at most
+GTI_CAPTURE_BLOB_CHILDREN at once) and how long the end of the process waited for the last ones,
+median later-step time and its ratio, and log bytes per captured node. The load average is
+printed before and after each run: on a shared machine every wall figure moves with it.
 """
 
 from __future__ import annotations
@@ -54,7 +59,25 @@ def run_sample(layers: int, steps: int, workdir: Path, mode: str, device: str) -
         t["bytes_per_node"] = s.bytes / nodes
         blob_dir = out / logformat.BLOB_DIR
         t["blob_bytes"] = sum(f.stat().st_size for f in blob_dir.iterdir()) if blob_dir.exists() else 0
+        (end,) = [p for k, p in _payloads(out / logformat.log_file_name(0)) if k == logformat.END]
+        kids = end.get("blob_children") or {}
+        t["child_cpu_s"] = kids.get("cpu_s", 0.0)
+        t["child_wait_s"] = kids.get("waited_s", 0.0)
+        t["end_wait_s"] = kids.get("waited_at_end_s", 0.0)
+        t["children"] = kids.get("forked", 0)
     return t
+
+
+def _payloads(log: Path) -> list[tuple[str, object]]:
+    from graphtrain_inspect.capture import logformat
+
+    out = []
+    for _, line, payload in logformat.split_records(log.read_bytes()):
+        env = logformat.parse_envelope_line(line)
+        kind = logformat.record_kind(env)
+        if kind == logformat.END:
+            out.append((kind, logformat.decode_payload(payload, env)))
+    return out
 
 
 def _captured_nodes(log: Path) -> int:
@@ -78,18 +101,24 @@ def main() -> None:
     import platform
 
     print(f"# {platform.node()}, {os.cpu_count()} CPUs, device {args.device}, python {platform.python_version()}", flush=True)
-    print(f"{'layers':>6} {'nodes':>7} {'run':>9} {'compile s':>10} {'x plain':>8} {'cpu s':>8} {'x plain':>8} {'step ms':>8} {'x plain':>8} {'log MB':>7} {'B/node':>7} {'blobs MB':>8}")
+    print(f"{'layers':>6} {'nodes':>7} {'run':>9} {'compile s':>10} {'x plain':>8} {'cpu s':>8} {'x plain':>8} {'child s':>8} {'+child x':>8} "
+          f"{'wait s':>7} {'end s':>6} {'step ms':>8} {'x plain':>8} {'log MB':>7} {'B/node':>7} {'blobs MB':>8}  load before/after")
     with tempfile.TemporaryDirectory() as tmp:
         for layers in args.layers:
             plain = None
             for mode in ("plain", "blobs", "no-blobs"):
+                load0 = os.getloadavg()[0]
                 t = run_sample(layers, args.steps, Path(tmp), mode, args.device)
+                load1 = os.getloadavg()[0]
                 plain = plain or t
+                child = t.get("child_cpu_s", 0.0)
                 print(
                     f"{layers:>6} {t['traced_nodes']:>7} {mode:>9} {t['compile_s']:>10.2f} {t['compile_s'] / plain['compile_s']:>8.2f} "
                     f"{t['compile_cpu_s']:>8.2f} {t['compile_cpu_s'] / plain['compile_cpu_s']:>8.2f} "
+                    f"{child:>8.2f} {(t['compile_cpu_s'] + child) / plain['compile_cpu_s']:>8.2f} "
+                    f"{t.get('child_wait_s', 0.0):>7.2f} {t.get('end_wait_s', 0.0):>6.2f} "
                     f"{t['later_step_s'] * 1000:>8.1f} {t['later_step_s'] / plain['later_step_s']:>8.2f} "
-                    f"{t.get('log_bytes', 0) / 1e6:>7.1f} {t.get('bytes_per_node', 0):>7.0f} {t.get('blob_bytes', 0) / 1e6:>8.1f}",
+                    f"{t.get('log_bytes', 0) / 1e6:>7.1f} {t.get('bytes_per_node', 0):>7.0f} {t.get('blob_bytes', 0) / 1e6:>8.1f}  {load0:.2f}/{load1:.2f}",
                     flush=True,
                 )
 

@@ -218,16 +218,18 @@ def node_table_payload(gid: str, body: bytes) -> bytes:
     return b'{"gid":"' + gid.encode() + b'",' + body[1:]
 
 
-def node_table_rows(lines: list[bytes]) -> list[tuple[bytes, list[bytes]]] | None:
+def node_table_rows(lines: list[bytes], joined: bytes | None = None) -> list[tuple[bytes, list[bytes]]] | None:
     """A node table's payload lines (tabs off) as [(subgraph head, [row line, ...])]; a row line
     is the row's JSON and, but for the last of its subgraph, a separating comma (`decode_row`
     reads one); None when the table is not laid out one row per line (format
-    version 1, or damage): then decode the payload as a whole."""
+    version 1, or damage): then decode the payload as a whole. `joined`: the lines joined with
+    newlines, where the caller has them."""
     if len(lines) < 3 or not lines[0].endswith(_TABLE_HEAD) or lines[-1] != b"]}":
         return None
     # the subgraph heads' line numbers, found in the joined lines at C speed (a loop over the
     # lines in Python costs more than the rest of reading a large table)
-    joined = b"\n".join(lines)
+    if joined is None:
+        joined = b"\n".join(lines)
     heads: list[int] = []
     line_no, prev = 0, 0
     at = joined.find(b'\n{"path":')

@@ -656,8 +656,8 @@ class Capture:
         log = self.log_file(rank)
         rows = None
         if rec is not None and log is not None:
-            lines = log.payload_lines(rec)
-            rows = logformat.node_table_rows(lines) if lines is not None else None
+            got = log.payload_text(rec)
+            rows = logformat.node_table_rows(got[1], got[0]) if got is not None else None
         self._rows.put(key, rows, 1 + (rec.end - rec.payload_start if rec is not None else 0))
         return rows
 

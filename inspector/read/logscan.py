@@ -273,6 +273,12 @@ class LogFile:
     def payload_lines(self, rec: Record) -> list[bytes] | None:
         """The payload's lines (tabs off), undecoded, when their md5 matches the envelope's; None
         otherwise (then `payload` reads the record, with its repairs and its error lines)."""
+        got = self.payload_text(rec)
+        return got[1] if got is not None else None
+
+    def payload_text(self, rec: Record) -> tuple[bytes, list[bytes]] | None:
+        """`payload_lines`, and the lines joined with newlines (what the md5 is of), for readers
+        that search the whole payload: one join serves both."""
         md5 = rec.env.get("has_payload")
         if not rec.has_payload or not isinstance(md5, str) or rec.index in self._bad or rec.index in self._bad_payload:
             return None
@@ -280,11 +286,13 @@ class LogFile:
         if raw[:1] != b"\t":
             return None
         # every payload line starts with a tab (a line that does not starts a record): one split
-        # takes the lines and their tabs off
-        lines = raw[1:].split(b"\n\t")
-        if hashlib.md5(b"\n".join(lines)).hexdigest() != md5:
+        # takes the lines and their tabs off (the first one's after it: no copy of the payload)
+        lines = raw.split(b"\n\t")
+        lines[0] = lines[0][1:]
+        text = b"\n".join(lines)
+        if hashlib.md5(text).hexdigest() != md5:
             return None
-        return lines
+        return text, lines
 
     def payload(self, rec: Record, *, verify: bool = True) -> Any:
         """The decoded payload, or None when the record has none or it is damaged (then an error)."""

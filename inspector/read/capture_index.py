@@ -363,16 +363,14 @@ class Capture:
         return out
 
     def _merge_blobs(self, r: _Rank, passes: list[PassRecord]) -> None:
-        """Since format 3 a graph's blob may be named after the pass records of its graph (a
-        `gti_blob` record, written when the child that made it finished): every pass record gets
-        the blob of each of its graphs from wherever the rank's log names it. Blob errors reported
-        after their pass's record (`late`) are added to its capture errors."""
+        """Since format 3 a graph's blob may be named after the pass records of its graph, by a
+        `gti_blob` record (written when the child that made it finished): each pass record that
+        names the graph without its blob gets it from there, as a pass record of format 2 named the
+        blob of each of its graphs. Blob errors reported after their pass's record (`late`) are
+        added to its capture errors. A log without these records (format 1 and 2) reads as it did."""
         log = r.log
         assert log is not None
         refs: dict[str, dict[str, Any]] = {}
-        for p in passes:
-            for gid, ref in p.blobs.items():
-                refs.setdefault(gid, ref)
         for rec in r.blob_recs:
             v = log.payload(rec)
             ref = logformat.blob_ref(v)

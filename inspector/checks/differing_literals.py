@@ -81,35 +81,26 @@ def literal_sites(ctx: CheckContext, key: StageKey, group: list[int]) -> list[Si
                             s = sites[k] = Site(sub.path, n.a["name"], target, wx, {ref: lx}, {ref: n.a["name"]}, bool(n.a.get("bwd")))
                         s.values[other] = ly
                         s.nodes[other] = n.b["name"]
-    # a leaf equal to the reference on some rank did not show up in its diff: fill it in
+    # a leaf equal to the reference on some rank did not show up in its diff: fill it in, at the
+    # node aligned with the reference's (its name there: `renamed`), unless the node has none
+    # there (removed); with two ranks every site has both values already
     out = []
-    aligned: dict[int, dict[tuple[str, str], str]] = {}  # rank -> (subgraph, ref node) -> its node
+    removed: dict[int, set[tuple[str, str]]] = {}  # rank -> (subgraph, ref node) of nodes only the reference has
     for s in sites.values():
         for r in present:
             if r not in s.values and r in unlisted_same:
+                d = diffs[r]
+                if d.renamed is not None:
+                    gone = removed.get(r)
+                    if gone is None:
+                        gone = removed[r] = {(sub.path, n.a["name"]) for sub in d.subgraphs for n in sub.nodes if n.status == "removed"}
+                    if (s.subgraph, s.node) in gone:
+                        continue
                 s.values[r] = s.values[ref]
-                s.nodes[r] = s.node
-            elif r not in s.values and r in diffs:
-                al = aligned.get(r)
-                if al is None:
-                    al = aligned[r] = _aligned(diffs[r])
-                if (s.subgraph, s.node) in al:
-                    s.values[r] = s.values[ref]
-                    s.nodes[r] = al[(s.subgraph, s.node)]
+                s.nodes[r] = d.renamed.get((s.subgraph, s.node), s.node) if d.renamed else s.node
         out.append(s)
     cache[ck] = out
     return out
-
-
-def _aligned(d: Any) -> dict[tuple[str, str], str]:
-    """(subgraph, node on the reference) -> the aligned node's name, of every node the diff pairs;
-    built only when a third rank needs it (with two ranks every site has both values)."""
-    al: dict[tuple[str, str], str] = {}
-    for sub in d.subgraphs:
-        for n in sub.nodes:
-            if n.a is not None and n.b is not None:
-                al[(sub.path, n.a["name"])] = n.b["name"]
-    return al
 
 
 _ABSENT = object()

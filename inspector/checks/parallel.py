@@ -16,9 +16,8 @@ each process decodes each distinct row once, so cutting by stage keeps that shar
 are left out. Workers are forked from this process (Linux), so they start with its index; where
 there is no fork they open the capture again.
 
-What a worker sends back of a diff is `compact(diff)`: the diff with the rows of unchanged nodes
-reduced to their names (the checks read only the names of nodes that did not change), so that the
-parent does not receive every row of both graphs again.
+What a worker sends back of a diff is what `CheckContext.rank_diff` keeps of it: its changes
+(`GraphDiff.only_changes`), so that the parent does not receive every row of both graphs again.
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from graphtrain_inspect.inspector.diff.graph_diff import GraphDiff, NodeDiff, SubgraphDiff, _no_gc
+from graphtrain_inspect.inspector.diff.graph_diff import _no_gc
 
 if TYPE_CHECKING:
     from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
@@ -87,36 +86,16 @@ def contiguous(groups: list[list[tuple]], n: int) -> list[list[tuple]]:
     return [x for x in out if x]
 
 
-def compact(d: GraphDiff | None) -> GraphDiff | None:
-    """The diff with each unchanged node's rows reduced to {"name": ...} (see the module doc)."""
-    if d is None:
-        return None
-    subs = []
-    for sub in d.subgraphs:
-        nodes = []
-        for n in sub.nodes:
-            if n.status == "same":
-                n = NodeDiff("same", n.subgraph, _name_only(n.a), _name_only(n.b), n.args, n.meta, n.structural)
-            nodes.append(n)
-        subs.append(SubgraphDiff(sub.path, sub.status, nodes))
-    return GraphDiff(d.a_label, d.b_label, d.a_gid, d.b_gid, subs, unlisted_same=d.unlisted_same)
-
-
-def _name_only(row: dict[str, Any] | None) -> dict[str, Any] | None:
-    return None if row is None else {"name": row["name"]}
-
-
 _FORKED: "CheckContext | None" = None  # the parent's context, in a forked worker
 _STALE = "stale-unbacked-symbol"
 
 
-def _do(ctx: "CheckContext", task: tuple, send: bool) -> tuple:
+def _do(ctx: "CheckContext", task: tuple) -> tuple:
     from graphtrain_inspect.inspector.checks import stale_symbol
 
     if task[0] == "diff":
         _, key, ref, other, _ = task
-        d = ctx.rank_diff(key, ref, other)
-        return (task, compact(d) if send else d)
+        return (task, ctx.rank_diff(key, ref, other))
     _, rank, gid, ckey, _ = task
     return (task, stale_symbol.graph_observations(ctx, rank, gid))
 
@@ -127,10 +106,10 @@ def _work(path: str, source: str, tasks: list) -> list[tuple]:
 
     with _no_gc():
         if _FORKED is not None:
-            return [_do(_FORKED, t, True) for t in tasks]
+            return [_do(_FORKED, t) for t in tasks]
         with open_capture(path, source=source) as cap:
             ctx = CheckContext(cap)
-            return [_do(ctx, t, True) for t in tasks]
+            return [_do(ctx, t) for t in tasks]
 
 
 def tasks_for(ctx: "CheckContext", only: list[str] | None = None) -> list[list[tuple]]:
@@ -169,7 +148,7 @@ def prefetch(ctx: "CheckContext", jobs: int, only: list[str] | None = None) -> i
     try:
         with _no_gc(), mp.Pool(len(parts) - 1) as pool:
             pending = [pool.apply_async(_work, (cap.path, source, p)) for p in parts[1:]]
-            results = [_do(ctx, t, False) for t in parts[0]]
+            results = [_do(ctx, t) for t in parts[0]]
             for p in pending:
                 results.extend(p.get())
     finally:

@@ -400,8 +400,8 @@ def _same_symbols_as_ref(ctx: CheckContext, stage) -> object | None:
     if ref is None:
         return None
     d = ctx.rank_diff(stage.key, ref.rank, stage.rank)
-    if d is None or not d.unlisted_same:
-        return None
+    if d is None or not d.unlisted_same or d.renamed is not None:
+        return None  # only a diff that pairs rows by position says the graphs are the same rows
     if not _same_symbol_maps(ctx, ref, stage):
         return None
     for n in d.changes():

@@ -228,9 +228,10 @@ class CheckContext:
         return ga == gb and ka[0] == ga and ka == self.content_key(rb, gb, *kinds)
 
     def rank_diff(self, key: StageKey, ref: int, other: int) -> GraphDiff | None:
-        """Normalized diff of one stage's graph on two ranks (cached); None if unavailable. For
-        identical graphs a diff listing nothing; for tables that line up row by row, one made from
-        their rows (`rowdiff`)."""
+        """Normalized diff of one stage's graph on two ranks (cached), listing its changes only
+        (`unlisted_same`); None if unavailable. For identical graphs a diff listing nothing; for
+        tables that line up row by row, one made from their rows (`rowdiff`); else the diff of
+        the decoded tables, reduced to its changes (`GraphDiff.only_changes`)."""
         k = (key, ref, other)
         if k in self._rdiff:
             return self._rdiff.get(k)
@@ -255,14 +256,17 @@ class CheckContext:
                     d = _same_code_diff(ta, tb, ref, other)
                 elif ta is not None and tb is not None:
                     d = diff_tables(ta, tb, a_label=f"rank {ref}", b_label=f"rank {other}", norm_a=self.normalizer(ref, ga), norm_b=self.normalizer(other, gb))
-            self._rdiff.put(same_graphs, d, 1 + (sum(len(sub.nodes) for sub in d.subgraphs) if d is not None else 0))
+            # kept as the checks read it: its changes (a diff of every node of two graphs would
+            # crowd the others out of the cache: 8 ranks of a 50k-node graph make 7 per stage)
+            d = d.only_changes() if d is not None else None
+            self._rdiff.put(same_graphs, d, 1 + (d.size if d is not None else 0))
         self._rdiff.put(k, d, 1)
         return d
 
     def keep_rank_diff(self, key: StageKey, ref: int, other: int, d: GraphDiff | None) -> None:
         """Keep a rank diff made elsewhere (`check -j`: in another process) for `rank_diff`."""
         stages = self.index.across(key)
-        self._rdiff.put(("graphs", ref, stages[ref].gid, other, stages[other].gid), d, 1 + (sum(len(sub.nodes) for sub in d.subgraphs) if d is not None else 0))
+        self._rdiff.put(("graphs", ref, stages[ref].gid, other, stages[other].gid), d, 1 + (d.size if d is not None else 0))
         self._rdiff.put((key, ref, other), d, 1)
 
     def parent_key(self, key: StageKey, rank: int) -> StageKey | None:

@@ -84,6 +84,30 @@ class GraphDiff:
     # `subgraphs` lists only changed nodes: every other node is on both sides, under its name, and
     # the same (checks' rank diffs of identical graphs, or of rows compared by position)
     unlisted_same: bool = False
+    # with unlisted_same: None where every unlisted node has its name on both sides (the diff
+    # paired rows by position); for a diff reduced to its changes (`only_changes`), the b name of
+    # each matched node whose name differs, by (subgraph, a name)
+    renamed: dict[tuple[str, str], str] | None = None
+
+    def only_changes(self) -> "GraphDiff":
+        """This diff with its unchanged nodes left out (`unlisted_same`, `renamed`): what the
+        checks read of a diff, kept at a fraction of its size (a diff of two structurally
+        different graphs lists every node of both)."""
+        if self.unlisted_same:
+            return self
+        renamed: dict[tuple[str, str], str] = {}
+        subs = []
+        for sub in self.subgraphs:
+            for n in sub.nodes:
+                if n.a is not None and n.b is not None and n.a["name"] != n.b["name"]:
+                    renamed[(sub.path, n.a["name"])] = n.b["name"]
+            subs.append(SubgraphDiff(sub.path, sub.status, sub.changes()))
+        return GraphDiff(self.a_label, self.b_label, self.a_gid, self.b_gid, subs, unlisted_same=True, renamed=renamed)
+
+    @property
+    def size(self) -> int:
+        """What the diff holds: the nodes it lists and the names it maps."""
+        return sum(len(sub.nodes) for sub in self.subgraphs) + len(self.renamed or ())
 
     @property
     def counts(self) -> dict[str, int]:

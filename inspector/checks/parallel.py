@@ -72,8 +72,11 @@ def rank_diff_tasks(ctx: "CheckContext") -> list[tuple[Any, int, int, int]]:
 def contiguous(groups: list[list[tuple]], n: int) -> list[list[tuple]]:
     """Groups of tasks (each task's weight last), in stage order, cut into at most n runs of
     consecutive groups of about equal weight: a process then reads consecutive graphs, which share
-    most of their rows (each distinct row is decoded once per process)."""
+    most of their rows (each distinct row is decoded once per process). A group heavier than a
+    run's share is cut into its tasks first: with many ranks one stage holds several rank diffs
+    (7 with 8 ranks), and kept together they would bound the whole by one process's work."""
     total = sum(t[-1] for g in groups for t in g)
+    groups = [part for g in groups for part in ([[t] for t in g] if len(g) > 1 and sum(t[-1] for t in g) > total / n else [g])]
     out: list[list[tuple]] = [[]]
     acc = 0
     for g in groups:

@@ -44,3 +44,15 @@ def test_stages_are_cut_into_consecutive_runs_of_about_equal_weight():
     assert [[t[1] for t in p] for p in parts] == [[0], [1, 2, 3, 4]]  # 10 | 16: consecutive stages
     assert parallel.contiguous(groups[:1], 4) == [groups[0]]
     assert sum(len(p) for p in parallel.contiguous(groups, 3)) == 5
+
+
+def test_a_stage_heavier_than_a_share_is_cut_into_its_rank_diffs():
+    """8 ranks: a stage holds 7 rank diffs; kept together they would make one process do most of
+    the work. Each process still gets consecutive tasks."""
+    heavy = [("diff", 0, 0, r, 5) for r in range(1, 8)]
+    light = [("diff", 1, 0, r, 1) for r in range(1, 8)]
+    parts = parallel.contiguous([heavy, light], 4)
+    assert len(parts) == 4
+    assert [t for p in parts for t in p] == heavy + light  # every task once, in order
+    assert max(sum(t[-1] for t in p) for p in parts) <= 15  # no part holds the whole heavy stage
+    assert parallel.contiguous([heavy], 1) == [heavy]

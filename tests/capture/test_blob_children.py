@@ -13,7 +13,7 @@ import torch
 import torch.fx
 
 from graphtrain_inspect.capture import blob_children, blobs, logformat, record_pass, session
-from tests.capture_utils import payloads
+from tests.capture_utils import drop_relu, payloads
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="blob children need os.fork")
 
@@ -25,15 +25,8 @@ def _gm():
     return torch.fx.symbolic_trace(f)
 
 
-@record_pass("drop_relu")
-def _drop_relu(gm, example_inputs):
-    """Changes the graph in place: a blob of its input must still hold the relu."""
-    for n in list(gm.graph.nodes):
-        if n.op == "call_function" and n.target is torch.relu:
-            n.replace_all_uses_with(n.args[0])
-            gm.graph.erase_node(n)
-    gm.recompile()
-    return gm
+# changes the graph in place: a blob of its input must still hold the relu
+_drop_relu = record_pass("drop_relu")(drop_relu)
 
 
 @record_pass("add_one")

@@ -6,7 +6,7 @@ import torch
 import torch.fx
 
 from graphtrain_inspect.capture import logformat, record_pass, session
-from tests.capture_utils import payloads
+from tests.capture_utils import drop_relu as _drop_relu, payloads
 
 
 def _gm():
@@ -14,15 +14,6 @@ def _gm():
         return torch.relu(x) + 1
 
     return torch.fx.symbolic_trace(f)
-
-
-def _drop_relu(gm, example_inputs):
-    for n in list(gm.graph.nodes):
-        if n.op == "call_function" and n.target is torch.relu:
-            n.replace_all_uses_with(n.args[0])
-            gm.graph.erase_node(n)
-    gm.recompile()
-    return gm
 
 
 def test_no_op_outside_a_capture():

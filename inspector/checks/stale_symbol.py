@@ -337,44 +337,47 @@ def symbol_tables(ctx: CheckContext, rank: int, gid: str) -> GraphTables | None:
     return _kept_tables(ctx, gid, kept) if kept is not None else None
 
 
+def _symbols_record(ctx: CheckContext, rank: int, gid: str):
+    """The graph's symbols record and its rank's log, or (None, None)."""
+    ref = ctx.cap.graph(rank, gid)
+    rec = ref.records.get(logformat.SYMBOLS) if ref is not None else None
+    log = ctx.cap.log_file(rank)
+    return (rec, log) if rec is not None and log is not None else (None, None)
+
+
+def _symbol_map_text(ctx: CheckContext, rank: int, gid: str) -> bytes | None:
+    """The symbol map's payload, undecoded (md5 verified), or None."""
+    rec, log = _symbols_record(ctx, rank, gid)
+    got = log.payload_text(rec) if rec is not None else None
+    return got[0] if got is not None else None
+
+
 def _symbol_map_key(ctx: CheckContext, rank: int, gid: str) -> tuple | None:
     """A key for the graph's symbol map, equal for two graphs whose `cap.symbols` are the same but
     for their gid, or None: the payload's encoding and its bytes after `{"gid":<this gid>,` (two
     such payloads with the same rest decode alike, but for the gid, which the walk does not read).
     Used only for a graph whose `cap.symbols` was that record's payload (`_symbols_from_record`):
     then another graph with the same key has the same map."""
-    ref = ctx.cap.graph(rank, gid)
-    rec = ref.records.get(logformat.SYMBOLS) if ref is not None else None
-    log = ctx.cap.log_file(rank)
-    lines = log.payload_lines(rec) if rec is not None and log is not None else None
-    if not lines:
-        return None
-    text = b"\n".join(lines)
+    text = _symbol_map_text(ctx, rank, gid)
     head = b'{"gid":' + orjson.dumps(gid) + b","
-    if not text.startswith(head):
+    if text is None or not text.startswith(head):
         return None
-    art = rec.env.get("artifact")
+    art = _symbols_record(ctx, rank, gid)[0].env.get("artifact")
     return (repr(art.get("encoding") if isinstance(art, dict) else None), text[len(head) :])
 
 
 def _symbols_from_record(ctx: CheckContext, rank: int, gid: str, symmap: Any) -> bool:
     """`cap.symbols(rank, gid)` returned the graph's own symbols record, decoded (not another record
     of it, nor a map derived from its rows): the very object the log's payload cache holds."""
-    ref = ctx.cap.graph(rank, gid)
-    rec = ref.records.get(logformat.SYMBOLS) if ref is not None else None
-    log = ctx.cap.log_file(rank)
-    return symmap is not None and rec is not None and log is not None and log.payload(rec) is symmap
+    rec, log = _symbols_record(ctx, rank, gid)
+    return symmap is not None and rec is not None and log.payload(rec) is symmap
 
 
 def _symbol_map_bytes(ctx: CheckContext, stage) -> bytes | None:
     """The symbol map's payload after its gid (which differs between ranks' graphs), undecoded."""
-    ref = ctx.cap.graph(stage.rank, stage.gid)
-    rec = ref.records.get(logformat.SYMBOLS) if ref is not None else None
-    log = ctx.cap.log_file(stage.rank)
-    lines = log.payload_lines(rec) if rec is not None and log is not None else None
-    if not lines or not lines[0].startswith(b'{"gid":'):
+    text = _symbol_map_text(ctx, stage.rank, stage.gid)
+    if text is None or not text.startswith(b'{"gid":'):
         return None
-    text = b"\n".join(lines)
     cut = text.find(b",", len(b'{"gid":'))
     return text[cut:] if cut > 0 else None
 

@@ -91,17 +91,6 @@ def per_graph(devices: dict[str, Any], own: str | None, *, shared: bool) -> list
     return out
 
 
-def _devices(ctx: CheckContext, rank: int, gid: str) -> dict[str, Any] | None:
-    """`cap.devices(rank, gid)`, read once per check run: each call validates the whole table
-    again (a graph's table is asked for by the per-rank check and by each stage of the
-    across-ranks one)."""
-    memo = ctx.__dict__.setdefault("_device_tables", {})
-    key = (rank, gid)
-    if key not in memo:
-        memo[key] = ctx.cap.devices(rank, gid)
-    return memo[key]
-
-
 def _observe_across(ctx: CheckContext, key, group: list[int]) -> list[Observation]:
     out = []
     stages = ctx.index.across(key)
@@ -141,7 +130,7 @@ def _observe_own(ctx: CheckContext, key, group: list[int]) -> list[Observation]:
         return []
     per_rank: dict[int, dict[tuple, dict]] = {}
     for r in present:
-        table = _devices(ctx, r, stages[r].gid) or {}
+        table = ctx.cap.devices(r, stages[r].gid) or {}
         own = table.get("own_device") or ctx.cap.own_device(r, stages[r].gid)
         typ, idx = split_device(own)
         if idx is None or typ in _HOST:
@@ -188,7 +177,7 @@ def run(ctx: CheckContext) -> list:
         shared = ctx.shared_graph or (coor and stage.rank in compiling and (ctx.cap.world_size or 1) > 1)
         k = (ctx.content_key(stage.rank, stage.gid, logformat.DEVICES), own, shared)
         if k not in cache:
-            devices = _devices(ctx, stage.rank, stage.gid)
+            devices = ctx.cap.devices(stage.rank, stage.gid)
             cache[k] = per_graph(devices, own, shared=shared) if devices else []
         return cache[k]
 

@@ -678,14 +678,16 @@ class Capture:
         return self._derived[key]
 
     def devices(self, rank: int, gid: str) -> dict[str, Any] | None:
-        """The graph's device table (`gti_devices`) on this rank, or one derived from node rows."""
-        v = self._payload(rank, gid, logformat.DEVICES)
-        if isinstance(v, dict) and isinstance(v.get("literals"), list):
-            return _clean_devices(v)
+        """The graph's device table (`gti_devices`) on this rank, or one derived from node rows;
+        read and validated once (the checks ask for it per rank diff and per stage)."""
         key = ("dev", rank, gid)
         if key not in self._derived:
-            t = self.node_table(rank, gid)
-            self._derived[key] = derive_devices(t) if t is not None else None
+            v = self._payload(rank, gid, logformat.DEVICES)
+            if isinstance(v, dict) and isinstance(v.get("literals"), list):
+                self._derived[key] = _clean_devices(v)
+            else:
+                t = self.node_table(rank, gid)
+                self._derived[key] = derive_devices(t) if t is not None else None
         return self._derived[key]
 
     def own_device(self, rank: int, gid: str | None = None) -> str | None:

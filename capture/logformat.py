@@ -30,10 +30,10 @@ FORMAT_NAME = "graphtrain-inspect"
 # 2: node tables are written one row per payload line (`encode_node_table`); version 1's
 #    one-line tables still decode the same way (the lines join to the same JSON). Every artifact
 #    names its payload's byte length (PAYLOAD_BYTES), so indexing reads envelope lines only.
-# 3: blobs are written for the graphs a pass received (not for a graph only produced), by a
-#    forked child where it can: the reference may come after the pass record, in a `gti_blob`
-#    record (BLOB); a pass record's `blobs` lists only those known when it was written. Readers
-#    take a graph's blob from either (`blob_ref`); version 1 and 2 logs have no BLOB records.
+# 3: a graph's blob (one per distinct graph, as before) is made by a forked child where it can:
+#    the reference may come after the pass record, in a `gti_blob` record (BLOB); a pass record's
+#    `blobs` lists only those known when it was written. Readers take a graph's blob from either
+#    (`blob_ref`); version 1 and 2 logs have no BLOB records.
 FORMAT_VERSION = 3
 PAYLOAD_BYTES = "payload_bytes"
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
-from graphtrain_inspect.inspector.read.graphmodel import device_of_leaf, is_ref, iter_leaves
+from graphtrain_inspect.inspector.read.graphmodel import device_of_leaf, is_ref, iter_leaves, row_leaves
 from graphtrain_inspect.inspector.read.stages import StageKey
 
 _IGNORED_TARGET_PREFIXES = ("aten._assert", "aten.sym_constrain_range", "aten._print", "torch._assert")
@@ -96,14 +96,35 @@ def literal_sites(ctx: CheckContext, key: StageKey, group: list[int]) -> list[Si
                         gone = removed[r] = {(sub.path, n.a["name"]) for sub in d.subgraphs for n in sub.nodes if n.status == "removed"}
                     if (s.subgraph, s.node) in gone:
                         continue
-                s.values[r] = s.values[ref]
                 s.nodes[r] = d.renamed.get((s.subgraph, s.node), s.node) if d.renamed else s.node
+                s.values[r] = _own_leaf(ctx, key, ref, r, s)
         out.append(s)
     cache[ck] = out
     return out
 
 
 _ABSENT = object()
+
+
+def _own_leaf(ctx: CheckContext, key: StageKey, ref: int, rank: int, s: Site) -> Any:
+    """The rank's own leaf at a site its diff did not list: equal to the reference's once both
+    are normalized, but a process-group name or own device is the rank's own ('4' where the
+    reference has '3'). The reference's where both logged the very same graph (then no table
+    is read) or the rank's table cannot say."""
+    same = s.values[ref]
+    stages = ctx.index.across(key)
+    gid = stages[rank].gid
+    if not s.where.startswith(("args", "kwargs")) or ctx.identical(ref, stages[ref].gid, rank, gid):
+        return same
+    tables = ctx.tables(rank, gid)
+    sub = tables.subgraph(s.subgraph) if tables is not None else None
+    row = sub.node(s.nodes[rank]) if sub is not None else None
+    if row is None:
+        return same
+    for where, leaf in row_leaves(row):
+        if where == s.where:
+            return leaf
+    return same
 
 
 def _leaf_at(y: Any, base: str, path: str) -> Any:

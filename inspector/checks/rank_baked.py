@@ -25,6 +25,7 @@ from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext, O
 from graphtrain_inspect.capture.rank_ranges import values_by_rank
 from graphtrain_inspect.inspector.checks.differing_literals import cross_rank_evidence, literal_sites
 from graphtrain_inspect.inspector.read.graphmodel import is_ref, row_leaves
+from graphtrain_inspect.inspector.diff.normalize import table_meshes
 
 KIND = "rank-baked-constant"
 DESCRIPTION = "literals that differ across ranks and equal a rank-derived value (rank, local rank, mesh coordinate)"
@@ -144,10 +145,9 @@ def compile_on_one_rank(ctx: CheckContext) -> tuple[bool, list[int]]:
 
 def _coord_values(ctx: CheckContext, rank: int) -> dict[int, int]:
     """Mesh dim index -> the compiling rank's coordinate, from its rank table."""
-    table = ctx.cap.rank_table(rank) or {}
-    for mesh in table.get("meshes") or []:
-        coord = mesh.get("coordinate") if isinstance(mesh, dict) else None
-        if isinstance(coord, list) and coord:
+    for mesh in table_meshes(ctx.cap.rank_table(rank) or {}):
+        coord = mesh["coordinate"]
+        if coord:
             return {i: c for i, c in enumerate(coord) if isinstance(c, int)}
     return {}
 
@@ -286,13 +286,10 @@ def shared_graph_observations(tables, coords: dict[int, int], rank: int, vectors
 
 def _mesh_sizes(ctx: CheckContext, rank: int) -> dict[str, int]:
     sizes: dict[str, int] = {}
-    table = ctx.cap.rank_table(rank) or {}
-    for mesh in table.get("meshes") or []:
-        if isinstance(mesh, dict) and isinstance(mesh.get("shape"), list):
-            names = mesh.get("dim_names") or [str(i) for i in range(len(mesh["shape"]))]
-            for n, size in zip(names, mesh["shape"]):
-                if isinstance(size, int):
-                    sizes.setdefault(str(n), size)
+    for mesh in table_meshes(ctx.cap.rank_table(rank) or {}):
+        for n, size in zip(mesh["dim_names"], mesh["shape"]):
+            if isinstance(size, int):
+                sizes.setdefault(n, size)
     sizes.setdefault("world", ctx.cap.world_size or 1)
     return sizes
 

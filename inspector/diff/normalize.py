@@ -2,8 +2,8 @@
 
 Two ranks' graphs of the same pass differ, even when the program is rank-agnostic, in:
 * process-group names (rank 0's dp group is "1", rank 1's is "2"): rewritten through the rank's
-  table (group name -> mesh dimension or description) to a rank-invariant key, else to an ordinal
-  by first appearance in the graph;
+  table to what the group is (`group_keys`: the mesh dims it serves and its size, `world`, its
+  description or its members' pattern), else to an ordinal by first appearance in the graph;
 * the rank's own device (`cuda:<local rank>`), in literals and value metadata: rewritten to `<own>`;
 * stack-trace comments (left out of every comparison).
 
@@ -63,32 +63,13 @@ class RankContext:
         ctx = cls(rank=rank, local_rank=local_rank, own_device=own_device)
         if not isinstance(table, dict):
             return ctx
-        world = table.get("world_size")
-        for mesh in table.get("meshes") or []:
-            if not isinstance(mesh, dict) or "error" in mesh:
-                continue
-            shape = mesh.get("shape") or []
-            names = mesh.get("dim_names") or [str(i) for i in range(len(shape))]
-            coord = mesh.get("coordinate") or []
-            tag = "x".join(str(s) for s in shape)
-            for i, dim in enumerate(names):
-                if i < len(coord) and isinstance(coord[i], int):
-                    ctx.coordinates.setdefault(str(dim), coord[i])
-            for dim, name in (mesh.get("group_names") or {}).items():
-                if name is not None:
-                    ctx.group_keys.setdefault(str(name), f"mesh[{tag}].{dim}")
+        for mesh in table_meshes(table):
+            for dim, c in zip(mesh["dim_names"], mesh["coordinate"] or []):
+                if isinstance(c, int):
+                    ctx.coordinates.setdefault(dim, c)
+        ctx.group_keys = group_keys(table)
         for name, g in (table.get("groups") or {}).items():
-            if not isinstance(g, dict):
-                continue
-            members = g.get("ranks")
-            if name not in ctx.group_keys:
-                desc = g.get("desc")
-                if isinstance(members, list) and isinstance(world, int) and len(members) == world:
-                    ctx.group_keys[name] = "world"
-                elif desc and desc not in ("undefined",):
-                    ctx.group_keys[name] = f"group[{desc}]"
-                elif isinstance(members, list):
-                    ctx.group_keys[name] = f"group[size={len(members)}]"
+            members = g.get("ranks") if isinstance(g, dict) else None
             key = ctx.group_keys.get(name)
             if key is not None and isinstance(members, list) and rank in members:
                 ctx.group_positions.setdefault(key, members.index(rank))
@@ -97,6 +78,79 @@ class RankContext:
     @property
     def own_index(self) -> int | None:
         return split_device(self.own_device)[1]
+
+
+def table_meshes(table: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rank table's meshes, well-formed ones only, in one order whatever order the capture
+    listed them in (it walks a WeakSet, whose order changes from run to run): most dimensions
+    first (the full mesh before its sub-meshes), then by dim names and shape. Each has
+    `dim_names` (its names, or "0", "1", ... when unnamed), `shape`, `coordinate`, `group_names`."""
+    out = []
+    for mesh in table.get("meshes") or []:
+        if not isinstance(mesh, dict) or "error" in mesh or not isinstance(mesh.get("shape"), list):
+            continue
+        shape = mesh["shape"]
+        names = mesh.get("dim_names") or [str(i) for i in range(len(shape))]
+        coord = mesh.get("coordinate")
+        groups = mesh.get("group_names")
+        out.append({"dim_names": [str(n) for n in names], "shape": shape,
+                    "coordinate": coord if isinstance(coord, list) else None,
+                    "group_names": groups if isinstance(groups, dict) else {}})
+    out.sort(key=lambda m: (-len(m["shape"]), m["dim_names"], [s if isinstance(s, int) else -1 for s in m["shape"]]))
+    return out
+
+
+def group_keys(table: dict[str, Any]) -> dict[str, str]:
+    """Process-group name -> a name for what the group is, the same on every rank and every run.
+
+    A group is named by every mesh dimension it serves (all of them, sorted: several dims of
+    size 1, a flattened dim, or a dim and the same dim of a sub-mesh share one group) and its
+    size: `mesh.tp[2]`, `mesh.batch_fsdp+fsdp[2]`. The rank's dp group and another rank's dp
+    group get the same name; a tp and a dp group of the same size different ones. A group of
+    every rank is `world`. A group of no mesh dim is named by its description, else by the
+    pattern of its members relative to its first (`ranks[2,stride=1]`), which is the same on
+    every rank of a regular layout."""
+    world = table.get("world_size")
+    groups = table.get("groups") if isinstance(table.get("groups"), dict) else {}
+    dims: dict[str, set[str]] = {}
+    sizes: dict[str, int] = {}
+    for mesh in table_meshes(table):
+        shape = dict(zip(mesh["dim_names"], mesh["shape"]))
+        for dim, name in mesh["group_names"].items():
+            if name is None:
+                continue
+            dims.setdefault(str(name), set()).add(str(dim))
+            if isinstance(shape.get(str(dim)), int):
+                sizes.setdefault(str(name), shape[str(dim)])
+    keys: dict[str, str] = {}
+    for name in sorted(set(dims) | set(groups), key=_name_order):
+        g = groups.get(name)
+        members = g.get("ranks") if isinstance(g, dict) else None
+        members = members if isinstance(members, list) and all(isinstance(m, int) for m in members) else None
+        size = len(members) if members is not None else sizes.get(name)
+        if members is not None and isinstance(world, int) and world > 1 and size == world:
+            keys[name] = "world"
+        elif name in dims:
+            keys[name] = f"mesh.{'+'.join(sorted(dims[name]))}[{size if size is not None else '?'}]"
+        elif isinstance(g, dict) and g.get("desc") and g.get("desc") != "undefined":
+            keys[name] = f"group[{g['desc']}]"
+        elif members is not None:
+            keys[name] = f"ranks[{_member_pattern(sorted(members))}]"
+    return keys
+
+
+def _name_order(name: str) -> tuple:
+    return (0, int(name), "") if name.isdigit() else (1, 0, name)
+
+
+def _member_pattern(members: list[int]) -> str:
+    """Members relative to the first: their number and stride, or their offsets when irregular."""
+    if len(members) < 2:
+        return str(len(members))
+    steps = {b - a for a, b in zip(members, members[1:])}
+    if len(steps) == 1:
+        return f"{len(members)},stride={steps.pop()}"
+    return f"{len(members)},offsets={'/'.join(str(m - members[0]) for m in members)}"
 
 
 class GraphNormalizer:

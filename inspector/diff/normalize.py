@@ -94,7 +94,7 @@ def table_meshes(table: dict[str, Any]) -> list[dict[str, Any]]:
         coord = mesh.get("coordinate")
         groups = mesh.get("group_names")
         out.append({"dim_names": [str(n) for n in names], "shape": shape,
-                    "coordinate": coord if isinstance(coord, list) else None,
+                    "coordinate": list(coord) if isinstance(coord, (list, tuple)) else None,
                     "group_names": groups if isinstance(groups, dict) else {}})
     out.sort(key=lambda m: (-len(m["shape"]), m["dim_names"], [s if isinstance(s, int) else -1 for s in m["shape"]]))
     return out

@@ -105,7 +105,7 @@ def test_rank_diff_normalizes_group_names_and_own_device(tmp_path):
     t0 = gdiff.rank_text(cap, 0, idx.across(noop)[0].gid)
     t1 = gdiff.rank_text(cap, 1, idx.across(noop)[1].gid)
     assert t0 == t1
-    assert any("<pg:mesh[2x2].dp>" in l for l in t0)
+    assert any("<pg:mesh.dp[2]>" in l for l in t0)
 
 
 def test_rank_diff_shows_a_baked_literal_as_one_change(tmp_path):

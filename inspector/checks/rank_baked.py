@@ -26,6 +26,7 @@ from graphtrain_inspect.capture.rank_ranges import values_by_rank
 from graphtrain_inspect.inspector.checks.differing_literals import cross_rank_evidence, literal_sites
 from graphtrain_inspect.inspector.read.graphmodel import is_ref, row_leaves
 from graphtrain_inspect.inspector.diff.normalize import table_meshes
+from graphtrain_inspect.inspector.read.simulated import rank_states
 
 KIND = "rank-baked-constant"
 DESCRIPTION = "literals that differ across ranks and equal a rank-derived value (rank, local rank, mesh coordinate)"
@@ -140,6 +141,11 @@ def compile_on_one_rank(ctx: CheckContext) -> tuple[bool, list[int]]:
     # the other ranks must be known to have run without graphs (their logs, or a capture's
     # manifest of a larger world): one torch log read by itself says nothing about the others
     one = len(compiling) == 1 and (len(cap.ranks) > 1 or (bool(cap.manifest) and (cap.world_size or 1) > 1))
+    states = rank_states(cap.manifest)
+    if one and states is not None:
+        # a simulated world: the others must have run to the end without graphs, not failed,
+        # been interrupted or never run (rank 0 runs first and alone)
+        one = any(r not in compiling for r in states["ran"])
     return (flag or one), compiling
 
 

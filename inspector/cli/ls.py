@@ -16,6 +16,7 @@ import orjson
 from graphtrain_inspect.capture.rank_ranges import format_ranks
 from graphtrain_inspect.inspector.cli import ls_output_code
 from graphtrain_inspect.inspector.cli.common import open_or_fail
+from graphtrain_inspect.inspector.read.simulated import rank_states, states_text
 from graphtrain_inspect.inspector.diff.render import Style, add_common_arguments, fmt_bytes, print_read_errors, want_color
 
 
@@ -113,6 +114,9 @@ def simulated_line(m: dict | None) -> str | None:
     stopped = [r for r in sim.get("stopped_after_passes") or [] if isinstance(r, int)]
     if stopped:
         line += f"; ranks {format_ranks(stopped)} stopped after their passes"
+    states = rank_states(m)
+    if states and (states["failed"] or states["never_ran"]):
+        line += f"; {states_text(states, format_ranks)}"
     return line
 
 

@@ -174,3 +174,21 @@ def test_a_failing_first_rank_stops_the_world_with_its_exit_code(tmp_path):
     sim = json.loads((out / "manifest.json").read_text())["simulated"]
     assert sim["ranks"] == [0] and sim["not_run"] == [8, 63] and sim["per_rank"]["0"]["exit_code"] == 3
     assert (out / "simulate" / "rank_0.out").read_text().strip() == "rank 0 of 64 local 0"
+
+
+@pytest.mark.slow
+def test_a_failed_first_rank_is_not_called_a_compile_on_one_rank(tmp_path):
+    """Rank 0 compiles, then fails: the other chosen ranks never ran. check and ls say so, and
+    check does not take rank 0's graphs for a compile on one rank (nobody loaded them)."""
+    out = tmp_path / "cap"
+    r = run_cli("capture", "--out", str(out), "--simulate-world", "4", "--", sys.executable, "-c",
+                "import sys, torch; torch.compile(lambda x: x * 2 + 1)(torch.ones(3)); sys.exit(3)", timeout=600)
+    assert r.returncode == 3 and "the other 1 ranks were not run" in r.stderr, r.stderr[-3000:]
+    check = run_cli("check", str(out), "--json")
+    doc = json.loads(check.stdout)
+    notes = doc["summary"]["notes"]
+    assert not any("compile on one rank" in n for n in notes), notes
+    assert any(n.endswith("failed or stopped 0; never ran 3") for n in notes), notes
+    assert "rank-baked-constant: needs graphs of at least two ranks" in run_cli("check", str(out)).stdout
+    ls = run_cli("ls", str(out))
+    assert "simulated: 1 of 4 ranks (0), hosts of 4" in ls.stdout and "failed or stopped 0; never ran 3" in ls.stdout

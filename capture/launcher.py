@@ -28,9 +28,32 @@ from graphtrain_inspect.capture.summary import RankSummary, summarize
 _ENV_PREFIXES = ("TORCH", "TORCHINDUCTOR_", "NCCL_", "GLOO_", "CUDA_", "OMP_", "PYTORCH_", "GTI_", "MASTER_", "NVIDIA_")
 
 
+def this_command() -> str:
+    """`graphtrain-inspect` as the user can run it again from this shell: the bare name when PATH
+    finds this very executable, else the path that ran (a virtual environment not activated), else
+    this Python running the module."""
+    import shutil
+
+    ran = sys.argv[0] if sys.argv else ""
+    if os.path.basename(ran) == "graphtrain-inspect":
+        found = shutil.which("graphtrain-inspect")
+        if found and os.path.realpath(found) == os.path.realpath(ran):
+            return "graphtrain-inspect"
+        return shlex.quote(ran)
+    return f"{shlex.quote(sys.executable)} -m graphtrain_inspect.inspector.cli"
+
+
+class _CommandFormatter(argparse.HelpFormatter):
+    """argparse's own usage, with the command after `--` named (argparse prints a bare `...`)."""
+
+    def _format_args(self, action: argparse.Action, default_metavar: str) -> str:
+        if action.nargs == argparse.REMAINDER:
+            return "-- COMMAND [ARGS ...]"
+        return super()._format_args(action, default_metavar)
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.usage = ("graphtrain-inspect capture [--out DIR] [--pass MODULE:FUNC]... [--no-inductor] [--no-blobs] "
-               "[--simulate-world N [--simulate-ranks LIST] [--local-world-size K] [--mesh dp=4,tp=2] [--stop-after-passes]] -- COMMAND [ARGS...]")
+    p.formatter_class = _CommandFormatter
     p.add_argument("--out", metavar="DIR", help="capture directory (default: a fresh ./gti-capture-<time>)")
     p.add_argument("--pass", dest="passes", action="append", default=[], metavar="MODULE:FUNC",
                    help="capture this pass function (or Class.method, or a module-level list of passes); repeatable")
@@ -46,7 +69,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     sim.add_argument("--mesh", metavar="NAME=SIZE,...", help="the job's device mesh (dp=4,tp=2,ep=2) for the default rank choice; default: rank 0's own mesh, read from its capture")
     sim.add_argument("--stop-after-passes", action="store_true",
                      help="end each simulated rank at its first optimizer step after a pass ran (what runs later on a fake backend computes garbage)")
-    p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="the command to run, after --")
+    p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="COMMAND", help="the command to run, after --")
 
 
 def _fail(msg: str) -> int:
@@ -289,7 +312,8 @@ def _print_summary(out: str, args: argparse.Namespace, summaries: list[RankSumma
         for t in unmatched:
             p(f"  note: --pass {t} never fired (module never imported, or never called with a GraphModule)")
     p(f"  capture: {out}")
-    p(f"  next:    graphtrain-inspect ls {shlex.quote(out)}    |    graphtrain-inspect check {shlex.quote(out)}")
+    exe = this_command()
+    p(f"  next:    {exe} ls {shlex.quote(out)}    |    {exe} check {shlex.quote(out)}")
 
 
 # -- simulated worlds (--simulate-world) ---------------------------------------------------------

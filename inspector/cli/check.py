@@ -30,7 +30,7 @@ import sys
 import orjson
 
 from graphtrain_inspect.capture.rank_ranges import format_ranks, values_by_rank
-from graphtrain_inspect.inspector.cli.common import open_or_fail
+from graphtrain_inspect.inspector.cli.common import add_capture_argument, open_or_fail
 from graphtrain_inspect.inspector.diff.render import Style, add_common_arguments, print_read_errors, truncate, want_color
 
 _LEVELS = ("error", "warning", "info")
@@ -53,7 +53,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     p.epilog = DEVICE_POLICY
     p.formatter_class = argparse.RawDescriptionHelpFormatter
-    p.add_argument("dir", metavar="DIR", help="capture directory, TORCH_TRACE directory or log file")
+    add_capture_argument(p)
     p.add_argument("--json", action="store_true", help="one JSON document: findings and summary")
     p.add_argument("--severity", choices=_LEVELS, default=None,
                    help="show findings of at least this severity (default: warning in the table, all in --json)")

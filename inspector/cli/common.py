@@ -22,3 +22,42 @@ def open_or_fail(directory: str, source: str) -> Any:
         return open_capture(directory, source=source)
     except CaptureUnreadable as e:
         raise CommandError(str(e)) from None
+
+
+def add_capture_argument(p: Any, name: str = "dir", metavar: str = "DIR") -> None:
+    """The capture a command reads: DIR, or `--sample NAME` (a bundled capture, unpacked on first
+    use as the TUI does), and `--list-samples`. `resolve_capture` fills args.<name> in."""
+    p.add_argument(name, nargs="?", metavar=metavar, help="capture directory, TORCH_TRACE directory or log file")
+    p.add_argument("--sample", metavar="NAME", help="a bundled sample capture instead of DIR (see --list-samples)")
+    p.add_argument("--list-samples", action="store_true", help="list the bundled sample captures, a line each, and exit")
+
+
+def list_samples() -> list[str]:
+    """One line per bundled capture: its name (padded to the longest) and what it holds."""
+    from graphtrain_inspect.inspector.read import bundled
+
+    names = bundled.names()
+    width = max(map(len, names), default=0)
+    return [f"{n:<{width}}  {bundled.describe(n)}" + ("  (tui opens it by default)" if n == bundled.DEFAULT else "") for n in names]
+
+
+def resolve_capture(args: Any, command: str, name: str = "dir") -> None:
+    """args.<name> from `--sample NAME` (unpacked), or a CommandError when neither is given."""
+    given, sample = getattr(args, name), getattr(args, "sample", None)
+    if given and sample:
+        raise CommandError(f"give {name.upper()} or --sample NAME, not both")
+    if given:
+        return
+    if not sample:
+        raise CommandError(f"a capture to read: graphtrain-inspect {command} DIR, or --sample NAME (--list-samples lists them)")
+    from graphtrain_inspect.inspector.read import bundled
+
+    try:
+        setattr(args, name, str(bundled.path_of(sample)))
+    except bundled.BundledError as e:
+        raise CommandError(str(e)) from None
+
+
+def diff_title(what: str, where: str, a: str, b: str) -> str:
+    """Every diff's header, in one style: `WHAT (WHERE): A vs B`."""
+    return f"{what} ({where}): {a} vs {b}" if where else f"{what}: {a} vs {b}"

@@ -21,12 +21,12 @@ import sys
 
 import orjson
 
-from graphtrain_inspect.inspector.cli.common import CommandError, open_or_fail
+from graphtrain_inspect.inspector.cli.common import CommandError, add_capture_argument, diff_title, open_or_fail
 from graphtrain_inspect.inspector.diff.render import Style, add_common_arguments, print_read_errors, truncate, want_color
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("dir", metavar="DIR", help="capture directory, TORCH_TRACE directory or log file")
+    add_capture_argument(p)
     p.add_argument("--pass", dest="pass_name", metavar="NAME", help="pass name, module:qualname, #SEQ, or 'trace' (required unless --output-code)")
     p.add_argument("--output-code", action="store_true", help="Inductor's generated code instead of a pass: --ranks A,B, or --compiles K1,K2 on one rank")
     p.add_argument("--compiles", metavar="K1,K2", help="with --output-code: two compiles' generated code on one rank (keys as 0/0#0)")
@@ -148,10 +148,10 @@ def run(args: argparse.Namespace) -> int:
             keys = index.find(args.pass_name, ra) or index.find(args.pass_name)
             keys = _select(keys, args)
             if not keys:
-                raise CommandError(f"no pass {args.pass_name!r} on rank {ra} (passes: {', '.join(cap.pass_names()[:20])})")
+                raise CommandError(f"no pass {args.pass_name!r} on rank {ra} ({_pass_choices(cap, ra)})")
             for key in keys:
                 stages = index.across(key)
-                title = f"{key.label()} ({key.pipeline_label()}): rank {ra} vs rank {rb}"
+                title = diff_title(key.label(), key.pipeline_label(), f"rank {ra}", f"rank {rb}")
                 out.append(st(title, "bold", "magenta"))
                 missing = [r for r in (ra, rb) if r not in stages]
                 if missing:
@@ -180,16 +180,19 @@ def run(args: argparse.Namespace) -> int:
                 raise CommandError("the traced graph has no 'before': compare it across ranks with --ranks A,B")
             found = cap.find_passes(args.pass_name, rank)
             passes = _select_passes([p for p in found if p.before is not None], args)
-            if not passes:
+            first = _select_passes([p for p in found if p.before is None and p.status == "ok"], args)
+            if not passes and first:
+                # the pass made the first graph of its pipeline (torch's dynamo): show that graph whole
+                out.extend(_first_graph_lines(cap, rank, first, args, st))
+            elif not passes:
                 cut = [p for p in found if p.status == "incomplete"]
                 if cut:  # listed by name below, so say why it cannot be diffed
                     raise CommandError(f"pass #{cut[0].seq} {cut[0].name} started on rank {rank} and never finished "
                                        "(the rank stopped inside it): no graph after it to diff")
-                names = ", ".join(cap.pass_names()[:20])
-                raise CommandError(f"no pass {args.pass_name!r} on rank {rank} (passes: {names})")
+                raise CommandError(f"no pass {args.pass_name!r} on rank {rank} ({_pass_choices(cap, rank)})")
             for p in passes:
                 roles = [r for r in p.after if not args.role or r == args.role]
-                title = f"#{p.seq} {p.name} on rank {rank} (pipeline {p.pipeline}{', compile ' + p.compile_id if p.compile_id else ''})"
+                title = diff_title(f"#{p.seq} {p.name} on rank {rank}", _where(p), "before", "after")
                 out.append(st(title, "bold", "magenta"))
                 if p.status != "ok":
                     out.append(st(f"  {p.status}" + (f": {p.exception.get('type')}: {p.exception.get('message')}" if p.exception else ""), "red"))
@@ -220,6 +223,38 @@ def run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write("\n".join(out) + "\n")
     return 0
+
+
+def _where(p) -> str:
+    return f"pipeline {p.pipeline}" + (f", compile {p.compile_id}" if p.compile_id else "")
+
+
+def _pass_choices(cap, rank: int) -> str:
+    """What --pass accepts on the rank, for the error that names a pass it does not have."""
+    names = list(dict.fromkeys(p.name for p in cap.passes(rank)))
+    shown = ", ".join(["trace", *names[:20]]) + (f", ... ({len(names) - 20} more)" if len(names) > 20 else "")
+    return f"passes: {shown}; or #SEQ, module:qualname"
+
+
+def _first_graph_lines(cap, rank: int, passes, args, st: Style) -> list[str]:
+    """A pass with no graph before it (it made its pipeline's first graph: torch's dynamo): its
+    output graph in full, as lines added to nothing."""
+    from graphtrain_inspect.inspector.diff.graph_diff import normalize_code
+
+    out: list[str] = []
+    for p in passes:
+        for role, gid in p.after.items():
+            if args.role and role != args.role:
+                continue
+            out.append(st(diff_title(f"#{p.seq} {p.name} on rank {rank}", _where(p), "nothing", "its graph"), "bold", "magenta"))
+            out.append(st(f"  #{p.seq} {p.name} made the first graph of its pipeline ({gid}, {cap.node_count(rank, gid)} nodes): "
+                          "shown whole; --ranks A,B compares it across ranks", "dim"))
+            code = cap.graph_code(rank, gid)
+            if code is None:
+                out.append(st("  graph code unreadable", "red"))
+            elif not args.nodes:
+                out.extend(_text_lines([], normalize_code(code), "(nothing)", f"#{p.seq} {p.name} {gid}", args, st))
+    return out
 
 
 def _select(keys, args):

@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from graphtrain_inspect.inspector.cli.common import CommandError, open_or_fail
+from graphtrain_inspect.inspector.cli.common import CommandError, diff_title, open_or_fail
 
 
 def _pick(keys: list[str], want: str | None) -> list[str]:
@@ -65,7 +65,7 @@ def run(args: argparse.Namespace, text_lines: Any) -> int:
                 if oc is None:
                     raise CommandError(f"no generated code of compile {k!r} on rank {rank} (compiles: {', '.join(sorted(by_key))})")
                 got.append(oc)
-            pairs.append((f"generated code on rank {rank}: compile {parts[0]} vs {parts[1]}", rank, got[0], rank, got[1]))
+            pairs.append((diff_title("generated code", f"rank {rank}", f"compile {parts[0]}", f"compile {parts[1]}"), rank, got[0], rank, got[1]))
         else:
             try:
                 ra, rb = (int(x) for x in (args.ranks or "").split(","))
@@ -79,7 +79,7 @@ def run(args: argparse.Namespace, text_lines: Any) -> int:
                 raise CommandError(f"no generated code of compile {args.pipeline!r} (compiles: {', '.join(by_key)})")
             for k in keys:
                 per = by_key[k]
-                title = f"generated code, compile {k}: rank {ra} vs rank {rb}"
+                title = diff_title("generated code", f"compile {k}", f"rank {ra}", f"rank {rb}")
                 missing = [r for r in (ra, rb) if r not in per]
                 if missing:
                     out.append(st(title, "bold", "magenta"))

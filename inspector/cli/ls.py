@@ -9,19 +9,20 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from graphtrain_inspect.capture.rank_ranges import format_ranks
 from graphtrain_inspect.inspector.cli import ls_output_code
-from graphtrain_inspect.inspector.cli.common import open_or_fail
+from graphtrain_inspect.inspector.cli.common import add_capture_argument, open_or_fail
 from graphtrain_inspect.inspector.read.simulated import rank_states, states_text
 from graphtrain_inspect.inspector.diff.render import Style, add_common_arguments, fmt_bytes, print_read_errors, want_color
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("dir", metavar="DIR", help="capture directory, TORCH_TRACE directory or log file")
+    add_capture_argument(p)
     p.add_argument("--rank", type=int, action="append", help="only this rank (repeatable)")
     p.add_argument("--all", action="store_true", help="list every rank in full (no folding of identical ranks)")
     p.add_argument("--verify", action="store_true", help="decode every payload and check its md5")
@@ -171,26 +172,30 @@ def render(data: dict[str, Any], st: Style, fold: bool = True) -> list[str]:
             continue
         seen.setdefault(sig, r)
         lines.append(st(f"rank {r}", "bold", "cyan") + f": {info}{where}" + (f"  [{', '.join(extra)}]" if extra else ""))
+        cols = Columns.measure(entry)
         pipeline = None
         for p in entry["passes"]:
             if p["pipeline"] != pipeline:
                 if pipeline is not None:
-                    lines.extend(ls_output_code.rows(entry, pipeline, st, _row, fmt_bytes))
+                    lines.extend(ls_output_code.rows(entry, pipeline, st, cols.row, fmt_bytes))
                 pipeline = p["pipeline"]
                 cid = f" (compile {p['compile_id']})" if p.get("compile_id") else ""
                 lines.append(st(f"  pipeline {pipeline}{cid}", "bold"))
-                lines.append(_header(st))
+                lines.append(cols.header(st))
                 b = p["before"]
                 if b["gid"] and p["traced"]:
-                    lines.append(_row("trace", "", b["gid"], "", _n(b["nodes"]), "", "", "", st))
-            lines.extend(_pass_lines(p, st))
+                    lines.append(cols.row("trace", "", b["gid"], "", _n(b["nodes"]), "", "", "", st))
+            lines.extend(_pass_lines(p, st, cols))
         if pipeline is not None:
-            lines.extend(ls_output_code.rows(entry, pipeline, st, _row, fmt_bytes))
-        loose = ls_output_code.rows(entry, None, st, _row, fmt_bytes)
+            lines.extend(ls_output_code.rows(entry, pipeline, st, cols.row, fmt_bytes))
+        loose = ls_output_code.rows(entry, None, st, cols.row, fmt_bytes)
         if loose:
             lines.append(st("  generated code of graphs no listed pipeline made", "bold"))
             lines.extend(loose)
         lines.extend(_error_lines(errs, st))
+    if any(e["passes"] for e in data["ranks"]):
+        lines.append("")
+        lines.append(st("nodes: each graph's nodes and those of its nested subgraphs (higher-order ops' bodies), counted together", "dim"))
     if data.get("read_errors"):
         lines.append("")
         lines.append(st("reading problems:", "red", "bold"))
@@ -207,28 +212,69 @@ def _pad(text: str, width: int, styled: str | None = None) -> str:
     return (styled if styled is not None else text) + " " * max(0, width - len(text))
 
 
-def _row(name: str, role: str, gid: str, before: str, after: str, delta: str, size: str, tail: str, st: Style, delta_style: tuple = (), name_style: tuple = ()) -> str:
-    return (
-        "    "
-        + _pad(name, 32, st(name, *name_style))
-        + " "
-        + _pad(role, 4)
-        + " "
-        + _pad(gid, 18)
-        + f" {before:>6} {'->' if before.strip() else '  '} {after:<6} "
-        + _pad(delta, 7, st(delta, *delta_style))
-        + f" {size:>9}"
-        + (f"  {tail}" if tail else "")
-    ).rstrip()
+NAME_MAX = 44  # a longer pass name loses its middle: its number and its end stay readable
 
 
-def _header(st: Style) -> str:
-    return st(_row("pass", "role", "graph", "nodes", "", "delta", "size", "time / source", Style(False)).replace("->", "  "), "dim")
+def elide_middle(text: str, width: int) -> str:
+    """`text` in at most `width` characters, its middle replaced by one '…'."""
+    if len(text) <= width:
+        return text
+    head = (width - 1 + 1) // 2
+    return text[:head] + "…" + text[len(text) - (width - 1 - head):]
 
 
-def _pass_lines(p: dict, st: Style) -> list[str]:
+@dataclass
+class Columns:
+    """The widths of one rank's pass table, measured from what it shows (the role column only
+    when a pass has an output other than `out`)."""
+
+    name: int = 32
+    role: int = 0
+    gid: int = 18
+    nodes: int = 5
+
+    @classmethod
+    def measure(cls, entry: dict) -> "Columns":
+        names, roles, gids, counts = ["pass", "trace", "inductor codegen"], [], [], []
+        for p in entry["passes"]:
+            names.append(f"#{p['seq']} {p['name']}")
+            gids.append(p["before"]["gid"] or "")
+            counts.append(_n(p["before"]["nodes"]))
+            for role, a in p["after"].items():
+                roles.extend([role] if role != "out" else [])
+                gids.append(a["gid"] or "")
+                counts.append(_n(a["nodes"]))
+        gids.extend(oc["oid"] or "" for oc in entry.get("output_code") or [])
+        return cls(
+            name=min(NAME_MAX, max(map(len, names))),
+            role=max(map(len, roles), default=0) and max(4, *map(len, roles)),
+            gid=max(5, *map(len, gids)),
+            nodes=max(4, *map(len, counts)),
+        )
+
+    def row(self, name: str, role: str, gid: str, before: str, after: str, delta: str, size: str, tail: str, st: Style, delta_style: tuple = (), name_style: tuple = ()) -> str:
+        name = elide_middle(name, self.name)
+        n = self.nodes
+        return (
+            "    "
+            + _pad(name, self.name, st(name, *name_style))
+            + ("  " + _pad(role, self.role) if self.role else "")
+            + "  "
+            + _pad(gid, self.gid)
+            + f" {before:>{n}} {'->' if before.strip() else '  '} {after:<{n}} "
+            + _pad(delta, 7, st(delta, *delta_style))
+            + f" {size:>9}"
+            + (f"  {tail}" if tail else "")
+        ).rstrip()
+
+    def header(self, st: Style) -> str:
+        nodes = "nodes".rjust(self.nodes) if self.nodes >= 5 else "nodes"
+        return st(self.row("pass", "role", "graph", nodes, "", "delta", "size", "time / source", Style(False)).replace("->", "  "), "dim")
+
+
+def _pass_lines(p: dict, st: Style, cols: Columns) -> list[str]:
     out = []
-    name = f"#{p['seq']} {p['name']}"
+    name = elide_middle(f"#{p['seq']} {p['name']}", cols.name)
     tail = []
     if p.get("wall_s") is not None:
         tail.append(f"{p['wall_s'] * 1000:.1f} ms")
@@ -239,16 +285,16 @@ def _pass_lines(p: dict, st: Style) -> list[str]:
     if p.get("capture_errors"):
         tail.append(st(f"{p['capture_errors']} capture errors", "yellow"))
     if p["status"] == "raised":
-        out.append("    " + _pad(name, 32, st(name, "red")) + " " + st(f"raised {p.get('exception') or ''}", "red") + ("  " + "  ".join(tail) if tail else ""))
+        out.append("    " + _pad(name, cols.name, st(name, "red")) + " " + st(f"raised {p.get('exception') or ''}", "red") + ("  " + "  ".join(tail) if tail else ""))
         return out
     if p["status"] == "incomplete":
-        out.append("    " + _pad(name, 32, st(name, "red")) + " " + st("started, never finished", "red"))
+        out.append("    " + _pad(name, cols.name, st(name, "red")) + " " + st("started, never finished", "red"))
         return out
     if p["before"]["gid"] is None:
         # a graph torch logged on its own (traced)
         for role, a in p["after"].items():
             r = "" if role == "out" else role
-            out.append(_row(name, r, a["gid"], "", _n(a["nodes"]), "", fmt_bytes(a["bytes"]), p.get("source") or "", st))
+            out.append(cols.row(name, r, a["gid"], "", _n(a["nodes"]), "", fmt_bytes(a["bytes"]), p.get("source") or "", st))
         return out
     first = True
     for role, a in p["after"].items():
@@ -262,7 +308,7 @@ def _pass_lines(p: dict, st: Style) -> list[str]:
         else:
             d = f"{delta:+d}"
             ds = ("green",) if delta > 0 else ("yellow",)
-        out.append(_row(name if first else "", "" if role == "out" else role, a["gid"], _n(p["before"]["nodes"]), _n(a["nodes"]), d, fmt_bytes(a["bytes"]), "  ".join(tail) if first else "", st, ds))
+        out.append(cols.row(name if first else "", "" if role == "out" else role, a["gid"], _n(p["before"]["nodes"]), _n(a["nodes"]), d, fmt_bytes(a["bytes"]), "  ".join(tail) if first else "", st, ds))
         first = False
     if not p["after"]:
         out.append("    " + name + " (no output graph)")

@@ -31,11 +31,22 @@ def _load(name: str):
         raise
 
 
+def version() -> str:
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version("graphtrain-inspect")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="graphtrain-inspect",
         description="Inspect and debug the graph passes of graph-based distributed PyTorch training.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (_, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
@@ -59,9 +70,14 @@ def main(argv: list[str] | None = None) -> int:
     if mod is None:
         print(f"graphtrain-inspect: '{args.command}' is not available in this version", file=sys.stderr)
         return 2
-    from graphtrain_inspect.inspector.cli.common import CommandError
+    from graphtrain_inspect.inspector.cli.common import CommandError, list_samples, resolve_capture
 
     try:
+        if getattr(args, "list_samples", False):
+            print("\n".join(list_samples()))
+            return 0
+        if hasattr(args, "sample") and hasattr(args, "dir"):  # ls, diff, check: DIR or --sample NAME
+            resolve_capture(args, args.command)
         return int(mod.run(args) or 0)
     except CommandError as e:
         print(f"graphtrain-inspect {args.command}: {e}", file=sys.stderr)

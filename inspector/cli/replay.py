@@ -35,8 +35,6 @@ from graphtrain_inspect.inspector.replay.report import check_lines, header_line,
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.usage = ("graphtrain-inspect replay DIR --pass NAME [--rank R] [--occurrence K] [--fn MODULE:FUNC] [--batch] [--trust] "
-               "[--setup MODULE:FUNC]... [--import MODULE]...")
     p.add_argument("dir", metavar="DIR", help="capture directory (made with `graphtrain-inspect capture`, blobs on)")
     p.add_argument("--pass", dest="pass_name", required=True, metavar="NAME", help="pass name, module:qualname, or #SEQ (on the rank)")
     p.add_argument("--rank", type=int, help="replay the graph this rank's pass received (default: the lowest rank)")

@@ -14,7 +14,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("path", nargs="?", metavar="DIR|LOG", help="capture directory, TORCH_TRACE directory or log file (default: the bundled sample capture)")
     p.add_argument("--source", choices=("auto", "capture", "torch"), default="auto", help="read our capture logs, or torch's TORCH_TRACE logs")
     p.add_argument("--sample", metavar="NAME", help="open the bundled sample capture NAME (see --list-samples)")
-    p.add_argument("--list-samples", action="store_true", help="list the bundled sample captures and exit")
+    p.add_argument("--list-samples", action="store_true", help="list the bundled sample captures, a line each, and exit")
     p.add_argument("--keymap", metavar="FILE", help="key bindings by binding id (TOML); default ~/.config/graphtrain-inspect/keymap.toml")
     p.add_argument("--shared-graph", action="store_true",
                    help="run the checks as check --shared-graph does: the graphs are compiled on one rank and loaded by the others")
@@ -43,12 +43,6 @@ def describe(args: argparse.Namespace, path: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.list_samples:
-        from graphtrain_inspect.inspector.read import bundled
-
-        for n in bundled.names():
-            print(n)
-        return 0
     try:
         path = resolve_path(args)
     except ValueError as e:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import re
 import tarfile
 from pathlib import Path
 
@@ -29,6 +30,37 @@ def names() -> list[str]:
     if not d.is_dir():
         return []
     return sorted(p.name[: -len(ARCHIVE_SUFFIX)] for p in d.iterdir() if p.name.endswith(ARCHIVE_SUFFIX))
+
+
+# What each bundled capture holds, one line each for `--list-samples` (the full recording commands
+# and what `check` finds are in samples/README.md's table, printed by samples/captures_table.py).
+_TRAIN = "sample MoE training"
+_COOR = "sample compiled on rank 0, loaded by all"
+_CODEGEN = "Inductor code compiled on rank 0, loaded by all"
+_FSDP2 = "torch FSDP2 + torch.compile"
+DESCRIPTIONS = {
+    "clean": f"{_TRAIN}, no bug",
+    "rank-baked": f"{_TRAIN}, planted rank-baked slice offset (rank-baked-constant)",
+    "coor-clean": f"{_COOR}, no bug",
+    "coor-rank-baked": f"{_COOR}, planted rank-baked slice offset (rank-baked-constant)",
+    "device-literal": f"{_TRAIN}, planted device literal (device-baked with --shared-graph)",
+    "rank-divergent": f"{_TRAIN}, a pass that diverges across ranks (rank-divergent-graph)",
+    "stale-symbol": f"{_TRAIN}, planted stale unbacked symbol (stale-unbacked-symbol)",
+    "codegen-coor": f"{_CODEGEN} (device-baked in the generated code)",
+    "codegen-virtual": f"{_CODEGEN}, --virtual-local-rank (device-baked)",
+    "codegen-per-rank": "Inductor code compiled on each rank, no bug (device-baked with --shared-graph)",
+    "fsdp2-compile-clean": f"{_FSDP2}, no bug",
+    "fsdp2-compile-rank-literal": f"{_FSDP2}, planted y * (rank + 1) (rank-baked-constant)",
+}
+
+
+def describe(name: str) -> str:
+    """One line on what the bundled capture `name` holds: hardware, program, planted bug."""
+    m = re.fullmatch(r"h(\d+)x(\d+)-(.+)", name)
+    if not m:
+        return ""
+    what = DESCRIPTIONS.get(m.group(3), m.group(3))
+    return f"{m.group(2)} x H{m.group(1)}: {what}"
 
 
 def cache_root() -> Path:

@@ -202,6 +202,11 @@ def pipeline_of(cap: "Capture", oc: OutputCode) -> Any:
     return None
 
 
+def _compile_order(key: str) -> tuple:
+    cid, _, k = key.rpartition("#")
+    return tuple(int(x) for x in re.findall(r"\d+", cid)), cid, int(k) if k.isdigit() else 0
+
+
 def compile_keys(cap: "Capture") -> dict[str, dict[int, OutputCode]]:
     """Compile key -> {rank: its code}: the N-th code a rank generated under compile id C is `C#N`
     (code made outside torch.compile, e.g. `compile_fx` in a graph trainer, has none: `#N`)."""
@@ -217,5 +222,7 @@ def compile_keys(cap: "Capture") -> dict[str, dict[int, OutputCode]]:
             k = seen.get(cid, 0)
             seen[cid] = k + 1
             out.setdefault(f"{cid}#{k}", {})[r] = oc
+    # in compile order (0/0#0, 0/0#1, 1/0#0 ...), not in the order the ranks first had them
+    out = dict(sorted(out.items(), key=lambda kv: _compile_order(kv[0])))
     cap._derived[key] = out
     return out

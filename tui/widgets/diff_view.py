@@ -16,6 +16,22 @@ from graphtrain_inspect.tui.highlight import Palette, token_spans
 from graphtrain_inspect.tui.widgets.line_view import LineView, Mark
 
 
+def elide(text: str, layers: list, head: int, cut: int, style) -> tuple[str, list]:
+    """`text` with text[head:cut] replaced by one `…` (styled `style`), layers moved to match."""
+    shift = head + 1 - cut
+    out = []
+    for layer in layers:
+        moved = []
+        for a, b, st in layer:
+            if a < head:
+                moved.append((a, min(b, head), st))
+            if b > cut:
+                moved.append((max(a, cut) + shift, b + shift, st))
+        out.append(moved)
+    out.append([(head, head + 1, style)])
+    return text[:head] + "…" + text[cut:], out
+
+
 class DiffView(LineView):
     BINDINGS = [Binding("enter", "unfold", "Unfold", show=False, id="diff.unfold")]
 
@@ -132,7 +148,7 @@ class DiffView(LineView):
                 self._rebuild(keep=key)
                 row = self.row_of(*key)
             if self.mode == "unified":
-                self.mark = Mark(row, loc.start + 1, loc.end + 1)
+                self.mark = Mark(row, loc.start, loc.end)
             else:
                 self.mark = Mark(row, loc.start, loc.end, side)
             self._cache.clear()
@@ -175,9 +191,9 @@ class DiffView(LineView):
         return max(8, (width - 2 * (self._num + 1) - 3) // 2)
 
     def on_resize(self, event: events.Resize) -> None:
-        if self.mode == "split":
-            self._version += 1
-            self._cache.clear()
+        # side-by-side columns and elided lines depend on the width
+        self._version += 1
+        self._cache.clear()
 
     def action_hscroll(self, delta: int) -> None:
         if self.mode == "split":
@@ -214,26 +230,30 @@ class DiffView(LineView):
         if self.mode == "unified":
             a = f"{row.a_no + 1:>{n}}" if row.a_no is not None else " " * n
             b = f"{row.b_no + 1:>{n}}" if row.b_no is not None else " " * n
-            gutter = [Segment(f"{a} {b}  ", palette.gutter)]
             if row.kind in ("del", "add"):
+                # the -/+ marker sits in the gutter: it stays in view when the line scrolls
                 line = (row.a_text if row.kind == "del" else row.b_text) or ""
                 bg, chars = (palette.removed, palette.removed_chars) if row.kind == "del" else (palette.added, palette.added_chars)
+                gutter = [Segment(f"{a} {b} ", palette.gutter), Segment("-" if row.kind == "del" else "+", chars), Segment(" ", palette.gutter)]
                 marks: list = []
                 if row.pair is not None:
                     ma, mb = char_marks(row.a_text, row.pair) if row.kind == "del" else char_marks(row.pair, row.b_text)
                     marks = ma if row.kind == "del" else mb
-                text = ("-" if row.kind == "del" else "+") + line
                 layers = [
-                    [(0, len(text), bg)],
-                    self._shift([(x, y, palette.token(k)) for x, y, k in token_spans(line)], 1),
-                    [(0, 1, chars)] + self._shift(marks, 1, style=chars),
+                    [(0, len(line), bg)],
+                    [(x, y, palette.token(k)) for x, y, k in token_spans(line)],
+                    [(x, y, chars) for x, y in marks],
                 ]
-                return gutter, text, layers
+                cut = self._elision(line, marks, self._body_room())
+                if cut is not None:
+                    line, layers = elide(line, layers, *cut, palette.fold)
+                return gutter, line, layers
             line = row.b_text or ""
-            return gutter, " " + line, [self._shift([(x, y, palette.token(k)) for x, y, k in token_spans(line)], 1)]
+            return [Segment(f"{a} {b}  ", palette.gutter)], line, [[(x, y, palette.token(k)) for x, y, k in token_spans(line)]]
         # side by side: number, text cut to the column, a separator, the same for the right side
         col = self._col()
         ma, mb = char_marks(row.a_text, row.b_text) if row.kind == "change" else ([], [])
+        cut = self._elision(row.a_text, ma + mb, col)  # both sides cut alike: their first change in view
         parts: list[str] = []
         layers: list[list] = [[], [], [], []]
         pos = 0
@@ -242,7 +262,10 @@ class DiffView(LineView):
             parts.append(num)
             layers[1].append((pos, pos + len(num), palette.gutter))
             pos += len(num)
-            body = self._cut(text or "", col)
+            shown = text or ""
+            if cut is not None and text:
+                shown = shown[: cut[0]] + "…" + shown[cut[1]:]
+            body = self._cut(shown, col)
             parts.append(body)
             changed = row.kind in ("change", "del" if side == "a" else "add") and text is not None
             bg, chars = (palette.removed, palette.removed_chars) if side == "a" else (palette.added, palette.added_chars)
@@ -250,18 +273,51 @@ class DiffView(LineView):
                 layers[0].append((pos, pos + col, bg))
             if text:
                 x = self.split_x
-                hi = x + len(body.rstrip(" …")) if len(text) - x > col else x + col
-                layers[1].extend(self._shift([(p, q, palette.token(k)) for p, q, k in token_spans(text)], pos, x, hi))
-                layers[2].extend(self._shift(marks, pos, x, hi, style=chars))
-                if self.mark is not None and self.mark.row == index and self.mark.side == side:
-                    layers[3].extend(self._shift([(self.mark.start, self.mark.end, palette.node)], pos, x, hi))
+                hi = x + len(body.rstrip(" …")) if len(shown) - x > col else x + col
+                tokens = [(p, q, palette.token(k)) for p, q, k in token_spans(text)]
+                marks = [(p, q, chars) for p, q in marks]
+                node = [(self.mark.start, self.mark.end, palette.node)] if self.mark is not None and self.mark.row == index and self.mark.side == side else []
+                if cut is not None:
+                    _, (tokens, marks, node, dots) = elide(text, [tokens, marks, node], *cut, palette.fold)
+                    tokens += dots
+                layers[1].extend(self._shift(tokens, pos, x, hi))
+                layers[2].extend(self._shift(marks, pos, x, hi))
+                layers[3].extend(self._shift(node, pos, x, hi))
             pos += len(body)
             if side == "a":
-                sep = {"change": " │ ", "del": " < ", "add": " > ", "same": " │ "}[row.kind]
+                sep = {"change": " ≠ ", "del": " < ", "add": " > ", "same": " │ "}[row.kind]
                 parts.append(sep)
                 layers[1].append((pos, pos + 3, palette.gutter))
                 pos += 3
         return [], "".join(parts), layers
+
+    def _body_room(self) -> int:
+        """Cells of text a unified row shows at once."""
+        return max(10, (self.scrollable_content_region.width or 120) - self.gutter_width())
+
+    def _elision(self, text: str | None, marks, room: int) -> tuple[int, int] | None:
+        """(head, cut): a changed line whose first change lies beyond `room` cells keeps its first
+        `head` characters (indentation and the start of the line), then `…`, then the text from
+        `cut` (a token boundary), so that the change is in view; None when it is in view already or
+        the user scrolled sideways (then the text shows as it is)."""
+        if not marks or not text or int(self.scroll_offset.x) or self.split_x:
+            return None
+        first = min(m[0] for m in marks)
+        if first + 4 <= room:
+            return None
+        indent = len(text) - len(text.lstrip(" "))
+        head = min(indent + max(6, room // 5), first - 1)
+        cut = max(head + 1, first - (room - head - 1 - min(12, room // 4)))  # as much context as fits
+        boundary = max(text.rfind(c, max(head + 1, cut - 8), cut) for c in " (,[")
+        if boundary > head:
+            cut = boundary + 1
+        return head, cut
+
+    def watch_scroll_x(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_x(old_value, new_value)
+        if (int(old_value) == 0) != (int(new_value) == 0):  # elided lines show whole once scrolled sideways
+            self._version += 1
+            self._cache.clear()
 
     def _cut(self, text: str, col: int) -> str:
         x = self.split_x

@@ -57,7 +57,7 @@ class InspectApp(CaptureLoading, ViewActions, App[int]):
 
     BINDINGS = [
         Binding("q", "quit", "Quit", id="app.quit"),
-        Binding("question_mark", "help", "Help", id="app.help"),
+        Binding("question_mark,f1", "help", "Help", id="app.help"),
         Binding("slash", "search", "Search", id="app.search"),
         Binding("n", "search_next(1)", "Next match of the search", show=False, id="app.search-next"),
         Binding("N", "search_next(-1)", "Previous match of the search", show=False, id="app.search-previous"),
@@ -72,6 +72,7 @@ class InspectApp(CaptureLoading, ViewActions, App[int]):
         Binding("e", "export", "Export", id="app.export"),
         Binding("r", "replay", "Replay pass", id="app.replay"),
         Binding("t", "focus_tree", "Focus the tree", show=False, id="app.focus-tree"),
+        Binding("w", "tree_width", "Tree: narrow, hide, restore", show=False, id="app.tree-width"),
         Binding("v", "focus_view", "Focus the view on the right", show=False, id="app.focus-view"),
         Binding("R", "reload", "Read new records now", show=False, id="app.reload"),
         Binding("c", "run_checks", "Run the checks (large captures)", show=False, id="app.run-checks"),
@@ -542,6 +543,16 @@ class InspectApp(CaptureLoading, ViewActions, App[int]):
                 return
         self.goto_node(m.node, m.subgraph)
 
+    def open_node(self, place: Place, name: str, subgraph: str | None = None) -> None:
+        """Open `place` in the code view and go to node `name` there (the palette's nodes of
+        graphs not in view)."""
+        if place == self.place:
+            self.goto_node(name, subgraph)
+            return
+        self.pending_jump = ("code", name, subgraph, place)
+        self.show_view("code")
+        self.open_place(place)
+
     def goto_node(self, name: str, subgraph: str | None = None) -> bool:
         """Go to node `name` in the code or diff view in front (the code view otherwise)."""
         view = self.active_view if self.active_view in ("code", "pass-diff", "rank-diff") else "code"
@@ -568,7 +579,7 @@ class InspectApp(CaptureLoading, ViewActions, App[int]):
                     sub, _, value = value.rpartition(":")
                 self.goto_node(value, sub or None)
 
-        self.push_screen(PromptScreen("Go to node (name, or subgraph:name)", placeholder="add_3", suggestions=names[:50000], id="goto-prompt"), done)
+        self.push_screen(PromptScreen("Go to node (name, or subgraph:name)", placeholder="a node of the graph in view; → completes", suggestions=names[:50000], id="goto-prompt"), done)
 
     @on(Input.Submitted, "#search-input")
     def on_search_submitted(self, event: Input.Submitted) -> None:
@@ -598,7 +609,41 @@ class InspectApp(CaptureLoading, ViewActions, App[int]):
         self.push_screen(HelpScreen(self.binding_groups(), self.user_keymap))
 
     def action_focus_tree(self) -> None:
+        if self.tree.has_class("-hidden"):
+            self.action_tree_width()
         self.tree.focus()
+
+    TREE_WIDTHS = ("", "-narrow", "-hidden")  # `w` cycles: as laid out, narrow, hidden
+
+    def action_tree_width(self) -> None:
+        tree = self.tree
+        now = next((c for c in self.TREE_WIDTHS[1:] if tree.has_class(c)), "")
+        nxt = self.TREE_WIDTHS[(self.TREE_WIDTHS.index(now) + 1) % len(self.TREE_WIDTHS)]
+        tree.remove_class(*self.TREE_WIDTHS[1:])
+        if nxt:
+            tree.add_class(nxt)
+        if nxt == "-hidden" and tree.has_focus:
+            self.view_widget().focus()
+        self.call_after_refresh(self.fit_tabs)
+
+    # the tab names that shorten when the tab bar would not show every tab whole
+    SHORT_TABS = {"pass-diff": ("Pass diff", "Pass Δ"), "rank-diff": ("Rank diff", "Rank Δ"), "output-code": ("Output code", "Output")}
+
+    def fit_tabs(self) -> None:
+        tabbed = self.query_one(TabbedContent)
+        tabs = [tabbed.get_tab(p.id) for p in tabbed.query(TabPane) if p.id]
+        # each tab is its label and one cell either side; room kept for counts added later
+        need = sum(len(self.SHORT_TABS[t.id.removeprefix("--content-tab-")][0]) if t.id.removeprefix("--content-tab-") in self.SHORT_TABS
+                   else len(t.label_text) for t in tabs) + 2 * len(tabs) + 6
+        short = need > tabbed.size.width
+        for pane_id, names in self.SHORT_TABS.items():
+            tab = tabbed.get_tab(pane_id)
+            want = names[1] if short else names[0]
+            if tab.label_text != want:
+                tab.label = want
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self.fit_tabs)
 
     def action_focus_view(self) -> None:
         self.view_widget().focus()

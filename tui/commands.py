@@ -10,7 +10,18 @@ from graphtrain_inspect.tui.session import Place
 
 
 class CaptureCommands(Provider):
-    """Ranks, traced graphs, passes of every rank, nodes of the graph in view, and the views."""
+    """Ranks, traced graphs, passes of every rank, the nodes of every graph of the rank in view
+    (those of the graph in view first), and the views."""
+
+    async def startup(self) -> None:
+        import asyncio
+
+        # every graph of the rank is read once (a worker thread: large graphs take a while)
+        session = getattr(self.app, "session", None)
+        place = getattr(self.app, "place", None)
+        self.other_nodes = []
+        if session is not None and place is not None:
+            self.other_nodes = await asyncio.to_thread(session.node_places, place.rank)
 
     def _entries(self) -> list[tuple[str, object, str]]:
         app = self.app
@@ -28,12 +39,20 @@ class CaptureCommands(Provider):
                 for p in pl.passes:
                     out.append((f"rank {r.rank} · #{p.seq} {p.name}", partial(app.open_place, Place(r.rank, pl.index, p.seq, p.first_role())), "pass"))
         code = app.code_view
+        place = getattr(app, "place", None)
+        here: set[tuple[str, str]] = set()
         if code.index is not None:
-            place = getattr(app, "place", None)
             where = f"rank {place.rank}" if place else ""
             for sub, name, _line in code.index.names()[:20000]:
+                here.add((sub or "", name))
                 label = f"node {name}" + (f" in {sub}" if sub else "")
                 out.append((label, partial(app.goto_node, name, sub or None), f"in the graph in view ({where})"))
+        outline = session.outline
+        for sub, name, where in getattr(self, "other_nodes", [])[:50000]:
+            if (sub, name) in here:
+                continue
+            label = f"node {name}" + (f" in {sub}" if sub else "")
+            out.append((label, partial(app.open_node, where, name, sub or None), f"in {where.label(outline)}"))
         return out
 
     async def discover(self) -> Hits:

@@ -156,6 +156,31 @@ class CaptureSession:
         lines = code.splitlines()
         return GraphText(place.rank, gid, lines, CodeIndex(lines), f"{place.label(self.outline)} · {gid} · {len(lines)} lines")
 
+    def node_places(self, rank: int) -> list[tuple[str, str, Place]]:
+        """(subgraph, node name, the latest place showing it) for every node of every graph state
+        of the rank: what the palette offers beyond the graph in view. Kept per rank."""
+        r = self.outline.rank(rank)
+        if r is None:
+            return []
+        places = [Place(rank, pl.index) for pl in r.pipelines]
+        places += [Place(rank, pl.index, p.seq, role) for pl in r.pipelines for p in pl.passes for role in p.after]
+        key = (rank, len(places))
+        cache = self.__dict__.setdefault("_node_places", {})
+        if key not in cache:
+            order = sorted(places, key=lambda p: (p.pipeline, -1 if p.seq is None else p.seq))
+            latest: dict[str, Place] = {}  # each distinct graph at the last place that shows it
+            for place in order:
+                gid = self.gid_of(place)
+                if gid is not None:
+                    latest[gid] = place
+            found: dict[tuple[str, str], Place] = {}
+            for place in sorted(latest.values(), key=order.index):
+                text = self.graph_text(place)
+                for sub, name, _line in text.index.names() if text is not None else ():
+                    found[(sub or "", name)] = place
+            cache[key] = [(sub, name, place) for (sub, name), place in found.items()]
+        return cache[key]
+
     def place_of_gid(self, rank: int, pipeline: int, gid: str) -> Place | None:
         """The tree's place showing graph `gid` in a pipeline (the latest pass that output it)."""
         pl = self.pipeline(rank, pipeline)
@@ -183,7 +208,7 @@ class CaptureSession:
         graph = self.place_of_gid(place.rank, place.pipeline, oc.graph) if oc.graph else None
         cid = f" · compile {oc.compile_id}" if oc.compile_id else ""
         more = f" · last of {len(mine)}" if len(mine) > 1 else ""
-        title = f"rank {place.rank} · graph {place.pipeline}{cid} · {oc.oid} · {len(kernels)} kernels · {len(lines)} lines{more}"
+        title = f"rank {place.rank} · graph {place.pipeline}{cid} · {oc.oid} · {len(kernels)} kernel{'' if len(kernels) == 1 else 's'} · {len(lines)} lines{more}"
         return OutputCodeText(place.rank, oc.oid, lines, kernels, dict(oc.origins), graph, title), len(mine)
 
     def pass_diff(self, place: Place) -> DiffResult | None:

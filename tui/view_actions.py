@@ -141,7 +141,9 @@ class ViewActions:
     def default_export_name(self) -> str:
         view = self.active_view
         _, suffix = self.export_text()
-        parts = ["gti", Path(self.path).name or "capture", view]
+        name = Path(self.path).name or "capture"
+        # a capture named gti-... (capture --out gti-demo, the default gti-capture-<time>) keeps one prefix
+        parts = [name if name.startswith("gti") else f"gti-{name}", view]
         if self.place is not None and view not in ("findings", "problems"):
             parts.append(f"r{self.place.rank}")
             parts.append(f"p{self.place.seq}" if self.place.seq is not None else f"g{self.place.pipeline}")
@@ -170,8 +172,13 @@ class ViewActions:
         return target
 
     def action_replay(self) -> None:
-        if self.session is None or self.place is None or self.place.seq is None:
-            self.notify("select a pass to replay", severity="warning")
+        if self.place is not None and self.place.seq is None:
+            self.notify("the traced graph is the input of the passes, not a pass: select a pass (#N) to replay", severity="warning")
+            return
+        if self.session is None or self.place is None:
+            loading = "load" in getattr(self, "jobs", {})
+            self.notify("the capture is still being read: r replays the selected pass once it is open" if loading
+                        else "select a pass in the tree to replay", severity="warning")
             return
         p = self.session.pass_entry(self.place)
         if p is None:

@@ -14,14 +14,16 @@ INTRO = """[b]graphtrain-inspect tui[/b]: browse a capture of graph passes on ev
 
 The tree on the left lists the run, each rank, each traced graph and the passes applied to it in order, with node counts, node deltas, wall times and a red badge with the number of findings a pass introduced. Selecting an entry shows it in the views on the right:
 
-  [b]1 Code[/b]       the graph after the selected pass (or the traced graph)
-  [b]2 Pass diff[/b]  what the pass changed, before against after
-  [b]3 Rank diff[/b]  the same graph on another rank against a base rank, normalized as in `diff`
-  [b]4 Findings[/b]   what `check` finds; Enter jumps to the node, with its rank and pass selected
-  [b]5 Symbols[/b]    unbacked symbols of the graph: who binds them, who uses them, stale ones
-  [b]6 Devices[/b]    each rank's own device and the devices baked into the graph
-  [b]7 Problems[/b]   what could not be read, as file:line: message
-  [b]8 Output code[/b] the code Inductor generated for the pipeline; i: from a node to its kernel, I: back
+  [b]1 Code[/b]         the graph after the selected pass (or the traced graph)
+  [b]2 Pass diff[/b]    what the pass changed, before against after
+  [b]3 Rank diff[/b]    the graph on another rank against a base rank, normalized as in `diff`
+  [b]4 Findings[/b]     what `check` finds; Enter: the node, with its rank and pass selected
+  [b]5 Symbols[/b]      unbacked symbols of the graph: who binds, who uses them, stale ones
+  [b]6 Devices[/b]      each rank's own device and the devices baked into the graph
+  [b]7 Problems[/b]     what could not be read, as file:line: message
+  [b]8 Output code[/b]  the code Inductor generated; i: from a node to its kernel, I: back
+
+F1 or ? opens this help; w narrows, hides and restores the tree.
 
 Keys can be remapped by binding id in ~/.config/graphtrain-inspect/keymap.toml (or --keymap FILE), one line per binding:  "app.replay" = "ctrl+r"
 """
@@ -60,7 +62,7 @@ class HelpScreen(ModalScreen[None]):
     HelpScreen > VerticalScroll { width: 100; height: 90%; border: thick $primary; background: $surface; padding: 1 2; }
     """
 
-    BINDINGS = [Binding("escape,q,question_mark", "close", "Close", id="help.close")]
+    BINDINGS = [Binding("escape,q,question_mark,f1", "close", "Close", id="help.close")]
 
     def __init__(self, groups: list[tuple[str, list[Binding]]], keymap: dict[str, str]) -> None:
         super().__init__(id="help")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Hashable
 
+from rich.style import Style
 from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import Tree
@@ -44,6 +45,39 @@ def _fmt_time(s: float | None) -> str:
     return f"{s * 1000:.0f}ms" if s >= 0.001 else f"{s * 1e6:.0f}µs"
 
 
+# Marks the part of a label that may lose its middle when the tree is narrow (a name); numbers
+# after it are never cut: whole trailing fields are dropped instead.
+ELIDE = Style(meta={"gti_elide": True})
+
+
+def fit_label(label: Text, width: int) -> Text:
+    """`label` in `width` cells: the name marked ELIDE loses its middle first, then whole fields
+    are dropped from the end (never a number cut in two)."""
+    over = label.cell_len - width
+    if over <= 0 or width <= 0:
+        return label
+    span = next((sp for sp in label.spans if isinstance(sp.style, Style) and (sp.style.meta or {}).get("gti_elide")), None)
+    if span is not None:
+        name = label.plain[span.start : span.end]
+        keep = max(4, len(name) - over - 1)
+        if keep < len(name):
+            head = (keep + 1) // 2
+            tail = keep - head
+            label = label[: span.start + head] + Text("…", style="dim") + label[span.end - tail :]
+    if label.cell_len <= width:
+        return label
+    cut = label.plain.rfind(" ", 0, width + 1)
+    label = label[:cut] if cut > 0 else label[:width]
+    label.rstrip()
+    return label
+
+
+def _name(t: Text, name: str, style: str = "") -> None:
+    start = len(t)
+    t.append(name, style)
+    t.stylize(ELIDE, start, len(t))
+
+
 def _badge(findings: list | None) -> Text:
     if not findings:
         return Text()
@@ -53,7 +87,8 @@ def _badge(findings: list | None) -> Text:
 
 
 def run_label(o: Outline, findings: int | None) -> Text:
-    t = Text(o.name, style="bold")
+    t = Text(style="bold")
+    _name(t, o.name)
     status = o.status or ("torch trace" if o.kind == "torch_trace" else "no manifest")
     t.append(f"  {status}", style="green" if status == "finished" else ("yellow" if status == "running" else "red"))
     t.append(f" · {plural(len(o.ranks), 'rank')}", style="dim")
@@ -78,7 +113,8 @@ def rank_label(r: RankEntry, findings: int) -> Text:
 
 
 def pipeline_label(pl: PipelineEntry) -> Text:
-    t = Text(pl.label, style="bold")
+    t = Text(style="bold")
+    _name(t, pl.label)
     if pl.traced_nodes is not None:
         t.append(f"  {pl.traced_nodes} nodes", style="dim")
     return t
@@ -93,7 +129,7 @@ def trace_label(pl: PipelineEntry, findings: list | None) -> Text:
 
 def pass_label(p: PassEntry, findings: list | None) -> Text:
     t = Text(f"#{p.seq} ", style="dim")
-    t.append(p.name, style="red" if p.status != "ok" else "")
+    _name(t, p.name, "red" if p.status != "ok" else "")
     if p.status == "raised":
         t.append("  raised", style="bold red")
     elif p.status == "incomplete":
@@ -300,6 +336,16 @@ class CaptureTree(Tree[TreeData]):
         self.scroll_to_node(node, animate=False)
         if select:
             self.select_node(node)
+
+    def render_label(self, node: TreeNode[TreeData], base_style: Style, style: Style) -> Text:
+        label = super().render_label(node, base_style, style)
+        width = self.scrollable_content_region.width
+        if width <= 0:
+            return label
+        depth, parent = 0, node.parent
+        while parent is not None:
+            depth, parent = depth + 1, parent.parent
+        return fit_label(label, width - depth * self.guide_depth)
 
     def action_expand_everything(self) -> None:
         self.root.expand_all()

@@ -1,23 +1,36 @@
-"""SVG snapshots of the TUI on the deterministic small capture (textual is pinned exactly in
-pyproject.toml, so the rendering is stable). Update with `pytest --snapshot-update` after a
-deliberate change, and look at the SVGs."""
+"""SVG snapshots of the TUI at 120x40 (a common terminal) and 200x50: the tree with the code view,
+the pass diff, the rank diff and the findings view, on the deterministic small capture and on the
+bundled GPU capture h200x2-rank-baked (textual is pinned exactly in pyproject.toml, so the
+rendering is stable; nothing machine-specific is on screen: the sub-title is fixed, toasts are
+cleared).
+
+After a deliberate change to what a view shows, regenerate them and look at the SVGs:
+
+    .venv/bin/python -m pytest tests/tui/test_snapshots.py --snapshot-update
+"""
 
 from __future__ import annotations
+
+import pytest
 
 from tests.tui_support import settle
 from graphtrain_inspect.tui.app import InspectApp
 from graphtrain_inspect.tui.session import Place
 
 SIZE = (130, 30)
+SIZES = [(120, 40), (200, 50)]
 
 
-def _prepare(place: Place | None = None, view: str | None = None, keys: tuple[str, ...] = ()):
+def _prepare(place: Place | None = None, view: str | None = None, keys: tuple[str, ...] = (), sub_title: str = "small"):
     async def run_before(pilot) -> None:
         await settle(pilot)
         app = pilot.app
-        app.sub_title = "small"  # the path differs from machine to machine
+        app.sub_title = sub_title  # the path differs from machine to machine
         if place is not None:
             app.open_place(place, view=view)
+            await settle(pilot)
+        elif view is not None:
+            app.show_view(view)
             await settle(pilot)
         if keys:
             await pilot.press(*keys)
@@ -28,18 +41,29 @@ def _prepare(place: Place | None = None, view: str | None = None, keys: tuple[st
     return run_before
 
 
-def test_snapshot_code_view(snap_compare, tui_small_capture):
-    assert snap_compare(InspectApp(str(tui_small_capture)), terminal_size=SIZE, run_before=_prepare())
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_snapshot_tree_and_code(snap_compare, tui_small_capture, size):
+    assert snap_compare(InspectApp(str(tui_small_capture)), terminal_size=size, run_before=_prepare())
 
 
-def test_snapshot_pass_diff_side_by_side(snap_compare, tui_small_capture):
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_snapshot_pass_diff(snap_compare, tui_small_capture, size):
     app = InspectApp(str(tui_small_capture))
-    assert snap_compare(app, terminal_size=SIZE, run_before=_prepare(Place(0, 0, 1, "out"), "pass-diff", ("s",)))
+    assert snap_compare(app, terminal_size=size, run_before=_prepare(Place(0, 0, 1, "out"), "pass-diff"))
 
 
-def test_snapshot_findings(snap_compare, tui_small_capture):
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_snapshot_rank_diff(snap_compare, bundled_capture, size):
+    """The baked select of the bundled GPU capture: at 120 columns its changed lines are elided in
+    the middle so that the differing argument is in view."""
+    app = InspectApp(str(bundled_capture("h200x2-rank-baked")))
+    assert snap_compare(app, terminal_size=size, run_before=_prepare(view="rank-diff", sub_title="h200x2-rank-baked"))
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_snapshot_findings(snap_compare, tui_small_capture, size):
     app = InspectApp(str(tui_small_capture))
-    assert snap_compare(app, terminal_size=SIZE, run_before=_prepare(keys=("4",)))
+    assert snap_compare(app, terminal_size=size, run_before=_prepare(keys=("4",)))
 
 
 def test_snapshot_output_code_kernel_of_a_node(snap_compare, bundled_capture):

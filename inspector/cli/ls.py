@@ -261,7 +261,7 @@ class Columns:
             + ("  " + _pad(role, self.role) if self.role else "")
             + "  "
             + _pad(gid, self.gid)
-            + f" {before:>{n}} {'->' if before.strip() else '  '} {after:<{n}} "
+            + f"  {before:>{n}} {'->' if before.strip() else '  '} {after:<{n}}  "
             + _pad(delta, 7, st(delta, *delta_style))
             + f" {size:>9}"
             + (f"  {tail}" if tail else "")

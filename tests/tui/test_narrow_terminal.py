@@ -16,7 +16,7 @@ from graphtrain_inspect.tui.commands import CaptureCommands
 from graphtrain_inspect.tui.screens.help import HelpScreen
 from graphtrain_inspect.tui.screens.prompt import PromptScreen
 from graphtrain_inspect.tui.session import Place
-from graphtrain_inspect.tui.widgets.capture_tree import ELIDE, fit_label
+from graphtrain_inspect.tui.widgets.capture_tree import ELIDE, OPTIONAL, fit_label
 from tests.tui_support import opened, settle
 
 NARROW = (120, 40)
@@ -27,26 +27,34 @@ def screen_lines(widget) -> list[str]:
     return [widget.render_line(y).text for y in range(widget.scrollable_content_region.height)]
 
 
-def _label(name: str, tail: str) -> Text:
+def _label() -> Text:
+    """A pass label as the tree builds it: the name may be elided, the time may go."""
     t = Text("#2 ")
     start = len(t)
-    t.append(name)
+    t.append("tag_activation_checkpointing")
     t.stylize(ELIDE, start, len(t))
-    t.append(tail)
+    t.append("  990 +45")
+    start = len(t)
+    t.append("  30ms")
+    t.stylize(OPTIONAL, start, len(t))
+    t.append(" ●2")
     return t
 
 
 def test_fit_label_elides_the_name_and_never_cuts_a_number():
-    label = _label("tag_activation_checkpointing", "  990 +45  30ms ●2")
+    label = _label()
     for width in range(12, label.cell_len + 1):
         got = fit_label(label.copy(), width).plain
         assert len(got) <= width
         # every number shown is one of the label's numbers, whole
         assert set(re.findall(r"[+-]?\d+\w*", got.split("  ", 1)[-1])) <= {"990", "+45", "30ms", "2"}, (width, got)
-    assert fit_label(label.copy(), 36).plain == "#2 tag_act…ointing  990 +45  30ms ●2"
-    # too narrow for every field: whole fields go from the end
-    assert fit_label(label.copy(), 20).plain == "#2 ta…ng  990 +45"
     assert fit_label(label.copy(), label.cell_len).plain == label.plain
+    assert fit_label(label.copy(), 36).plain == "#2 tag_act…ointing  990 +45  30ms ●2"
+    # the name would shrink below 12 characters: the time goes first, and the name gets its room
+    assert fit_label(label.copy(), 32).plain == "#2 tag_acti…pointing  990 +45 ●2"
+    assert fit_label(label.copy(), 20).plain == "#2 ta…ng  990 +45 ●2"
+    # too narrow for every field: whole fields go from the end
+    assert fit_label(label.copy(), 16).plain == "#2 ta…ng"
 
 
 async def test_tree_and_tabs_at_120_columns(bundled_capture):

@@ -19,7 +19,7 @@ async def test_output_code_view_and_node_kernel_jumps(bundled_capture):
         oc = output_codes(app.session.cap, 0)[0]
         assert v.lines == code_text(app.session.cap, oc).splitlines()  # rank 0's code, whole
         assert [k.name for k in v.code.kernels] == ["triton_poi_fused_0"]
-        assert "1 kernels" in str(app.query_one("#output-code-title").content)
+        assert " 1 kernel · " in str(app.query_one("#output-code-title").content)
 
         # i: from relu in the code view to the kernel that computes it
         await pilot.press("1")

@@ -7,6 +7,7 @@ live capture grows (`sync`), keeping what is expanded and where the cursor is.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Hashable
 
@@ -45,29 +46,50 @@ def _fmt_time(s: float | None) -> str:
     return f"{s * 1000:.0f}ms" if s >= 0.001 else f"{s * 1e6:.0f}µs"
 
 
-# Marks the part of a label that may lose its middle when the tree is narrow (a name); numbers
-# after it are never cut: whole trailing fields are dropped instead.
+# Marks the part of a label that may lose its middle when the tree is narrow (a name), and a part
+# that may go first (a pass's wall time); numbers are never cut: whole fields are dropped instead.
 ELIDE = Style(meta={"gti_elide": True})
+OPTIONAL = Style(meta={"gti_optional": True})
+_FIELD = re.compile(r"  | · | ●")  # where a label's fields start: cut only there
+MIN_NAME = 12  # a name keeps this much before the optional fields go
+
+
+def _span(label: Text, key: str):
+    return next((sp for sp in label.spans if isinstance(sp.style, Style) and (sp.style.meta or {}).get(key)), None)
+
+
+def _elide_name(label: Text, over: int, keep_at_least: int) -> Text:
+    span = _span(label, "gti_elide")
+    if span is None or over <= 0:
+        return label
+    name = label.plain[span.start : span.end]
+    keep = max(keep_at_least, len(name) - over - 1)
+    if keep >= len(name):
+        return label
+    head = (keep + 1) // 2
+    short = label[span.start : span.start + head] + Text("…", style="dim") + label[span.end - (keep - head) : span.end]
+    short.spans[:] = [sp for sp in short.spans if sp.style is not ELIDE]
+    short.stylize(ELIDE)  # still one name: it may shrink again
+    return label[: span.start] + short + label[span.end :]
 
 
 def fit_label(label: Text, width: int) -> Text:
-    """`label` in `width` cells: the name marked ELIDE loses its middle first, then whole fields
-    are dropped from the end (never a number cut in two)."""
-    over = label.cell_len - width
-    if over <= 0 or width <= 0:
+    """`label` in `width` cells: the name marked ELIDE loses its middle (down to MIN_NAME), then
+    the OPTIONAL part goes, then the name shrinks further, then whole fields are dropped from the
+    end (a count, a time or a badge is never cut into another number)."""
+    if width <= 0 or label.cell_len <= width:
         return label
-    span = next((sp for sp in label.spans if isinstance(sp.style, Style) and (sp.style.meta or {}).get("gti_elide")), None)
-    if span is not None:
-        name = label.plain[span.start : span.end]
-        keep = max(4, len(name) - over - 1)
-        if keep < len(name):
-            head = (keep + 1) // 2
-            tail = keep - head
-            label = label[: span.start + head] + Text("…", style="dim") + label[span.end - tail :]
+    short = _elide_name(label, label.cell_len - width, MIN_NAME)
+    if short.cell_len <= width:
+        return short
+    optional = _span(label, "gti_optional")
+    if optional is not None:
+        label = label[: optional.start] + label[optional.end :]
+    label = _elide_name(label, label.cell_len - width, 4)
     if label.cell_len <= width:
         return label
-    cut = label.plain.rfind(" ", 0, width + 1)
-    label = label[:cut] if cut > 0 else label[:width]
+    cuts = [m.start() for m in _FIELD.finditer(label.plain) if 0 < m.start() <= width]
+    label = label[: cuts[-1]] if cuts else label[:width]
     label.rstrip()
     return label
 
@@ -147,7 +169,9 @@ def pass_label(p: PassEntry, findings: list | None) -> Text:
             else:
                 t.append(f" {d:+d}", style="green" if d > 0 else "yellow")
     if p.wall_s is not None:
+        start = len(t)
         t.append(f"  {_fmt_time(p.wall_s)}", style="dim italic")
+        t.stylize(OPTIONAL, start, len(t))
     t.append_text(_badge(findings))
     return t
 

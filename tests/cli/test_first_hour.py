@@ -180,3 +180,31 @@ def test_next_command_names_the_executable_that_ran(monkeypatch, tmp_path):
     assert this_command() == "graphtrain-inspect"
     monkeypatch.setattr("sys.argv", ["/somewhere/graphtrain_inspect/inspector/cli/__main__.py"])
     assert this_command().endswith(" -m graphtrain_inspect.inspector.cli")
+
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def test_readme_quick_start_commands_parse_and_its_claims_hold():
+    """The README's first section, as a newcomer pastes it: each graphtrain-inspect command is one
+    the parser accepts; the number of checks and the exit codes it states are the real ones."""
+    import shlex
+
+    from graphtrain_inspect.inspector.checks import CHECKS
+
+    text = README.read_text()
+    start = text.index("## Set up and run")
+    section = text[start : text.index("\n## ", start + 1)]
+    blocks = re.findall(r"```\n(.*?)```", section, re.S)
+    commands = [line for b in blocks for line in b.splitlines() if line.startswith("graphtrain-inspect ")]
+    commands += re.findall(r"`(graphtrain-inspect [^`]+)`", section)
+    assert len(commands) >= 5, commands
+    for line in commands:
+        argv = shlex.split(line)[1:]
+        build_parser(argv[0]).parse_args(argv)  # exits (fails the test) on an unknown option
+    assert ". .venv/bin/activate" in section  # the commands after it find graphtrain-inspect and torchrun
+    assert "**exits 1**" in section and "| `check` | 0 no error findings; **1 error findings**" in section
+    n = int(re.search(r"`check` runs (\d+) checks", text).group(1))
+    assert n == len(CHECKS)
+    assert all(c in text for c in CHECKS if c.startswith("codegen-") or c == "incomplete-capture")
+    assert "`tui 2>file` leaves the screen blank" in text

@@ -112,7 +112,10 @@ def run_label(o: Outline, findings: int | None) -> Text:
     t = Text(style="bold")
     _name(t, o.name)
     status = o.status or ("torch trace" if o.kind == "torch_trace" else "no manifest")
+    start = len(t)
     t.append(f"  {status}", style="green" if status == "finished" else ("yellow" if status == "running" else "red"))
+    if status == "finished":  # the usual case: the first thing to go in a narrow tree
+        t.stylize(OPTIONAL, start, len(t))
     t.append(f" · {plural(len(o.ranks), 'rank')}", style="dim")
     if o.live:
         t.append(" · live", style="bold yellow")

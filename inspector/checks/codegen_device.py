@@ -12,10 +12,10 @@ rank's own device is an error; an accelerator index on a rank that computes on t
 from __future__ import annotations
 
 from graphtrain_inspect.inspector.checks import Finding
-from graphtrain_inspect.inspector.checks.codegen_sites import aligned, finding
+from graphtrain_inspect.inspector.checks.codegen_sites import aligned, clip_code, finding, fx_node
 from graphtrain_inspect.inspector.checks.rank_baked import compile_on_one_rank
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
-from graphtrain_inspect.inspector.diff.output_code import own_index, pinned_indices
+from graphtrain_inspect.inspector.diff.output_code import own_index, pinned_spans
 from graphtrain_inspect.inspector.read.graphmodel import split_device
 
 KIND = "device-baked"
@@ -46,12 +46,13 @@ def run(ctx: CheckContext) -> list[Finding]:
             rctx = site.rank_ctx
             own = own_index(rctx)
             own_typ = split_device(rctx.own_device)[0]
-            pins: dict[int, list[tuple[int, str, str]]] = {}
-            for i, line in enumerate(text.split("\n")):
+            pins: dict[int, list[tuple[int, str, str, str | None]]] = {}
+            for i, line in enumerate(site.lines):
                 if "(" not in line and ":" not in line:
                     continue
-                for what, idx in pinned_indices(line):
-                    pins.setdefault(idx, []).append((i + 1, what, line.strip()))
+                for what, idx, a, b in pinned_spans(line):
+                    k = site.kernel_at(i)
+                    pins.setdefault(idx, []).append((i + 1, what, clip_code(line, a, b), k.name if k else None))
             for idx, where in sorted(pins.items()):
                 loaders = [x for x in all_ranks if x != r] if shared else [r]
                 if shared:
@@ -66,10 +67,14 @@ def run(ctx: CheckContext) -> list[Finding]:
                 else:
                     continue
                 first = where[0]
-                msg = f"device index {idx} ({first[1]}, {len(where)} line(s)) in generated code {why}"
+                kernel = site.kernel_at(first[0] - 1)
+                place = f"kernel {kernel.name}" if kernel else "the wrapper's own code"
+                fx = fx_node(ctx, {r: site}, kernel)
+                msg = f"device index {idx} ({first[1]}, {len(where)} line(s)) in generated code of {place} {why}"
                 ev = {
                     "index": idx, "own_index": own, "shared": shared, "compiled_on": r, "loaded_by": loaders if shared else [r],
-                    "lines": [{"line": ln, "what": w, "code": c} for ln, w, c in where[:20]],
+                    "kernel": kernel.name if kernel else None, "line": first[0], "code": first[2],
+                    "lines": [{"line": ln, "what": w, "code": c, "kernel": k} for ln, w, c, k in where[:20]], **fx,
                 }  # fmt: skip
-                out.append(finding(KIND, sev, msg, {r: site}, all_ranks if shared else [r], node=None, evidence=ev))
+                out.append(finding(KIND, sev, msg, {r: site}, all_ranks if shared else [r], node=fx["fx_node"], evidence=ev))
     return out

@@ -10,10 +10,10 @@ shape differs are left to `codegen-divergent`.
 from __future__ import annotations
 
 from graphtrain_inspect.inspector.checks import Finding
-from graphtrain_inspect.inspector.checks.codegen_sites import aligned, finding, fx_node
+from graphtrain_inspect.inspector.checks.codegen_sites import aligned, clip_code, finding, fx_node
 from graphtrain_inspect.inspector.checks.rank_baked import match_vectors
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
-from graphtrain_inspect.inspector.diff.output_code import literal_skeleton, literal_value, pinned_indices
+from graphtrain_inspect.inspector.diff.output_code import literal_skeleton, literal_span, literal_value, pinned_indices
 
 KIND = "rank-baked-constant"
 DESCRIPTION = "literals in generated code that differ across ranks and equal a rank-derived value"
@@ -56,8 +56,9 @@ def run(ctx: CheckContext) -> list[Finding]:
                 if dedup in seen:
                     continue
                 seen.add(dedup)
-                node, stack = fx_node(ctx, sites, kname)
-                where = f"kernel {kname}" if kname else "the wrapper"
+                fx = fx_node(ctx, sites, kernel)
+                node = fx["fx_node"]
+                where = f"kernel {kname}" if kname else "the wrapper's own code"
                 vals = ", ".join(f"rank {r}: {texts[r]}" for r in ranks)
                 if matches:
                     rel = matches[0]
@@ -68,12 +69,14 @@ def run(ctx: CheckContext) -> list[Finding]:
                     msg = f"literal in generated code of {where} differs across ranks ({vals})"
                     sev = "warning"
                 if node:
-                    msg += f"; computed from FX node {node}"
+                    msg += f"; computed from FX node {node}" + (f" ({fx['source_node']} in the model)" if fx["source_node"] and fx["source_node"] != node else "")
+                raw = ref.lines[i] if i < len(ref.lines) else ""
+                span = literal_span(raw, j)
                 ev = {
-                    "kernel": kname, "line": i + 1, "code": ref.text.split("\n")[i].strip() if ref.text else None,
+                    "kernel": kname, "line": i + 1, "column": span[0] + 1 if span else None,
+                    "code": clip_code(raw, *span) if span else clip_code(raw, 0, 0),
                     "values": {str(r): values[r] for r in ranks}, "literals": {str(r): texts[r] for r in ranks},
-                    "matches": matches, "fx_node": node, "fx_stack": stack,
-                    "fx_nodes": ref.oc.origins.get(kname or "", []),
+                    "matches": matches, **fx,
                 }  # fmt: skip
                 out.append(finding(KIND, sev, msg, sites, ranks, node=node, evidence=ev))
     return out

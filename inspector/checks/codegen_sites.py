@@ -14,9 +14,10 @@ from graphtrain_inspect.inspector.checks import Finding
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
 from graphtrain_inspect.inspector.diff.output_code import CodeNormalizer
 from graphtrain_inspect.inspector.read.source_lines import parse_frame
-from graphtrain_inspect.inspector.read.output_code import Kernel, OutputCode, code_text, compile_keys, kernels_of, pipeline_of
+from graphtrain_inspect.inspector.read.output_code import Kernel, OutputCode, code_text, compile_keys, kernel_source_nodes, kernels_of, pipeline_of
 
-CODEGEN_PASS = "inductor_codegen"  # what findings name as the pass: Inductor's lowering of the post-grad graph
+CODEGEN_PASS = "inductor_codegen"
+CODE_WIDTH = 100  # a line of generated code in a finding's evidence, cut around what it is about  # what findings name as the pass: Inductor's lowering of the post-grad graph
 
 
 class CodeSite:
@@ -28,6 +29,7 @@ class CodeSite:
         self._text: str | None | bool = False
         self._kernels: list[Kernel] | None = None
         self._norm: list[str] | None = None
+        self._lines: list[str] | None = None
 
     @property
     def text(self) -> str | None:
@@ -61,6 +63,33 @@ class CodeSite:
                 return k
         return None
 
+    @property
+    def lines(self) -> list[str]:
+        if self._lines is None:
+            self._lines = (self.text or "").split("\n")
+        return self._lines
+
+    def kernel_nodes(self, kernel: Kernel | None) -> tuple[list[str], dict[str, str]]:
+        """(the post-grad FX nodes the kernel computes, post-grad node -> source node): the
+        capture's provenance where it has the kernel, else the nodes of the comments above it."""
+        if kernel is None:
+            return [], {}
+        mapping = kernel_source_nodes(self.lines, kernel)
+        names = list(self.oc.origins.get(kernel.name) or []) or list(mapping)
+        return names, mapping
+
+
+def clip_code(line: str, start: int, end: int, width: int = CODE_WIDTH) -> str:
+    """The line stripped and cut to `width` characters with `line[start:end]` (a literal) in view:
+    `…` where text is left out (a Triton kernel's triton_meta line is 450 characters)."""
+    lead = len(line) - len(line.lstrip())
+    text, start, end = line.strip(), max(0, start - lead), max(0, end - lead)
+    if len(text) <= width:
+        return text
+    lo = max(0, min(start - (width - (end - start)) // 2, len(text) - width))
+    hi = lo + width
+    return ("…" if lo > 0 else "") + text[lo + (1 if lo > 0 else 0) : hi - (1 if hi < len(text) else 0)] + ("…" if hi < len(text) else "")
+
 
 def aligned(ctx: CheckContext) -> dict[str, dict[int, CodeSite]]:
     """Compile key -> {rank: its code}, cached on the context."""
@@ -72,21 +101,37 @@ def aligned(ctx: CheckContext) -> dict[str, dict[int, CodeSite]]:
     return out
 
 
-def fx_node(ctx: CheckContext, sites: dict[int, CodeSite], kernel: str | None, line: int | None = None) -> tuple[str | None, str | None]:
-    """(post-grad FX node, its source line) that the kernel computes, through provenance: among the
-    kernel's nodes the one whose rows differ across the ranks, else the first; (None, None) unknown."""
+def fx_node(ctx: CheckContext, sites: dict[int, CodeSite], kernel: Kernel | None) -> dict[str, Any]:
+    """What the kernel computes: `fx_node` (the post-grad FX node: among the kernel's nodes the
+    one whose rows differ across the ranks, else the first), `fx_nodes` (all of them),
+    `source_node` (Dynamo's name of the user's expression it was made from, from the comments
+    above the kernel) and `fx_stack` (the node's stack, or the nearest node's that has one:
+    `stack_from`); empty where unknown (torch's logs without provenance or comments)."""
     ref = sites[min(sites)]
-    names = ref.oc.origins.get(kernel or "", []) if kernel else []
-    if not names or ref.oc.graph is None:
-        return (names[0] if names else None), None
+    names, mapping = ref.kernel_nodes(kernel)
+    out: dict[str, Any] = {"fx_node": None, "fx_nodes": names, "source_node": None, "fx_stack": None}
+    if not names:
+        return out
     rows: dict[str, list[Any]] = {}
-    for r, s in sites.items():
-        t = ctx.tables(r, s.oc.graph) if s.oc.graph else None
+    tables = {r: (ctx.tables(r, s.oc.graph) if s.oc.graph else None) for r, s in sites.items()}
+    for r, t in tables.items():
         for n in names:
             rows.setdefault(n, []).append(t.root.node(n) if t is not None else None)
     pick = next((n for n in names if len({repr(_args(x)) for x in rows.get(n, [])}) > 1), names[0])
+    out["fx_node"] = pick
+    out["source_node"] = mapping.get(pick)
     stack = next((x.get("stack") for x in rows.get(pick, []) if isinstance(x, dict) and x.get("stack")), None)
-    return pick, stack
+    if stack is None:
+        # the node has none (a pass made it): the nearest of the kernel's nodes that has one
+        # (same source node first), said as such
+        near = sorted((n for n in names if n != pick), key=lambda n: (mapping.get(n) != out["source_node"], names.index(n)))
+        for n in near:
+            stack = next((x.get("stack") for x in rows.get(n, []) if isinstance(x, dict) and x.get("stack")), None)
+            if stack is not None:
+                out["stack_from"] = n
+                break
+    out["fx_stack"] = stack
+    return out
 
 
 def _args(row: Any) -> Any:
@@ -106,5 +151,7 @@ def finding(kind: str, severity: str, message: str, sites: dict[int, CodeSite], 
     )  # fmt: skip
     f.layer = "codegen"
     # the user's line of the FX node the kernel computes (through provenance), as FX findings name it
-    f.source = parse_frame(evidence.get("fx_stack")) if hasattr(f, "source") else None
+    f.source = parse_frame(evidence.get("fx_stack"))
+    if f.source is not None and evidence.get("stack_from"):
+        f.source["nearest_node"] = evidence["stack_from"]
     return f

@@ -18,12 +18,15 @@ from graphtrain_inspect.inspector.checks.row_rank_diff import positional_rank_di
 from graphtrain_inspect.inspector.diff.graph_diff import GraphDiff, diff_tables, graph_normalizer
 from graphtrain_inspect.inspector.read.graphmodel import GraphTables
 from graphtrain_inspect.inspector.diff.normalize import GraphNormalizer, RankContext
-from graphtrain_inspect.inspector.read.stages import TRACE, Stage, StageIndex, StageKey
+from graphtrain_inspect.inspector.read.stages import TRACE, Stage, StageIndex, StageKey, pipeline_label
 from graphtrain_inspect.inspector.read.weighted_cache import WeightedLRU
 
 if TYPE_CHECKING:
     from graphtrain_inspect.inspector.read.capture_index import Capture
 
+
+# the partitioner's output role of the backward graph (capture/inductor_hooks.py)
+BACKWARD_ROLE = "bw"
 
 # rank diffs kept for the checks that read them again, by the nodes they list (the diffs made from
 # rows list only changed nodes, so nearly all of them stay)
@@ -58,42 +61,51 @@ class _Chain:
 
 
 def _chains(points: list[Any], parent: Callable[[Any], Any], observe: Callable[[Any], Iterable[Observation]], order: Callable[[Any], int], rank: int | None) -> list[_Chain]:
+    """Observations linked to the same one in the parent state: first the same key at the same
+    node (a partitioner sends two literals of one key to two graphs: each continues its own chain),
+    then the same key at the same occurrence, then the loose key; else a new chain."""
     chains: list[_Chain] = []
     at: dict[tuple[Any, Hashable], _Chain] = {}
+    at_node: dict[tuple[Any, Hashable, Any, str], _Chain] = {}
     loose_at: dict[tuple[Any, Hashable], list[_Chain]] = {}
     for p in points:
         par = parent(p)
         seen: dict[Hashable, int] = {}
-        pending: list[tuple[Observation, tuple]] = []
-        taken: set[int] = set()
+        keyed: list[tuple[Observation, tuple]] = []
         for o in observe(p):
             n = seen.get(o.key, 0)
             seen[o.key] = n + 1
-            k = (o.key, n)
-            ch = at.get((par, k)) if par is not None else None
-            if ch is None:
-                pending.append((o, k))
-                continue
-            taken.add(id(ch))
-            if order(p) > order(ch.last):
-                ch.last = p
-            at[(p, k)] = ch
-            if o.loose_key is not None:
-                loose_at.setdefault((p, o.loose_key), []).append(ch)
-        for o, k in pending:
-            ch = None
-            if par is not None and o.loose_key is not None:
-                for cand in loose_at.get((par, o.loose_key), []):
-                    if id(cand) not in taken:
-                        ch = cand
-                        break
+            keyed.append((o, (o.key, n)))
+        taken: set[int] = set()
+        found: list[_Chain | None] = [None] * len(keyed)
+        if par is not None:
+            for i, (o, _) in enumerate(keyed):
+                ch = at_node.get((par, o.key, o.subgraph, o.node)) if o.node is not None else None
+                if ch is not None and id(ch) not in taken:
+                    found[i] = ch
+                    taken.add(id(ch))
+            for i, (o, k) in enumerate(keyed):
+                ch = at.get((par, k)) if found[i] is None else None
+                if ch is not None and (id(ch) not in taken or (o.node is not None and ch.obs.node == o.node)):
+                    found[i] = ch
+                    taken.add(id(ch))
+            for i, (o, _) in enumerate(keyed):
+                if found[i] is None and o.loose_key is not None:
+                    for cand in loose_at.get((par, o.loose_key), []):
+                        if id(cand) not in taken:
+                            found[i] = cand
+                            taken.add(id(cand))
+                            break
+        for (o, k), ch in zip(keyed, found):
             if ch is None:
                 ch = _Chain(p, p, o, rank, k)
                 chains.append(ch)
+                taken.add(id(ch))
             elif order(p) > order(ch.last):
                 ch.last = p
-            taken.add(id(ch))
             at[(p, k)] = ch
+            if o.node is not None:
+                at_node[(p, o.key, o.subgraph, o.node)] = ch
             if o.loose_key is not None:
                 loose_at.setdefault((p, o.loose_key), []).append(ch)
     return chains
@@ -336,6 +348,18 @@ class CheckContext:
         if last is not first:
             ev.setdefault("last_stage", last.key.label())
         severity, message = o.severity, o.message
+        # where the value is now: a literal the partitioner sent to the backward graph lives there
+        # (and is blamed and graded there), not "gone" with the joint graph it came from
+        if last.key.pipeline != first.key.pipeline:
+            ev.setdefault("graph_now", last.gid)
+            ev.setdefault("pipeline_now", last.key.pipeline)
+        x = last
+        while x is not None and x is not first:
+            if x.key.role == BACKWARD_ROLE:
+                ev.setdefault("lives_in", "backward")
+                message += f"; lives in the backward graph ({pipeline_label(last.key.pipeline)})"
+                break
+            x = x.parent
         if fixed:
             kids = [k for k in self.children(last) if k.pass_rec is not None]
             if kids:

@@ -74,12 +74,17 @@ def kernel_renames(code: str, kernels: list[Kernel] | None = None) -> dict[str, 
 
 def pinned_indices(line: str) -> list[tuple[str, int]]:
     """(what, index) for every device index the line pins."""
+    return [(what, idx) for what, idx, _, _ in pinned_spans(line)]
+
+
+def pinned_spans(line: str) -> list[tuple[str, int, int, int]]:
+    """(what, index, start, end) for every device index the line pins, with where it is."""
     out = []
     for what, rx in DEVICE_PINS:
         for m in rx.finditer(line):
             idx = m.group("idx") if "idx" in rx.groupindex and m.group("idx") is not None else (m.groupdict().get("idx2"))
             if idx is not None:
-                out.append((what, int(idx)))
+                out.append((what, int(idx), m.start(), m.end()))
     return out
 
 
@@ -134,6 +139,14 @@ def literal_skeleton(line: str) -> tuple[str, list[str]]:
     """(the line with every numeric literal replaced by `#`, the literals in order)."""
     lits = NUMBER.findall(line)
     return (NUMBER.sub("#", line) if lits else line), lits
+
+
+def literal_span(line: str, j: int) -> tuple[int, int] | None:
+    """(start, end) of the j-th numeric literal of the line (in `literal_skeleton`'s order)."""
+    for n, m in enumerate(NUMBER.finditer(line)):
+        if n == j:
+            return m.span()
+    return None
 
 
 def literal_value(text: str) -> int | float | None:

@@ -42,12 +42,21 @@ _KERNEL_DEF = re.compile(rb"^(?P<name>[A-Za-z_]\w*) = async_compile\.(?P<kind>\w
 
 @dataclass
 class Kernel:
-    """One kernel defined in a wrapper: its name, how it is compiled, and its lines (0-based, inclusive)."""
+    """One kernel defined in a wrapper: its name, how it is compiled, and its lines (0-based,
+    inclusive: `first` is the definition line, `last` the line closing its source string);
+    `header` is the first line of the comments Inductor writes above it (`# kernel path:`,
+    `# Topologically Sorted Source Nodes: ..., Original ATen: ...`, `# Source node to ATen node
+    mapping:`), `first` where there are none."""
 
     name: str
     kind: str  # cpp_pybinding, cpp, triton, cuda ...
     first: int
     last: int
+    header: int = -1
+
+    def __post_init__(self) -> None:
+        if self.header < 0:
+            self.header = self.first
 
 
 @dataclass
@@ -81,24 +90,65 @@ def kernels_of(code: str) -> list[Kernel]:
             line_starts.append(i + 1)
     import bisect
 
+    def seg_of(i: int) -> bytes:
+        return data[line_starts[i] : line_starts[i + 1] - 1 if i + 1 < len(line_starts) else len(data)]
+
     out = []
     for m in starts:
         first = bisect.bisect_right(line_starts, m.start()) - 1
-        # the definition ends at the first line that closes the call: `''')` / `""")` ...
+        head = seg_of(first)
+        # the kernel's source is a string opened on the definition line (C++: `r'''`, Triton:
+        # `async_compile.triton('name', '''`): it ends at the line that closes it
+        # (`''')`, Triton's `''', device_str='cuda')`), whatever the source holds (a Triton
+        # kernel's decorator closes with a bare `)` line)
+        quote = next((q for q in (b"'''", b'"""') if head.count(q) % 2 == 1), None)
         last = first
         i = first + 1
         while i < len(line_starts):
-            seg = data[line_starts[i] : line_starts[i + 1] - 1 if i + 1 < len(line_starts) else len(data)]
-            if seg.startswith((b"''')", b'""")', b"''',", b'""",')) or (seg[:1] == b")" and seg.strip() == b")"):
+            seg = seg_of(i)
+            if quote is not None:
+                if seg.startswith(quote):
+                    last = i
+                    break
+            elif seg.startswith((b"''')", b'""")', b"''',", b'""",')) or (seg[:1] == b")" and seg.strip() == b")"):
                 last = i
                 break
-            if _KERNEL_DEF.match(seg) or seg.startswith((b"async_compile.wait", b"def ", b"class ")):
+            elif _KERNEL_DEF.match(seg) or seg.startswith((b"async_compile.wait", b"def ", b"class ")):
                 last = i - 1
                 break
             i += 1
         else:
             last = len(line_starts) - 1
-        out.append(Kernel(m.group("name").decode(), m.group("kind").decode(), first, last))
+        header = first
+        while header > 0 and seg_of(header - 1).startswith(b"#"):
+            header -= 1
+        out.append(Kernel(m.group("name").decode(), m.group("kind").decode(), first, last, header))
+    return out
+
+
+# `#   y_1 => mul_7` / `#   y => add_tensor, view_11` under `# Source node to ATen node mapping:`
+_MAPPING_HEAD = "# Source node to ATen node mapping:"
+_MAPPING_ROW = re.compile(r"^#\s+(?P<src>[A-Za-z_][\w.]*) => (?P<nodes>[\w, ]+)$")
+
+
+def kernel_source_nodes(lines: list[str], k: Kernel) -> dict[str, str]:
+    """Post-grad node -> the source node (Dynamo's name for the user's expression) it was made
+    from, from the comments Inductor writes above the kernel; empty without them."""
+    out: dict[str, str] = {}
+    inside = False
+    for i in range(k.header, k.first):
+        line = lines[i] if i < len(lines) else ""
+        if line.startswith(_MAPPING_HEAD):
+            inside = True
+            continue
+        if not inside:
+            continue
+        m = _MAPPING_ROW.match(line)
+        if m is None:
+            break
+        for n in m.group("nodes").split(","):
+            if n.strip():
+                out.setdefault(n.strip(), m.group("src"))
     return out
 
 

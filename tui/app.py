@@ -29,7 +29,7 @@ from graphtrain_inspect.tui.view_actions import ViewActions
 from graphtrain_inspect.tui.widgets.capture_tree import CaptureTree, RankData, plural
 from graphtrain_inspect.tui.widgets.code_view import CodeView
 from graphtrain_inspect.tui.widgets.diff_view import DiffView
-from graphtrain_inspect.tui.widgets.findings_view import FindingsView
+from graphtrain_inspect.tui.widgets.findings_view import FindingsView, code_caption
 from graphtrain_inspect.tui.widgets.line_view import LineView
 from graphtrain_inspect.tui.widgets.output_code_view import OutputCodeView
 from graphtrain_inspect.tui.widgets.table_views import DevicesView, NodeChosen, ProblemsView, SymbolsView
@@ -109,6 +109,7 @@ class InspectApp(CaptureLoading, ViewActions, App[int]):
         self.stale: set[str] = set(VIEWS)
         self.shown: dict[str, Any] = {}  # view -> key of what it shows
         self.pending_jump: tuple[str, str, str | None, Place | None] | None = None  # (view, node, subgraph, place)
+        self.pending_code_line: tuple[int | None, str | None, str] | None = None  # a codegen finding's (line, kernel, caption)
         self.search_query = ""
         self.jobs: dict[str, str] = {}
         self.signature: tuple = ()
@@ -506,7 +507,10 @@ class InspectApp(CaptureLoading, ViewActions, App[int]):
             self.base_rank = target.base_rank
         # the traced graph's place has no role: the same Place the tree's entry holds
         place = Place(target.rank, target.pipeline if target.pipeline is not None else 0, target.seq, target.role if target.seq is not None else None)
-        if target.node:
+        if target.view == "output-code":
+            self.pending_code_line = (target.line, target.kernel, code_caption(f))
+            self.pending_jump = (target.view, target.node or target.kernel or "", None, place)
+        elif target.node:
             self.pending_jump = (target.view, target.node, target.subgraph, place)
         self.query_one(TabbedContent).active = target.view
         self.stale = set(VIEWS) - {"findings", "problems"}
@@ -523,6 +527,13 @@ class InspectApp(CaptureLoading, ViewActions, App[int]):
             return
         self.pending_jump = None
         w = self.view_widget(view)
+        at, self.pending_code_line = self.pending_code_line, None
+        if view == "output-code" and at is not None and at[0] is not None and w.goto_line(at[0] - 1, at[1]):
+            # a finding in generated code: its line, with the FX node and source line beside it
+            w.focus()
+            if at[2]:
+                self._title("output-code", f"{w.code.title} · {at[2]}")
+            return
         ok = w.goto_node(node, sub) if hasattr(w, "goto_node") else False
         if ok:
             w.focus()

@@ -16,6 +16,7 @@ from graphtrain_inspect.inspector.read.live import files_signature
 from graphtrain_inspect.inspector.read.progressive import ProgressiveLoader
 from graphtrain_inspect.tui.messages import CaptureFailed, CaptureLoaded, FindingsReady, Progress
 from graphtrain_inspect.tui.session import CaptureSession, Place
+from graphtrain_inspect.tui.widgets.findings_view import checks_note
 from graphtrain_inspect.tui.widgets.table_views import ProblemsView
 
 
@@ -125,7 +126,7 @@ class CaptureLoading:
             sim = simulated_line(getattr(m.session.cap, "manifest", None))
             if sim:  # capture --simulate-world: say so where the capture is named
                 self.sub_title = f"{self.label}  ·  {sim.split(', fake process group')[0]}"
-            tree.load(m.session.outline, self.badges)
+            tree.load(m.session.outline, self.visible_badges())
             self.call_after_refresh(self._tree_painted)
             place = self._first_place()
             if place is not None:
@@ -236,6 +237,20 @@ class CaptureLoading:
         self.post_message(FindingsReady(result.findings, badges, result.notes, result.not_run, time.perf_counter() - t0, error=result.error))
         self.post_message(Progress("checks", "", done=True))
 
+    def show_finding_counts(self) -> None:
+        """The Findings tab's count and the tree's badges: the findings the severity filter lets
+        through, the same as `check` counts (info only when asked)."""
+        self.tree.set_badges(self.visible_badges())
+        n = len(self.findings_view.visible(self.findings))
+        self.query_one(TabbedContent).get_tab("findings").label = f"Findings ({n})" if n else "Findings"
+
+    def visible_badges(self) -> dict:
+        fv = self.findings_view
+        return {k: v2 for k, v in self.badges.items() if (v2 := fv.visible(v))}
+
+    def on_findings_view_severity_changed(self, m) -> None:
+        self.show_finding_counts()
+
     def on_findings_ready(self, m: FindingsReady) -> None:
         if self.closing():
             return
@@ -247,15 +262,9 @@ class CaptureLoading:
         self.findings = m.findings
         self.badges = m.badges
         fv = self.findings_view
-        status = None
-        if m.not_run:
-            status = fv._status() if m.findings else "no findings"
+        fv.checks_note = checks_note(m.not_run, m.notes)
         fv.set_findings(m.findings, ranks=self.session.cap.ranks if self.session else None)
-        if status and m.not_run:
-            fv.set_status(status + " · not run: " + "; ".join(f"{n['check']}: {n['reason']}" for n in m.not_run))
-        self.tree.set_badges(m.badges)
-        tab = self.query_one(TabbedContent).get_tab("findings")
-        tab.label = f"Findings ({len(m.findings)})" if m.findings else "Findings"
+        self.show_finding_counts()
         if self.checks_dirty:
             self.run_checks()
 

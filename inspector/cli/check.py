@@ -121,6 +121,7 @@ def _codegen_evidence(kind: str, ev: dict) -> str:
 
 def render(report, st: Style, width: int, hidden: int = 0) -> list[str]:
     from graphtrain_inspect.inspector.checks import CHECKS
+    from graphtrain_inspect.inspector.checks.shown import summary
     from graphtrain_inspect.inspector.read.source_lines import source_text
     from graphtrain_inspect.inspector.read.stages import pipeline_label
 
@@ -174,18 +175,19 @@ def render(report, st: Style, width: int, hidden: int = 0) -> list[str]:
         lines.append(st(f"not run: {n.check}: {n.reason}", "yellow"))
     for n in report.notes:
         lines.append(st(f"note: {n}", "dim"))
-    c = report.counts()
-    total = st(f"{c['error']} errors", "red" if c["error"] else "green") + f", {c['warning']} warnings, {c['info']} info"
-    lines.append(f"{len(findings)} findings: {total}" if findings else st("no findings", "green") + f" ({total})")
-    if hidden:
-        lines.append(st(f"{hidden} info findings not shown (--severity info shows them)", "dim"))
+    head, more = summary(findings, hidden, "--severity info shows them")
+    errors = sum(1 for f in findings if f.severity == "error")
+    lines.append(st(head, "red" if errors else ("yellow" if findings else "green")))
+    if more:
+        lines.append(st(more, "dim"))
     return lines
 
 
 def run(args: argparse.Namespace) -> int:
     import shutil
 
-    from graphtrain_inspect.inspector.checks import SEVERITY_RANK, check_report
+    from graphtrain_inspect.inspector.checks import check_report
+    from graphtrain_inspect.inspector.checks.shown import at_least, hidden_info
     from graphtrain_inspect.inspector.cli.ls import simulated_line
 
     cap = open_or_fail(args.dir, args.source)
@@ -197,10 +199,9 @@ def run(args: argparse.Namespace) -> int:
         if sim:  # findings compare only the ranks that ran; say which, of how many
             report.notes.append(sim)
         has_error = any(f.severity == "error" for f in report.findings)
-        before = len(report.findings)
-        limit = SEVERITY_RANK[args.severity or ("info" if args.json else "warning")]
-        report.findings = [f for f in report.findings if SEVERITY_RANK.get(f.severity, 9) <= limit]
-        hidden = before - len(report.findings) if args.severity is None else 0
+        everything = report.findings
+        report.findings = at_least(everything, args.severity or ("info" if args.json else None))
+        hidden = hidden_info(everything, args.severity) if not args.json else 0
         print_read_errors(cap)
         if args.json:
             sys.stdout.write(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode() + "\n")

@@ -190,10 +190,12 @@ class Target:
     seq: int | None  # None: the traced graph
     role: str
     gid: str | None
-    view: str  # "code" | "pass-diff" | "rank-diff"
+    view: str  # "code" | "pass-diff" | "rank-diff" | "output-code"
     node: str | None
     subgraph: str | None
     base_rank: int | None = None  # rank diff: the rank to compare against
+    line: int | None = None  # output code: the line (1-based) of the generated code
+    kernel: str | None = None  # output code: the kernel defining it, if one does
 
 
 def _stage_of(f: "Finding", index: StageIndex) -> Stage | None:
@@ -249,6 +251,12 @@ def finding_target(f: "Finding", index: StageIndex, prefer_rank: int | None = No
     rank = prefer_rank if prefer_rank in stages else min(stages)
     st = stages[rank]
     pipeline = st.pass_rec.pipeline if st.pass_rec is not None else _pipeline_index(index, st)
+    if getattr(f, "layer", "graph") == "codegen":
+        # generated code: the Output code view of the pipeline it was made from, at its line
+        ev = f.evidence or {}
+        line = ev.get("line") if isinstance(ev.get("line"), int) else None
+        kernel = ev.get("kernel") if isinstance(ev.get("kernel"), str) else None
+        return Target(rank, pipeline, st.seq, st.key.role, st.gid, "output-code", f.node, None, line=line, kernel=kernel)
     if f.kind == "rank-divergent-graph":
         others = [r for r in stages if r != rank]
         base = min(stages)

@@ -18,6 +18,29 @@ from graphtrain_inspect.tui.widgets.record_table import RecordTable
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
 
+def code_caption(f) -> str:
+    """A generated-code finding's FX node and source line, for the Output code view's title."""
+    from graphtrain_inspect.inspector.read.source_lines import source_text
+
+    ev = f.evidence or {}
+    parts = []
+    if ev.get("kernel"):
+        parts.append(f"{ev['kernel']} line {ev.get('line')}")
+    if f.node:
+        parts.append(f"FX node {f.node}" + (f" ({ev['source_node']})" if ev.get("source_node") and ev["source_node"] != f.node else ""))
+    src = source_text(f.source)
+    if src:
+        parts.append(src)
+    return " · ".join(parts)
+
+
+def checks_note(not_run: list, notes: list) -> str:
+    """What was not checked and why (`check`'s `not_run` and notes), for the status line."""
+    parts = [f"not run: {n['check']}: {n['reason']}" for n in not_run or [] if isinstance(n, dict)]
+    parts += [f"note: {n}" for n in notes or []]
+    return " · ".join(parts)
+
+
 class FindingsView(Vertical):
     DEFAULT_CSS = """
     FindingsView #findings-filters { height: 3; }
@@ -27,6 +50,9 @@ class FindingsView(Vertical):
     """
 
     BINDINGS = [Binding("o", "show_source", "Source lines around the finding", id="findings.source")]
+
+    class SeverityChanged(Message):
+        """The severity filter changed: the tab's count and the tree's badges follow it."""
 
     class Chosen(Message):
         """Enter on a finding: the app jumps to it."""
@@ -42,6 +68,7 @@ class FindingsView(Vertical):
         self.findings: list = []
         self.shown: list = []
         self.filters: dict[str, object] = {k: Select.NULL for k in self.FILTERS}
+        self.checks_note = ""  # the checks that did not run and the notes, after the counts
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="findings-filters"):
@@ -79,14 +106,24 @@ class FindingsView(Vertical):
         self.query_one("#findings-status", Label).update(status or self._status())
         self.apply_filters()
 
+    @property
+    def severity_floor(self) -> str | None:
+        """The severity filter as `check --severity` reads it (None: errors and warnings)."""
+        v = self.filters["severity"]
+        return None if v is Select.NULL else str(v)
+
+    def visible(self, findings: list) -> list:
+        """The findings the severity filter lets through, as `check` shows them."""
+        from graphtrain_inspect.inspector.checks.shown import at_least
+
+        return at_least(findings, self.severity_floor)
+
     def _status(self) -> str:
-        n = len(self.findings)
-        if not n:
-            return "no findings"
-        by = {}
-        for f in self.findings:
-            by[f.severity] = by.get(f.severity, 0) + 1
-        return f"{plural(n, 'finding')}: " + ", ".join(plural(v, k) for k, v in by.items()) + " · Enter: go to the node · filters above"
+        from graphtrain_inspect.inspector.checks.shown import hidden_info, summary
+
+        head, more = summary(self.visible(self.findings), hidden_info(self.findings, self.severity_floor), "severity filter: info shows them")
+        parts = [head] + ([more] if more else []) + (["Enter: go to it"] if self.findings else []) + ([self.checks_note] if self.checks_note else [])
+        return " · ".join(parts)
 
     def set_status(self, text: str) -> None:
         self.query_one("#findings-status", Label).update(text)
@@ -96,6 +133,9 @@ class FindingsView(Vertical):
         self.query_one(f"#filter-{key}", Select).value = value
         self.filters[key] = value
         self.apply_filters()
+        if key == "severity":
+            self.query_one("#findings-status", Label).update(self._status())
+            self.post_message(self.SeverityChanged())
 
     def on_select_changed(self, event: Select.Changed) -> None:
         key = (event.select.id or "").removeprefix("filter-")
@@ -103,12 +143,15 @@ class FindingsView(Vertical):
             self.filters[key] = event.value
             self.apply_filters()
             event.stop()
+            if key == "severity":
+                self.query_one("#findings-status", Label).update(self._status())
+                self.post_message(self.SeverityChanged())
 
     def _match(self, f) -> bool:
         v = self.filters
         if v["kind"] is not Select.NULL and f.kind != v["kind"]:
             return False
-        if v["severity"] is not Select.NULL and f.severity != v["severity"]:
+        if not self.visible([f]):  # at least the severity chosen, errors and warnings without a choice
             return False
         if v["rank"] is not Select.NULL and v["rank"] not in f.ranks:
             return False

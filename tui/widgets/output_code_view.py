@@ -39,6 +39,24 @@ class OutputCodeView(CodeView):
         self.refresh()
         return True
 
+    def goto_line(self, row: int, kernel: str | None = None) -> bool:
+        """Put the cursor on line `row` (0-based) and mark it, when it is there (and, given a
+        kernel, inside that kernel's definition: the code shown is the one the finding names)."""
+        if self.code is None or not 0 <= row < len(self.code.lines):
+            return False
+        if kernel is not None:
+            k = next((k for k in self.code.kernels if k.name == kernel), None)
+            if k is None or not k.first <= row <= k.last:
+                return False
+        text = self.code.lines[row]
+        lead = len(text) - len(text.lstrip())
+        self.mark = Mark(row, lead, len(text))
+        self._cache.clear()
+        self.set_cursor(row, center=True)
+        self.call_after_refresh(self.scroll_to_row, row, center=True)
+        self.refresh()
+        return True
+
     def kernel_at_cursor(self) -> Kernel | None:
         """The kernel whose definition holds the cursor, else the one named on the cursor's line
         (a call in the wrapper's body: `triton_poi_fused_0.run(...)`)."""

@@ -150,11 +150,13 @@ def check_report(cap: "Capture", only: list[str] | None = None, *, shared_graph:
 
         prefetch(ctx, jobs, only)
     findings: list[Finding] = []
-    for kind, module in CHECKS.items():
-        if only and kind not in only:
-            continue
-        mod = importlib.import_module(module)
+    ran = [kind for kind in CHECKS if not only or kind in only]
+    for kind in ran:
+        mod = importlib.import_module(CHECKS[kind])
         findings.extend(mod.run(ctx))
+    from graphtrain_inspect.inspector.checks.not_checked import explain
+
+    explain(ctx, ran)
     attach_sources(cap, findings)
     findings.sort(key=_sort_key)
     return Report(findings, ctx.not_run, ctx.notes, cap)

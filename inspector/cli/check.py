@@ -9,6 +9,9 @@ node, the ranks and one line of evidence; then the checks that could not run and
 "trace" when the traced graph already has it), `pass` (the last pass where it is still present),
 `ranks`, `graph`, `subgraph` (nested path or null), `node`, `message`, `evidence`.
 
+`--sarif FILE` also writes the findings the table shows as SARIF 2.1.0 (inspector.cli.sarif), each
+located at its source line, for code scanning.
+
 `-j N` makes the rank diffs (the cost of a capture whose ranks differ) in N processes first
 (default: the machine's cores, at most 16); the findings do not depend on N.
 
@@ -57,6 +60,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="one JSON document: findings and summary")
     p.add_argument("--severity", choices=_LEVELS, default=None,
                    help="show findings of at least this severity (default: warning in the table, all in --json)")
+    p.add_argument("--sarif", metavar="FILE", default=None,
+                   help="also write the findings as SARIF 2.1.0 to FILE (code scanning), each at its source line; "
+                        "the findings the table shows (errors and warnings unless --severity)")
     p.add_argument("--check", action="append", choices=list(CHECKS), help="run only this check (repeatable)")
     p.add_argument("--width", type=int, default=None, help="line width of the table (default: the terminal's)")
     p.add_argument("--shared-graph", action="store_true",
@@ -183,6 +189,25 @@ def render(report, st: Style, width: int, hidden: int = 0) -> list[str]:
     return lines
 
 
+def _write_sarif(path: str, report, findings: list) -> None:
+    from dataclasses import replace
+    from importlib.metadata import PackageNotFoundError, version
+
+    from graphtrain_inspect.inspector.cli.common import CommandError
+    from graphtrain_inspect.inspector.cli.sarif import to_sarif
+
+    try:
+        v = version("graphtrain-inspect")
+    except PackageNotFoundError:
+        v = None
+    doc = to_sarif(replace(report, findings=findings), v)
+    try:
+        with open(path, "wb") as fh:
+            fh.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS) + b"\n")
+    except OSError as e:
+        raise CommandError(f"{path}: cannot write the SARIF file: {e.strerror or e}") from None
+
+
 def run(args: argparse.Namespace) -> int:
     import shutil
 
@@ -202,6 +227,8 @@ def run(args: argparse.Namespace) -> int:
         everything = report.findings
         report.findings = at_least(everything, args.severity or ("info" if args.json else None))
         hidden = hidden_info(everything, args.severity) if not args.json else 0
+        if args.sarif:
+            _write_sarif(args.sarif, report, at_least(everything, args.severity))
         print_read_errors(cap)
         if args.json:
             sys.stdout.write(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode() + "\n")

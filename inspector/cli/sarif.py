@@ -1,0 +1,100 @@
+"""`check --sarif FILE`: the findings as SARIF 2.1.0 (OASIS), the format code-scanning services read,
+so a pull request that adds a rank-baked literal is annotated on the line that made it.
+
+One run of tool `graphtrain-inspect`; one rule per finding kind (`ruleId` = the kind, its check's
+DESCRIPTION); levels: error -> error, warning -> warning, info -> note. A finding is located at
+its source line (the node's innermost stack frame, through the kernel's FX node for generated
+code): the file relative to the current directory (`uriBaseId` %SRCROOT%) when it is under it, or
+when the capture was recorded elsewhere and the tail of its path names a file here (a GPU host's
+`/work/main/tests/x.py` is `tests/x.py` of this checkout); an absolute file URI otherwise. A
+finding with no source line (about the capture itself) is located at the rank's log. The
+rest (pass, graph, node, ranks, evidence) is in each result's `properties`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+LEVELS = {"error": "error", "warning": "warning", "info": "note"}
+SRCROOT = "%SRCROOT%"
+
+
+def _rules() -> tuple[list[dict[str, Any]], dict[str, int]]:
+    import importlib
+
+    from graphtrain_inspect.inspector.checks import CHECKS, FINDING_KINDS, KIND_OF_CHECK
+
+    descriptions: dict[str, list[str]] = {}
+    for name, module in CHECKS.items():
+        kind = KIND_OF_CHECK.get(name, name)
+        descriptions.setdefault(kind, []).append(importlib.import_module(module).DESCRIPTION)
+    rules = [{"id": kind, "name": kind, "shortDescription": {"text": "; ".join(descriptions.get(kind, [kind]))}} for kind in FINDING_KINDS]
+    return rules, {r["id"]: i for i, r in enumerate(rules)}
+
+
+def artifact(path: str, root: Path) -> dict[str, Any]:
+    """An artifactLocation for a file named by a capture: relative to `root` where possible."""
+    p = Path(path)
+    if p.is_absolute():
+        try:
+            return {"uri": p.resolve().relative_to(root).as_posix(), "uriBaseId": SRCROOT}
+        except ValueError:
+            pass
+        parts = PurePosixPath(path).parts[1:]
+        for i in range(len(parts) - 1):  # the longest tail that names a file here
+            tail = Path(*parts[i:])
+            if (root / tail).is_file():
+                return {"uri": tail.as_posix(), "uriBaseId": SRCROOT}
+        return {"uri": p.as_uri()}
+    return {"uri": PurePosixPath(path).as_posix(), "uriBaseId": SRCROOT}
+
+
+def _location(f, cap, root: Path) -> dict[str, Any] | None:
+    src = f.source or {}
+    if src.get("file") and isinstance(src.get("line"), int) and src["line"] >= 1:
+        region: dict[str, Any] = {"startLine": src["line"]}
+        if src.get("code"):
+            region["snippet"] = {"text": src["code"]}
+        return {"physicalLocation": {"artifactLocation": artifact(src["file"], root), "region": region}}
+    for r in f.ranks or list(getattr(cap, "ranks", [])):
+        log = cap.log_file(r) if cap is not None else None
+        path = getattr(log, "path", None)
+        if path:
+            return {"physicalLocation": {"artifactLocation": artifact(os.path.abspath(path), root)}}
+    return None
+
+
+def to_sarif(report, version: str | None = None, root: str | None = None) -> dict[str, Any]:
+    base = Path(root or os.getcwd()).resolve()
+    rules, index = _rules()
+    results = []
+    for f in report.findings:
+        res: dict[str, Any] = {
+            "ruleId": f.kind,
+            "level": LEVELS.get(f.severity, "note"),
+            "message": {"text": f.message},
+            "properties": {k: v for k, v in f.to_json().items() if k not in ("kind", "severity", "message", "source") and v is not None},
+        }
+        if f.kind in index:
+            res["ruleIndex"] = index[f.kind]
+        loc = _location(f, report.cap, base)
+        if loc is not None:
+            if f.node:
+                loc["logicalLocations"] = [{"name": f.node, "fullyQualifiedName": ":".join(x for x in (f.pipeline, f.subgraph, f.node) if x), "kind": "variable"}]
+            res["locations"] = [loc]
+        results.append(res)
+    driver: dict[str, Any] = {"name": "graphtrain-inspect", "rules": rules}
+    if version:
+        driver["version"] = version
+    run: dict[str, Any] = {
+        "tool": {"driver": driver},
+        "originalUriBaseIds": {SRCROOT: {"uri": base.as_uri() + "/"}},
+        "results": results,
+        "invocations": [{"executionSuccessful": True, "toolExecutionNotifications": [
+            {"level": "note", "message": {"text": f"not run: {n.check}: {n.reason}"}} for n in report.not_run
+        ] + [{"level": "note", "message": {"text": n}} for n in report.notes]}],
+    }  # fmt: skip
+    return {"$schema": SCHEMA, "version": "2.1.0", "runs": [run]}

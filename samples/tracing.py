@@ -25,6 +25,34 @@ def _sanitize(name: str) -> str:
     return re.sub(r"[^0-9a-zA-Z_]", "_", name)
 
 
+def keep_model_frames() -> bool:
+    """Make make_fx's stack traces name the model's own lines; True where torch can.
+
+    With ``record_stack_traces`` make_fx keeps only frames named ``forward``
+    (``_record_forward_stack_traces_only``, 2.11 and 2.13), and, where torch
+    has them (2.13: ``torch.fx.proxy._register_stack_trace_anchor`` with its
+    ``_STACK_TRACE_ANCHORS``), frames of functions registered as anchors.
+    The sample's model is functions, not modules: each is registered, so a
+    node's innermost frame is the model line that made it. Without anchors
+    (a torch that lacks them) nodes keep only frames of modules' ``forward``.
+    """
+    import torch.fx.proxy as fx_proxy
+
+    register = getattr(fx_proxy, "_register_stack_trace_anchor", None)
+    if register is None or not isinstance(getattr(fx_proxy, "_STACK_TRACE_ANCHORS", None), set):
+        return False
+    from graphtrain_inspect.samples import model, parallel
+
+    fns = [obj for mod in (model, parallel) for obj in vars(mod).values() if inspect.isfunction(obj) and obj.__module__ == mod.__name__]
+    fns.append(model.TrainStep.__call__)
+    try:
+        for fn in fns:
+            register(fn)
+    except TypeError:  # another signature than (fn): leave torch's default
+        return False
+    return True
+
+
 def trace_train_step(step, args, input_names):
     """Trace ``step(*args)`` (forward + loss + autograd.grad) into one graph.
 
@@ -44,6 +72,7 @@ def trace_train_step(step, args, input_names):
     kw = {}
     if "record_stack_traces" in inspect.signature(make_fx).parameters:
         kw["record_stack_traces"] = True  # '# File: samples/model.py:NN' comments point at model code
+        keep_model_frames()
     with compile_on_one_rank_ctx(True):
         gm = make_fx(step, tracing_mode="fake", **kw)(*fake_args)
     gm.shape_env = shape_env

@@ -55,7 +55,7 @@ def _no_code_reason(cap) -> str:
     opts = ((cap.manifest or {}).get("options") or {})
     if opts.get("inductor") is False:
         return "no generated code: captured with --no-inductor"
-    return "no generated code in the capture (Inductor compiled nothing, or the log format predates it)"
+    return "no generated code in the capture (nothing was compiled by Inductor, or the log format predates it)"
 
 
 def _any_blob(cap) -> bool:

@@ -145,7 +145,7 @@ def render(report, st: Style, width: int, hidden: int = 0) -> list[str]:
         if not fs:
             continue
         c = {s: sum(1 for f in fs if f.severity == s) for s in _LEVELS}
-        counts = ", ".join(f"{n} {s}{'s' if n != 1 else ''}" for s, n in c.items() if n)
+        counts = ", ".join(f"{n} {s}{'s' if n != 1 and s != 'info' else ''}" for s, n in c.items() if n)
         lines.append(st(f"{kind}  ({counts})", "bold"))
         groups: dict[tuple, list] = {}
         for f in fs:
@@ -177,8 +177,11 @@ def render(report, st: Style, width: int, hidden: int = 0) -> list[str]:
                     at = "at " if f.source.get("file") and not f.source.get("created_by") else ""
                     lines.append(" " * plain_len + st(at, "dim") + truncate(src, max(20, width - plain_len - len(at))))
         lines.append("")
-    for n in report.not_run:
-        lines.append(st(f"not run: {n.check}: {n.reason}", "yellow"))
+    reasons: dict[str, list[str]] = {}
+    for n in report.not_run:  # checks skipped for one reason on one line
+        reasons.setdefault(n.reason, []).append(n.check)
+    for reason, checks in reasons.items():
+        lines.append(st(f"not run: {', '.join(checks)}: {reason}", "yellow"))
     for n in report.notes:
         lines.append(st(f"note: {n}", "dim"))
     head, more = summary(findings, hidden, "--severity info shows them")

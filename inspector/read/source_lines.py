@@ -6,6 +6,8 @@ A node table row's `stack` (capture/graph_tables.py keeps the innermost frame of
 `{"file", "line", "code"}` (and `fn`); a node with no stack that a pass introduced gets
 `{"file", "line", "code", "created_by": pass}`: no model code made it, and the file line is the
 pass's own that made the node where the capture noted it (the row's `created`), else None.
+A node with no stack of its own is given the frame of the nearest node that has one, outside
+torch's files, with `nearest_node` naming it (`nearest_source`): said so wherever it is shown.
 Nothing here imports torch.
 """
 
@@ -41,12 +43,35 @@ def node_source(row: dict[str, Any] | None, introduced_by: str | None) -> dict[s
     return None
 
 
+def _torch_frame(src: dict[str, Any]) -> bool:
+    """A frame in torch's own files (a collective's autograd forward): not the user's line."""
+    f = str(src.get("file") or "").replace("\\", "/")
+    return "/site-packages/torch/" in f or "/dist-packages/torch/" in f
+
+
+def nearest_source(rows: list[dict[str, Any]], name: str, reach: int = 50) -> dict[str, Any] | None:
+    """For a node with no stack: the frame of the nearest node (by position in the graph, within
+    `reach` nodes) whose stack names a line outside torch, with `nearest_node` naming it."""
+    at = next((i for i, r in enumerate(rows) if r.get("name") == name), None)
+    if at is None:
+        return None
+    for d in range(1, reach + 1):
+        for i in (at - d, at + d):
+            if 0 <= i < len(rows):
+                src = parse_frame(rows[i].get("stack"))
+                if src is not None and not _torch_frame(src):
+                    return {**src, "nearest_node": rows[i].get("name")}
+    return None
+
+
 def source_text(src: dict[str, Any] | None) -> str | None:
     """One line for a table: `model.py:42  y = x * 2`, or `created by pass X [at passes.py:7  code]`."""
     if not src:
         return None
     code = src.get("code") or ""
     where = f"{src['file']}:{src['line']}" + (f"  {code}" if code else "") if src.get("file") is not None else None
+    if where and src.get("nearest_node"):
+        where += f"  (no stack of its own: nearest node with one, {src['nearest_node']})"
     if src.get("created_by"):
         return f"created by pass {src['created_by']}" + (f" at {where}" if where else "")
     return where

@@ -71,6 +71,10 @@ async def test_device_literals_baked_at_trace_and_the_devices_view(bundled_captu
     async with app.run_test(size=(180, 50)) as pilot:
         await settle(pilot)
         f = next(f for f in app.findings if f.kind == "device-baked" and f.introduced_by == "trace")
+        # info (each rank's own device): no badge unless asked, as `check` shows no info unless asked
+        assert f.severity == "info" and "●" not in str(app.tree.node_for(Place(0, 0)).label)
+        app.findings_view.set_filter("severity", "info")
+        await settle(pilot)
         assert "●" in str(app.tree.node_for(Place(0, 0)).label)  # the traced graph carries the badge
         assert app.jump_to_finding(f)
         await settle(pilot)

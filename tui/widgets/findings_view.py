@@ -36,7 +36,11 @@ def code_caption(f) -> str:
 
 def checks_note(not_run: list, notes: list) -> str:
     """What was not checked and why (`check`'s `not_run` and notes), for the status line."""
-    parts = [f"not run: {n['check']}: {n['reason']}" for n in not_run or [] if isinstance(n, dict)]
+    reasons: dict[str, list[str]] = {}
+    for n in not_run or []:  # checks skipped for one reason together, as `check` prints them
+        if isinstance(n, dict):
+            reasons.setdefault(str(n.get("reason")), []).append(str(n.get("check")))
+    parts = [f"not run: {', '.join(checks)}: {reason}" for reason, checks in reasons.items()]
     parts += [f"note: {n}" for n in notes or []]
     return " · ".join(parts)
 

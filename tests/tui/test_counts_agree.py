@@ -1,0 +1,48 @@
+"""One story: the TUI's first screen on each bundled capture counts what `check` counts on it (the
+Findings tab, the status line, the tree's badges and its root), info left out unless asked, with
+the same "N info findings not shown" line. Two captures in the quick suite (info hidden; errors in
+FX graphs and generated code), every bundled one in the slow suite."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from textual.widgets import Label, TabbedContent
+
+from graphtrain_inspect.inspector.read import bundled
+from graphtrain_inspect.tui.app import InspectApp
+from tests.capture_utils import run_cli
+from tests.tui_support import settle
+
+QUICK = ("h200x2-rank-baked", "h200x2-fsdp2-compile-rank-literal")
+NAMES = [pytest.param(n, marks=() if n in QUICK else pytest.mark.slow) for n in bundled.names()]
+
+
+def check_summary(path) -> tuple[int, str, str | None]:
+    """(findings shown, the headline, the hidden-info line's count phrase) of `check`'s table."""
+    r = run_cli("check", str(path), "-j", "1")
+    assert r.returncode in (0, 1), r.stderr
+    lines = r.stdout.rstrip("\n").splitlines()
+    hidden = re.match(r"(\d+ info findings? not shown)", lines[-1])
+    head = lines[-2] if hidden else lines[-1]
+    m = re.match(r"(\d+) findings?:", head)
+    return (int(m.group(1)) if m else 0), head, (hidden.group(1) if hidden else None)
+
+
+@pytest.mark.parametrize("name", NAMES)
+async def test_first_screen_counts_what_check_counts(bundled_capture, name):
+    path = bundled_capture(name)
+    n, head, hidden = check_summary(path)
+    app = InspectApp(str(path))
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(pilot)
+        label = str(app.query_one(TabbedContent).get_tab("findings").label)
+        assert label == (f"Findings ({n})" if n else "Findings")
+        status = str(app.findings_view.query_one("#findings-status", Label).render())
+        assert status.startswith(head)
+        assert (hidden in status) if hidden else "not shown" not in status
+        badged = {id(f) for v in app.tree.badges.values() for f in v}
+        assert len(badged) == n
+        root = str(app.tree.root.label)
+        assert (f"{n} finding" in root) if n else "finding" not in root

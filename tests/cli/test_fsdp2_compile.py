@@ -1,7 +1,8 @@
 """A real workload nobody here wrote the passes of: torch's FSDP2 (`fully_shard` on a 1-D
 DeviceMesh) + `torch.compile` of a small transformer (tests/programs/fsdp2_compile.py), 2 gloo
 ranks, 3 steps, every Inductor pass captured. Per-rank compile is correct: `check` finds no error
-or warning; with a planted `y * (dist.get_rank() + 1)` it finds exactly that literal, at that line."""
+or warning; with a planted `y * (dist.get_rank() + 1)` it finds exactly that literal (in the forward graph, in the backward graph, in the kernels made
+from them), at that line."""
 
 from __future__ import annotations
 
@@ -55,7 +56,9 @@ def test_planted_rank_literal_is_the_only_finding_with_its_source_line(fsdp2):
     rc, doc = _check(out)
     serious = [f for f in doc["findings"] if f["severity"] != "info"]
     graph = [f for f in serious if f["layer"] == "graph"]
-    assert rc == 1 and [(f["kind"], f["severity"], f["ranks"]) for f in graph] == [("rank-baked-constant", "error", [0, 1])]
+    # the literal in the forward graph, and its derivative's in the backward graph, where it lives
+    assert rc == 1 and [(f["kind"], f["severity"], f["ranks"]) for f in graph] == [("rank-baked-constant", "error", [0, 1])] * 2
+    assert [f["evidence"].get("lives_in") for f in graph] == [None, "backward"]
     # the same literal in the code Inductor generated from those graphs (forward and backward kernels)
     codegen = [f for f in serious if f["layer"] == "codegen"]
     assert codegen and {(f["kind"], f["severity"], tuple(f["ranks"]), f["introduced_by"]) for f in codegen} == {("rank-baked-constant", "error", (0, 1), "inductor_codegen")}

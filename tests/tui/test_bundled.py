@@ -137,3 +137,27 @@ async def test_four_ranks_base_rank_folds_and_a_long_graph(bundled_capture):
         assert code.cursor == len(code.lines) - 1
         await pilot.press("home")
         assert code.cursor == 0
+
+
+async def test_enter_on_a_generated_code_finding_lands_on_its_kernel_line(bundled_capture):
+    # FSDP2 + torch.compile on 2 H200s with a planted rank literal: the Triton kernel's line
+    app = InspectApp(str(bundled_capture("h200x2-fsdp2-compile-rank-literal")))
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(pilot)
+        f = next(f for f in app.findings if f.layer == "codegen" and f.node == "mul_7")
+        fv = app.findings_view
+        await pilot.press("4")
+        await settle(pilot)
+        fv.table.move_cursor(row=fv.shown.index(f))
+        fv.table.focus()
+        await pilot.press("enter")
+        await settle(pilot)
+        assert app.active_view == "output-code"
+        view = app.output_code_view
+        k = next(k for k in view.code.kernels if k.name == "triton_poi_fused_add_addmm_mul_view_3")
+        assert view.cursor == 311 and k.first <= view.cursor <= k.last
+        assert view.row_plain(view.cursor).strip() == "tmp6 = tl.full([1], 1.0, tl.float32)"
+        assert view.mark is not None and view.mark.row == 311 and app.focused is view
+        title = str(app.query_one("#output-code-title").render())
+        assert "triton_poi_fused_add_addmm_mul_view_3 line 312" in title and "FX node mul_7 (y_1)" in title
+        assert "fsdp2_compile.py:45" in title

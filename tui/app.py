@@ -532,7 +532,7 @@ class InspectApp(CaptureLoading, ViewActions, App[int]):
             # a finding in generated code: its line, with the FX node and source line beside it
             w.focus()
             if at[2]:
-                self._title("output-code", f"{w.code.title} · {at[2]}")
+                self._title("output-code", f"{at[2]} · {w.code.title}")
             return
         ok = w.goto_node(node, sub) if hasattr(w, "goto_node") else False
         if ok:

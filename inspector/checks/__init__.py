@@ -173,7 +173,8 @@ def attach_sources(cap: "Capture", findings: list[Finding]) -> None:
         for rank in f.ranks:
             has_sub, row = cap.node_row(rank, f.graph, f.subgraph or "", f.node)
             if has_sub:
-                f.source = node_source(row, f.introduced_by)
+                # a node of generated code's graph was made by no pass named in the finding
+                f.source = node_source(row, None if f.layer == "codegen" else f.introduced_by)
                 if f.source is None or not f.source.get("file"):
                     # no stack of its own: the nearest node of the graph that has one, said as such
                     tables = cap.node_table(rank, f.graph)

@@ -18,10 +18,11 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import weakref
 from typing import Any
 
 ENV_WORLD = "GTI_SIMULATE_WORLD"  # N: the simulated world size
-ENV_STOP = "GTI_SIMULATE_STOP"  # "1": end the process at its first optimizer step after a pass ran
+ENV_STOP = "GTI_SIMULATE_STOP"  # "1": end the process once its pass pipeline is done (see _install_stop)
 
 # What the stop looked like, for the end record (`gti_end.stopped_after_passes`).
 STOPPED: dict[str, Any] = {}
@@ -38,6 +39,7 @@ def install() -> None:
     import_hooks.when_imported("torch.distributed.distributed_c10d", _patch_c10d)
     if os.environ.get(ENV_STOP) == "1":
         import_hooks.when_imported("torch.optim.optimizer", _install_stop)
+        import_hooks.when_imported("torch.fx.graph_module", _install_first_call_stop)
 
 
 def _env_int(name: str, default: int) -> int:
@@ -115,6 +117,64 @@ def _torch_version() -> str:
     return str(getattr(sys.modules.get("torch"), "__version__", "?"))
 
 
+# -- the early stop (--stop-after-passes) ---------------------------------------------------------
+#
+# A rank's compile phase is over at whichever comes first:
+# - the first call of a graph that a named pass returned, made outside any pass: a graph trainer
+#   (torchtitan's graph_trainer, the samples) traces its step, runs its pass list, then calls the
+#   graph the last pass returned. Waiting for the optimizer would run that whole step on the fake
+#   process group first (minutes for a real model), for nothing.
+# - the first optimizer step after a pass ran: torch.compile, whose passes run inside compiling
+#   the forward, then the backward at the first backward call; a graph it compiled is called by its
+#   own runtime (skipped below), so its passes are all done only at the step.
+
+# GraphModules that a named or API-marked pass returned -> that pass's name (weak: a graph the
+# trainer dropped must not keep its memory, nor its id be taken for a later graph's).
+_PRODUCED: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()
+
+# Callers that run a compiled graph as part of torch.compile's own runtime, not a user's step.
+_COMPILE_RUNTIME = ("torch._functorch", "torch._dynamo", "torch._inductor", "torch._higher_order_ops")
+
+
+def note_produced(gm: Any, pass_name: str) -> None:
+    """Called by the session for each graph a named pass returned, when the stop is on."""
+    _PRODUCED[gm] = pass_name
+
+
+def stop_on() -> bool:
+    return os.environ.get(ENV_STOP) == "1"
+
+
+def _install_first_call_stop(graph_module: Any) -> None:
+    wrapped_call = getattr(graph_module, "_WrappedCall", None)
+    original = getattr(wrapped_call, "__call__", None)
+    if original is None or getattr(original, "_gti_simulated", False):
+        return
+
+    def __call__(self: Any, obj: Any, *args: Any, **kwargs: Any) -> Any:
+        if obj in _PRODUCED:
+            _maybe_stop_at_call(obj)
+        return original(self, obj, *args, **kwargs)
+
+    __call__._gti_simulated = True  # type: ignore[attr-defined]
+    wrapped_call.__call__ = __call__
+
+
+def _maybe_stop_at_call(gm: Any) -> None:
+    from graphtrain_inspect.capture import session
+
+    s = session.current()
+    if s is None or s.passes == 0 or s.stack:
+        return  # a pass running the graph it got (to estimate, to check) is part of the pipeline
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_globals.get("__name__", "") in ("torch.fx.graph_module", "torch.nn.modules.module"):
+        frame = frame.f_back
+    caller = frame.f_globals.get("__name__", "") if frame is not None else ""
+    if caller.startswith(_COMPILE_RUNTIME):
+        return
+    _stop(s, f"first call of the graph {_PRODUCED.get(gm, '?')} returned")
+
+
 def _install_stop(optim_module: Any) -> None:
     register = getattr(optim_module, "register_optimizer_step_pre_hook", None)
     if register is None:
@@ -124,18 +184,25 @@ def _install_stop(optim_module: Any) -> None:
 
 def _stop_hook(optimizer: Any, args: Any, kwargs: Any) -> None:
     """The first optimizer step after at least one captured pass: the compile phase is over (the
-    step's forward and backward, and any torch.compile of them, ran). What follows on a fake
-    backend computes garbage, so end here: the end record says so, and the exit status is 0."""
+    step's forward and backward, and any torch.compile of them, ran)."""
     from graphtrain_inspect.capture import session
 
     s = session.current()
     if s is None or s.passes == 0:
         return
-    STOPPED.update({"at": "first optimizer step", "passes": s.passes})
+    _stop(s, "first optimizer step")
+
+
+def _stop(s: Any, at: str) -> None:
+    from graphtrain_inspect.capture import session
+
+    STOPPED.update({"at": at, "passes": s.passes})
     try:
         sys.stdout.flush()
         sys.stderr.flush()
     except Exception:  # noqa: BLE001
         pass
+    # What follows on a fake backend computes garbage: end here; the end record says where, and
+    # the exit status is 0.
     session.stop()
     os._exit(0)

@@ -68,7 +68,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     sim.add_argument("--local-world-size", type=int, default=None, metavar="K", help="GPUs per simulated host (default 8)")
     sim.add_argument("--mesh", metavar="NAME=SIZE,...", help="the job's device mesh (dp=4,tp=2,ep=2) for the default rank choice; default: rank 0's own mesh, read from its capture")
     sim.add_argument("--stop-after-passes", action="store_true",
-                     help="end each simulated rank at its first optimizer step after a pass ran (what runs later on a fake backend computes garbage)")
+                     help="end each simulated rank once its passes ran: at the first call of a graph a named pass returned "
+                          "(a graph trainer's step), or at its first optimizer step (torch.compile); what runs later on a fake backend computes garbage")
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="COMMAND", help="the command to run, after --")
 
 
@@ -294,7 +295,9 @@ def _print_summary(out: str, args: argparse.Namespace, summaries: list[RankSumma
         p(f"  simulated: {len(sim.get('ranks') or [])} of {sim.get('world_size')} ranks ({simulate.format_ranks(sim.get('ranks') or [])}), "
           f"hosts of {sim.get('local_world_size')}, fake process group")
         if stopped:
-            p(f"  stopped after their passes (at the first optimizer step; the rest of training did not run): ranks {simulate.format_ranks(stopped)}")
+            where = sorted({s.stopped_at for s in summaries if s.stopped_after_passes and s.stopped_at})
+            p(f"  stopped after their passes ({'; '.join(where) or 'at the first optimizer step'}; the rest of training "
+              f"did not run): ranks {simulate.format_ranks(stopped)}")
     total = sum(s.passes for s in summaries)
     if total == 0:
         p("  no graph pass fired. Possible reasons:")

@@ -349,6 +349,8 @@ class Session:
                     if gid is not None:
                         after[role] = gid
                         self.produced.add(gid)
+                if source != "inductor" and exc is None:
+                    _note_produced(outputs.values(), frame.name)
                 if traced:
                     self.pipeline += 1
                 self.passes += 1
@@ -537,8 +539,16 @@ def _simulated() -> dict[str, Any]:
     return {"simulated": fw.describe()}
 
 
+def _note_produced(graphs: Any, pass_name: str) -> None:
+    """For `--stop-after-passes`: the graphs a named pass returned, whose first call ends the rank."""
+    fw = sys.modules.get("graphtrain_inspect.capture.fake_world")
+    if fw is not None and fw.active() and fw.stop_on():
+        for g in graphs:
+            fw.note_produced(g, pass_name)
+
+
 def _stopped_after_passes() -> dict[str, Any]:
-    """`stopped_after_passes` in the end record of a simulated rank ended at its first optimizer step."""
+    """`stopped_after_passes` in the end record of a simulated rank ended after its passes."""
     fw = sys.modules.get("graphtrain_inspect.capture.fake_world")
     return {"stopped_after_passes": dict(fw.STOPPED)} if fw is not None and fw.STOPPED else {}
 

@@ -29,8 +29,9 @@ class RankSummary:
     # one per process that wrote to this rank's log: {pid, state, records, reason, alive}
     processes: list[dict] = field(default_factory=list)
     has_log: bool = True
-    # a simulated rank ended on purpose at its first optimizer step (--stop-after-passes)
+    # a simulated rank ended on purpose once its passes ran (--stop-after-passes), and where
     stopped_after_passes: bool = False
+    stopped_at: str = ""
 
     @property
     def alive(self) -> list[int]:
@@ -162,5 +163,7 @@ def summarize_log(path: str, rank: int) -> RankSummary:
                 s.capture_errors += 1
             else:
                 s.ended = True
-                s.stopped_after_passes = isinstance(payload, dict) and bool(payload.get("stopped_after_passes"))
+                stop = payload.get("stopped_after_passes") if isinstance(payload, dict) else None
+                s.stopped_after_passes = bool(stop)
+                s.stopped_at = str(stop.get("at") or "") if isinstance(stop, dict) else ""
     return s

@@ -36,14 +36,18 @@ class _PostImportFinder(importlib.abc.MetaPathFinder):
             self._searching.on = False
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
-        spec.loader = _HookedLoader(spec.loader, self.hooks.pop(fullname, []))
+        spec.loader = _HookedLoader(spec.loader, fullname, self.hooks)
         return spec
 
 
 class _HookedLoader(importlib.abc.Loader):
-    def __init__(self, loader: Any, hooks: list[Hook]) -> None:
+    def __init__(self, loader: Any, fullname: str, hooks: dict[str, list[Hook]]) -> None:
         self._loader = loader
-        self._hooks = hooks
+        self._fullname = fullname
+        # Taken when the module body runs, not when it is found: `python -m pkg.mod` finds the
+        # spec (runpy) and runs the code as __main__ without exec_module; the hooks then wait for
+        # the module's import under its own name.
+        self._all_hooks = hooks
 
     def create_module(self, spec: Any) -> Any:
         return self._loader.create_module(spec)
@@ -54,7 +58,7 @@ class _HookedLoader(importlib.abc.Loader):
         if module.__spec__ is not None:
             module.__spec__.loader = self._loader
         self._loader.exec_module(module)
-        for hook in self._hooks:
+        for hook in self._all_hooks.pop(self._fullname, []):
             hook(module)
 
     def __getattr__(self, name: str) -> Any:

@@ -23,9 +23,11 @@ Models: `llama3` is graph_trainer's llama3 debug model with FSDP over `dp_shard`
 parallelism over `tp` (a 2-D mesh, tp = 2); `moe` is its qwen3 MoE debug model with experts over
 `ep` (ep = 2, borrowed from dp_shard as torchtitan does) and FSDP.
 
-What cannot run on a CPU (one line each, printed): graph_trainer's default llama3 config uses
-FlexAttention, whose backward torch does not implement on CPU, so the `_sdpa` config is used;
-three passes are disabled with torchtitan's own `--compile.disable_passes` (see CPU_DISABLED).
+What cannot run on a CPU (one line each, printed): graph_trainer's default configs use
+FlexAttention, whose backward torch does not implement on CPU, so SDPA configs are used
+(graph_trainer's own `graph_trainer_llama3_debugmodel_sdpa`; for qwen3 MoE the same change in
+samples/torchtitan_configs.py); three passes are disabled with torchtitan's own
+`--compile.disable_passes` (see CPU_DISABLED).
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ import sys
 MODELS = {
     # model -> (torchtitan --module, --config)
     "llama3": ("graph_trainer.llama3", "graph_trainer_llama3_debugmodel_sdpa"),
-    "moe": ("graph_trainer.qwen3", "graph_trainer_qwen3_debugmodel_moe"),
+    # graph_trainer's qwen3 MoE debug config on SDPA (samples/torchtitan_configs.py)
+    "moe": ("graphtrain_inspect.samples.torchtitan_configs", "graph_trainer_qwen3_debugmodel_moe_sdpa"),
 }
 
 # Passes of graph_trainer's pipeline that cannot run on this machine, and why (printed).
@@ -126,6 +129,10 @@ def command(args: argparse.Namespace, tok_dir: str, data_dir: str, python: str, 
           "--training.steps", str(args.steps), "--training.seq_len", "128", "--training.local_batch_size", "2",
           *parallelism(args.model, args.world),
           "--compile.disable_passes", ",".join(disabled)]
+    if args.model == "moe":
+        # its all-to-all token dispatcher synchronizes with the CPU, which torchtitan refuses
+        # under CUDA graphs (on by default); cudagraph_pass is disabled here anyway
+        tt.append("--training.disable_cuda_graphs")
     if args.bug:
         pipeline, target = BUGS[args.bug]
         cap += ["--pass", target]
@@ -160,8 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     gti = shutil.which("graphtrain-inspect", path=os.path.dirname(python)) or "graphtrain-inspect"
     cmd = command(args, tok_dir, data_dir, python, gti)
     module, config = MODELS[args.model]
-    if args.model == "llama3":
-        print(f"# {config}: graph_trainer's default llama3 config uses FlexAttention, whose backward torch does not implement on CPU")
+    print(f"# {config}: graph_trainer's default {args.model} config uses FlexAttention, whose backward torch does not implement on CPU")
     for name, why in CPU_DISABLED.items():
         print(f"# disabled on CPU: {name}: {why}")
     # Everything torchtitan reads through HuggingFace stays in --assets: no hub, no home cache.

@@ -122,7 +122,8 @@ def test_simulated_world_is_recorded_and_shown(world16):
     assert cap.header(9)["simulated"]["device_index"] == 1 and cap.header(9)["simulated"]["requested_backend"] == "gloo"
     table = cap.rank_table(9)
     assert table["backend"] == "fake" and table["meshes"][0]["coordinate"] == [2, 0, 1]
-    assert cap.end(9).get("stopped_after_passes", {}).get("at") == "first optimizer step"
+    # the sample calls the graph its last pass returned: the rank ends there, before the step runs
+    assert cap.end(9).get("stopped_after_passes", {}).get("at") == "first call of the graph fold_scale_by_one returned"
 
 
 @pytest.mark.slow
@@ -192,3 +193,25 @@ def test_a_failed_first_rank_is_not_called_a_compile_on_one_rank(tmp_path):
     assert "rank-baked-constant: needs graphs of at least two ranks" in run_cli("check", str(out)).stdout
     ls = run_cli("ls", str(out))
     assert "simulated: 1 of 4 ranks (0), hosts of 4" in ls.stdout and "failed or stopped 0; never ran 3" in ls.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode,printed,stopped_at", [
+    # a graph trainer: the rank ends as the step's graph is first called, not after running it
+    ("traced", ["PIPELINE DONE"], "first call of the graph run_graph_pass returned"),
+    # torch.compile: its passes run in the forward and in the backward; the graphs it compiled
+    # are called by its own runtime, so the rank ends at the optimizer step
+    ("compiled", ["FORWARD RAN", "BACKWARD RAN"], "first optimizer step"),
+])
+def test_stop_after_passes_ends_where_the_passes_are_done(tmp_path, mode, printed, stopped_at):
+    out = tmp_path / "cap"
+    r = run_cli("capture", "--out", str(out), "--pass", "tests.programs.stop_step:PASSES", "--simulate-world", "2",
+                "--simulate-ranks", "0", "--stop-after-passes", "--", sys.executable, "-m", "tests.programs.stop_step", mode,
+                timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    output = (out / "simulate" / "rank_0.out").read_text()
+    markers = [m for m in ("PIPELINE DONE", "FORWARD RAN", "BACKWARD RAN", "STEP RAN", "OPTIMIZER STEP RAN") if m in output]
+    assert markers == printed, output[-3000:]
+    from graphtrain_inspect.inspector import open_capture
+
+    assert open_capture(str(out)).end(0)["stopped_after_passes"]["at"] == stopped_at

@@ -122,6 +122,7 @@ def meshes_from_table(table: dict[str, Any], world: int) -> Meshes:
     """Coordinates of every rank from one rank's captured rank table (`gti_ranks`): each mesh that
     holds all `world` ranks names where each rank sits."""
     m = Meshes()
+    best_split = -1
     for i, mesh in enumerate(table.get("meshes") or []):
         if not isinstance(mesh, dict) or not isinstance(mesh.get("shape"), list):
             continue
@@ -148,7 +149,12 @@ def meshes_from_table(table: dict[str, Any], world: int) -> Meshes:
             for r, idx in flat:
                 col[r] = idx[d]
             m.coords[key] = col
-        m.source = m.source or f"rank 0's mesh ({', '.join(map(str, names))}) = ({', '.join(map(str, shape))})"
+        # named after the full-world mesh that splits the world most (torchtitan builds several:
+        # (pp, batch, cp, tp), (pp, dp_replicate, efsdp, ep), ...), the first of those on a tie
+        split = sum(1 for n in shape if n > 1)
+        if not m.source or split > best_split:
+            best_split = split
+            m.source = f"rank 0's mesh ({', '.join(map(str, names))}) = ({', '.join(map(str, shape))})"
     return m
 
 

@@ -39,7 +39,7 @@ def bake_tp_coordinate_pass(gm: torch.fx.GraphModule, example_inputs: Any, *, tp
         shifted = gm.graph.call_function(aten.add.Tensor, (loss, tp_coordinate))
         back = gm.graph.call_function(aten.sub.Tensor, (shifted, tp_coordinate))
     for n in (shifted, back):
-        n.meta.update({k: v for k, v in loss.meta.items() if k in ("val", "tensor_meta", "stack_trace")})
+        n.meta.update({k: v for k, v in loss.meta.items() if k in ("val", "tensor_meta")})
     out.replace_input_with(loss, back)
     gm.recompile()
     return gm
@@ -51,7 +51,7 @@ def ep_divergent_pass(gm: torch.fx.GraphModule, example_inputs: Any, *, ep_coord
     out, loss = _loss_node(gm)
     with gm.graph.inserting_before(out):
         copy = gm.graph.call_function(aten.clone.default, (loss,))
-    copy.meta.update({k: v for k, v in loss.meta.items() if k in ("val", "tensor_meta", "stack_trace")})
+    copy.meta.update({k: v for k, v in loss.meta.items() if k in ("val", "tensor_meta")})
     out.replace_input_with(loss, copy)
     gm.recompile()
     return gm

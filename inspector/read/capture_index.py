@@ -813,20 +813,26 @@ def _str(v: Any) -> str | None:
 
 def _recompute_pipelines(passes: list[PassRecord]) -> None:
     """`traced` and `pipeline` from the pass chain itself (the record's fields are kept in
-    `record`): a pass starts a pipeline when no earlier pass produced the graph it receives.
+    `record`): a pass starts a pipeline when no earlier pass of its compile produced the graph it
+    receives, or when it belongs to another compile than the pass before it. A recompile often
+    starts from the very graph its first compile did (the guard that failed changed nothing in
+    the graph): its passes are still its own, never a continuation of the earlier compile's.
     Passes that contain other recorded passes take the pipeline of their first child."""
     parents = {p.parent for p in passes if p.parent is not None}
-    produced: set[str] = set()
+    produced: dict[str | None, set[str]] = {}
     pipeline = -1
+    last_cid: str | None = None
     first_child: dict[int, int] = {}
     for p in passes:
         if p.seq in parents:
             continue
-        p.traced = p.before is not None and p.before not in produced
-        if p.traced or pipeline < 0:
+        mine = produced.setdefault(p.compile_id, set())
+        p.traced = p.before is not None and p.before not in mine
+        if p.traced or pipeline < 0 or p.compile_id != last_cid:
             pipeline += 1
+        last_cid = p.compile_id
         p.pipeline = pipeline
-        produced.update(p.after.values())
+        mine.update(p.after.values())
         if p.parent is not None:
             first_child.setdefault(p.parent, pipeline)
     for p in passes:

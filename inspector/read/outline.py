@@ -6,7 +6,9 @@ findings sit on which pass; where a finding should be shown.
     target = finding_target(finding, index)       # Target: rank, pipeline, seq, role, gid, view, node
 
 Everything here comes from the index and the small pass records (node counts are in the pass
-records and graph envelopes): building an outline reads no graph payload. No textual or rich.
+records and graph envelopes): building an outline reads no graph payload. Torch's own logs carry
+no node counts: those the reader counted from a graph's text (`Capture.node_count`, what `ls`
+does; the TUI does it in the background) are used. No textual or rich.
 """
 
 from __future__ import annotations
@@ -79,6 +81,9 @@ class RankEntry:
     log_bytes: int
     capture_errors: int
     pipelines: list[PipelineEntry] = field(default_factory=list)
+    # compiles torch logged as failed (compile id, reason in one line): no graph to show, so the
+    # tree lists them on their own
+    failed_compiles: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def passes(self) -> list[PassEntry]:
@@ -146,7 +151,11 @@ def build_outline(cap: "Capture") -> Outline:
         for pl in cap.pipelines(r):
             cid = next((p.compile_id for p in pl.passes if p.compile_id), None)
             label = f"graph {pl.index}" + (f" · compile {cid}" if cid else "")
-            entry = PipelineEntry(r, pl.index, pl.key, label, pl.traced, _nodes(cap, r, pl.traced), cid)
+            traced = pl.traced
+            if traced is None and pl.passes and pl.passes[0].before is None and pl.passes[0].after:
+                # torch logged the pipeline's first graph on its own (dynamo's output): it is the start
+                traced = next(iter(pl.passes[0].after.values()))
+            entry = PipelineEntry(r, pl.index, pl.key, label, traced, _nodes(cap, r, traced), cid)
             for p in pl.passes:
                 k = seen.get(p.name, 0)
                 seen[p.name] = k + 1
@@ -166,7 +175,7 @@ def build_outline(cap: "Capture") -> Outline:
             RankEntry(
                 rank=r, host=header.get("host"), pid=header.get("pid"), own_device=own, local_rank=cap.local_rank(r),
                 complete=complete, graphs=len(cap.graphs(r)), log_bytes=log.size if log is not None else 0,
-                capture_errors=len(cap.capture_errors(r)), pipelines=pipelines,
+                capture_errors=len(cap.capture_errors(r)), pipelines=pipelines, failed_compiles=_failed_compiles(cap, r),
             )
         )  # fmt: skip
     path = os.path.abspath(cap.path)
@@ -175,6 +184,14 @@ def build_outline(cap: "Capture") -> Outline:
         torch_version=m.get("torch_version") or next((cap.header(r).get("torch_version") for r in cap.ranks if cap.header(r)), None),
         world_size=cap.world_size, ranks=ranks,
     )  # fmt: skip
+
+
+def _failed_compiles(cap: "Capture", rank: int) -> list[tuple[str, str]]:
+    from graphtrain_inspect.inspector.read.compile_events import compile_story
+
+    if cap.kind != "torch_trace" and not cap.torch_trace_dir:
+        return []
+    return [(e.label, e.reason) for e in compile_story(cap).events(rank, ("failure",))]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -242,14 +242,18 @@ def kernel_count(cap: "Capture", oc: OutputCode) -> int:
 
 
 def pipeline_of(cap: "Capture", oc: OutputCode) -> Any:
-    """The rank's pipeline whose passes produced the graph the code was generated from, or None."""
+    """The rank's pipeline whose passes produced the graph the code was generated from, or None.
+    A recompile may produce the very graph its first compile did: the pipeline of the code's own
+    compile id is taken first."""
     if oc.graph is None:
         return None
+    found = None
     for pl in cap.pipelines(oc.rank):
-        for p in pl.passes:
-            if oc.graph in p.after.values() or oc.graph == p.before:
+        if any(oc.graph in p.after.values() or oc.graph == p.before for p in pl.passes):
+            if oc.compile_id is None or any(p.compile_id == oc.compile_id for p in pl.passes):
                 return pl
-    return None
+            found = found or pl
+    return found
 
 
 def _compile_order(key: str) -> tuple:

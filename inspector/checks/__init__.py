@@ -40,6 +40,11 @@ CHECKS: dict[str, str] = {
     "codegen-rank-baked": "graphtrain_inspect.inspector.checks.codegen_rank_baked",
     "codegen-device-baked": "graphtrain_inspect.inspector.checks.codegen_device",
     "codegen-divergent": "graphtrain_inspect.inspector.checks.codegen_divergent",
+    # torch.compile's own events (torch's TORCH_TRACE records): per rank, then across ranks
+    "rank-divergent-compile": "graphtrain_inspect.inspector.checks.rank_divergent_compile",
+    "compile-failure": "graphtrain_inspect.inspector.checks.compile_failure",
+    "graph-break": "graphtrain_inspect.inspector.checks.graph_break",
+    "recompile": "graphtrain_inspect.inspector.checks.recompile",
     # last: it counts the reading problems the checks above ran into
     "incomplete-capture": "graphtrain_inspect.inspector.checks.incomplete",
 }

@@ -98,6 +98,10 @@ def _evidence_line(f) -> str:
         if ev.get("bindings") and "inferred" in ev["bindings"]:
             s += "; bindings inferred from text"
         return s
+    if f.kind in ("graph-break", "compile-failure"):
+        from graphtrain_inspect.inspector.checks.compile_findings import evidence_line
+
+        return evidence_line(f)
     if f.kind == "incomplete-capture":
         return str(ev.get("detail") or "")
     if f.kind == "rank-divergent-graph":

@@ -1,0 +1,30 @@
+"""graph-break: a graph break torch logged (dynamo_graph_break_reason), with its reason, the user
+line and the function torch resumes in; a warning (the step runs as several graphs, with eager
+code between them). A restart of the analysis that no logged break explains (older torch logs
+only the restart) is a break too. Restarts caused by a logged break are named in its evidence
+(`restarts`). Breaks under fullgraph=True fail the compile: compile-failure reports them."""
+
+from __future__ import annotations
+
+from graphtrain_inspect.inspector.checks import Finding
+from graphtrain_inspect.inspector.checks.compile_findings import finding, fold, story, where_key
+
+KIND = "graph-break"
+DESCRIPTION = "a graph break in a compiled function (reason, user line, resume function)"
+
+
+def run(ctx) -> list[Finding]:
+    s = story(ctx)
+    out = []
+    explained: set[tuple] = set()
+    breaks = s.events(kinds=("break",))
+    restarts = s.events(kinds=("restart",))
+    for e, ranks, evs in fold(breaks, where_key):
+        mine = sorted({r.label for b in evs for r in restarts if r.rank == b.rank and r.compile_id == b.compile_id and r.attempt > b.attempt and r.reason == b.reason})
+        explained.update((r.rank, r.compile_id, r.reason) for b in evs for r in restarts if r.rank == b.rank and r.compile_id == b.compile_id and r.reason == b.reason)
+        resume = f"; resumes in {e.resume}" if e.resume else ""
+        out.append(finding(KIND, "warning", e, ranks, f"graph break in {e.frame.name if e.frame and e.frame.name else 'compiled code'} {e.label}: {e.reason}{resume}", ctx, restarts=mine))
+    lone = [r for r in restarts if (r.rank, r.compile_id, r.reason) not in explained]
+    for e, ranks, _ in fold(lone, where_key):
+        out.append(finding(KIND, "warning", e, ranks, f"analysis restarted {e.label} (graph break): {e.reason}", ctx, restarts=[e.label]))
+    return out

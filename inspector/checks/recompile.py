@@ -1,0 +1,18 @@
+"""recompile: torch compiled a frame again because a guard failed (recompile_reasons); info, with
+the guard. A recompile on some ranks only is rank-divergent-compile's error."""
+
+from __future__ import annotations
+
+from graphtrain_inspect.inspector.checks import Finding
+from graphtrain_inspect.inspector.checks.compile_findings import finding, fold, story, where_key
+
+KIND = "recompile"
+DESCRIPTION = "a frame compiled again because a guard failed (the guard)"
+
+
+def run(ctx) -> list[Finding]:
+    out = []
+    for e, ranks, _ in fold(story(ctx).events(kinds=("recompile",)), lambda e: (e.compile_id, e.frame and e.frame.where(), e.guard)):
+        fn = e.frame.name if e.frame and e.frame.name else "a frame"
+        out.append(finding(KIND, "info", e, ranks, f"{fn} recompiled {e.label}: guard failed: {e.guard}", ctx))
+    return out

@@ -59,7 +59,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="capture this pass function (or Class.method, or a module-level list of passes); repeatable")
     p.add_argument("--no-inductor", action="store_true", help="do not capture Inductor's own passes")
     p.add_argument("--no-blobs", action="store_true", help="do not store GraphPickler copies (no replay)")
-    p.add_argument("--torch-trace", action="store_true", help="also write torch's own TORCH_TRACE logs to DIR/torch_trace")
+    p.add_argument("--torch-trace", action="store_true", help="also write torch's own TORCH_TRACE logs to DIR/torch_trace, beside ours: torch.compile's own events (graph breaks, recompiles, failed compiles) for ls, check and the TUI")
     sim = p.add_argument_group("simulated world (no GPUs, no real communication: torch's fake process group)")
     sim.add_argument("--simulate-world", type=int, metavar="N",
                      help="run the ranks of an N-rank job here, each its own process with torchrun's environment, "

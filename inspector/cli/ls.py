@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 
 from graphtrain_inspect.capture.rank_ranges import format_ranks
-from graphtrain_inspect.inspector.cli import ls_output_code
+from graphtrain_inspect.inspector.cli import ls_compile, ls_output_code
 from graphtrain_inspect.inspector.cli.common import add_capture_argument, open_or_fail
 from graphtrain_inspect.inspector.read.simulated import rank_states, states_text
 from graphtrain_inspect.inspector.diff.render import Style, add_common_arguments, fmt_bytes, print_read_errors, want_color
@@ -92,8 +92,10 @@ def listing(cap, ranks: list[int] | None = None) -> dict[str, Any]:
                 "complete": end is not None if cap.kind == "capture" else None,
                 "output_code": ls_output_code.entries(cap, r),
                 "stopped": cap.stopped(r) if cap.kind == "capture" else None,
+                "compile": ls_compile.entry(cap, r),
             }
         )
+    out["compile_note"] = ls_compile.note(cap)
     out["read_errors"] = [str(e) for e in cap.all_errors()]
     return out
 
@@ -122,7 +124,7 @@ def simulated_line(m: dict | None) -> str | None:
 
 
 def _rank_signature(rank_entry: dict) -> tuple:
-    return tuple(o["oid"] for o in rank_entry.get("output_code") or []) + tuple((p["seq"], p["name"], p["status"], p["before"]["gid"], tuple(sorted((k, v["gid"]) for k, v in p["after"].items()))) for p in rank_entry["passes"])
+    return ls_compile.signature(rank_entry.get("compile")) + tuple(o["oid"] for o in rank_entry.get("output_code") or []) + tuple((p["seq"], p["name"], p["status"], p["before"]["gid"], tuple(sorted((k, v["gid"]) for k, v in p["after"].items()))) for p in rank_entry["passes"])
 
 
 def render(data: dict[str, Any], st: Style, fold: bool = True) -> list[str]:
@@ -192,10 +194,13 @@ def render(data: dict[str, Any], st: Style, fold: bool = True) -> list[str]:
         if loose:
             lines.append(st("  generated code of graphs no listed pipeline made", "bold"))
             lines.extend(loose)
+        lines.extend(ls_compile.rows(entry.get("compile"), st))
         lines.extend(_error_lines(errs, st))
     if any(e["passes"] for e in data["ranks"]):
         lines.append("")
         lines.append(st("nodes: each graph's nodes and those of its nested subgraphs (higher-order ops' bodies), counted together", "dim"))
+    if data.get("compile_note"):
+        lines.extend(["", st(data["compile_note"], "dim")])
     if data.get("read_errors"):
         lines.append("")
         lines.append(st("reading problems:", "red", "bold"))

@@ -19,8 +19,10 @@ from textual.widgets import Footer, Header, Input, Label, ProgressBar, TabbedCon
 
 from graphtrain_inspect.inspector.read.outline import finding_target
 from graphtrain_inspect.inspector.read.progressive import ProgressiveLoader
-from graphtrain_inspect.tui.capture_loading import VIEWS, CaptureLoading
+from graphtrain_inspect.tui.capture_loading import CAPTURE_VIEWS, VIEWS, CaptureLoading
 from graphtrain_inspect.tui.commands import CaptureCommands
+from graphtrain_inspect.tui.compile_actions import COMPILE_FINDING_KINDS, COMPILE_FINDING_ROWS, CompileActions
+from graphtrain_inspect.tui.torch_node_counts import TorchNodeCounts
 from graphtrain_inspect.tui.messages import Progress, ViewReady
 from graphtrain_inspect.tui.screens.help import HelpScreen
 from graphtrain_inspect.tui.screens.prompt import PromptScreen
@@ -28,13 +30,14 @@ from graphtrain_inspect.tui.session import CaptureSession, Place
 from graphtrain_inspect.tui.view_actions import ViewActions
 from graphtrain_inspect.tui.widgets.capture_tree import CaptureTree, RankData, plural
 from graphtrain_inspect.tui.widgets.code_view import CodeView
+from graphtrain_inspect.tui.widgets.compile_view import CompileView
 from graphtrain_inspect.tui.widgets.diff_view import DiffView
 from graphtrain_inspect.tui.widgets.findings_view import FindingsView, code_caption
 from graphtrain_inspect.tui.widgets.line_view import LineView
 from graphtrain_inspect.tui.widgets.output_code_view import OutputCodeView
 from graphtrain_inspect.tui.widgets.table_views import DevicesView, NodeChosen, ProblemsView, SymbolsView
 
-class InspectApp(CaptureLoading, ViewActions, App[int]):
+class InspectApp(CaptureLoading, ViewActions, CompileActions, TorchNodeCounts, App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "graphtrain-inspect"
     COMMANDS = App.COMMANDS | {CaptureCommands}
@@ -53,6 +56,7 @@ class InspectApp(CaptureLoading, ViewActions, App[int]):
         "devices": "Devices",
         "problems": "Problems",
         "output-code": "Output code",
+        "compile": "Compile events",
     }
 
     BINDINGS = [
@@ -84,6 +88,7 @@ class InspectApp(CaptureLoading, ViewActions, App[int]):
         Binding("6", "show_view('devices')", "Devices", show=False, id="view.devices"),
         Binding("7", "show_view('problems')", "Problems", show=False, id="view.problems"),
         Binding("8", "show_view('output-code')", "Output code (Inductor)", show=False, id="view.output-code"),
+        Binding("9", "show_view('compile')", "Compile events (torch.compile)", show=False, id="view.compile"),
         Binding("i", "goto_kernel", "Code view: the Inductor kernel computing the node", show=False, id="app.goto-kernel"),
         Binding("I", "goto_fx_node", "Output code: the FX node the kernel computes", show=False, id="app.goto-fx-node"),
     ]
@@ -155,6 +160,8 @@ class InspectApp(CaptureLoading, ViewActions, App[int]):
                     with TabPane("Output code", id="output-code"):
                         yield Label("", id="output-code-title", classes="view-title")
                         yield OutputCodeView(id="output-code-view")
+                    with TabPane("Compile", id="compile"):
+                        yield CompileView(id="compile-view")
         with Horizontal(id="search-bar"):
             yield Label("/", id="search-label")
             yield Input(placeholder="search in this view (Enter: next, Esc: close)", id="search-input")
@@ -204,6 +211,7 @@ class InspectApp(CaptureLoading, ViewActions, App[int]):
             "devices": lambda: self.query_one(DevicesView).table,
             "problems": lambda: self.query_one(ProblemsView).table,
             "output-code": lambda: self.output_code_view,
+            "compile": lambda: self.query_one(CompileView).table,
         }[view]()
 
     # -- start ---------------------------------------------------------------------------------------
@@ -280,7 +288,7 @@ class InspectApp(CaptureLoading, ViewActions, App[int]):
         changed = place != self.place
         self.place = place
         if changed:
-            self.stale = set(VIEWS) - {"findings", "problems"}
+            self.stale = (set(VIEWS) - CAPTURE_VIEWS) | (self.stale & CAPTURE_VIEWS)
         self.refresh_view()
         self.set_job("idle", None)
 
@@ -364,6 +372,8 @@ class InspectApp(CaptureLoading, ViewActions, App[int]):
             self._load(view, place, self._devices_job)
         elif view == "output-code":
             self._load(view, place, self._output_code_job)
+        elif view == "compile":
+            self._load(view, place, self._compile_job)
 
     def _title(self, view: str, text: str) -> None:
         self.query_one(f"#{view}-title", Label).update(text)
@@ -413,6 +423,10 @@ class InspectApp(CaptureLoading, ViewActions, App[int]):
     @staticmethod
     def _output_code_job(session: CaptureSession, place: Place, base):
         return session.output_code(place)
+
+    @staticmethod
+    def _compile_job(session: CaptureSession, place: Place, base):
+        return session.compile_rows()
 
     def base_rank_for(self, place: Place) -> int:
         """The rank diff's base: the chosen one (b), else the lowest rank."""
@@ -476,6 +490,8 @@ class InspectApp(CaptureLoading, ViewActions, App[int]):
             else:
                 self.output_code_view.clear(f"no code generated by Inductor for this pipeline on rank {m.place.rank} in this capture")
                 self._title("output-code", where)
+        elif m.view == "compile":
+            self.compile_view_ready(m.payload, m.extra)
         self._apply_pending_jump(m.view)
 
     def _unreadable(self, place: Place, what: str) -> str:
@@ -499,6 +515,11 @@ class InspectApp(CaptureLoading, ViewActions, App[int]):
     def jump_to_finding(self, f) -> bool:
         if self.session is None:
             return False
+        if f.kind in COMPILE_FINDING_KINDS:
+            label = f.evidence.get("label") or f"[{f.evidence.get('compile_id')}]"
+            # rank-divergent-compile: the ranks that have the compile where they part come first
+            ranks = [*f.evidence.get("divergent_ranks", []), *sorted(f.ranks)] or [0]
+            return self.open_compile_event(ranks, label, COMPILE_FINDING_ROWS[f.kind])
         target = finding_target(f, self.session.index, prefer_rank=self.place.rank if self.place else None)
         if target is None:
             self.notify(f"cannot place this finding in the capture ({f.introduced_by}, ranks {f.ranks})", severity="warning")
@@ -513,7 +534,7 @@ class InspectApp(CaptureLoading, ViewActions, App[int]):
         elif target.node:
             self.pending_jump = (target.view, target.node, target.subgraph, place)
         self.query_one(TabbedContent).active = target.view
-        self.stale = set(VIEWS) - {"findings", "problems"}
+        self.stale = (set(VIEWS) - CAPTURE_VIEWS) | (self.stale & CAPTURE_VIEWS)
         self.place = place
         self.refresh_view(force=True)
         self.tree.reveal(place, select=False)

@@ -20,7 +20,9 @@ from graphtrain_inspect.tui.widgets.findings_view import checks_note
 from graphtrain_inspect.tui.widgets.table_views import ProblemsView
 
 
-VIEWS = ("code", "pass-diff", "rank-diff", "findings", "symbols", "devices", "problems", "output-code")
+VIEWS = ("code", "pass-diff", "rank-diff", "findings", "symbols", "devices", "problems", "output-code", "compile")
+# views of the whole capture, not of the place selected in the tree: selecting a place leaves them be
+CAPTURE_VIEWS = frozenset({"findings", "problems", "compile"})
 
 
 def mb(n: int) -> str:
@@ -146,6 +148,9 @@ class CaptureLoading:
                     tree.reveal(place)
         if not m.final:
             return
+        self.stale.add("compile")  # read from the whole capture: once it is all indexed
+        self.refresh_view()
+        self.count_torch_nodes()
         self.load_seconds = m.seconds
         self.fill_problems(announce=not m.reload)
         self.run_checks()

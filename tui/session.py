@@ -102,6 +102,20 @@ class CaptureSession:
                 for pl in r.pipelines:
                     pl.passes = [p for p in pl.passes if p.status != "incomplete"]
 
+    def compile_rows(self) -> tuple[list, str]:
+        """The compile-events view's rows (every rank) and its title."""
+        from graphtrain_inspect.inspector.read.compile_events import compile_story
+        from graphtrain_inspect.tui.widgets.compile_view import compile_rows
+
+        with self.lock:
+            story = compile_story(self.cap)
+            rows = compile_rows(story)
+        if story.source is None:
+            return rows, story.note or "no compile events"
+        n = {k: len(story.events(kinds=(k,))) for k in ("failure", "break", "restart", "recompile")}
+        compiles = sum(len(story.compiles(r)) for r in story.by_rank)
+        return rows, f"{compiles} compiles on {len(story.by_rank)} rank(s) · " + " · ".join(f"{v} {k}{'s' if v != 1 else ''}" for k, v in n.items()) + f" · from {story.source}"
+
     @classmethod
     def open(cls, path: str, source: str = "auto") -> "CaptureSession":
         return cls(open_capture(path, source=source))

@@ -31,7 +31,15 @@ class RunData:
     path: str
 
 
-TreeData = Any  # RunData | RankData | Place
+@dataclass(frozen=True)
+class CompileData:
+    """A compile torch logged as failed (it has no graph): Enter opens its compile event."""
+
+    rank: int
+    label: str
+
+
+TreeData = Any  # RunData | RankData | Place | CompileData
 
 
 def plural(n: int, word: str) -> str:
@@ -271,6 +279,13 @@ class CaptureTree(Tree[TreeData]):
                         self.signatures[pkey] = sig
                 if pkey in self.populated:
                     added += self._populate(pkey)
+            for label, reason in r.failed_compiles:
+                ckey = ("compile", r.rank, label)
+                if ckey not in self.nodes_by_key:
+                    t = Text(f"compile {label.strip('[]')} failed", style="bold red")
+                    t.append(f"  {reason}", style="red")
+                    self.nodes_by_key[ckey] = node.add_leaf(t, data=CompileData(r.rank, label))
+                    added += 1
         return added
 
     def _populate(self, pkey: Hashable) -> int:

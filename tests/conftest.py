@@ -40,6 +40,23 @@ def sample_capture(tmp_path_factory):
     return get
 
 
+@pytest.fixture(scope="session")
+def compile_events_trace(tmp_path_factory) -> Path:
+    """torch's own TORCH_TRACE log of tests/programs/compile_events.py (one process, aot_eager:
+    two graph breaks, two restarts, two recompiles, one fullgraph=True failure; ~10 s)."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.capture_utils import ROOT
+
+    out = tmp_path_factory.mktemp("compile_events") / "trace"
+    env = {**os.environ, "TORCH_TRACE": str(out), "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    r = subprocess.run([sys.executable, "-m", "tests.programs.compile_events"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "g failed: Unsupported" in r.stdout, r.stderr[-3000:]
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # The TUI's tests (tests/tui/)
 

@@ -82,9 +82,11 @@ def test_every_strict_log_reads_clean(corpus, name):
         kinds = {"dynamo_output_graph", "aot_joint_graph", "aot_forward_graph", "aot_backward_graph", "aot_inference_graph"}
         assert graphs >= len({r.env["has_payload"] for r in records if r.kind in kinds and r.has_payload})
         assert payloads > 0
-        # correct compiles: nothing to report (a single rank's log is not a compile-on-one-rank
-        # capture, so its own-device literals are not a shared graph's)
-        assert [(f.kind, f.severity, f.message) for f in run_checks(cap) if f.severity != "info"] == []
+        # correct graphs: nothing to report (a single rank's log is not a compile-on-one-rank
+        # capture, so its own-device literals are not a shared graph's). torch.compile's own events
+        # are real (tlparse's tests break backends on purpose): tests/read/test_compile_events.py
+        compile_kinds = ("compile-failure", "graph-break", "recompile", "rank-divergent-compile")
+        assert [(f.kind, f.severity, f.message) for f in run_checks(cap) if f.severity != "info" and f.kind not in compile_kinds] == []
 
 
 def test_progressive_scan_agrees_in_small_steps(corpus, tmp_path):

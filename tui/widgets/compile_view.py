@@ -113,12 +113,13 @@ class CompileView(Vertical):
         self.opened_row = None
         t = self.table
         t.clear()
-        self.query_one("#compile-title", Label).update(title)
+        # text from the logs (paths, reasons) is never read as markup: every cell is a Text
+        self.query_one("#compile-title", Label).update(Text(title))
         for r in rows:
             style = STATUS_STYLE.get(r.what, "") if r.what in STATUS_STYLE else KIND_STYLE.get(r.what, "")
             event = Text(r.what, style=style)
             label = Text(r.label, style="bold" if r.what in STATUS_STYLE else "")
-            t.add_row(str(r.rank), label, event, r.where, Text(_cut(r.text), style="red" if r.what == "failed" else ""), Text(r.function, style="" if r.what in STATUS_STYLE else "dim"))
+            t.add_row(Text(str(r.rank)), label, event, Text(r.where), Text(_cut(r.text), style="red" if r.what == "failed" else ""), Text(r.function, style="" if r.what in STATUS_STYLE else "dim"))
         self.show_detail()
 
     def select(self, rank: int, label: str, what: str | None = None) -> bool:

@@ -659,7 +659,7 @@ class InspectApp(CaptureLoading, ViewActions, CompileActions, TorchNodeCounts, A
         self.call_after_refresh(self.fit_tabs)
 
     # the tab names that shorten when the tab bar would not show every tab whole
-    SHORT_TABS = {"pass-diff": ("Pass diff", "Pass Δ"), "rank-diff": ("Rank diff", "Rank Δ"), "output-code": ("Output code", "Output")}
+    SHORT_TABS = {"pass-diff": ("Pass diff", "Pass Δ"), "rank-diff": ("Rank diff", "Rank Δ"), "output-code": ("Output code", "Output"), "compile": ("Compile", "Comp")}
 
     def fit_tabs(self) -> None:
         tabbed = self.query_one(TabbedContent)

@@ -656,10 +656,12 @@ class InspectApp(CaptureLoading, ViewActions, CompileActions, TorchNodeCounts, A
             tree.add_class(nxt)
         if nxt == "-hidden" and tree.has_focus:
             self.view_widget().focus()
-        self.call_after_refresh(self.fit_tabs)
+        # after the next refresh the tabs still have the old width: fit them after the layout
+        self.call_after_refresh(lambda: self.call_after_refresh(self.fit_tabs))
 
     # the tab names that shorten when the tab bar would not show every tab whole
-    SHORT_TABS = {"pass-diff": ("Pass diff", "Pass Δ"), "rank-diff": ("Rank diff", "Rank Δ"), "output-code": ("Output code", "Output"), "compile": ("Compile", "Comp")}
+    SHORT_TABS = {"pass-diff": ("Pass diff", "Pass Δ"), "rank-diff": ("Rank diff", "Rank Δ"), "output-code": ("Output code", "Output"),
+                  "symbols": ("Symbols", "Syms"), "devices": ("Devices", "Devs"), "compile": ("Compile", "Comp")}
 
     def fit_tabs(self) -> None:
         tabbed = self.query_one(TabbedContent)

@@ -11,6 +11,7 @@ import argparse
 import getpass
 import os
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -20,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from graphtrain_inspect.capture import fake_world, logformat, session, simulate
+from graphtrain_inspect.capture import fake_world, logformat, session, signing, simulate
 from graphtrain_inspect.capture.named_passes import TargetError, parse_target
 from graphtrain_inspect.capture.summary import RankSummary, summarize
 
@@ -130,13 +131,14 @@ def run(args: argparse.Namespace) -> int:
     sim_problem = _simulate_options_problem(args, cmd)
     if sim_problem:
         return _fail(sim_problem)
+    problem = _command_problem(cmd[0])
+    if problem:
+        return _fail(f"{problem} (nothing was run, nothing was written)")
     out = os.path.abspath(args.out or _default_out())
-    if os.path.exists(out) and (not os.path.isdir(out) or os.listdir(out)):
-        return _fail(f"{out} already exists and is not an empty directory; choose another --out (nothing was run)")
     try:
-        os.makedirs(out, exist_ok=True)
-    except OSError as e:
-        return _fail(f"cannot create {out}: {e}")
+        made = claim(out)
+    except ClaimRefused as e:
+        return _fail(f"{e} (nothing was run)")
 
     env = dict(os.environ)
     here = os.path.dirname(os.path.abspath(__file__))
@@ -179,12 +181,19 @@ def run(args: argparse.Namespace) -> int:
     try:
         write_manifest(out, manifest)
     except OSError as e:
+        release(out, made)
         return _fail(f"cannot write {_manifest_path(out)}: {e.strerror or e} (nothing was run)")
 
     if args.simulate_world:
         code, sig = simulated_run(cmd, env, args, out, manifest)
     else:
-        code, sig = _run_child(cmd, env)
+        try:
+            child = subprocess.Popen(cmd, env=env)
+        except OSError as e:
+            # Nothing ran: leave --out as it was, so the same command, fixed, can use it.
+            release(out, made)
+            return _fail(f"cannot run {cmd[0]!r}: {e.strerror or e} (nothing was run; {out} left as it was)")
+        code, sig = _wait_child(child)
 
     summaries = summarize(out)
     manifest["ended"] = time.time()
@@ -198,6 +207,7 @@ def run(args: argparse.Namespace) -> int:
     manifest["still_running"] = {str(s.rank): s.alive for s in summaries if s.alive}
     if "simulated" in manifest:
         manifest["simulated"]["stopped_after_passes"] = [s.rank for s in summaries if s.stopped_after_passes]
+    signed = ""
     if not os.path.isdir(out):
         print(f"graphtrain-inspect capture: the capture directory {out} was removed while the command ran; nothing was kept", file=sys.stderr)
     else:
@@ -205,17 +215,101 @@ def run(args: argparse.Namespace) -> int:
             write_manifest(out, manifest)
         except OSError as e:
             print(f"graphtrain-inspect capture: could not update {_manifest_path(out)}: {e}", file=sys.stderr)
+        signed = _sign(out)
     _print_summary(out, args, summaries, code, sig)
+    if signed:
+        print(f"  {signed}", file=sys.stderr)
     return code
 
 
-def _run_child(cmd: list[str], env: dict[str, str]) -> tuple[int, str | None]:
-    """Run the command in our process group, so a terminal's Ctrl-C reaches it as it would."""
+def _sign(out: str) -> str:
+    """Sign what replay will load, now that every rank and blob child has written its records
+    (capture.signing); the line the summary prints about it."""
     try:
-        child = subprocess.Popen(cmd, env=env)
+        kid = signing.sign(out)
+    except (signing.KeyProblem, OSError) as e:
+        return f"not signed ({e}): replay will need --trust, or `graphtrain-inspect trust {shlex.quote(out)}`"
+    return f"signed with your key ({kid}): replay loads it without --trust"
+
+
+class ClaimRefused(Exception):
+    """--out cannot be this capture's; one line says why."""
+
+
+def claim(out: str) -> bool:
+    """Make `out` this capture's before anything is written into it: created here (mkdir is
+    exclusive), or an existing empty directory; either way the claim file is then created with
+    O_EXCL, so of two captures started at once on one --out exactly one gets it (a check for
+    emptiness followed by a write leaves a gap that both pass). Returns whether `out` was created
+    here (release removes it then). ClaimRefused otherwise; nothing is written then."""
+    parent = os.path.dirname(out)
+    try:
+        os.makedirs(parent, exist_ok=True)
     except OSError as e:
-        print(f"graphtrain-inspect capture: cannot run {cmd[0]!r}: {e}", file=sys.stderr)
-        return 127, None
+        raise ClaimRefused(f"cannot create {parent}: {e.strerror or e}") from None
+    try:
+        os.mkdir(out, 0o777)
+        made = True
+    except FileExistsError:
+        made = False
+        if not os.path.isdir(out) or os.path.islink(out):
+            raise ClaimRefused(f"{out} already exists and is not a directory; choose another --out") from None
+        try:
+            if os.listdir(out):
+                raise ClaimRefused(f"{out} already exists and is not an empty directory (another capture's?); choose another --out")
+        except OSError as e:
+            raise ClaimRefused(f"cannot list {out}: {e.strerror or e}") from None
+    except OSError as e:
+        raise ClaimRefused(f"cannot create {out}: {e.strerror or e}") from None
+    path = os.path.join(out, logformat.CLAIM_NAME)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    except FileExistsError:
+        raise ClaimRefused(f"{out} was just claimed by another capture started at the same time; choose another --out") from None
+    except OSError as e:
+        if made:
+            _rmdir(out)
+        raise ClaimRefused(f"cannot claim {out}: {e.strerror or e}") from None
+    with os.fdopen(fd, "w") as f:
+        f.write(f"{os.getpid()}\n")
+    return made
+
+
+def release(out: str, made: bool) -> None:
+    """Undo `claim` for a command that never ran: only the files the launcher wrote go, and the
+    directory only if it was made here, so --out can be used again."""
+    for name in (logformat.CLAIM_NAME, logformat.MANIFEST_NAME):
+        try:
+            os.unlink(os.path.join(out, name))
+        except OSError:
+            pass
+    if made:
+        _rmdir(out)
+
+
+def _rmdir(path: str) -> None:
+    try:
+        os.rmdir(path)  # only if empty: never removes what someone else put there
+    except OSError:
+        pass
+
+
+def _command_problem(exe: str) -> str | None:
+    """Why the command cannot start, found before anything is claimed (None if it may)."""
+    if os.sep in exe:
+        if not os.path.exists(exe):
+            return f"cannot run {exe!r}: no such file"
+        if os.path.isdir(exe) or not os.access(exe, os.X_OK):
+            return f"cannot run {exe!r}: not an executable file"
+        return None
+    if shutil.which(exe) is None:
+        return f"cannot run {exe!r}: no such command on PATH"
+    return None
+
+
+def _wait_child(child: subprocess.Popen) -> tuple[int, str | None]:
+    """Wait for the command, which runs in our process group, so a terminal's Ctrl-C reaches it as
+    it would; other signals are relayed."""
     received: list[str] = []
 
     def relay(signum: int, _frame: Any) -> None:

@@ -47,6 +47,11 @@ LOG_SUFFIX = "_gti.log"
 # disk, where appending to the log cannot. DIR/status/rank_<R>.<pid>.json
 STATUS_DIR = "status"
 STATUS_BYTES = 1024
+# Made exclusively (O_EXCL) by the launcher before anything else is written: the directory is this
+# capture's; a second capture on the same --out cannot make it and is refused. Holds the pid.
+CLAIM_NAME = "capture.claim"
+# The user's HMAC of what replay loads (capture.signature): the manifest and every log, by sha256.
+SIGNATURE_NAME = "signature.json"
 
 # Record kinds, each a tlparse artifact name, with the payload encoding tlparse accepts.
 HEADER = "gti_header"  # json: who wrote this log (rank, host, torch, device), once per process

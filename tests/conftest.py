@@ -21,6 +21,26 @@ from tests.capture_utils import run_cli, torchrun
 SAMPLE_STEPS = "2"
 
 
+def pytest_configure(config):
+    """A signing key (capture.signing) and a bundled-capture cache of this test session's own, so
+    tests never read or make the developer's key in ~/.config, and every process they start (the
+    CLI, torchrun's workers) sees the same ones."""
+    import os
+    import tempfile
+
+    config._gti_home = tempfile.mkdtemp(prefix="gti-tests-")
+    os.environ["XDG_CONFIG_HOME"] = os.path.join(config._gti_home, "config")
+    os.environ["XDG_CACHE_HOME"] = os.path.join(config._gti_home, "cache")
+
+
+def pytest_unconfigure(config):
+    import shutil
+
+    home = getattr(config, "_gti_home", None)
+    if home:
+        shutil.rmtree(home, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
 def sample_capture(tmp_path_factory):
     cache: dict[tuple, Path] = {}

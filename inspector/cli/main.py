@@ -17,6 +17,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "diff": ("graphtrain_inspect.inspector.cli.diff", "diff a pass's graphs, before/after or across ranks"),
     "check": ("graphtrain_inspect.inspector.cli.check", "find rank-baked constants, device literals, stale symbols, divergent passes"),
     "replay": ("graphtrain_inspect.inspector.cli.replay", "re-run one captured pass on its captured input graph"),
+    "trust": ("graphtrain_inspect.inspector.cli.trust", "sign a capture with your key, so replay loads it without --trust"),
     "tui": ("graphtrain_inspect.inspector.cli.tui", "browse a capture interactively"),
 }
 

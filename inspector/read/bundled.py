@@ -3,6 +3,12 @@
 Each bundled capture is `samples/captures/<name>.tar.xz` holding one directory `<name>/`. It is
 unpacked once into the user's cache directory (keyed by the archive's hash, so a newer archive
 unpacks afresh) and read from there like any other capture.
+
+The unpacked copy is signed with the user's key as it is unpacked (capture.signing), so `replay`
+and the TUI's replay key load it without `--trust`: the archive is part of the installed package,
+code the user already runs (whoever can change it can change the tool itself); the captures'
+manifests name the GPU hosts and users they were recorded by, which is no reason to trust or
+distrust them. The cache key holds the key's id too, so a new key unpacks (and signs) afresh.
 """
 
 from __future__ import annotations
@@ -13,6 +19,8 @@ import os
 import re
 import tarfile
 from pathlib import Path
+
+from graphtrain_inspect.capture import signing
 
 ARCHIVE_SUFFIX = ".tar.xz"
 DEFAULT = "h200x2-rank-baked"  # what `tui` with no argument opens: a real bug to find
@@ -82,12 +90,18 @@ def path_of(name: str | None = None) -> Path:
         raise BundledError(f"no bundled capture named {name!r}; there are: {', '.join(available)}")
     archive = captures_dir() / f"{name}{ARCHIVE_SUFFIX}"
     digest = hashlib.sha256(archive.read_bytes()).hexdigest()[:12]
-    target = cache_root() / f"{name}-{digest}"
+    try:
+        key: bytes | None = signing.load_key()
+    except signing.KeyProblem:
+        key = None  # unpacked unsigned: replay then needs --trust, and says so
+    target = cache_root() / f"{name}-{digest}-{signing.key_id(key) if key else 'unsigned'}"
     if not (target / name).is_dir():
         tmp = target.with_name(target.name + f".tmp{os.getpid()}")
         tmp.mkdir(parents=True, exist_ok=True)
         with tarfile.open(archive, "r:xz") as tf:
             _safe_extract(tf, tmp)
+        if key is not None and (tmp / name).is_dir():
+            signing.sign(str(tmp / name), key)
         try:
             os.replace(tmp, target)
         except OSError:  # another process unpacked it first

@@ -5,26 +5,26 @@ Nothing here imports torch or unpickles anything: trust is decided first, and a 
 never reaches the loader (inspector.replay).
 
 Trust: loading a GraphPickler blob runs pickle, which can execute code. A capture is loaded only
-when its manifest says it was made by this user (name and uid) on this host, or with `--trust`
-(the user vouches for it). Either way the blob file must be the one the log names
-(`blobs/<sha256>.gpkl` inside the capture), a regular file, and its sha256 must equal the one
-recorded in the pass record; without `--trust` it must also be owned by this user and not
-writable by others (anyone who can write it could swap in other bytes before the log is
-trusted). The bytes that were verified are the bytes that are loaded: the file is read once.
+when it carries this user's signature over its current manifest and logs (capture.signing: an
+HMAC with a key only this user holds, made by `capture` at its end, by `graphtrain-inspect trust
+DIR`, or by the bundled-capture loader), or with `--trust` (the user vouches for it). What the
+capture says about itself (the manifest's user, host, uid; its files' owner) is shown, never
+relied on: anyone who can write a capture can write those. Either way the blob file must be the
+one the log names (`blobs/<sha256>.gpkl` inside the capture), a regular file, and its sha256 must
+equal the one recorded in the (signed) log. The bytes that were verified are the bytes that are
+loaded: the file is read once.
 """
 
 from __future__ import annotations
 
-import getpass
 import hashlib
 import os
-import socket
 import stat
 import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from graphtrain_inspect.capture import logformat
+from graphtrain_inspect.capture import logformat, signing
 
 if TYPE_CHECKING:
     from graphtrain_inspect.inspector.read.capture_index import Capture, PassRecord
@@ -110,35 +110,28 @@ def peers(cap: "Capture", t: Target) -> dict[int, "PassRecord"]:
 # Trust
 
 
-def me() -> tuple[str, int, str]:
-    try:
-        user = getpass.getuser()
-    except Exception:  # noqa: BLE001 - no passwd entry in some containers
-        user = str(os.getuid())
-    return user, os.getuid(), socket.gethostname()
+def manifest_claims(cap: "Capture") -> str:
+    """Who the capture says made it: shown to the user, never used to decide anything."""
+    m = cap.manifest if isinstance(cap.manifest, dict) else None
+    if m is None:
+        return "it has no readable manifest, so it does not even say who made it"
+    return f"its manifest says it was captured by {m.get('user')}@{m.get('host')} (uid {m.get('uid')})"
 
 
 def check_origin(cap: "Capture", ranks: list[int], *, trust: bool) -> str:
-    """Raise Refused unless the capture was made by this user on this host (or `trust`).
-    Returns a one-line description of why it is trusted."""
+    """Raise Refused unless the capture carries this user's signature over its current files
+    (or `trust`). Returns a one-line description of why it is trusted. `ranks` (those replay
+    will load) are all covered by the one signature of the directory."""
+    claims = manifest_claims(cap)
     if trust:
-        return "trusted with --trust"
-    user, uid, host = me()
-    m = cap.manifest
-    if not isinstance(m, dict):
-        raise Refused(f"{cap.path} has no readable manifest.json, so who made it is unknown; replay unpickles graphs "
-                      "(pickle can run code) and loads only your own captures: pass --trust if you vouch for this one")
-    m_user, m_uid, m_host = m.get("user"), m.get("uid"), m.get("host")
-    if m_host != host or m_user != user or (isinstance(m_uid, int) and m_uid != uid):
-        raise Refused(f"{cap.path} was captured by {m_user}@{m_host} (uid {m_uid}), not by you ({user}@{host}, uid {uid}); "
-                      "replay unpickles graphs (pickle can run code) and loads only your own captures: "
-                      "pass --trust if you vouch for this one")
-    for r in ranks:
-        h = cap.header(r) or {}
-        if (h.get("host") is not None and h.get("host") != host) or (h.get("user") is not None and h.get("user") != user):
-            raise Refused(f"rank {r} of {cap.path} ran as {h.get('user')}@{h.get('host')}, not as you ({user}@{host}); "
-                          "its blobs were written there: pass --trust if you vouch for them")
-    return f"made by you ({user}@{host})"
+        return f"trusted with --trust ({claims})"
+    base = capture_dir(cap)
+    v = signing.verify(base)
+    if v.ok:
+        return f"{v.why} ({claims})"
+    raise Refused(f"{cap.path} is not loaded: {v.why}. Replay unpickles graphs (pickle can run code) and loads only "
+                  f"captures signed with your key; {claims}, which proves nothing. If you trust it, pass --trust, or sign it "
+                  f"once with `graphtrain-inspect trust {base}`")
 
 
 def capture_dir(cap: "Capture") -> str:
@@ -180,12 +173,6 @@ def read_blob(cap: "Capture", rec: "PassRecord", gid: str | None, *, trust: bool
         raise Refused(f"cannot read blob {rel}: {e.strerror or e}") from None
     if not stat.S_ISREG(st.st_mode):
         raise Refused(f"blob {rel} is not a regular file (a link or something else); refusing to load it")
-    if not trust:
-        if st.st_uid != os.getuid():
-            raise Refused(f"blob {rel} is owned by uid {st.st_uid}, not by you (uid {os.getuid()}): someone else could "
-                          "have replaced it; pass --trust if you vouch for it")
-        if st.st_mode & stat.S_IWOTH:
-            raise Refused(f"blob {rel} is writable by every user: anyone could have replaced it; pass --trust if you vouch for it")
     try:
         with open(path, "rb") as f:
             data = f.read()

@@ -1,0 +1,218 @@
+"""The user's signature on a capture: what lets `replay` unpickle it without `--trust`.
+
+Replay unpickles GraphPickler blobs, and pickle runs code. What a capture says about itself (the
+manifest's user, host and uid, the files' owner after a `cp`, `tar` or `git`) can be written by
+anyone who can write the capture, so none of it decides trust. A secret can: a per-user key, made
+on first use in the user's config directory (`$XDG_CONFIG_HOME/graphtrain-inspect/capture-key`,
+else `~/.config/...`; mode 0600 in a 0700 directory), signs what replay reads, as notebook servers
+sign the notebooks their user made.
+
+HMAC-SHA256 from the standard library: the one who signs is the one who verifies (the same user,
+the same key), so a shared secret is enough and public-key signatures would add a dependency and
+nothing else; HMAC with a 256-bit key cannot be forged without the key.
+
+What is signed (`DIR/signature.json`): the sha256 of the manifest and of every rank log (the
+names of the logs included, so a log added later is seen). The logs record every blob's sha256
+(in its pass or `gti_blob` record) and replay checks a blob's bytes against it before unpickling,
+so the chain reaches every blob without hashing them here. `capture` signs at its end, once every
+blob child has written its record; `graphtrain-inspect trust DIR` signs a capture the user looked
+at; the bundled sample captures are signed as they are unpacked (they come from the installed
+package, which is code the user already runs).
+
+Not protected: anything else in the directory (torch_trace/, status/, simulate/ outputs: replay
+reads none of them to decide what to load), someone who can read the key file (it is the user's
+secret, like an SSH key), and a capture changed while a replay of it is loading (the blob bytes
+themselves are verified against the log as they are read).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import secrets
+import stat
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from graphtrain_inspect.capture import logformat
+
+KEY_NAME = "capture-key"
+SIGNATURE_FORMAT = "graphtrain-inspect-signature"
+SIGNATURE_VERSION = 1
+_KEY_ID_CONTEXT = b"graphtrain-inspect key id"
+_SIGNATURE_LIMIT = 64 << 20
+
+
+class KeyProblem(Exception):
+    """The user's key cannot be made or read safely; one line says why."""
+
+
+def key_path() -> str:
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return os.path.join(base, "graphtrain-inspect", KEY_NAME)
+
+
+def load_key(create: bool = True) -> bytes:
+    """This user's key, made on first use (create). KeyProblem when it is missing (create=False),
+    unreadable, or readable or writable by anyone else (then it no longer proves anything)."""
+    path = key_path()
+    try:
+        return _read_key(path)
+    except FileNotFoundError:
+        if not create:
+            raise KeyProblem(f"no key at {path} yet (made by the first capture or `trust`)") from None
+    d = os.path.dirname(path)
+    try:
+        os.makedirs(d, mode=0o700, exist_ok=True)
+        tmp = f"{path}.tmp{os.getpid()}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_hex(32) + "\n")
+        try:
+            os.link(tmp, path)  # atomic and exclusive: of two first uses at once, one key wins
+        except FileExistsError:
+            pass
+        finally:
+            os.unlink(tmp)
+        return _read_key(path)
+    except OSError as e:
+        raise KeyProblem(f"cannot make the signing key {path}: {e.strerror or e}") from None
+
+
+def _read_key(path: str) -> bytes:
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except FileNotFoundError:
+        raise
+    except OSError as e:
+        raise KeyProblem(f"cannot read the signing key {path}: {e.strerror or e} (a link is refused)") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid():
+            raise KeyProblem(f"the signing key {path} is not a regular file of yours; remove it to make a new one")
+        if st.st_mode & 0o077:
+            raise KeyProblem(f"the signing key {path} can be read or written by others (mode {stat.S_IMODE(st.st_mode):04o}): "
+                             f"anyone who reads it can sign captures you would load; chmod 600 it, or remove it to make a new one")
+        text = f.read(200).strip()
+    try:
+        key = bytes.fromhex(text.decode("ascii"))
+    except (UnicodeDecodeError, ValueError):
+        key = b""
+    if len(key) < 32:
+        raise KeyProblem(f"the signing key {path} is damaged; remove it to make a new one")
+    return key
+
+
+def key_id(key: bytes) -> str:
+    """A name for the key that says nothing about it: which key signed, not the key."""
+    return hmac.new(key, _KEY_ID_CONTEXT, hashlib.sha256).hexdigest()[:16]
+
+
+def signed_names(directory: str) -> list[str]:
+    """The files a signature covers: the manifest and the rank logs (the reader's own choice of
+    files: logformat's log names), whether or not each exists."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        names = []
+    logs = sorted(n for n in names if n.startswith(logformat.LOG_PREFIX) and n.endswith(logformat.LOG_SUFFIX))
+    return [logformat.MANIFEST_NAME, *logs]
+
+
+def _file_sha256(path: str) -> str | None:
+    """sha256 of a regular file (a link, FIFO or device is never read: None)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            return None
+        h = hashlib.sha256()
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def digests(directory: str) -> dict[str, str | None]:
+    return {n: _file_sha256(os.path.join(directory, n)) for n in signed_names(directory)}
+
+
+def _mac(key: bytes, kid: str, files: dict[str, Any]) -> str:
+    body = orjson.dumps({"key_id": kid, "files": files}, option=orjson.OPT_SORT_KEYS)
+    return hmac.new(key, body, hashlib.sha256).hexdigest()
+
+
+def sign(directory: str, key: bytes | None = None) -> str:
+    """Sign the capture in `directory` with this user's key; returns the key id. KeyProblem, OSError."""
+    key = load_key() if key is None else key
+    kid = key_id(key)
+    files = digests(directory)
+    doc = {"format": SIGNATURE_FORMAT, "version": SIGNATURE_VERSION, "key_id": kid, "signed": time.time(),
+           "files": files, "hmac": _mac(key, kid, files)}
+    path = os.path.join(directory, logformat.SIGNATURE_NAME)
+    tmp = f"{path}.tmp{os.getpid()}"
+    try:
+        with open(tmp, "wb") as f:
+            f.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return kid
+
+
+@dataclass
+class Verdict:
+    ok: bool
+    why: str  # ok: whose signature; else why it is not trusted, in a few words
+    problem: str = ""  # unsigned | damaged | other-key | changed | no-key
+
+
+def verify(directory: str) -> Verdict:
+    """Whether the capture in `directory` carries this user's signature over its current files."""
+    path = os.path.join(directory, logformat.SIGNATURE_NAME)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                return Verdict(False, f"its {logformat.SIGNATURE_NAME} is not a regular file", "damaged")
+            data = f.read(_SIGNATURE_LIMIT)
+    except FileNotFoundError:
+        return Verdict(False, "it is unsigned (no signature of yours: made by someone else, elsewhere, or by an older version)", "unsigned")
+    except OSError as e:
+        return Verdict(False, f"its {logformat.SIGNATURE_NAME} cannot be read ({e.strerror or e})", "damaged")
+    try:
+        doc = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        doc = None
+    if not isinstance(doc, dict) or doc.get("format") != SIGNATURE_FORMAT or not isinstance(doc.get("files"), dict) \
+            or not isinstance(doc.get("key_id"), str) or not isinstance(doc.get("hmac"), str):
+        return Verdict(False, f"its {logformat.SIGNATURE_NAME} is damaged", "damaged")
+    try:
+        key = load_key(create=False)
+    except KeyProblem as e:
+        if not os.path.lexists(key_path()):
+            return Verdict(False, f"it is signed by another key ({str(doc['key_id'])[:16]}; you have no key yet)", "other-key")
+        return Verdict(False, f"your key cannot be used: {e}", "no-key")
+    kid = key_id(key)
+    if doc["key_id"] != kid:
+        return Verdict(False, f"it is signed by another key ({doc['key_id'][:16]}, not yours: another user or machine)", "other-key")
+    if not hmac.compare_digest(_mac(key, kid, doc["files"]), doc["hmac"]):
+        return Verdict(False, f"its {logformat.SIGNATURE_NAME} was changed after it was signed", "changed")
+    now = digests(directory)
+    signed = doc["files"]
+    for name in sorted(set(now) | set(signed)):
+        if name not in signed:
+            return Verdict(False, f"it changed since it was signed: {name} was added", "changed")
+        if now.get(name) != signed[name]:
+            what = "removed" if name not in now or now[name] is None else "changed"
+            return Verdict(False, f"it changed since it was signed: {name} was {what}", "changed")
+    return Verdict(True, f"signed by you (key {kid})")

@@ -54,6 +54,38 @@ def small_capture(directory, *, world: int = 2, status: str = "finished") -> str
     return w.finish(status=status)
 
 
+# Terminal escapes a hostile (or unlucky) capture may hold: clear screen and colour, an OSC window
+# title ended by BEL, a carriage return that overwrites the line, a backspace, a C1 CSI.
+HOSTILE = {
+    "pass": "remove_dead_code\x1b[2J\x1b[31mRED",
+    "pass2": "shard\x1b]0;pwned-title\x07_rows",
+    "raise": "boom\rFAKE: no findings\x08\x9b2J",
+    "message": "bad shape\x1b[2J\x1b]0;pwned\x07 at\r step",
+    "source": 'File "/work/model\x1b]0;t\x07.py", line 7, in forward | s = z[rank]  # \x1b[2J\x1b[31mRED\r',
+}
+
+
+def hostile_capture(directory, *, world: int = 2) -> str:
+    """small_capture's 2-rank rank-baked bug with escapes where a capture holds text: pass names,
+    an exception message, a capture error and the source line of the finding's node, written
+    with the project's own log-format module as an attacker editing a capture would."""
+    from tests.small_captures import CaptureWriter, mesh_rank_table
+
+    w = CaptureWriter(directory, world_size=world)
+    for r in range(world):
+        rw = w.rank(r, rank_table=mesh_rank_table(r, (world,), ("dp",)), own_device="cpu")
+        g0, g1, g2 = _graphs(r)
+        for n in g2.graph.nodes:
+            if n.op == "call_function" and "select" in str(n.target):
+                n.meta["stack_trace"] = HOSTILE["source"].replace(" | ", "\n    ")
+        rw.apply(HOSTILE["pass"], g0, g1)
+        rw.apply(HOSTILE["pass2"], g1, g2)
+        rw.apply(HOSTILE["raise"], g2, None, exception=ValueError(HOSTILE["message"]))
+        rw.error("wrap", HOSTILE["message"])
+        rw.end()
+    return w.finish()
+
+
 def log_path(directory, rank: int) -> Path:
     return Path(directory) / logformat.log_file_name(rank)
 

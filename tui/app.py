@@ -23,6 +23,7 @@ from graphtrain_inspect.tui.capture_loading import CAPTURE_VIEWS, VIEWS, Capture
 from graphtrain_inspect.tui.commands import CaptureCommands
 from graphtrain_inspect.tui.compile_actions import COMPILE_FINDING_KINDS, COMPILE_FINDING_ROWS, CompileActions
 from graphtrain_inspect.tui.torch_node_counts import TorchNodeCounts
+from graphtrain_inspect.tui.escaping import ESCAPE_CONTROLS
 from graphtrain_inspect.tui.messages import Progress, ViewReady
 from graphtrain_inspect.tui.screens.help import HelpScreen
 from graphtrain_inspect.tui.screens.prompt import PromptScreen
@@ -215,6 +216,10 @@ class InspectApp(CaptureLoading, ViewActions, CompileActions, TorchNodeCounts, A
         }[view]()
 
     # -- start ---------------------------------------------------------------------------------------
+
+    def get_line_filters(self):
+        # Text from a capture is data: every rendered line shows its control characters escaped.
+        return [*super().get_line_filters(), ESCAPE_CONTROLS]
 
     def on_mount(self) -> None:
         if self.user_keymap:

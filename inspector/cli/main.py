@@ -71,8 +71,12 @@ def main(argv: list[str] | None = None) -> int:
     if mod is None:
         print(f"graphtrain-inspect: '{args.command}' is not available in this version", file=sys.stderr)
         return 2
+    from graphtrain_inspect.capture import terminal_text
     from graphtrain_inspect.inspector.cli.common import CommandError, list_samples, resolve_capture
 
+    if args.command != "tui":  # Textual owns the terminal there; the TUI escapes as it renders
+        # Text from a capture is data: whatever a command prints, control characters are escaped.
+        terminal_text.install()
     try:
         if getattr(args, "list_samples", False):
             print("\n".join(list_samples()))

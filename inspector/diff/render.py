@@ -1,7 +1,9 @@
 """Terminal output helpers: ANSI colour when writing to a terminal, plain text when piped.
 
 No rich, no textual: plain escape codes, so `ls`, `diff` and `check` start fast and their output
-is the same bytes a test or a CI log sees (with `--color never`, or any pipe).
+is the same bytes a test or a CI log sees (with `--color never`, or any pipe). Colours are made
+as capture.terminal_text's marks, which only the commands' escaping output streams turn into
+escape codes (every other control character, from the capture, is shown escaped).
 """
 
 from __future__ import annotations
@@ -9,6 +11,8 @@ from __future__ import annotations
 import os
 import sys
 from typing import IO
+
+from graphtrain_inspect.capture.terminal_text import sgr
 
 _CODES = {
     "bold": "1",
@@ -41,7 +45,8 @@ class Style:
         if not self.color or not styles:
             return text
         codes = ";".join(_CODES[s] for s in styles if s in _CODES)
-        return f"\x1b[{codes}m{text}\x1b[0m" if codes else text
+        # marks, not escapes: the command's output stream makes them real and escapes the rest
+        return f"{sgr(codes)}{text}{sgr('0')}" if codes else text
 
 
 def fmt_bytes(n: int | None) -> str:

@@ -197,6 +197,11 @@ def start_repl(r: Any, out: Any, peer_outs: dict, delta: Any, args: argparse.Nam
 
             cfg = Config()
             cfg.TerminalInteractiveShell.banner1 = banner + "\n"
+            # IPython draws its prompt with escape codes of its own: give it the raw terminal
+            # (the standard REPL below keeps the escaping that show() and diff() print through).
+            from graphtrain_inspect.capture import terminal_text
+
+            terminal_text.uninstall()
             start_ipython(argv=[], user_ns=ns, config=cfg)
             return 0
     import code

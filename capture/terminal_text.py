@@ -1,0 +1,95 @@
+"""Text from a capture is data: its control characters are shown escaped, never sent to a terminal.
+
+Pass names, exception messages, source lines, graph code, file names: anything a capture holds
+was written by the training (or by whoever edited the capture) and may hold terminal escapes
+(`ESC [2J` clears the screen, an OSC sequence sets the window title, a CR overwrites a line).
+`escape_controls` writes each C0 control character but newline and tab as `\\xNN` (so `\\x1b`,
+as Python's repr would), DEL and each C1 control character as `\\u00NN` (what JSON writes, so a
+`--json` document, where orjson leaves those two raw, stays valid through the same layer). It is
+applied at one layer per kind of output, where text becomes terminal output, not where each
+field is formatted:
+
+* every command's stdout and stderr (inspector.cli.main installs `EscapingStream`): `ls`,
+  `check`, `diff`, `replay`, `trust` and the capture summary;
+* the TUI's rendered lines (a Textual line filter, tui/app.py).
+
+JSON output keeps the characters exact (orjson writes them as `\\u001b`, which is no control
+character on the wire). The commands' own colours are the one escape sequence a command writes
+on purpose: `sgr` makes them as marks only this process knows (random private-use characters,
+made at start-up), which `to_terminal` turns into real SGR sequences after escaping everything
+else, so a capture cannot forge one.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from typing import Any, TextIO
+
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# Unguessable: a capture is written before this process starts.
+_MARK = "".join(chr(0xE000 + b * 16 + i) for i, b in enumerate(secrets.token_bytes(4)))
+_SGR = re.compile(re.escape(_MARK) + r"([0-9;]*)m")
+
+
+def _hex(m: re.Match) -> str:
+    c = ord(m.group())
+    # DEL and C1 as JSON writes them escaped: orjson leaves them raw inside strings, and this
+    # form keeps a `--json` document valid and its text exact (C0 never reaches here from JSON)
+    return f"\\x{c:02x}" if c < 0x7F else f"\\u{c:04x}"
+
+
+def escape_controls(text: str) -> str:
+    """`text` with every control character but newline and tab written as `\\xNN`."""
+    return _CONTROL.sub(_hex, text)
+
+
+def sgr(codes: str) -> str:
+    """A colour change (SGR `codes`, e.g. "1;31") that `to_terminal` sends as the real sequence."""
+    return f"{_MARK}{codes}m"
+
+
+def to_terminal(text: str) -> str:
+    """What a terminal may be sent for `text`: control characters escaped, then this process's
+    own colour marks made real."""
+    text = _CONTROL.sub(_hex, text)
+    return _SGR.sub(lambda m: f"\x1b[{m.group(1)}m", text) if _MARK in text else text
+
+
+class EscapingStream:
+    """A text stream that writes `to_terminal(s)` to the stream it wraps (stdout or stderr)."""
+
+    def __init__(self, stream: TextIO):
+        self.wrapped = stream
+
+    def write(self, s: str) -> int:
+        self.wrapped.write(to_terminal(s))
+        return len(s)
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:  # flush, isatty, fileno, encoding ... as the stream's
+        return getattr(self.wrapped, name)
+
+
+_SAVED: list[tuple[TextIO, TextIO]] = []
+
+
+def install() -> None:
+    """Escape everything this process prints from now on (stdout and stderr)."""
+    import sys
+
+    if not _SAVED:
+        _SAVED.append((sys.stdout, sys.stderr))
+        sys.stdout = EscapingStream(sys.stdout)  # type: ignore[assignment]
+        sys.stderr = EscapingStream(sys.stderr)  # type: ignore[assignment]
+
+
+def uninstall() -> None:
+    """Back to the raw streams (a REPL the user types into, which prints what they ask for)."""
+    import sys
+
+    if _SAVED:
+        sys.stdout, sys.stderr = _SAVED.pop()

@@ -16,7 +16,12 @@ One finding per rank and problem (`evidence.problem`):
   (replay cannot load those graphs);
 * `bad-blob-reference`: a blob reference that is not `blobs/<sha256>.gpkl` (a path such as
   `../../etc/passwd`): refused, never opened;
-* `no-manifest` (info): no readable manifest.json, so the command and how it ended are unknown.
+* `linked-blobs`: `blobs/` is a symbolic link, or blob files named by a rank's passes are links
+  (or not regular files): replay refuses them (its blobs must be files inside the capture);
+* `no-manifest` (info): no readable manifest.json, so the command and how it ended are unknown;
+* `stray-log`: a log whose records say they are another rank's (a copy of rank 1's log saved as
+  rank 5's): the reader left it out, so it is in no cross-rank comparison;
+* `empty-log`: an empty log: not counted as a rank.
 
 All are warnings (info for a capture still running), so `check`'s exit status still says whether
 the training has a bug. Capture-level findings have no pass (`introduced_by` is None) except
@@ -27,6 +32,7 @@ records or blobs: for them only `damaged` applies.
 from __future__ import annotations
 
 import os
+import stat
 from typing import Any
 
 from graphtrain_inspect.capture import logformat
@@ -85,7 +91,17 @@ def run(ctx: CheckContext) -> list[Finding]:
     if ours and manifest is None:
         why = next((e.message for e in cap.errors if os.path.basename(e.path) == logformat.MANIFEST_NAME), "no manifest.json")
         findings.append(_finding(None, "no-manifest", f"{why}: which command ran and how it ended are unknown", "info", detail=why))
+    left_out = getattr(cap, "left_out", {})
+    blob_dir = os.path.join(base, logformat.BLOB_DIR)
+    if ours and os.path.islink(blob_dir):
+        target = os.readlink(blob_dir)
+        findings.append(_finding(None, "linked-blobs", f"{logformat.BLOB_DIR}/ is a link (to {target[:200]}): replay refuses every blob "
+                                                       "in it (blobs must be files inside the capture)", detail=target[:200]))  # fmt: skip
+    for r, (path, problem, why) in sorted(left_out.items()):
+        findings.append(_finding(r, problem, f"{os.path.basename(path)}: {why}", log=path, detail=why))
     for r in expected_ranks(cap) if ours else cap.ranks:
+        if r in left_out:
+            continue
         log = cap.log_file(r)
         records = log.records if log is not None else []
         stopped = cap.stopped(r) if ours else None
@@ -145,12 +161,18 @@ def _blob_findings(cap: Any, rank: int, base: str) -> list[Finding]:
     if bad:
         out.append(_finding(rank, "bad-blob-reference", f"{len(bad)} blob reference(s) of rank {rank} are not {logformat.BLOB_DIR}/<sha256>{logformat.BLOB_SUFFIX}: "
                                                        f"refused, never opened (first: {bad[0]})", references=bad[:20], detail=bad[0]))  # fmt: skip
-    missing = []
+    missing, linked = [], []
     for sha in refs:
         try:
-            os.lstat(os.path.join(base, logformat.blob_relpath(sha)))
+            st = os.lstat(os.path.join(base, logformat.blob_relpath(sha)))
         except OSError:
             missing.append(sha)
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            linked.append(logformat.blob_relpath(sha))
+    if linked:
+        out.append(_finding(rank, "linked-blobs", f"{len(linked)} blob file(s) named by rank {rank}'s passes are links or not regular files: "
+                                                 f"replay refuses them (first: {linked[0]})", blobs=linked[:20], count=len(linked), detail=linked[0]))  # fmt: skip
     if missing:
         out.append(_finding(rank, "missing-blob", f"{len(missing)} of {len(refs)} blobs named by rank {rank}'s passes are missing from "
                                                  f"{logformat.BLOB_DIR}/: replay cannot load those graphs",

@@ -172,6 +172,8 @@ class Capture:
         # each writer process's status file (status/rank_<R>.<pid>.json), by rank: how its log ended
         self.statuses: dict[int, list[dict[str, Any]]] = {}
         self._ranks: dict[int, _Rank] = {}
+        # logs not read as the rank their name says (`_leave_out_strays`): rank -> (path, problem, why)
+        self.left_out: dict[int, tuple[str, str, str]] = {}
         self._tables = WeightedLRU(_TABLE_CACHE_NODES, _TABLE_CACHE_SIZE)
         self._rows = WeightedLRU(_ROWS_CACHE_BYTES, _TABLE_CACHE_SIZE)
         self._derived: dict[tuple[str, int, str | None], Any] = {}
@@ -968,7 +970,7 @@ def _check_manifest(cap: Capture, path: str) -> None:
                 r = int(key)
             except ValueError:
                 continue
-            if r not in cap._ranks:
+            if r not in cap._ranks and r not in cap.left_out:
                 log = info.get("log") if isinstance(info, dict) else None
                 cap.errors.append(ReadError(os.path.join(path, log or logformat.log_file_name(r)), None, f"rank {r}: log missing", r))
 
@@ -1025,7 +1027,49 @@ def _open_files(path: str, files: list[str], manifest: dict | None, source: str)
     if readable == 0:
         msgs = "; ".join(str(e) for lg in logs.values() for e in lg.errors[:1])
         raise CaptureUnreadable(f"{path}: no readable records ({msgs})" if msgs else f"{path}: no readable records")
+    if kind == "capture":
+        leave_out_strays(cap)
     return cap
+
+
+def _owner(rd: _Rank) -> int | None:
+    """The rank a log's records say they belong to: its header's, else most of its records'."""
+    h = rd.header
+    if isinstance(h, dict) and type(h.get("rank")) is int:
+        return h["rank"]
+    counts: dict[int, int] = {}
+    for rec in rd.log.records if rd.log is not None else ():
+        if rec.rank is not None and rec.kind.startswith("gti_"):
+            counts[rec.rank] = counts.get(rec.rank, 0) + 1
+    if not counts:
+        return None
+    best = max(counts, key=lambda k: counts[k])
+    return best if 2 * counts[best] > sum(counts.values()) else None
+
+
+def leave_out_strays(cap: Capture) -> None:
+    """Take out of the capture's ranks the logs that are not that rank's: an empty log (not a byte:
+    nothing says a rank ran), and a log whose records say they are another
+    rank's (a copy of rank 1's log saved as rank 5's). Compared as the rank of their name, a copy
+    doubles a real rank's values and turns rank-derived findings into "equals no rank-derived
+    value"; so they are reported (`left_out`, a read error, the incomplete-capture check) and
+    kept out of every cross-rank comparison."""
+    for r in sorted(cap._ranks):
+        rd = cap._ranks[r]
+        log = rd.log
+        if log is None:
+            continue
+        if not log.records and log.size == 0:
+            problem, why = "empty-log", f"empty log: not counted as rank {r}"
+        else:
+            owner = _owner(rd)
+            if owner is None or owner == r:
+                continue
+            problem = "stray-log"
+            why = f"its records say they are rank {owner}'s (a copy or a misnamed log?): left out, not compared as rank {r}"
+        del cap._ranks[r]
+        cap.left_out[r] = (log.path, problem, why)
+        cap.errors.append(ReadError(log.path, None, why, r))
 
 
 def _index_capture_rank(cap: Capture, rd: _Rank) -> None:

@@ -294,6 +294,7 @@ class ProgressiveLoader:
             ci._index_capture_rank(cap, rd)
             if len(log.errors) > n:  # indexing again says again what it said before
                 log.errors[n:] = [e for e in log.errors[n:] if e not in log.errors[:n]]
+        ci.leave_out_strays(cap)
         if os.path.isdir(os.path.join(self.path, "torch_trace")):
             cap.torch_trace_dir = os.path.join(self.path, "torch_trace")
         cap.manifest = self.manifest

@@ -33,6 +33,13 @@ def _is_blank(buf: Any, at: int) -> bool:
     """Whether the line starting at `at` is empty (LF or CRLF)."""
     c = buf[at : at + 1]
     return c == b"\n" or (c == b"\r" and buf[at + 1 : at + 2] == b"\n")
+# The longest first line of a record (the envelope: glog prefix and JSON metadata) the reader
+# reads. Ours are under 1 KB and torch's under 30 KB (tlparse's test logs: 25 KB at most); a
+# longer line (a writer killed mid-line, garbage, someone hostile) is one ReadError and is never
+# copied, parsed or kept mapped: scanning it costs a few times this, not its length.
+ENVELOPE_LINE_LIMIT = 1 << 20
+# How much of an overlong line is searched for its end at once (then those pages are released).
+_SKIP_CHUNK = 4 << 20
 _PAYLOAD_CACHE_SIZE = 48
 # decoded payloads cost several times their bytes: keep at most this many payload bytes per log
 _PAYLOAD_CACHE_BYTES = 16 << 20
@@ -189,7 +196,11 @@ class LogFile:
         records = self.records
         glog_match = logformat.GLOG_RE.match
         while start < size:
-            nl = buf.find(b"\n", start)
+            nl = buf.find(b"\n", start, start + ENVELOPE_LINE_LIMIT + 2)
+            if nl < 0 and size - start > ENVELOPE_LINE_LIMIT + 1:
+                nl = self._overlong(start, size)
+                start = line_after(nl) if nl >= 0 else size
+                continue
             line_end = size if nl < 0 else nl
             line = buf[start:line_end] if nl < 0 else logformat.envelope_line(buf[start:line_end])
             if not line:  # empty lines at the start of the file: tlparse skips them, so do we
@@ -219,6 +230,39 @@ class LogFile:
             start = nxt
         if self.truncated and records and records[-1].end == size:
             self._check_final(records[-1])
+
+    def _overlong(self, start: int, end: int) -> int:
+        """Report the line at `start`, longer than ENVELOPE_LINE_LIMIT, and find its newline before
+        `end` (-1: none) a chunk at a time, releasing each chunk's pages as it goes."""
+        buf = self._buf
+        pos, nl = start + ENVELOPE_LINE_LIMIT, -1
+        while pos < end:
+            stop = min(end, pos + _SKIP_CHUNK)
+            nl = buf.find(b"\n", pos, stop)
+            self._release(pos, stop)
+            if nl >= 0:
+                break
+            pos = stop
+        length = (nl if nl >= 0 else end) - start
+        self._err(start, f"a line of {length / (1 << 20):.1f} MB, longer than the {ENVELOPE_LINE_LIMIT >> 20} MB a record's "
+                         f"first line may have: not read ({_preview(bytes(buf[start : start + 60]))})")
+        return nl
+
+    def _release(self, start: int, end: int) -> None:
+        """Drop the pages of [start, end) from this process's memory (they stay in the page cache
+        and come back when a payload is read): what the process holds is the index, not the file."""
+        advise = getattr(self._buf, "madvise", None)
+        flag = getattr(mmap, "MADV_DONTNEED", None)
+        if advise is None or flag is None:
+            return
+        page = mmap.PAGESIZE
+        a = (start // page) * page
+        b = (end // page) * page
+        if b > a:
+            try:
+                advise(flag, a, b - a)
+            except (OSError, ValueError):
+                pass
 
     def _check_final(self, rec: Record) -> None:
         """The last record of a file that does not end with a newline: whole when its envelope
@@ -255,7 +299,9 @@ class LogFile:
         for mark in self._line_marks:
             if mark[0] <= offset and mark[0] >= best[0]:
                 best = mark
-        line = best[1] + bytes(self._buf[best[0] : offset]).count(b"\n")
+        line = best[1]
+        for a in range(best[0], offset, _SKIP_CHUNK):  # in chunks: an overlong line may lie between
+            line += bytes(self._buf[a : min(offset, a + _SKIP_CHUNK)]).count(b"\n")
         self._line_marks.append((offset, line))
         if len(self._line_marks) > 64:
             self._line_marks = sorted(self._line_marks)[-32:]

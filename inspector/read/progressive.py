@@ -32,7 +32,7 @@ from typing import Any
 
 from graphtrain_inspect.capture import logformat
 from graphtrain_inspect.inspector.read import capture_index as ci
-from graphtrain_inspect.inspector.read.logscan import _LINE_START_RE, LogFile, ReadError, Record, _blank_tail, _is_blank, _preview, kind_problem
+from graphtrain_inspect.inspector.read.logscan import _LINE_START_RE, ENVELOPE_LINE_LIMIT, LogFile, ReadError, Record, _blank_tail, _is_blank, _preview, kind_problem
 
 
 class ChunkedLogFile(LogFile):
@@ -84,26 +84,13 @@ class ChunkedLogFile(LogFile):
         self._release(start_pos, self._open_start if self._open_start is not None else self._pos)
         return limit - start_pos
 
-    def _release(self, start: int, end: int) -> None:
-        """Drop the scanned pages from this process's memory (they stay in the page cache and come
-        back when a payload is read): what the process holds is the index, not the file."""
-        advise = getattr(self._buf, "madvise", None)
-        flag = getattr(mmap, "MADV_DONTNEED", None)
-        if advise is None or flag is None:
-            return
-        page = mmap.PAGESIZE
-        a = (start // page) * page
-        b = (end // page) * page
-        if b > a:
-            try:
-                advise(flag, a, b - a)
-            except (OSError, ValueError):
-                pass
-
     def _add(self, start: int, nxt: int, *, last: bool = False) -> None:
         buf = self._buf
         size = self.size
-        nl = buf.find(b"\n", start, nxt) if nxt > start else -1
+        nl = buf.find(b"\n", start, min(nxt, start + ENVELOPE_LINE_LIMIT + 2)) if nxt > start else -1
+        if nl < 0 and nxt - start > ENVELOPE_LINE_LIMIT + 1:
+            self._overlong(start, nxt)
+            return
         line_end = nxt if nl < 0 else nl
         line = buf[start:line_end] if nl < 0 else logformat.envelope_line(buf[start:line_end])
         if not line:  # empty lines at the start of the file: tlparse skips them, so do we

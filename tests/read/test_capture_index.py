@@ -236,9 +236,19 @@ def test_enormous_line_is_one_short_error(tmp_path):
     p.write_bytes(data[:cut] + b"x" * (8 << 20) + b"\n" + data[cut:])
     r = cli("ls", str(tmp_path), "--color", "never")
     assert r.returncode == 0 and "Traceback" not in r.stderr
-    err = [l for l in (r.stdout + r.stderr).splitlines() if "not a structured-log line" in l]
-    assert len(err) == 1 and len(err[0]) < 300 and f"{p}:" in err[0]
+    err = [l for l in (r.stdout + r.stderr).splitlines() if "a line of 8.0 MB, longer than the 1 MB" in l]
+    assert len(err) == 1 and len(err[0]) < 300 and f"{p}:" in err[0], r.stdout + r.stderr
     assert "double" in r.stdout
+    # the TUI's reader, indexing in steps, says the same and reads the rest alike
+    from graphtrain_inspect.inspector.read.progressive import ProgressiveLoader
+
+    loader = ProgressiveLoader(str(tmp_path))
+    while not loader.done:
+        loader.step(1 << 20)
+    snap = loader.snapshot()
+    assert [x.name for x in snap.passes(0)] == ["double"]
+    assert [str(e) for e in snap.all_errors()] == [str(e) for e in open_capture(str(tmp_path)).all_errors()]
+    loader.close()
 
 
 def test_torch_trace_directory_of_a_single_process(tmp_path):

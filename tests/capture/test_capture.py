@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import subprocess
 import sys
 
@@ -196,6 +197,65 @@ def test_refuses_a_non_empty_out_dir(tmp_path):
     assert cap.returncode == 2
     assert cap.stderr.count("\n") == 1 and "not an empty directory" in cap.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.txt"]
+
+
+def test_two_captures_at_once_on_one_out(tmp_path):
+    """Both started together on one --out: one runs, the other is refused at once with one line and
+    writes nothing into the directory the first claimed."""
+    out = tmp_path / "cap"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    procs = [subprocess.Popen([sys.executable, "-m", "graphtrain_inspect.inspector.cli", "capture", "--out", str(out), "--no-inductor", "--",
+                               sys.executable, "-c", f"import time; open({str(tmp_path / f'ran{i}')!r}, 'w'); time.sleep(2)"],
+                              cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
+    results = [(p.wait(timeout=120), p.stderr.read()) for p in procs]
+    codes = sorted(c for c, _ in results)
+    assert codes == [0, 2], results
+    refused = next(err for c, err in results if c == 2)
+    assert refused.count("\n") == 1 and ("claimed by another capture" in refused or "not an empty directory" in refused), refused
+    ran = [i for i in range(2) if (tmp_path / f"ran{i}").exists()]
+    assert len(ran) == 1
+    import orjson
+
+    manifest = orjson.loads((out / logformat.MANIFEST_NAME).read_bytes())
+    assert f"ran{ran[0]}" in manifest["command_line"] and manifest["status"] == "finished"
+
+
+def test_claim_is_exclusive(tmp_path):
+    from graphtrain_inspect.capture.launcher import ClaimRefused, claim
+
+    out = str(tmp_path / "x")
+    assert claim(out) is True
+    with pytest.raises(ClaimRefused, match="not an empty directory"):
+        claim(out)
+    (tmp_path / "empty").mkdir()
+    assert claim(str(tmp_path / "empty")) is False  # an empty directory the user made: claimed, not made
+    os.unlink(tmp_path / "empty" / logformat.CLAIM_NAME)
+    # the gap a check-then-create leaves: another capture claimed it between our check and our claim
+    (tmp_path / "empty" / logformat.CLAIM_NAME).write_text("1")
+    with pytest.raises(ClaimRefused):
+        claim(str(tmp_path / "empty"))
+
+
+@pytest.mark.parametrize("made", [False, True])
+def test_a_command_that_cannot_start_leaves_out_reusable(tmp_path, made):
+    """Issue 20: nothing ran, so nothing is left: the same --out works for the fixed command, and
+    the hints talk about no module."""
+    out = tmp_path / "cap"
+    if made:
+        out.mkdir()
+    not_exec = tmp_path / "train.sh"
+    not_exec.write_text("echo hi\n")
+    no_format = tmp_path / "noformat"
+    no_format.write_bytes(b"\x7fELF garbage")
+    no_format.chmod(0o755)
+    for cmd in (["no-such-command-gti"], [str(tmp_path / "nope.py")], [str(not_exec)], [str(no_format)]):
+        r = run_cli("capture", "--out", str(out), "--pass", "mymod:myfn", "--", *cmd)
+        assert r.returncode == 2, (cmd, r.stderr)
+        assert r.stderr.count("\n") == 1 and "cannot run" in r.stderr and "nothing was run" in r.stderr, r.stderr
+        assert "never imported" not in r.stderr and "mymod" not in r.stderr
+        assert (sorted(out.iterdir()) == [] if made else not out.exists()), list(out.iterdir())
+    r = run_cli("capture", "--out", str(out), "--no-inductor", "--", sys.executable, "-c", "pass")
+    assert r.returncode == 0, r.stderr
 
 
 def test_bad_pass_target_is_one_line(tmp_path):

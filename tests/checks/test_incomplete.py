@@ -155,3 +155,66 @@ def test_check_command_table_and_exit_status(tmp_path):
     doc = json.loads(r.stdout)
     assert {f["evidence"]["problem"] for f in doc["findings"]} == {"no-end-record", "pass-unfinished"}
     assert doc["summary"]["checks"][-1] == KIND
+
+
+def test_a_stray_log_keeps_the_real_ranks_findings(sample_capture, tmp_path):
+    """Issue 26: a copy of rank 1's log saved as rank 5's and an empty rank 7 log. Compared as
+    ranks, the copy turned both rank-baked ERRORs into WARNINGs ("equals no rank-derived value")
+    and check exited 0. Now both logs are left out and reported; the findings and the exit code
+    are those of the real capture."""
+    import json
+    import shutil
+
+    from tests.capture_utils import run_cli
+
+    real = sample_capture("rank-baked")
+    d = tmp_path / "stray"
+    shutil.copytree(real, d, ignore=shutil.ignore_patterns("*.gpkl"))
+    shutil.copy(d / logformat.log_file_name(1), d / logformat.log_file_name(5))
+    (d / logformat.log_file_name(7)).write_bytes(b"")
+
+    def findings(path):
+        r = run_cli("check", str(path), "--json")
+        return r.returncode, [f for f in json.loads(r.stdout)["findings"] if f["kind"] != KIND], \
+            {f["evidence"]["problem"]: f for f in json.loads(r.stdout)["findings"] if f["kind"] == KIND}, r.stderr
+
+    rc0, want, _, _ = findings(real)
+    rc, got, capture_problems, err = findings(d)
+    assert rc0 == rc == 1
+    assert [(f["kind"], f["severity"], f["ranks"], f["node"]) for f in got] == [(f["kind"], f["severity"], f["ranks"], f["node"]) for f in want]
+    assert any(f["severity"] == "error" and f["kind"] == "rank-baked-constant" for f in got)
+    assert capture_problems["stray-log"]["ranks"] == [5] and "rank 1's" in capture_problems["stray-log"]["message"]
+    assert capture_problems["empty-log"]["ranks"] == [7]
+    assert "missing-rank" not in capture_problems
+    lines = err.strip().splitlines()
+    assert any(logformat.log_file_name(5) in l and "rank 1's" in l for l in lines), err
+    assert any(logformat.log_file_name(7) in l and "empty log" in l for l in lines), err
+    assert not any("record of rank 1 in the log of rank 5" in l for l in lines), err
+    r = run_cli("ls", str(d), "--json")
+    assert sorted(rk["rank"] for rk in json.loads(r.stdout)["ranks"]) == [0, 1]
+
+
+def test_linked_blobs_are_reported(sample_capture, tmp_path):
+    """docs/log-format.md: a linked blobs/ directory and linked blob files are reported by check."""
+    import json
+    import shutil
+
+    from tests.capture_utils import run_cli
+
+    real = sample_capture("rank-baked")
+    d = tmp_path / "files"
+    shutil.copytree(real, d)
+    blob = sorted((d / logformat.BLOB_DIR).iterdir())[0]
+    outside = tmp_path / blob.name
+    shutil.move(blob, outside)
+    blob.symlink_to(outside)
+    r = run_cli("check", str(d), "--json")
+    f = [f for f in json.loads(r.stdout)["findings"] if f["kind"] == KIND and f["evidence"]["problem"] == "linked-blobs"]
+    assert f and f[0]["evidence"]["blobs"] == [f"{logformat.BLOB_DIR}/{blob.name}"], r.stdout[-2000:]
+    d2 = tmp_path / "dir"
+    shutil.copytree(real, d2)
+    shutil.move(d2 / logformat.BLOB_DIR, tmp_path / "blobs-elsewhere")
+    (d2 / logformat.BLOB_DIR).symlink_to(tmp_path / "blobs-elsewhere")
+    r = run_cli("check", str(d2), "--json")
+    f = [f for f in json.loads(r.stdout)["findings"] if f["kind"] == KIND and f["evidence"]["problem"] == "linked-blobs"]
+    assert len(f) == 1 and "is a link" in f[0]["message"] and f[0]["ranks"] == [], r.stdout[-2000:]

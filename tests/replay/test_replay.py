@@ -296,7 +296,59 @@ def test_capture_without_manifest_is_refused(sample_dir, tmp_path):
     shutil.copytree(sample_dir, d, ignore=shutil.ignore_patterns("*.gpkl"))
     (d / "manifest.json").unlink()
     r = replay(str(d), "--pass", "place_devices", "--batch")
-    assert r.returncode == 2 and "no readable manifest.json" in r.stderr and "Traceback" not in r.stderr
+    assert r.returncode == 2 and "manifest.json was removed" in r.stderr and "Traceback" not in r.stderr
+    assert "no readable manifest" in r.stderr
+
+
+def test_tampered_capture_with_its_log_rewritten_runs_nothing_without_trust(sample_dir, tmp_path):
+    """The attack of issue 26: the blob replaced by a pickle that runs code, its sha256 written
+    into the log's blob record with the project's own log-format module, the manifest left saying
+    it is yours. Only the signature, made with a key the attacker does not have, tells."""
+    d, marker = _copy_with_planted_blob(sample_dir, tmp_path / "tampered", rewrite_sha=True)
+    for extra in ([], ["--no-check"], ["--peers", "none"]):
+        r = replay(str(d), "--pass", "place_devices", "--rank", "0", "--batch", *extra)
+        assert r.returncode == 2, r.stdout + r.stderr
+        err = r.stderr.strip().splitlines()
+        assert len(err) == 1 and "changed since it was signed" in err[0] and "_gti.log was changed" in err[0], r.stderr
+        assert "--trust" in err[0] and "graphtrain-inspect trust" in err[0] and "captured by" in err[0]
+        assert not marker.exists()
+    # the same capture signed by someone else's key: still refused
+    from graphtrain_inspect.capture import signing
+
+    other = tmp_path / "other-config"
+    r = run_cli("trust", str(d), env={"XDG_CONFIG_HOME": str(other)})
+    assert r.returncode == 0, r.stderr
+    assert (other / "graphtrain-inspect" / signing.KEY_NAME).stat().st_mode & 0o777 == 0o600
+    r = replay(str(d), "--pass", "place_devices", "--rank", "0", "--batch", "--no-check")
+    assert r.returncode == 2 and "signed by another key" in r.stderr and not marker.exists(), r.stderr
+    # a forged signature file (its digests made to match, no key to make the HMAC): refused
+    sig = json.loads((d / logformat.SIGNATURE_NAME).read_text())
+    sig["key_id"] = signing.key_id(signing.load_key())
+    (d / logformat.SIGNATURE_NAME).write_text(json.dumps(sig))
+    r = replay(str(d), "--pass", "place_devices", "--rank", "0", "--batch", "--no-check")
+    assert r.returncode == 2 and "was changed after it was signed" in r.stderr and not marker.exists(), r.stderr
+    # unsigned
+    (d / logformat.SIGNATURE_NAME).unlink()
+    r = replay(str(d), "--pass", "place_devices", "--rank", "0", "--batch", "--no-check")
+    assert r.returncode == 2 and "it is unsigned" in r.stderr and not marker.exists(), r.stderr
+    # the control: once the user vouches (`trust DIR`), the planted blob is loaded, and runs
+    r = run_cli("trust", str(d))
+    assert r.returncode == 0 and "signed with your key" in r.stderr, r.stderr
+    r = replay(str(d), "--pass", "place_devices", "--rank", "0", "--batch", "--no-check")
+    assert r.returncode == 2 and "Traceback" not in r.stderr and marker.exists(), r.stderr
+
+
+def test_own_capture_and_its_copy_load_without_trust(sample_dir, tmp_path):
+    """A capture this user made is signed at its end; a copy (cp, tar: the files' owner and times
+    change) still verifies; a log added later does not."""
+    d = tmp_path / "copy"
+    shutil.copytree(sample_dir, d, ignore=shutil.ignore_patterns("*.gpkl"))
+    from graphtrain_inspect.capture import signing
+
+    assert signing.verify(str(sample_dir)).ok and signing.verify(str(d)).ok
+    shutil.copy(d / logformat.log_file_name(1), d / logformat.log_file_name(5))
+    v = signing.verify(str(d))
+    assert not v.ok and v.problem == "changed" and f"{logformat.log_file_name(5)} was added" in v.why
 
 
 # ---------------------------------------------------------------------------------------------

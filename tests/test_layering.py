@@ -35,8 +35,11 @@ ALLOWED: dict[str, set[str]] = {
     "samples": {"capture", "inspector.read", "inspector.diff", "inspector.checks", "samples"},
 }
 # What read, diff and checks may take from capture: the log format and the symbol rules the writer
-# and the reader share. Nothing that runs inside training.
-SHARED_FORMAT = {f"{NS}.capture.logformat", f"{NS}.capture.symbol_usage", f"{NS}.capture.rank_ranges"}
+# and the reader share, the signature the launcher writes and replay verifies (signing), and the
+# one escaping of capture text for terminals the launcher's summary and the commands share
+# (terminal_text). Nothing that runs inside training.
+SHARED_FORMAT = {f"{NS}.capture.logformat", f"{NS}.capture.symbol_usage", f"{NS}.capture.rank_ranges",
+                 f"{NS}.capture.signing", f"{NS}.capture.terminal_text"}
 # The one place the core reaches the UI: the `tui` command's launcher, inside its run function.
 LAZY_UI = {("inspector/cli/tui.py", "tui")}
 UI_LIBRARIES = ("textual", "rich")

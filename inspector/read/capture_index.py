@@ -1059,7 +1059,7 @@ def leave_out_strays(cap: Capture) -> None:
         log = rd.log
         if log is None:
             continue
-        if not log.records and log.size == 0:
+        if not log.records and [e.message for e in log.errors] == ["empty file"]:  # opened, and empty
             problem, why = "empty-log", f"empty log: not counted as rank {r}"
         else:
             owner = _owner(rd)

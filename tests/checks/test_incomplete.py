@@ -63,9 +63,11 @@ def test_missing_rank_and_empty_log(tmp_path):
     (d / logformat.log_file_name(1)).unlink()
     (d / logformat.log_file_name(2)).write_bytes(b"")
     fs = incomplete(d)
-    assert problems(fs) == {("missing-rank", (1,), "warning"), ("missing-rank", (2,), "warning")}
+    # an empty log is reported, and is no rank (issue 26)
+    assert problems(fs) == {("missing-rank", (1,), "warning"), ("empty-log", (2,), "warning")}
     msg = {f.ranks[0]: f.message for f in fs}
-    assert f"{logformat.log_file_name(1)} is missing" in msg[1] and "empty file" in msg[2]
+    assert f"{logformat.log_file_name(1)} is missing" in msg[1] and "empty log: not counted as rank 2" in msg[2]
+    assert open_capture(str(d)).ranks == [0]
 
 
 def test_a_rank_that_never_wrote_is_not_missing(tmp_path):

@@ -404,7 +404,7 @@ def test_incompatible_torch_version_is_named(sample_dir, tmp_path):
     (d / logformat.blob_relpath(sha)).write_bytes(data)
     for log in d.glob("*_gti.log"):
         rewrite_log(log, {ref["sha256"].encode(): sha.encode(), here.encode(): b"2.11.0+cu130"})
-    r = replay(str(d), "--pass", "place_devices", "--rank", "0", "--batch", "--no-check")
+    r = replay(str(d), "--pass", "place_devices", "--rank", "0", "--batch", "--no-check", "--trust")
     assert r.returncode == 2
     err = r.stderr.strip().splitlines()
     assert len(err) == 1 and "captured with torch 2.11.0+cu130, loading with torch 2.13" in err[0], r.stderr

@@ -42,14 +42,20 @@ def _traced_cuda():
 
 
 def _manifest(d: Path, world: int) -> None:
-    from graphtrain_inspect.inspector.replay.plan import me
+    """What the launcher writes at the end of a capture: the manifest, then its signature."""
+    import getpass
+    import os
+    import socket
 
-    user, uid, host = me()
+    from graphtrain_inspect.capture import signing
+
+    user, uid, host = getpass.getuser(), os.getuid(), socket.gethostname()
     (d / logformat.MANIFEST_NAME).write_text(json.dumps({
         "format": logformat.FORMAT_NAME, "format_version": logformat.FORMAT_VERSION, "command": ["test"],
         "env": {"GTI_CAPTURE_DIR": str(d), "TORCH_SHOW_CPP_STACKTRACES": "0"}, "torch_version": torch.__version__,
         "host": host, "user": user, "uid": uid, "status": "finished", "ranks": {},
     }))  # fmt: skip
+    signing.sign(str(d))
 
 
 @pytest.fixture(scope="module")
@@ -154,12 +160,8 @@ def test_gpu_capture_of_another_torch_replays_here(tmp_path):
         tf.extractall(tmp_path, members=members)
     cap = open_capture(str(tmp_path / "gpu"))
     assert cap.header(1)["torch_version"].startswith("2.11")
-    m = cap.manifest
-    from graphtrain_inspect.inspector.replay.plan import me
-
-    if (m["user"], m["host"]) != (me()[0], me()[2]):
-        with pytest.raises(Refused, match="--trust"):
-            check_origin(cap, [1], trust=False)
+    with pytest.raises(Refused, match="it is unsigned.*--trust"):  # recorded elsewhere: not signed by this user's key
+        check_origin(cap, [1], trust=False)
     saved = bugs.active()
     try:
         setup = ["tests.programs.replay_sample:bugs_from_argv"]

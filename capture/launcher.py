@@ -216,9 +216,7 @@ def run(args: argparse.Namespace) -> int:
         except OSError as e:
             print(f"graphtrain-inspect capture: could not update {_manifest_path(out)}: {e}", file=sys.stderr)
         signed = _sign(out)
-    _print_summary(out, args, summaries, code, sig)
-    if signed:
-        print(f"  {signed}", file=sys.stderr)
+    _print_summary(out, args, summaries, code, sig, signed)
     return code
 
 
@@ -353,7 +351,7 @@ def _fmt_bytes(n: int) -> str:
     return f"{n} B"
 
 
-def _print_summary(out: str, args: argparse.Namespace, summaries: list[RankSummary], code: int, sig: str | None) -> None:
+def _print_summary(out: str, args: argparse.Namespace, summaries: list[RankSummary], code: int, sig: str | None, signed: str = "") -> None:
     p = lambda s="": print(s, file=sys.stderr)  # noqa: E731 - the summary goes where logs go
     p()
     p(f"graphtrain-inspect capture: command exited with {code}" + (f" ({sig})" if sig else ""))
@@ -408,6 +406,8 @@ def _print_summary(out: str, args: argparse.Namespace, summaries: list[RankSumma
         unmatched = [t for t in args.passes if not any(t in s.targets for s in summaries)]
         for t in unmatched:
             p(f"  note: --pass {t} never fired (module never imported, or never called with a GraphModule)")
+    if signed:
+        p(f"  {signed}")
     p(f"  capture: {out}")
     exe = this_command()
     p(f"  next:    {exe} ls {shlex.quote(out)}    |    {exe} check {shlex.quote(out)}")

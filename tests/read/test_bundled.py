@@ -57,3 +57,21 @@ def test_bundled_gpu_capture(name):
         own = [f for f in fs if f.evidence.get("source") == "own-device"]
         assert own and all(f.severity == "info" and set(f.evidence["values"].values()) == {f"cuda:{r}" for r in f.ranks} for f in own)
         assert all(f.evidence["device"] == f.evidence["own_device"] == f"cuda:{f.ranks[0]}" and len(f.ranks) == 1 for f in shared if f.severity == "error")
+
+
+@pytest.mark.skipif(not bundled.names(), reason="no bundled GPU captures in samples/captures/")
+def test_bundled_capture_is_signed_as_unpacked(tmp_path, monkeypatch):
+    """The archives ship with the package (trusted code): their unpacked copy carries this user's
+    signature, so replay (and the TUI's replay key) load it without --trust; their manifests name
+    the GPU hosts and users that recorded them, which decides nothing. Another key unpacks afresh."""
+    from graphtrain_inspect.capture import signing
+
+    name = bundled.names()[0]
+    d = bundled.path_of(name)
+    v = signing.verify(str(d))
+    assert v.ok, v.why
+    assert open_capture(str(d)).manifest.get("host") not in (None, "")  # the recording host's claim, kept as it was
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "other-user"))
+    assert not signing.verify(str(d)).ok  # another key: not this user's signature
+    d2 = bundled.path_of(name)
+    assert d2 != d and signing.verify(str(d2)).ok

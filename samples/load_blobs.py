@@ -1,11 +1,18 @@
-"""Load every GraphPickler blob of a capture back (what replay needs): `python samples/load_blobs.py DIR`.
+"""Load every GraphPickler blob of a capture back (what replay needs): `python samples/load_blobs.py DIR [--trust]`.
 
 Used by record_gpu_captures.sh to show that the blobs written on the GPU machines load under
-the torch that wrote them. Unpickling runs code: only for captures you made yourself.
+the torch that wrote them. Unpickling runs code: as replay, only a capture signed with your key
+(capture.signing: your own, or one you signed with `graphtrain-inspect trust DIR`), or `--trust`.
 """
 
 import glob
 import sys
+
+from graphtrain_inspect.capture import signing
+
+verdict = signing.verify(sys.argv[1])
+if not verdict.ok and "--trust" not in sys.argv[2:]:
+    sys.exit(f"load_blobs: {sys.argv[1]} is not loaded: {verdict.why}; pass --trust if you vouch for it")
 
 import torch.distributed._functional_collectives  # noqa: F401 - ops a graph may call
 import torch.distributed.tensor  # noqa: F401 - makes DeviceMesh an opaque type before the op library below

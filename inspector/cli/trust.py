@@ -16,7 +16,6 @@ from graphtrain_inspect.inspector.cli.common import CommandError, open_or_fail
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.usage = "graphtrain-inspect trust DIR"
     p.add_argument("dir", metavar="DIR", help="capture directory to sign with your key (replay then loads it without --trust)")
 
 

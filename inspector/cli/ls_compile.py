@@ -56,8 +56,8 @@ def rows(e: dict[str, Any] | None, st: Any) -> list[str]:
     for t in e["trie"]:
         f = t["frame"]
         ids = " ".join(st(f"[{cid}]", *_STATUS_STYLE.get(status.get(cid, ""), ())) for cid in t["compile_ids"])
-        code = f"  {clean(f['code'])}" if f.get("code") else ""
-        lines.append("    " + "  " * t["depth"] + (ids + " " if ids else "") + f"{clean(short_path(f['file']))}:{f['line']} in {clean(f['fn'] or '?')}" + st(code, "dim"))
+        code = f"  {f['code']}" if f.get("code") else ""
+        lines.append("    " + "  " * t["depth"] + (ids + " " if ids else "") + f"{short_path(f['file'])}:{f['line']} in {f['fn'] or '?'}" + st(code, "dim"))
     events = sorted(e["events"], key=lambda ev: (EVENT_ORDER.index(ev["kind"]), _order(e, ev)))
     for ev in events:
         if ev["kind"] == "cache":
@@ -87,18 +87,18 @@ def event_line(ev: dict[str, Any], st: Any) -> str:
     kind = ev["kind"]
     style = {"failure": ("red", "bold"), "break": ("yellow",), "restart": ("yellow",), "recompile": ("cyan",)}.get(kind, ())
     fr = ev.get("frame") or {}
-    where = f"{clean(short_path(fr['file']))}:{fr['line']}" if fr.get("file") else ""
-    code = f"  {clean(fr['code'])}" if fr.get("code") else ""
+    where = f"{short_path(fr['file'])}:{fr['line']}" if fr.get("file") else ""
+    code = f"  {fr['code']}" if fr.get("code") else ""
     text = ev["guard"] if kind == "recompile" else ev["reason"]
     tail = ""
     if kind == "break" and ev.get("resume"):
-        tail = f"  (resumes in {clean(ev['resume'])})"
+        tail = f"  (resumes in {ev['resume']})"
     elif kind == "failure":
         tail = "  (fell back to eager)" if ev.get("fell_back") else "  (raised: not run eagerly)" if ev.get("fell_back") is False else ""
     head = f"{ev['label']:<8} " + st(f"{kind:<9}", *style)
     if kind == "recompile":
-        return head + f" {clean(fr.get('fn') or '')} {where}  guard failed: {_cut(clean(text or '?'))}"
-    return head + f" {where}" + st(code, "dim") + f"  {_cut(clean(text or ''))}" + tail
+        return head + f" {fr.get('fn') or ''} {where}  guard failed: {_cut(text or '?')}"
+    return head + f" {where}" + st(code, "dim") + f"  {_cut(text or '')}" + tail
 
 
 def _cache_line(e: dict[str, Any]) -> str | None:
@@ -123,9 +123,3 @@ def _plural(kind: str, n: int) -> str:
 
 def _cut(text: str) -> str:
     return text if len(text) <= _REASON_WIDTH else text[: _REASON_WIDTH - 1] + "…"
-
-
-def clean(text: str) -> str:
-    """Text from a log, safe for a terminal: control characters (escape sequences) shown as
-    `\\xNN`, never sent."""
-    return "".join(ch if ch.isprintable() else f"\\x{ord(ch):02x}" for ch in str(text))

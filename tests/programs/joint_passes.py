@@ -29,6 +29,18 @@ def scale_by_rank(gm, example_inputs):
     return gm
 
 
+class _Callback:
+    """A callback that refuses pickling, as one holding a lock, a stream or a process handle does.
+    A lambda would not do: where dill is installed (torchdata, the torchtitan extra, brings it),
+    torch imports it and dill's pickler extension serializes lambdas."""
+
+    def __call__(self) -> None:
+        return None
+
+    def __reduce_ex__(self, protocol):
+        raise TypeError("a callback holding a live handle cannot be pickled")
+
+
 def tag_with_callback(gm, example_inputs):
     """Stashes a callable in node meta, as some frameworks do: GraphPickler cannot serialize it,
     so the capture's blob of this graph fails (a real instrumentation error) and training goes on."""
@@ -37,7 +49,7 @@ def tag_with_callback(gm, example_inputs):
     with gm.graph.inserting_before(out):
         done = gm.graph.call_function(torch.ops.aten.clone.default, (loss,))
     done.meta["val"] = loss.meta.get("val")
-    done.meta["on_done"] = lambda: None
+    done.meta["on_done"] = _Callback()
     out.replace_input_with(loss, done)
     gm.recompile()
     return gm

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Hashable, Iterable
 
 from graphtrain_inspect.capture import logformat
 from graphtrain_inspect.inspector.checks import Finding, NotRun
+from graphtrain_inspect.inspector.checks.rank_classes import class_rank_diff
 from graphtrain_inspect.inspector.checks.row_rank_diff import positional_rank_diff
 from graphtrain_inspect.inspector.diff.graph_diff import GraphDiff, diff_tables, graph_normalizer
 from graphtrain_inspect.inspector.read.graphmodel import GraphTables
@@ -31,6 +32,8 @@ BACKWARD_ROLE = "bw"
 # rank diffs kept for the checks that read them again, by the nodes they list (the diffs made from
 # rows list only changed nodes, so nearly all of them stay)
 _RDIFF_NODES = 400_000
+# off: every rank diff is made (tests compare both ways; `check` reads the classes)
+CLASSES = True
 
 
 @dataclass
@@ -145,6 +148,7 @@ class CheckContext:
         self._norm = WeightedLRU(8, 8)
         self._rdiff = WeightedLRU(_RDIFF_NODES, 1 << 16)
         self._groups: list[list[int]] | None = None
+        self._classes = None
         self._vectors: dict[str, dict[int, int]] | None = None
         # check kind -> results made by other processes (check -j), by what the check keys them on
         self.prefetched: dict[str, dict[Any, Any]] = {}
@@ -182,6 +186,16 @@ class CheckContext:
         return n
 
     # -- ranks -----------------------------------------------------------------------------------
+
+    @property
+    def rank_classes(self):
+        """The ranks whose graph at a stage is the same after this context's normalization
+        (`checks.rank_classes`): a rank diff within a class is empty, and one per class is made."""
+        if self._classes is None:
+            from graphtrain_inspect.inspector.checks.rank_classes import RankClasses
+
+            self._classes = RankClasses(self.cap, self.index, self._stage_ctx)
+        return self._classes
 
     def rank_groups(self) -> list[list[int]]:
         """Ranks whose graphs ought to agree: all ranks, split by pipeline-parallel stage if any."""
@@ -261,6 +275,8 @@ class CheckContext:
             if self.identical(ref, ga, other, gb):
                 d = GraphDiff(f"rank {ref}", f"rank {other}", ga, gb, [], unlisted_same=True)
             else:
+                d = class_rank_diff(self, key, ref, other) if CLASSES else None
+            if d is None:
                 d = positional_rank_diff(self.cap, ref, ga, self._stage_ctx(ref, ga), other, gb, self._stage_ctx(other, gb))
             if d is None:
                 ta, tb = self.tables(ref, ga), self.tables(other, gb)

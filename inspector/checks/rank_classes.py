@@ -1,0 +1,324 @@
+"""Rank classes: the ranks whose graph at a stage is the same once rank normalization is applied.
+
+A job of 64 ranks mostly logs 64 copies of a few graphs that differ only in what each rank names
+by itself: its process groups and its own device. Those ranks form one class per stage, found
+from a content hash of each rank's node-table rows (undecoded, as logged), with each of the
+rank's known group names (in collective rows) and its own device written the way the rank
+normalizer (`diff.normalize`) writes them: `"<pg:KEY>"` and `"<own>"`. Two ranks with equal
+hashes have graphs whose rank diff is empty; checks and diffs then run once per class and once
+per pair of classes, and report every rank of each.
+
+The hash is the normalizer's rewriting done on bytes, so it is kept exact where the two could
+disagree by declining: a rank gets no hash (a class of its own) when its table is not laid out
+one row per line, or when two of its group names stand for the same group (the normalizer's
+ordinals of unknown groups could then differ between two ranks whose bytes agree here). A
+quoted own-device string that is not a leaf the normalizer rewrites (a dict key) would be merged
+here: none is written by the capture.
+
+Two ranks that logged the same bytes (same graph id and node-table md5) and normalize them the
+same way (same group names and own device) share one hash without reading the table.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Iterable
+
+import orjson
+
+from graphtrain_inspect.capture import logformat
+from graphtrain_inspect.capture.rank_ranges import format_ranks
+from graphtrain_inspect.inspector.checks.row_rank_diff import rows_at
+from graphtrain_inspect.inspector.diff.normalize import OWN_DEVICE, GraphNormalizer, RankContext, is_collective_target
+from graphtrain_inspect.inspector.read.graphmodel import split_device
+
+if TYPE_CHECKING:
+    from graphtrain_inspect.inspector.read.capture_index import Capture
+    from graphtrain_inspect.inspector.read.stages import StageIndex, StageKey
+
+_OWN = orjson.dumps(OWN_DEVICE)
+_TARGET = b'"target":"'
+
+
+@dataclass(frozen=True)
+class RankClass:
+    """Ranks whose graphs at one stage agree after normalization; `rep` (the lowest) stands for all."""
+
+    ranks: tuple[int, ...]
+
+    @property
+    def rep(self) -> int:
+        return self.ranks[0]
+
+
+@dataclass(frozen=True)
+class Rewrites:
+    """What a rank's rows are rewritten with before hashing: its group names (JSON strings) and
+    what the normalizer makes of each, and its own device (JSON string), if indexed."""
+
+    groups: tuple[tuple[bytes, bytes], ...]
+    own: bytes | None
+
+    @classmethod
+    def of(cls, ctx: RankContext) -> "Rewrites | None":
+        """None where the bytes cannot stand for the normalized rows (see the module's docstring)."""
+        keys = list(ctx.group_keys.values())
+        if len(set(keys)) != len(keys):
+            return None
+        norm = GraphNormalizer(None, ctx)
+        groups = tuple((orjson.dumps(name), orjson.dumps(norm.group(name))) for name in sorted(ctx.group_keys))
+        own = ctx.own_device
+        return cls(groups, orjson.dumps(own) if own and split_device(own)[1] is not None else None)
+
+    @property
+    def tokens(self) -> list[bytes]:
+        return [name for name, _ in self.groups] + ([self.own] if self.own else [])
+
+    def swap_to(self, other: "Rewrites") -> dict[str, str]:
+        """Each string this rank's rows hold where `other`'s hold its own (the same normalized
+        group, the own device): how a diff made on this rank reads on `other`."""
+        out: dict[str, str] = {}
+        theirs = {norm: name for name, norm in other.groups}
+        for name, norm in self.groups:
+            if norm in theirs and theirs[norm] != name:
+                out[orjson.loads(name)] = orjson.loads(theirs[norm])
+        if self.own and other.own and self.own != other.own:
+            out[orjson.loads(self.own)] = orjson.loads(other.own)
+        return out
+
+
+def _is_collective_row(row: bytes) -> bool:
+    at = row.find(_TARGET)
+    if at < 0:
+        return False
+    end = row.find(b'"', at + len(_TARGET))
+    return end > 0 and is_collective_target(row[at + len(_TARGET) : end].decode("utf-8", "replace"))
+
+
+def _finds(data: bytes, tok: bytes) -> Iterable[int]:
+    at = data.find(tok)
+    while at >= 0:
+        yield at
+        at = data.find(tok, at + 1)
+
+
+def rows_digest(subs: list[tuple[bytes, list[bytes]]], rw: Rewrites) -> bytes:
+    """The hash of a node table's rows (`Capture.node_rows`) as the rank normalizer would read
+    them: the rows holding one of the rank's tokens (found at C speed) rewritten, group names in
+    collective rows only (the normalizer leaves other rows' strings alone)."""
+    h = hashlib.blake2b(digest_size=16)
+    tokens = rw.tokens
+    for head, rows in subs:
+        joined = b"\n".join(rows)
+        offsets = [at for tok in tokens for at in _finds(joined, tok)]
+        if offsets:
+            rows = list(rows)
+            for i in rows_at(rows, offsets):
+                x = rows[i]
+                if rw.groups and _is_collective_row(x):
+                    for name, norm in rw.groups:
+                        x = x.replace(name, norm)
+                if rw.own:
+                    x = x.replace(rw.own, _OWN)
+                rows[i] = x
+            joined = b"\n".join(rows)
+        h.update(b"%d\n" % len(rows))
+        h.update(head)
+        h.update(b"\n")
+        h.update(joined)
+        h.update(b"\n")
+    return h.digest()
+
+
+class RankClasses:
+    """The rank classes of every stage of a capture, made when first asked.
+
+    `context(rank, gid)` gives the RankContext a rank's graph is normalized with (the checks pass
+    their own, so the classes follow the checks' rules)."""
+
+    def __init__(self, cap: "Capture", index: "StageIndex", context: Callable[[int, str], RankContext] | None = None):
+        self.cap = cap
+        self.index = index
+        if context is None:
+            from graphtrain_inspect.inspector.diff.graph_diff import rank_context
+
+            context = lambda rank, gid: rank_context(cap, rank, gid)  # noqa: E731
+        self._context = context
+        self._rewrites: dict[tuple[int, str], Rewrites | None] = {}
+        self._digests: dict[tuple, bytes | None] = {}
+        self._at: dict[Any, list[RankClass]] = {}
+        self._of: dict[Any, dict[int, RankClass]] = {}
+
+    def rewrites(self, rank: int, gid: str) -> Rewrites | None:
+        k = (rank, gid)
+        if k not in self._rewrites:
+            self._rewrites[k] = Rewrites.of(self._context(rank, gid))
+        return self._rewrites[k]
+
+    def digest(self, rank: int, gid: str) -> bytes | None:
+        """The normalized content hash of one rank's graph; None: it has none (a class alone)."""
+        rw = self.rewrites(rank, gid)
+        if rw is None:
+            return None
+        ref = self.cap.graph(rank, gid)
+        rec = ref.records.get(logformat.NODES) if ref is not None else None
+        md5 = rec.env.get("has_payload") if rec is not None else None
+        # the same bytes rewritten the same way: one hash, the table read once
+        k: tuple = (gid, md5, rw) if isinstance(md5, str) and md5 else (rank, gid)
+        if k not in self._digests:
+            subs = self.cap.node_rows(rank, gid)
+            self._digests[k] = rows_digest(subs, rw) if subs is not None else None
+        return self._digests[k]
+
+    def at(self, key: "StageKey", ranks: Iterable[int] | None = None) -> list[RankClass]:
+        """The classes of the ranks (default: all) that have this stage, in order of their
+        lowest rank."""
+        across = self.index.across(key)
+        rs = tuple(sorted(r for r in (across if ranks is None else ranks) if r in across))
+        ck = (key, rs)
+        if ck not in self._at:
+            members: dict[Any, list[int]] = {}
+            for r in rs:
+                d = self.digest(r, across[r].gid)
+                members.setdefault(d if d is not None else ("alone", r), []).append(r)
+            classes = sorted((RankClass(tuple(m)) for m in members.values()), key=lambda c: c.rep)
+            self._at[ck] = classes
+            self._of[ck] = {r: c for c in classes for r in c.ranks}
+        return self._at[ck]
+
+    def class_of(self, key: "StageKey", rank: int, ranks: Iterable[int] | None = None) -> RankClass | None:
+        self.at(key, ranks)
+        across = self.index.across(key)
+        rs = tuple(sorted(r for r in (across if ranks is None else ranks) if r in across))
+        return self._of[(key, rs)].get(rank)
+
+    def agreement(self, ranks: Iterable[int] | None = None) -> list[tuple[tuple[int, ...], "StageKey | None"]]:
+        """Ranks that agree at every stage, as groups (largest first), each with the first stage
+        (in the largest group's lowest rank's order) where it differs from the largest group; None
+        for the largest."""
+        rs = sorted(self.cap.ranks if ranks is None else ranks)
+        keys = [st.key for st in self.index.by_rank.get(rs[0], [])] if rs else []
+        for r in rs[1:]:
+            keys.extend(st.key for st in self.index.by_rank.get(r, []) if st.key not in keys)
+        sig: dict[int, list] = {r: [] for r in rs}
+        for key in keys:
+            for c in self.at(key, rs):
+                for r in c.ranks:
+                    sig[r].append(c.rep)
+            have = set(self.index.across(key))
+            for r in rs:
+                if r not in have:
+                    sig[r].append(None)
+        groups: dict[tuple, list[int]] = {}
+        for r in rs:
+            groups.setdefault(tuple(sig[r]), []).append(r)
+        ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[1][0]))
+        if not ordered:
+            return []
+        main = ordered[0][0]
+        out: list[tuple[tuple[int, ...], StageKey | None]] = [(tuple(ordered[0][1]), None)]
+        for s, members in ordered[1:]:
+            first = next((k for k, a, b in zip(keys, main, s) if a != b), None)
+            out.append((tuple(members), first))
+        return out
+
+    def summary_line(self, ranks: Iterable[int] | None = None) -> str | None:
+        """"ranks 0-31,33-63 agree; rank 32 differs (from pass X)": None for fewer than 2 ranks."""
+        groups = self.agreement(ranks)
+        if sum(len(g) for g, _ in groups) < 2:
+            return None
+        parts = []
+        for i, (members, first) in enumerate(groups):
+            if len(members) == 1:
+                text = f"rank {members[0]}" + (" differs" if i else "")
+            else:
+                text = f"ranks {format_ranks(list(members))} agree"
+            if first is not None:
+                text += f" (from {first.label()}{', ' + first.pipeline_label() if first.pipeline_label() else ''})"
+            parts.append(text)
+        if len(groups) == 1:
+            return parts[0] + " at every stage"
+        return "; ".join(parts)
+
+
+# -- the checks' rank diffs, once per class ----------------------------------------------------------
+
+
+def _swapped(value: Any, swap: dict[str, str]) -> Any:
+    t = type(value)
+    if t is str:
+        return swap.get(value, value)
+    if t is list:
+        return [_swapped(v, swap) for v in value]
+    if t is tuple:
+        return tuple(_swapped(v, swap) for v in value)
+    if t is dict:
+        return {swap.get(k, k): _swapped(v, swap) for k, v in value.items()}
+    return value
+
+
+def _row_swap(row: dict[str, Any] | None, groups: dict[str, str], devices: dict[str, str]) -> dict[str, str]:
+    """The strings to swap in one row: group names in a collective's row only (where the
+    normalizer reads them and the hash rewrote them), the own device anywhere."""
+    if row is not None and groups and is_collective_target(row.get("target")):
+        return {**groups, **devices}
+    return devices
+
+
+def translated_diff(d: "GraphDiff", swap: tuple[dict[str, str], dict[str, str]], b_label: str, b_gid: str | None) -> "GraphDiff":
+    """A rank diff made against one rank of a class (its changes only), as it reads against
+    another rank of that class: the other rank's own device and group names where the first
+    rank's stand (`swap`: (groups, devices), from `Rewrites.swap_to`). The two ranks' rows are
+    the same but for those strings (their hashes are equal), so nothing else changes."""
+    from graphtrain_inspect.inspector.diff.graph_diff import GraphDiff, NodeDiff, SubgraphDiff
+
+    groups, devices = swap
+    if not groups and not devices:
+        return GraphDiff(d.a_label, b_label, d.a_gid, b_gid, d.subgraphs, d.unlisted_same, d.renamed)
+    subs = []
+    for sub in d.subgraphs:
+        nodes = []
+        for n in sub.nodes:
+            sw = _row_swap(n.b, groups, devices)
+            if not sw:
+                nodes.append(n)
+                continue
+            nodes.append(NodeDiff(n.status, n.subgraph, n.a, _swapped(n.b, sw), [(w, x, _swapped(y, sw)) for w, x, y in n.args], [(w, x, _swapped(y, sw)) for w, x, y in n.meta], n.structural))
+        subs.append(SubgraphDiff(sub.path, sub.status, nodes))
+    return GraphDiff(d.a_label, b_label, d.a_gid, b_gid, subs, d.unlisted_same, d.renamed)
+
+
+def class_rank_diff(ctx: Any, key: "StageKey", ref: int, other: int) -> "GraphDiff | None":
+    """`CheckContext.rank_diff(key, ref, other)` from the rank classes, where they say it: empty
+    when `other` is in `ref`'s class; the diff of `ref` and the lowest rank of `other`'s class,
+    as it reads on `other` (`translated_diff`), when that diff is made by comparing rows (not
+    the identical-bytes shortcut, which does not look at own devices). None: make it."""
+    from graphtrain_inspect.inspector.diff.graph_diff import GraphDiff
+
+    group = next((g for g in ctx.rank_groups() if ref in g and other in g), None)
+    stages = ctx.index.across(key)
+    if group is None or sum(r in stages for r in group) < 3:
+        return None  # two ranks: one diff either way, and the hashes would read both tables again
+    classes: RankClasses = ctx.rank_classes
+    cr, co = classes.class_of(key, ref, group), classes.class_of(key, other, group)
+    if cr is None or co is None:
+        return None
+    ga, gb = stages[ref].gid, stages[other].gid
+    if cr is co:
+        return GraphDiff(f"rank {ref}", f"rank {other}", ga, gb, [], unlisted_same=True)
+    q = co.rep
+    gq = stages[q].gid
+    if q == other or ctx.identical(ref, ga, q, gq):
+        return None
+    dq = ctx.rank_diff(key, ref, q)
+    if dq is None:
+        return None
+    rq, ro = classes.rewrites(q, gq), classes.rewrites(other, gb)
+    if rq is None or ro is None:
+        return None
+    sw = rq.swap_to(ro)
+    group_names = {orjson.loads(n) for n, _ in rq.groups}
+    groups = {k: v for k, v in sw.items() if k in group_names}
+    devices = {k: v for k, v in sw.items() if k not in group_names}
+    return translated_diff(dq, (groups, devices), f"rank {other}", gb)

@@ -10,7 +10,7 @@ from textual import work
 from textual.widgets import TabbedContent
 from textual.worker import get_current_worker
 
-from graphtrain_inspect.inspector.cli.ls import simulated_line
+from graphtrain_inspect.inspector.cli.ls import rank_agreement, simulated_line
 from graphtrain_inspect.inspector.read.capture_index import CaptureUnreadable
 from graphtrain_inspect.inspector.read.live import files_signature
 from graphtrain_inspect.inspector.read.progressive import ProgressiveLoader
@@ -154,6 +154,8 @@ class CaptureLoading:
         self.load_seconds = m.seconds
         self.fill_problems(announce=not m.reload)
         self.run_checks()
+        if first or m.reload:
+            self._compare_ranks(m.session)
         if m.session.outline.live:
             if self._poll_timer is None:
                 self.signature = files_signature(self.path)
@@ -161,6 +163,22 @@ class CaptureLoading:
         elif self._poll_timer is not None:
             self._poll_timer.stop()
             self._poll_timer = None
+
+    @work(thread=True, exclusive=True, group="rank-classes")
+    def _compare_ranks(self, session: CaptureSession) -> None:
+        """Which ranks agree (checks.rank_classes), in the sub-title: "ranks 0-31,33-63 agree; rank
+        32 differs". As `ls` does: by itself only while the node tables are small enough."""
+        with session.lock:
+            got = rank_agreement(session.cap, list(session.cap.ranks))
+        line = (got or {}).get("line")
+        if line:
+            self.call_from_thread(self._show_rank_agreement, line)
+
+    def _show_rank_agreement(self, line: str) -> None:
+        if self.closing():
+            return
+        base = self.sub_title.split("  ·  graphs: ")[0]
+        self.sub_title = f"{base}  ·  graphs: {line}"
 
     def _tree_painted(self) -> None:
         if self.first_tree_painted is None:

@@ -193,16 +193,23 @@ class RankClasses:
         rs = tuple(sorted(r for r in (across if ranks is None else ranks) if r in across))
         return self._of[(key, rs)].get(rank)
 
-    def agreement(self, ranks: Iterable[int] | None = None) -> list[tuple[tuple[int, ...], "StageKey | None"]]:
+    def hashed(self, key: "StageKey", rank: int) -> bool:
+        """Whether the rank's graph at this stage has a hash (else it is a class of its own)."""
+        st = self.index.across(key).get(rank)
+        return st is not None and self.digest(rank, st.gid) is not None
+
+    def agreement(self, ranks: Iterable[int] | None = None) -> list[tuple[tuple[int, ...], "StageKey | None"]] | None:
         """Ranks that agree at every stage, as groups (largest first), each with the first stage
         (in the largest group's lowest rank's order) where it differs from the largest group; None
-        for the largest."""
+        for the largest. None when a graph has no hash (its ranks could not be compared)."""
         rs = sorted(self.cap.ranks if ranks is None else ranks)
         keys = [st.key for st in self.index.by_rank.get(rs[0], [])] if rs else []
         for r in rs[1:]:
             keys.extend(st.key for st in self.index.by_rank.get(r, []) if st.key not in keys)
         sig: dict[int, list] = {r: [] for r in rs}
         for key in keys:
+            if not all(self.hashed(key, r) for r in self.index.across(key) if r in sig):
+                return None
             for c in self.at(key, rs):
                 for r in c.ranks:
                     sig[r].append(c.rep)
@@ -224,9 +231,10 @@ class RankClasses:
         return out
 
     def summary_line(self, ranks: Iterable[int] | None = None) -> str | None:
-        """"ranks 0-31,33-63 agree; rank 32 differs (from pass X)": None for fewer than 2 ranks."""
+        """"ranks 0-31,33-63 agree; rank 32 differs (from pass X)": None for fewer than 2 ranks,
+        or where a graph has no hash."""
         groups = self.agreement(ranks)
-        if sum(len(g) for g, _ in groups) < 2:
+        if groups is None or sum(len(g) for g, _ in groups) < 2:
             return None
         parts = []
         for i, (members, first) in enumerate(groups):

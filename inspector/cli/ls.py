@@ -14,6 +14,8 @@ from typing import Any
 
 import orjson
 
+from graphtrain_inspect.capture import logformat
+
 from graphtrain_inspect.capture.rank_ranges import format_ranks
 from graphtrain_inspect.inspector.cli import ls_compile, ls_output_code
 from graphtrain_inspect.inspector.cli.common import add_capture_argument, open_or_fail
@@ -27,10 +29,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--all", action="store_true", help="list every rank in full (no folding of identical ranks)")
     p.add_argument("--verify", action="store_true", help="decode every payload and check its md5")
     p.add_argument("--json", action="store_true", help="one JSON document")
+    p.add_argument("--classes", action="store_true", help="compare every rank's graphs after rank normalization (which ranks agree) whatever the node tables weigh")
     add_common_arguments(p)
 
 
-def listing(cap, ranks: list[int] | None = None) -> dict[str, Any]:
+def listing(cap, ranks: list[int] | None = None, *, classes: bool | None = None) -> dict[str, Any]:
     """The data `ls` shows, as JSON-able dicts (also what `--json` prints)."""
     out: dict[str, Any] = {
         "path": cap.path,
@@ -96,8 +99,44 @@ def listing(cap, ranks: list[int] | None = None) -> dict[str, Any]:
             }
         )
     out["compile_note"] = ls_compile.note(cap)
+    out["rank_classes"] = rank_agreement(cap, [e["rank"] for e in out["ranks"]], force=classes)
     out["read_errors"] = [str(e) for e in cap.all_errors()]
     return out
+
+
+# node-table bytes ls reads by itself to compare ranks (beyond: `ls --classes`); ls otherwise reads
+# envelope lines only, a few ms per thousand records whatever the payloads weigh
+CLASSES_AUTO_BYTES = 16 << 20
+
+
+def rank_agreement(cap, ranks: list[int], *, force: bool | None = None) -> dict[str, Any] | None:
+    """Which ranks agree at every stage after rank normalization (checks.rank_classes): the line
+    ls prints, and the groups with the first stage where each differs from the largest. Made
+    when `force`, or when None and the distinct node tables weigh at most CLASSES_AUTO_BYTES."""
+    if len(ranks) < 2 or force is False:
+        return None
+    if force is None:
+        tables: dict[tuple, int] = {}
+        for r in ranks:
+            for gid, ref in cap.graphs(r).items():
+                rec = ref.records.get(logformat.NODES)
+                if rec is not None:
+                    md5 = rec.env.get("has_payload")
+                    tables[(gid, md5) if isinstance(md5, str) and md5 else (r, gid)] = rec.end - rec.payload_start
+        weight = sum(tables.values())
+        if weight > CLASSES_AUTO_BYTES:
+            return {"line": None, "skipped": f"not compared across ranks: {fmt_bytes(weight)} of node tables to read (ls --classes)"}
+    from graphtrain_inspect.inspector.checks.rank_classes import RankClasses
+    from graphtrain_inspect.inspector.read.stages import StageIndex
+
+    classes = RankClasses(cap, StageIndex(cap))
+    groups = classes.agreement(ranks)
+    if groups is None:
+        return {"line": None, "skipped": "not compared across ranks: node tables not laid out one row per line (log format 1)"}
+    return {
+        "line": classes.summary_line(ranks),
+        "groups": [{"ranks": list(members), "differs_from": first.label() if first is not None else None, "pipeline": first.pipeline if first is not None else None} for members, first in groups],
+    }
 
 
 def _manifest_summary(m: dict | None) -> dict | None:
@@ -145,6 +184,9 @@ def render(data: dict[str, Any], st: Style, fold: bool = True) -> list[str]:
     sim_line = simulated_line(m)
     if sim_line:
         lines.append(st(sim_line, "yellow"))
+    agreement = data.get("rank_classes") or {}
+    if agreement.get("line") or agreement.get("skipped"):
+        lines.append(f"graphs: {agreement.get('line') or agreement.get('skipped')}")
     if data.get("torch_trace"):
         lines.append(f"torch's own TORCH_TRACE logs: {data['torch_trace']} (ls --source torch)")
     seen: dict[tuple, int] = {}
@@ -345,7 +387,7 @@ def run(args: argparse.Namespace) -> int:
                 log = cap.log_file(r)
                 if log is not None:
                     log.verify()
-        data = listing(cap, ranks)
+        data = listing(cap, ranks, classes=True if args.classes else None)
         if args.json:
             sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode() + "\n")
         else:

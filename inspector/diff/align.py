@@ -14,7 +14,8 @@ Alignment, every step linear or n log n in the graph size:
 3. propagation along edges from every matched pair: inputs at the same argument position, and
    users with the same signature at the same position, when unmatched and alike;
 4. gaps between matched nodes (in order): a sequence match on shallow signatures (difflib for
-   small gaps, an in-order greedy pairing for large ones).
+   small gaps; for large ones a longest common subsequence by rapidfuzz, in C++, where an
+   in-order greedy pairing used to stand, which left matches out).
 
 The work is per row and in Python, so what does not change the result is skipped: a row equal to
 the other side's row of the same name shares its pieces (`Parts(like=)`), the prefix and suffix
@@ -30,14 +31,15 @@ import bisect
 import difflib
 import itertools
 import re
-from collections import deque
 from itertools import compress, repeat
 from operator import add, and_, contains, eq, itemgetter, mul, not_, sub
 from typing import Any, Callable, Iterable, Sequence
 
+from rapidfuzz.distance import LCSseq
+
 
 _NUM_SUFFIX = re.compile(r"_?\d+$")
-_DIFFLIB_LIMIT = 250_000  # gap size product above which greedy pairing replaces difflib
+_DIFFLIB_LIMIT = 250_000  # gap size product above which a compiled LCS replaces difflib
 
 
 def shallow_sig(row: dict[str, Any]) -> tuple:
@@ -432,18 +434,12 @@ def _match_gap(sa: Sequence, sb: Sequence, ia: list[int], ib: list[int], out: li
             for k in range(blk.size):
                 out.append((ia[blk.a + k], ib[blk.b + k]))
         return
-    queues: dict[Any, deque[int]] = {}
-    for j in ib:
-        queues.setdefault(sb[j], deque()).append(j)
-    last = -1
-    for i in ia:
-        q = queues.get(sa[i])
-        while q and q[0] <= last:
-            q.popleft()
-        if q:
-            j = q.popleft()
-            out.append((i, j))
-            last = j
+    # a large gap: a longest common subsequence of the signatures, in compiled code (rapidfuzz's
+    # bit-parallel LCS: ~17 ms for a 932 x 2,136 gap where difflib takes seconds)
+    xs, ys = [sa[i] for i in ia], [sb[j] for j in ib]
+    for blk in LCSseq.editops(xs, ys).as_matching_blocks():
+        for k in range(blk.size):
+            out.append((ia[blk.a + k], ib[blk.b + k]))
 
 
 def align_parts(pa: Parts, pb: Parts) -> dict[int, int]:

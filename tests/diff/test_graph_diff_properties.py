@@ -166,3 +166,26 @@ def test_identical_graphs_diff_empty():
     rng = random.Random(3)
     a = _graph(rng, 500)
     assert diff_tables(_tables("a", a), _tables("b", copy.deepcopy(a))).empty
+
+
+def test_a_large_gap_is_matched_by_a_longest_common_subsequence():
+    """A gap past difflib's limit (here 700 x 600 rows left between two anchors) is matched by a
+    compiled LCS: as many pairs as the quadratic reference finds, in order on both sides, each of
+    equal signatures."""
+    from graphtrain_inspect.inspector.diff import align
+
+    rng = random.Random(7)
+    sa = [rng.randrange(6) for _ in range(700)]
+    sb = [rng.randrange(6) for _ in range(600)]
+    assert len(sa) * len(sb) > align._DIFFLIB_LIMIT
+    ia, ib = list(range(100, 800)), list(range(50, 650))  # the gap's rows, away from 0
+    xa, xb = [0] * 100 + sa, [0] * 50 + sb
+    out: list[tuple[int, int]] = []
+    align._match_gap(xa, xb, ia, ib, out)
+    assert all(xa[i] == xb[j] for i, j in out)
+    assert all(i1 < i2 and j1 < j2 for (i1, j1), (i2, j2) in zip(out, out[1:]))
+    m = [[0] * (len(sb) + 1) for _ in range(len(sa) + 1)]
+    for i in range(len(sa) - 1, -1, -1):
+        for j in range(len(sb) - 1, -1, -1):
+            m[i][j] = m[i + 1][j + 1] + 1 if sa[i] == sb[j] else max(m[i + 1][j], m[i][j + 1])
+    assert len(out) == m[0][0]

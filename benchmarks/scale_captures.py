@@ -55,6 +55,9 @@ WORKLOADS = [
     # the 8-rank pair at a size a 2-core machine makes in minutes (8 ranks share its cores)
     Workload("10k-8r-bug", 22, 8, inductor=False, blobs=False, bugs=("rank-baked", "rank-divergent")),
     Workload("30k-8r", 66, 8, inductor=False, blobs=False),
+    # the source of a 64-rank world of 2 graph classes (`benchmarks.world_synth`): the rank literal
+    # makes rank 0's and rank 1's graphs differ from the trace on
+    Workload("5k-2r-bug", 11, 2, inductor=False, blobs=False, bugs=("rank-baked",)),
 ]
 
 

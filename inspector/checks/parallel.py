@@ -28,6 +28,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from graphtrain_inspect.inspector.diff.graph_diff import _no_gc
+from graphtrain_inspect.inspector.checks.rank_classes import diff_of_its_own
 
 if TYPE_CHECKING:
     from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
@@ -45,8 +46,8 @@ def default_jobs() -> int:
 
 def rank_diff_tasks(ctx: "CheckContext") -> list[tuple[Any, int, int, int]]:
     """(stage key, reference rank, other rank, weight) of every rank diff the checks will read
-    that is not free (identical graphs, or the same two graphs as an earlier stage), heaviest
-    first. (The first three are also rank_diff's arguments.)"""
+    that is not free (identical graphs, the same two graphs as an earlier stage, or answered from
+    the rank classes), heaviest first. (The first three are also rank_diff's arguments.)"""
     tasks = []
     seen: set[tuple] = set()  # a pass that returned its graph unchanged: the same diff as before it
     for group in ctx.rank_groups():
@@ -60,7 +61,7 @@ def rank_diff_tasks(ctx: "CheckContext") -> list[tuple[Any, int, int, int]]:
                 if other not in across:
                     continue
                 ga, gb = st.gid, across[other].gid
-                if ctx.identical(ref, ga, other, gb) or (ref, ga, other, gb) in seen:
+                if ctx.identical(ref, ga, other, gb) or (ref, ga, other, gb) in seen or not diff_of_its_own(ctx, st.key, ref, other):
                     continue
                 seen.add((ref, ga, other, gb))
                 weight = (ctx.cap.node_count(ref, ga) or 1) + (ctx.cap.node_count(other, gb) or 1)

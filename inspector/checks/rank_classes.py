@@ -29,7 +29,6 @@ import orjson
 
 from graphtrain_inspect.capture import logformat
 from graphtrain_inspect.capture.rank_ranges import format_ranks
-from graphtrain_inspect.inspector.checks.row_rank_diff import rows_at
 from graphtrain_inspect.inspector.diff.normalize import OWN_DEVICE, GraphNormalizer, RankContext, is_collective_target
 from graphtrain_inspect.inspector.read.graphmodel import split_device
 
@@ -39,6 +38,7 @@ if TYPE_CHECKING:
 
 _OWN = orjson.dumps(OWN_DEVICE)
 _TARGET = b'"target":"'
+_TABLE_HEAD = b'"graphs":['  # the end of a node table's first line (logformat.node_table_rows)
 
 
 @dataclass(frozen=True)
@@ -103,32 +103,34 @@ def _finds(data: bytes, tok: bytes) -> Iterable[int]:
         at = data.find(tok, at + 1)
 
 
-def rows_digest(subs: list[tuple[bytes, list[bytes]]], rw: Rewrites) -> bytes:
-    """The hash of a node table's rows (`Capture.node_rows`) as the rank normalizer would read
-    them: the rows holding one of the rank's tokens (found at C speed) rewritten, group names in
-    collective rows only (the normalizer leaves other rows' strings alone)."""
-    h = hashlib.blake2b(digest_size=16)
-    tokens = rw.tokens
-    for head, rows in subs:
-        joined = b"\n".join(rows)
-        offsets = [at for tok in tokens for at in _finds(joined, tok)]
-        if offsets:
-            rows = list(rows)
-            for i in rows_at(rows, offsets):
-                x = rows[i]
-                if rw.groups and _is_collective_row(x):
-                    for name, norm in rw.groups:
-                        x = x.replace(name, norm)
-                if rw.own:
-                    x = x.replace(rw.own, _OWN)
-                rows[i] = x
-            joined = b"\n".join(rows)
-        h.update(b"%d\n" % len(rows))
-        h.update(head)
-        h.update(b"\n")
-        h.update(joined)
-        h.update(b"\n")
-    return h.digest()
+def table_digest(text: bytes, rw: Rewrites) -> bytes | None:
+    """The hash of a node table's payload (md5-verified, `LogFile.payload_text`) as the rank
+    normalizer would read it: the lines after the first (which names the graph id) with the lines
+    holding one of the rank's tokens (found at C speed) rewritten, group names in collective rows
+    only (the normalizer leaves other rows' strings alone). None when the table is not laid out
+    one row per line (log format 1): its lines are not rows."""
+    first = text.find(b"\n")
+    if first < 0 or not text[:first].endswith(_TABLE_HEAD) or not text.endswith(b"\n]}"):
+        return None
+    body = text[first + 1 :]
+    offsets = [at for tok in rw.tokens for at in _finds(body, tok)]
+    if offsets:
+        parts: list[bytes] = []
+        pos = 0
+        for start in sorted({body.rfind(b"\n", 0, at) + 1 for at in offsets}):
+            end = body.find(b"\n", start)
+            end = len(body) if end < 0 else end
+            line = body[start:end]
+            if rw.groups and _is_collective_row(line):
+                for name, norm in rw.groups:
+                    line = line.replace(name, norm)
+            if rw.own:
+                line = line.replace(rw.own, _OWN)
+            parts += (body[pos:start], line)
+            pos = end
+        parts.append(body[pos:])
+        body = b"".join(parts)
+    return hashlib.blake2b(body, digest_size=16).digest()
 
 
 class RankClasses:
@@ -167,8 +169,9 @@ class RankClasses:
         # the same bytes rewritten the same way: one hash, the table read once
         k: tuple = (gid, md5, rw) if isinstance(md5, str) and md5 else (rank, gid)
         if k not in self._digests:
-            subs = self.cap.node_rows(rank, gid)
-            self._digests[k] = rows_digest(subs, rw) if subs is not None else None
+            log = self.cap.log_file(rank)
+            got = log.payload_text(rec) if log is not None and rec is not None else None
+            self._digests[k] = table_digest(got[0], rw) if got is not None else None
         return self._digests[k]
 
     def at(self, key: "StageKey", ranks: Iterable[int] | None = None) -> list[RankClass]:
@@ -330,3 +333,27 @@ def class_rank_diff(ctx: Any, key: "StageKey", ref: int, other: int) -> "GraphDi
     groups = {k: v for k, v in sw.items() if k in group_names}
     devices = {k: v for k, v in sw.items() if k not in group_names}
     return translated_diff(dq, (groups, devices), f"rank {other}", gb)
+
+
+def class_rep_stage(ctx: Any, stage: Any) -> Any:
+    """The stage of the lowest rank of `stage`'s rank class (in its rank group of 3 or more ranks),
+    when that is another rank: per-rank work on the graph's rows can be that rank's."""
+    group = next((g for g in ctx.rank_groups() if stage.rank in g), None)
+    stages = ctx.index.across(stage.key)
+    if group is None or sum(r in stages for r in group) < 3:
+        return None
+    c = ctx.rank_classes.class_of(stage.key, stage.rank, group)
+    return stages[c.rep] if c is not None and c.rep != stage.rank else None
+
+
+def diff_of_its_own(ctx: Any, key: "StageKey", ref: int, other: int) -> bool:
+    """Whether `CheckContext.rank_diff(key, ref, other)` is made by comparing the two graphs, not
+    answered from the rank classes (`class_rank_diff`): what `check -j` hands to its processes."""
+    from graphtrain_inspect.inspector.checks import tables_and_blame
+
+    group = next((g for g in ctx.rank_groups() if ref in g and other in g), None)
+    stages = ctx.index.across(key)
+    if not tables_and_blame.CLASSES or group is None or sum(r in stages for r in group) < 3:
+        return True
+    cr, co = ctx.rank_classes.class_of(key, ref, group), ctx.rank_classes.class_of(key, other, group)
+    return cr is None or co is None or (cr is not co and co.rep == other)

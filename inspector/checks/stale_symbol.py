@@ -24,6 +24,8 @@ import orjson
 
 from graphtrain_inspect.capture import logformat
 from graphtrain_inspect.inspector.checks import row_rank_diff as rowdiff
+from graphtrain_inspect.inspector.checks import tables_and_blame
+from graphtrain_inspect.inspector.checks.rank_classes import class_rep_stage
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext, Observation
 from graphtrain_inspect.inspector.diff.graph_diff import _no_gc
 from graphtrain_inspect.inspector.read.graphmodel import GraphTables, SubGraph, is_ref, is_unbacked, row_leaves, row_symbols
@@ -497,7 +499,11 @@ def run(ctx: CheckContext) -> list:
         key = ctx.content_key(stage.rank, stage.gid, logformat.NODES, logformat.SYMBOLS)
         if key in cache:
             return cache[key]
-        ref = _same_symbols_as_ref(ctx, stage)
+        # the same rows as its rank class's lowest rank (but for group names and own device, which
+        # name no symbol) and the same symbol map: that rank's observations
+        ref = class_rep_stage(ctx, stage) if tables_and_blame.CLASSES else None
+        if ref is None or not _same_symbol_maps(ctx, ref, stage):
+            ref = _same_symbols_as_ref(ctx, stage)
         if ref is not None:
             cache[key] = observe(ref)
             return cache[key]

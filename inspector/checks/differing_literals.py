@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from graphtrain_inspect.inspector.checks.rank_classes import member_leaf
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
 from graphtrain_inspect.inspector.read.graphmodel import device_of_leaf, is_ref, iter_leaves, row_leaves
 from graphtrain_inspect.inspector.read.stages import StageKey
@@ -116,6 +117,9 @@ def _own_leaf(ctx: CheckContext, key: StageKey, ref: int, rank: int, s: Site) ->
     gid = stages[rank].gid
     if not s.where.startswith(("args", "kwargs")) or ctx.identical(ref, stages[ref].gid, rank, gid):
         return same
+    known, leaf = member_leaf(ctx, key, rank, s.values, s.target)  # its rank class's, rewritten
+    if known:
+        return leaf
     tables = ctx.tables(rank, gid)
     sub = tables.subgraph(s.subgraph) if tables is not None else None
     row = sub.node(s.nodes[rank]) if sub is not None else None

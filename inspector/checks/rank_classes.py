@@ -328,11 +328,7 @@ def class_rank_diff(ctx: Any, key: "StageKey", ref: int, other: int) -> "GraphDi
     rq, ro = classes.rewrites(q, gq), classes.rewrites(other, gb)
     if rq is None or ro is None:
         return None
-    sw = rq.swap_to(ro)
-    group_names = {orjson.loads(n) for n, _ in rq.groups}
-    groups = {k: v for k, v in sw.items() if k in group_names}
-    devices = {k: v for k, v in sw.items() if k not in group_names}
-    return translated_diff(dq, (groups, devices), f"rank {other}", gb)
+    return translated_diff(dq, _split_swap(rq, ro), f"rank {other}", gb)
 
 
 def class_rep_stage(ctx: Any, stage: Any) -> Any:
@@ -357,3 +353,36 @@ def diff_of_its_own(ctx: Any, key: "StageKey", ref: int, other: int) -> bool:
         return True
     cr, co = ctx.rank_classes.class_of(key, ref, group), ctx.rank_classes.class_of(key, other, group)
     return cr is None or co is None or (cr is not co and co.rep == other)
+
+
+def member_leaf(ctx: Any, key: "StageKey", rank: int, values: dict[int, Any], target: Any) -> tuple[bool, Any]:
+    """(True, the rank's own leaf at a literal site) where it follows from its rank class's lowest
+    rank's leaf (in `values` already): that leaf with the rank's own device and group names where
+    the lowest rank's stand (the two ranks' rows differ in nothing else), so the member's table is
+    not read. (False, None) where the classes do not say."""
+    group = next((g for g in ctx.rank_groups() if rank in g), None)
+    stages = ctx.index.across(key)
+    if not _classes_on() or group is None or sum(r in stages for r in group) < 3:
+        return False, None
+    classes: RankClasses = ctx.rank_classes
+    c = classes.class_of(key, rank, group)
+    if c is None or c.rep == rank or c.rep not in values:
+        return False, None
+    rq, rr = classes.rewrites(c.rep, stages[c.rep].gid), classes.rewrites(rank, stages[rank].gid)
+    if rq is None or rr is None:
+        return False, None
+    groups, devices = _split_swap(rq, rr)
+    return True, _swapped(values[c.rep], _row_swap({"target": target}, groups, devices))
+
+
+def _classes_on() -> bool:
+    from graphtrain_inspect.inspector.checks import tables_and_blame
+
+    return tables_and_blame.CLASSES
+
+
+def _split_swap(rq: Rewrites, ro: Rewrites) -> tuple[dict[str, str], dict[str, str]]:
+    """`rq.swap_to(ro)` as (group names, devices)."""
+    sw = rq.swap_to(ro)
+    group_names = {orjson.loads(n) for n, _ in rq.groups}
+    return {k: v for k, v in sw.items() if k in group_names}, {k: v for k, v in sw.items() if k not in group_names}

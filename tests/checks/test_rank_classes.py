@@ -17,9 +17,10 @@ from tests.small_captures import CaptureWriter, mesh_rank_table
 MESH = (4, 2)  # dp, tp: 8 ranks, two hosts of 4 GPUs
 
 
-def _graph(tp: int, group: str, device: str, *, extra: bool = False):
+def _graph(tp: int, group: str, device: str, *, extra: bool = False, other_group: str | None = None):
     """select at the tp coordinate (a rank-baked literal), an all_reduce over the rank's own tp group
-    name, and a copy to `device`; `extra`: one more node (a structural difference)."""
+    name, a copy to `device`, a tp-sized buffer on it, and a broadcast over `other_group` (default:
+    the tp group); `extra`: one more node (a structural difference)."""
     aten = torch.ops.aten
     g = torch.fx.Graph()
     x = g.placeholder("x")
@@ -30,7 +31,8 @@ def _graph(tp: int, group: str, device: str, *, extra: bool = False):
     out = g.create_node("call_function", aten._to_copy.default, (wait,), {"device": torch.device(device)}, name="_to_copy")
     # a tp-sized buffer on the device: a changed row between tp classes that names the device
     buf = g.create_node("call_function", aten.full.default, ([tp + 1], 1.0), {"device": torch.device(device)}, name="full")
-    g.output((out, buf))
+    bc = g.create_node("call_function", torch.ops._c10d_functional.broadcast.default, (buf, 0, other_group or group), name="broadcast")
+    g.output((out, bc))
     return torch.fx.GraphModule(torch.nn.Module(), g)
 
 
@@ -45,7 +47,10 @@ def _capture(tmp_path, *, baked_device_rank: int | None = None, divergent_rank: 
         own = f"cuda:{r % 4}"
         dev = "cuda:0" if r == baked_device_rank else own
         rw = w.rank(r, local_rank=r % 4, own_device=own, rank_table=table)
-        rw.apply("rewrite", _graph(0, group, own), _graph(tp, group, dev, extra=r == divergent_rank))
+        # tp 1 broadcasts over its dp group, tp 0 over its tp group: a site whose values are group
+        # names, each rank's own
+        other = table["meshes"][0]["group_names"]["dp"] if tp else group
+        rw.apply("rewrite", _graph(0, group, own), _graph(tp, group, dev, extra=r == divergent_rank, other_group=other))
         rw.end()
     return w.finish()
 
@@ -106,6 +111,8 @@ def test_a_members_diff_reads_with_its_own_device(tmp_path, monkeypatch):
     plain = CheckContext(open_capture(path))
     assert {(s.node, s.where): s.values for s in literal_sites(plain, key, list(range(8)))} == sites
     assert sites[("select", "args[2]")] == {r: r % 2 for r in range(8)}
+    names = {r: mesh_rank_table(r, MESH, ("dp", "tp"))["meshes"][0]["group_names"] for r in range(8)}
+    assert sites[("broadcast", "args[2]")] == {r: names[r]["dp" if r % 2 else "tp"] for r in range(8)}
     p3 = plain.rank_diff(key, 0, 3)
     assert [(n.b, n.args, n.meta) for n in d3.changes()] == [(n.b, n.args, n.meta) for n in p3.changes()]
     full1, full3 = ({n.name: n.b for n in d.changes()}["full"] for d in (d1, d3))

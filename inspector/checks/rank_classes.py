@@ -2,7 +2,8 @@
 
 A job of 64 ranks mostly logs 64 copies of a few graphs that differ only in what each rank names
 by itself: its process groups and its own device. Those ranks form one class per stage, found
-from a content hash of each rank's node-table rows (undecoded, as logged), with each of the
+from a content hash of each rank's node-table lines (md5-verified, undecoded; the first line,
+which names the graph id, left out), with each of the
 rank's known group names (in collective rows) and its own device written the way the rank
 normalizer (`diff.normalize`) writes them: `"<pg:KEY>"` and `"<own>"`. Two ranks with equal
 hashes have graphs whose rank diff is empty; checks and diffs then run once per class and once
@@ -33,6 +34,7 @@ from graphtrain_inspect.inspector.diff.normalize import OWN_DEVICE, GraphNormali
 from graphtrain_inspect.inspector.read.graphmodel import split_device
 
 if TYPE_CHECKING:
+    from graphtrain_inspect.inspector.diff.graph_diff import GraphDiff
     from graphtrain_inspect.inspector.read.capture_index import Capture
     from graphtrain_inspect.inspector.read.stages import StageIndex, StageKey
 
@@ -300,6 +302,19 @@ def translated_diff(d: "GraphDiff", swap: tuple[dict[str, str], dict[str, str]],
     return GraphDiff(d.a_label, b_label, d.a_gid, b_gid, subs, d.unlisted_same, d.renamed)
 
 
+def _class_group(ctx: Any, key: "StageKey", *ranks: int) -> list[int] | None:
+    """The rank group holding `ranks` when the classes answer for it: classes on
+    (`tables_and_blame.CLASSES`) and 3 or more of its ranks at this stage (with two, one diff is
+    made either way, and the hashes would read both tables again)."""
+    from graphtrain_inspect.inspector.checks import tables_and_blame
+
+    group = next((g for g in ctx.rank_groups() if all(r in g for r in ranks)), None)
+    stages = ctx.index.across(key)
+    if not tables_and_blame.CLASSES or group is None or sum(r in stages for r in group) < 3:
+        return None
+    return group
+
+
 def class_rank_diff(ctx: Any, key: "StageKey", ref: int, other: int) -> "GraphDiff | None":
     """`CheckContext.rank_diff(key, ref, other)` from the rank classes, where they say it: empty
     when `other` is in `ref`'s class; the diff of `ref` and the lowest rank of `other`'s class,
@@ -307,10 +322,10 @@ def class_rank_diff(ctx: Any, key: "StageKey", ref: int, other: int) -> "GraphDi
     the identical-bytes shortcut, which does not look at own devices). None: make it."""
     from graphtrain_inspect.inspector.diff.graph_diff import GraphDiff
 
-    group = next((g for g in ctx.rank_groups() if ref in g and other in g), None)
+    group = _class_group(ctx, key, ref, other)
+    if group is None:
+        return None
     stages = ctx.index.across(key)
-    if group is None or sum(r in stages for r in group) < 3:
-        return None  # two ranks: one diff either way, and the hashes would read both tables again
     classes: RankClasses = ctx.rank_classes
     cr, co = classes.class_of(key, ref, group), classes.class_of(key, other, group)
     if cr is None or co is None:
@@ -334,22 +349,18 @@ def class_rank_diff(ctx: Any, key: "StageKey", ref: int, other: int) -> "GraphDi
 def class_rep_stage(ctx: Any, stage: Any) -> Any:
     """The stage of the lowest rank of `stage`'s rank class (in its rank group of 3 or more ranks),
     when that is another rank: per-rank work on the graph's rows can be that rank's."""
-    group = next((g for g in ctx.rank_groups() if stage.rank in g), None)
-    stages = ctx.index.across(stage.key)
-    if group is None or sum(r in stages for r in group) < 3:
+    group = _class_group(ctx, stage.key, stage.rank)
+    if group is None:
         return None
     c = ctx.rank_classes.class_of(stage.key, stage.rank, group)
-    return stages[c.rep] if c is not None and c.rep != stage.rank else None
+    return ctx.index.across(stage.key)[c.rep] if c is not None and c.rep != stage.rank else None
 
 
 def diff_of_its_own(ctx: Any, key: "StageKey", ref: int, other: int) -> bool:
     """Whether `CheckContext.rank_diff(key, ref, other)` is made by comparing the two graphs, not
     answered from the rank classes (`class_rank_diff`): what `check -j` hands to its processes."""
-    from graphtrain_inspect.inspector.checks import tables_and_blame
-
-    group = next((g for g in ctx.rank_groups() if ref in g and other in g), None)
-    stages = ctx.index.across(key)
-    if not tables_and_blame.CLASSES or group is None or sum(r in stages for r in group) < 3:
+    group = _class_group(ctx, key, ref, other)
+    if group is None:
         return True
     cr, co = ctx.rank_classes.class_of(key, ref, group), ctx.rank_classes.class_of(key, other, group)
     return cr is None or co is None or (cr is not co and co.rep == other)
@@ -360,10 +371,10 @@ def member_leaf(ctx: Any, key: "StageKey", rank: int, values: dict[int, Any], ta
     rank's leaf (in `values` already): that leaf with the rank's own device and group names where
     the lowest rank's stand (the two ranks' rows differ in nothing else), so the member's table is
     not read. (False, None) where the classes do not say."""
-    group = next((g for g in ctx.rank_groups() if rank in g), None)
-    stages = ctx.index.across(key)
-    if not _classes_on() or group is None or sum(r in stages for r in group) < 3:
+    group = _class_group(ctx, key, rank)
+    if group is None:
         return False, None
+    stages = ctx.index.across(key)
     classes: RankClasses = ctx.rank_classes
     c = classes.class_of(key, rank, group)
     if c is None or c.rep == rank or c.rep not in values:
@@ -373,12 +384,6 @@ def member_leaf(ctx: Any, key: "StageKey", rank: int, values: dict[int, Any], ta
         return False, None
     groups, devices = _split_swap(rq, rr)
     return True, _swapped(values[c.rep], _row_swap({"target": target}, groups, devices))
-
-
-def _classes_on() -> bool:
-    from graphtrain_inspect.inspector.checks import tables_and_blame
-
-    return tables_and_blame.CLASSES
 
 
 def _split_swap(rq: Rewrites, ro: Rewrites) -> tuple[dict[str, str], dict[str, str]]:

@@ -171,6 +171,10 @@ class CaptureLoading:
         with session.lock:
             got = rank_agreement(session.cap, list(session.cap.ranks))
         line = (got or {}).get("line")
+        if line and len(line) > 64:
+            # long rank lists would push the rest off the title: the groups' sizes (ls has them)
+            sizes = [len(g["ranks"]) for g in got["groups"]]
+            line = f"{len(sizes)} groups of ranks that agree ({', '.join(map(str, sizes))} ranks; ls lists them)"
         if line:
             self.call_from_thread(self._show_rank_agreement, line)
 

@@ -4,14 +4,15 @@ normalizing kernel names, the own device, streams and group names), where the li
 otherwise. The per-rank values are correlated with rank, local rank and mesh coordinates exactly as
 the FX check does (`rank_baked.match_vectors`): a match is an error (e.g. `static_cast<float>(3.0)`
 on rank 0 and `4.0` on rank 1 for `y * (rank + 3)`), differing otherwise is a warning. Lines whose
-shape differs are left to `codegen-divergent`.
+shape differs are left to `codegen-divergent`. Code each rank generated for itself is per-rank by
+nature: a match there is info unless the graph is shared (`rank_baked.grade_per_rank`).
 """
 
 from __future__ import annotations
 
 from graphtrain_inspect.inspector.checks import Finding
-from graphtrain_inspect.inspector.checks.codegen_sites import aligned, clip_code, finding, fx_node
-from graphtrain_inspect.inspector.checks.rank_baked import match_vectors
+from graphtrain_inspect.inspector.checks.codegen_sites import CODEGEN_PASS, aligned, clip_code, finding, fx_node
+from graphtrain_inspect.inspector.checks.rank_baked import grade_per_rank, match_vectors
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
 from graphtrain_inspect.inspector.diff.output_code import literal_skeleton, literal_span, literal_value, pinned_indices
 
@@ -79,4 +80,5 @@ def run(ctx: CheckContext) -> list[Finding]:
                     "matches": matches, **fx,
                 }  # fmt: skip
                 out.append(finding(KIND, sev, msg, sites, ranks, node=node, evidence=ev))
-    return out
+    # several ranks generated code for one compile: each for itself, unless the user says it is shared
+    return grade_per_rank(ctx, out, shared=ctx.shared_graph, traced_by=(CODEGEN_PASS,), where="code each rank generated")

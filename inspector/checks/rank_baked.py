@@ -7,6 +7,15 @@ rank-derived vector it equals exactly: global rank, local rank, a mesh coordinat
 position in a process group, or a multiple of one (`k * v`, `k * (v + 1)`, and for three or more
 distinct values `a + k * v`). Matching a vector is an error; differing otherwise is a warning.
 
+Where the literal comes from decides how bad a match is. A pass that puts a rank-derived literal
+into a graph makes the pipeline's output rank-specific: an error wherever it runs (graph_trainer's
+precompile shares pass outputs). A literal already in the traced graph (or in code Inductor
+generated from it) comes from model code that read a rank as a Python int: right for a graph each
+rank traces and compiles for itself (torchtitan's vocab-parallel embedding bakes `1024 *
+coordinate[tp]` that way), wrong only where one rank's graph is loaded by the others. So it is info
+in per-rank graphs and an error where the graph is shared (`check --shared-graph`, or compile on
+one rank seen in the capture), as for own-device literals (device-baked).
+
 Compile on one rank (one rank compiles, every rank loads its graph) leaves one graph per stage:
 there the check compares each literal with what the graph computes at run time elsewhere. Where
 a node takes a value derived from `device_mesh._runtime_compute_coordinate_on_dim` at some
@@ -27,6 +36,7 @@ from graphtrain_inspect.inspector.checks.differing_literals import cross_rank_ev
 from graphtrain_inspect.inspector.read.graphmodel import is_ref, row_leaves
 from graphtrain_inspect.inspector.diff.normalize import table_meshes
 from graphtrain_inspect.inspector.read.simulated import rank_states
+from graphtrain_inspect.inspector.read.stages import TRACE
 
 KIND = "rank-baked-constant"
 DESCRIPTION = "literals that differ across ranks and equal a rank-derived value (rank, local rank, mesh coordinate)"
@@ -300,12 +310,37 @@ def _mesh_sizes(ctx: CheckContext, rank: int) -> dict[str, int]:
     return sizes
 
 
+PER_RANK_NOTE = "right for a graph each rank traces for itself; wrong if one rank's graph is loaded by the others (check --shared-graph)"
+
+
+def grade_per_rank(ctx: CheckContext, findings: list, *, shared: bool, traced_by: tuple[str, ...] = (TRACE,), where: str = "graphs each rank traced") -> list:
+    """A rank-derived literal from tracing or codegen (`introduced_by` in `traced_by`) in graphs
+    each rank made for itself: info, with why, and a note counting them; kept an error where the
+    graph is shared."""
+    graded = 0
+    for f in findings:
+        if f.severity != "error" or f.introduced_by not in traced_by:
+            continue
+        if shared:
+            f.evidence["shared"] = True
+            continue
+        f.evidence.update({"shared": False, "severity_if_shared": "error"})
+        f.severity = "info"
+        f.message += f"; {PER_RANK_NOTE}"
+        graded += 1
+    if graded:
+        ctx.notes.append(f"{graded} rank-derived literal(s) in {where} for itself: info; "
+                         "--shared-graph grades them as errors (compile on one rank, precompiled graphs)")
+    return findings
+
+
 def run(ctx: CheckContext) -> list:
     coor, compiling = compile_on_one_rank(ctx)
     findings = []
     multi = [g for g in ctx.rank_groups() if len([r for r in g if ctx.index.by_rank.get(r)]) >= 2]
     if multi:
-        findings.extend(ctx.blame_across(KIND, lambda key, group: _observe_sites(ctx, key, group)))
+        across = ctx.blame_across(KIND, lambda key, group: _observe_sites(ctx, key, group))
+        findings.extend(grade_per_rank(ctx, across, shared=ctx.shared_graph or coor))
     elif not coor:
         ctx.skip(KIND, f"needs graphs of at least two ranks to compare (found {len(compiling)})")
     if coor:

@@ -22,7 +22,8 @@ rank's device, or an accelerator on a rank that computes on the CPU, is an error
 that runs and a warning when a later pass removed it (the model code still has it). A literal
 equal to each rank's own device is right for a graph each rank compiles for itself (info); in a
 shared graph (compiled on one rank and loaded by the others: a compile-on-one-rank capture, or
-`--shared-graph`) it is the compiling rank's device, wrong on the others: an error.
+`--shared-graph`) it is the compiling rank's device, wrong on the others: an error. Rank literals
+from the trace (rank-baked-constant) follow the same rule; one a pass put there is always an error.
 """
 
 from __future__ import annotations
@@ -48,6 +49,10 @@ device policy (device-baked):
   per-rank make_fx): info. In a shared graph (compiled on one rank, loaded by the
   others: recognised in a compile-on-one-rank capture, or --shared-graph) it is
   the compiling rank's device, wrong on every other rank: an error.
+rank literals (rank-baked-constant) follow the same rule: a literal equal to a
+  rank-derived value already in the traced graph (model code read the rank as
+  an int) is info in per-rank graphs and an error in a shared graph; one a pass
+  put there is an error either way.
 """
 
 
@@ -67,7 +72,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--width", type=int, default=None, help="line width of the table (default: the terminal's)")
     p.add_argument("--shared-graph", action="store_true",
                    help="every graph is shared: compiled on one rank and loaded by the others (device literals equal to a "
-                        "rank's own device become errors; a compile-on-one-rank capture is recognised without this)")
+                        "rank's own device and rank literals from the trace become errors; a compile-on-one-rank "
+                        "capture is recognised without this)")
     p.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
                    help="processes for the rank diffs (default: the machine's cores, at most 16; 1: this process only)")
     add_common_arguments(p)

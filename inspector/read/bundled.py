@@ -23,7 +23,7 @@ from pathlib import Path
 from graphtrain_inspect.capture import signing
 
 ARCHIVE_SUFFIX = ".tar.xz"
-DEFAULT = "h200x2-rank-baked"  # what `tui` with no argument opens: a real bug to find
+DEFAULT = "h200x2-rank-divergent"  # what `tui` with no argument opens: a real bug to find, on both ranks
 
 
 def captures_dir() -> Path:
@@ -48,7 +48,7 @@ _CODEGEN = "Inductor code compiled on rank 0, loaded by all"
 _FSDP2 = "torch FSDP2 + torch.compile"
 DESCRIPTIONS = {
     "clean": f"{_TRAIN}, no bug",
-    "rank-baked": f"{_TRAIN}, planted rank-baked slice offset (rank-baked-constant)",
+    "rank-baked": f"{_TRAIN}, planted rank-baked slice offset (rank-baked-constant with --shared-graph)",
     "coor-clean": f"{_COOR}, no bug",
     "coor-rank-baked": f"{_COOR}, planted rank-baked slice offset (rank-baked-constant)",
     "device-literal": f"{_TRAIN}, planted device literal (device-baked with --shared-graph)",
@@ -58,7 +58,7 @@ DESCRIPTIONS = {
     "codegen-virtual": f"{_CODEGEN}, --virtual-local-rank (device-baked)",
     "codegen-per-rank": "Inductor code compiled on each rank, no bug (device-baked with --shared-graph)",
     "fsdp2-compile-clean": f"{_FSDP2}, no bug",
-    "fsdp2-compile-rank-literal": f"{_FSDP2}, planted y * (rank + 1) (rank-baked-constant)",
+    "fsdp2-compile-rank-literal": f"{_FSDP2}, planted y * (rank + 1) (rank-baked-constant with --shared-graph)",
 }
 
 

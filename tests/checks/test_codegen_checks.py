@@ -13,10 +13,14 @@ def _codegen(findings):
     return [f for f in findings if f.layer == "codegen"]
 
 
-def test_rank_baked_literal_in_kernel_is_an_error_blamed_on_the_fx_node(tmp_path):
+def test_rank_baked_literal_in_kernel_is_an_error_in_shared_code_blamed_on_the_fx_node(tmp_path):
     for r in (0, 1):
         torch_log(tmp_path, r, [{"graph": post_grad(str(r + 3)), "code": wrapper(f"{r + 3}.0", n=r), "provenance": PROV}])
-    fs = run_checks(open_capture(str(tmp_path)))
+    # each rank compiled its own code: right for itself (info), an error once the code is shared
+    per_rank = _codegen(run_checks(open_capture(str(tmp_path))))
+    assert [(f.kind, f.severity, f.evidence["shared"]) for f in per_rank] == [("rank-baked-constant", "info", False)]
+    assert "--shared-graph" in per_rank[0].message
+    fs = run_checks(open_capture(str(tmp_path)), shared_graph=True)
     cg = _codegen(fs)
     assert [(f.kind, f.severity) for f in cg] == [("rank-baked-constant", "error")]
     f = cg[0]

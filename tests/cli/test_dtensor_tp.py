@@ -26,10 +26,10 @@ def tp_captures(tmp_path_factory):
     return caps
 
 
-def _check(path) -> tuple[int, dict, str]:
-    r = run_cli("check", str(path), "--json")
+def _check(path, *opts) -> tuple[int, dict, str]:
+    r = run_cli("check", str(path), "--json", *opts)
     assert r.returncode in (0, 1), r.stderr
-    return r.returncode, json.loads(r.stdout), run_cli("check", str(path)).stdout
+    return r.returncode, json.loads(r.stdout), run_cli("check", str(path), *opts).stdout
 
 
 @pytest.mark.slow
@@ -51,7 +51,12 @@ def test_clean_tp_run_has_no_finding_run_after_run(tp_captures):
 
 @pytest.mark.slow
 def test_planted_tp_literal_is_found_with_each_ranks_own_value(tp_captures):
-    rc, doc, table = _check(tp_captures["planted"])
+    # the tp coordinate read as an int by model code: right in each rank's own trace (info), an
+    # error in a graph loaded by every rank
+    rc, doc, _ = _check(tp_captures["planted"])
+    assert rc == 0 and not [f for f in doc["findings"] if f["severity"] != "info"]
+    assert any(f["evidence"].get("severity_if_shared") == "error" for f in doc["findings"])
+    rc, doc, table = _check(tp_captures["planted"], "--shared-graph")
     graph = [f for f in doc["findings"] if f["severity"] != "info" and f["layer"] == "graph"]
     assert rc == 1 and graph and {(f["kind"], f["severity"]) for f in graph} == {("rank-baked-constant", "error")}
     f = next(f for f in graph if f["evidence"]["values"] == {"0": 1, "1": 2, "2": 1, "3": 2})

@@ -81,8 +81,13 @@ def test_sample_on_ls_diff_check(capsys):
     assert rc == 0 and "#0 remove_dead_code" in out
     rc, out, _ = run(capsys, "diff", "--sample", "h200x2-rank-baked", "--pass", "remove_dead_code", "--ranks", "0,1", "--color", "never")
     assert rc == 0 and "select.int(view, 0, 1)" in out
+    # per-rank traces: the planted rank literal is right for each rank (info, a note says so)
     rc, out, _ = run(capsys, "check", "--sample", "h200x2-rank-baked", "--color", "never", "-j", "1")
-    assert rc == 1 and "rank-baked-constant" in out
+    assert rc == 0 and "2 rank-derived literal(s) in graphs each rank traced for itself: info; --shared-graph" in out
+    rc, out, _ = run(capsys, "check", "--sample", "h200x2-rank-baked", "--color", "never", "-j", "1", "--shared-graph")
+    assert rc == 1 and "rank-baked-constant  (2 errors)" in out
+    rc, out, _ = run(capsys, "check", "--sample", "h200x2-coor-rank-baked", "--color", "never", "-j", "1")
+    assert rc == 1 and "rank-baked-constant  (2 errors)" in out
     rc, _, err = run(capsys, "ls")
     assert rc == 2 and err.count("\n") == 1 and "--sample NAME" in err
     rc, _, err = run(capsys, "check", "--sample", "nosuch")

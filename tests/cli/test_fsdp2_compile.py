@@ -31,8 +31,8 @@ def _losses(stdout: str) -> list[str]:
     return sorted(re.findall(r"rank \d+ step \d+ loss \S+?(?=rank|\s|$)", stdout))
 
 
-def _check(path):
-    r = run_cli("check", str(path), "--json")
+def _check(path, *opts):
+    r = run_cli("check", str(path), "--json", *opts)
     assert r.returncode in (0, 1), r.stderr
     return r.returncode, json.loads(r.stdout)
 
@@ -53,7 +53,10 @@ def test_clean_fsdp2_compile_has_no_error_or_warning(fsdp2):
 @pytest.mark.slow
 def test_planted_rank_literal_is_the_only_finding_with_its_source_line(fsdp2):
     out, _ = fsdp2["planted"]
+    # every rank compiled for itself: the rank literal is right there (info); shared, an error
     rc, doc = _check(out)
+    assert rc == 0 and not [f for f in doc["findings"] if f["severity"] != "info"]
+    rc, doc = _check(out, "--shared-graph")
     serious = [f for f in doc["findings"] if f["severity"] != "info"]
     graph = [f for f in serious if f["layer"] == "graph"]
     # the literal in the forward graph, and its derivative's in the backward graph, where it lives
@@ -69,5 +72,5 @@ def test_planted_rank_literal_is_the_only_finding_with_its_source_line(fsdp2):
     assert src["file"].endswith("tests/programs/fsdp2_compile.py") and "dist.get_rank() + 1" in src["code"]
     with open(src["file"]) as fh:
         assert "dist.get_rank() + 1" in fh.read().splitlines()[src["line"] - 1]
-    table = run_cli("check", str(out))
+    table = run_cli("check", str(out), "--shared-graph")
     assert f"fsdp2_compile.py:{src['line']}  y = y * (dist.get_rank() + 1)" in table.stdout

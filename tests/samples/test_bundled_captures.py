@@ -15,6 +15,7 @@ from tests.capture_utils import tlparse_exe
 EXPECTED = {
     "clean": set(),
     "coor-clean": set(),
+    # per-rank traces of model code that reads the rank as an int: an error once shared
     "rank-baked": {("rank-baked-constant", "trace", "graph")},
     "coor-rank-baked": {("rank-baked-constant", "trace", "graph")},
     # On CUDA make_fx records cuda:<local rank> in the trace; the bug is that place_devices keeps it:
@@ -25,7 +26,9 @@ EXPECTED = {
     # torch's FSDP2 + torch.compile (tests/programs/fsdp2_compile.py): correct, and with
     # y * (rank + 1) planted: in the traced graph and in the Triton code Inductor generated from it
     "fsdp2-compile-clean": set(),
-    "fsdp2-compile-rank-literal": {("rank-baked-constant", "trace", "graph"), ("rank-baked-constant", "inductor_codegen", "codegen")},
+    # (shared, the per-rank GPU code also pins each rank's own device: device-baked in the code)
+    "fsdp2-compile-rank-literal": {("rank-baked-constant", "trace", "graph"), ("rank-baked-constant", "inductor_codegen", "codegen"),
+                                   ("device-baked", "inductor_codegen", "codegen")},
     # samples/codegen_one_rank.py: Inductor code compiled on rank 0 and loaded by both ranks pins
     # device 0 (rank 1 failed: "Expected all tensors to be on the same device"); --virtual-local-rank
     # hides it at run time, the code still pins it; per-rank compiles are right
@@ -33,6 +36,10 @@ EXPECTED = {
     "codegen-virtual": {("device-baked", "inductor_codegen", "codegen")},
     "codegen-per-rank": set(),
 }
+
+# bugs that live in model code read by per-rank traces: right for the rank that traced, wrong once
+# one rank's graph is loaded by the others, so they are errors only with --shared-graph
+SHARED_ONLY = {"rank-baked", "device-literal", "fsdp2-compile-rank-literal"}
 
 
 def test_all_bundled_captures_are_listed():
@@ -47,9 +54,15 @@ def test_check_finds_exactly_the_planted_bug(name):
     cap = open_capture(str(bundled.path_of(name)))
     assert not cap.errors, cap.errors
     assert cap.manifest["torch_version"].startswith("2.11")
-    shared = name.endswith("device-literal")
+    bug = name.split("-", 1)[1]
+    shared = bug in SHARED_ONLY
     findings = [f for f in run_checks(cap, shared_graph=shared) if f.severity in ("error", "warning")]
-    assert {(f.kind, f.introduced_by, f.layer) for f in findings} == EXPECTED[name.split("-", 1)[1]], f"{name}: {findings}"
+    assert {(f.kind, f.introduced_by, f.layer) for f in findings} == EXPECTED[bug], f"{name}: {findings}"
+    if shared:  # each rank traced and compiled for itself: right there, so info only
+        per_rank = run_checks(cap)
+        assert [f for f in per_rank if f.severity in ("error", "warning")] == []
+        planted = {(f.kind, f.introduced_by, f.layer) for f in per_rank if f.evidence.get("severity_if_shared") or f.kind == "device-baked"}
+        assert planted >= {k for k in EXPECTED[bug] if k[0] != "device-baked" or bug == "device-literal"}
 
 
 def test_tlparse_reads_gpu_logs(tmp_path):

@@ -141,10 +141,11 @@ async def test_four_ranks_base_rank_folds_and_a_long_graph(bundled_capture):
 
 async def test_enter_on_a_generated_code_finding_lands_on_its_kernel_line(bundled_capture):
     # FSDP2 + torch.compile on 2 H200s with a planted rank literal: the Triton kernel's line
-    app = InspectApp(str(bundled_capture("h200x2-fsdp2-compile-rank-literal")))
+    # per-rank compiles: the literal is info there, so the findings are shown as for a shared graph
+    app = InspectApp(str(bundled_capture("h200x2-fsdp2-compile-rank-literal")), shared_graph=True)
     async with app.run_test(size=(200, 50)) as pilot:
         await settle(pilot)
-        f = next(f for f in app.findings if f.layer == "codegen" and f.node == "mul_7")
+        f = next(f for f in app.findings if f.layer == "codegen" and f.node == "mul_7" and f.kind == "rank-baked-constant")
         fv = app.findings_view
         await pilot.press("4")
         await settle(pilot)

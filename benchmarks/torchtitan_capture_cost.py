@@ -1,0 +1,169 @@
+"""Capture's cost on torchtitan's graph_trainer pass pipeline (its compile phase), 2 real gloo ranks.
+
+    python -m benchmarks.torchtitan_capture_cost [--repeat 2] [--modes plain blobs no-blobs]
+
+Runs graph_trainer's llama3 debug model with the CPU config of `samples/torchtitan.py --model llama3
+--world 2 --real` (FSDP x TP on a (1, 2) mesh, the three passes that cannot run on a CPU disabled,
+one training step) under real `torchrun --nproc-per-node 2` on gloo: plain, under `graphtrain-inspect
+capture` with blobs, and with `--no-blobs`. Needs the `torchtitan` extra.
+
+What is timed: torchtitan's own `apply_graph_passes` (the 7 passes of `compile_time_passes(...)`,
+what torchtitan logs as "All 7 graph passes took"). The ranks run this module as their entry point
+(`--worker`): it wraps `apply_graph_passes` where graph_trainer's trainer calls it, without editing
+torchtitan, and writes per rank the wall time, the process CPU time (steadier on a shared
+machine) and the peak RSS after the passes. Under capture the rank's `gti_end` record adds the
+CPU time of the blob children, how long passes waited for one (`wait s`) and how long the end of
+the process waited for the last ones (`end s`). Each row: the slower rank's pipeline wall and its
+ratio to plain (same repeat), both ranks' CPU summed and that ratio, CPU plus children's CPU as
+a ratio (the honest total: the children's work is not gone, it runs beside or after the
+passes), peak RSS of the larger rank after its passes, the load average before/after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV_OUT = "GTI_BENCH_TIMINGS"  # the directory a worker writes rank<R>.json into
+
+
+# -- the worker (each torchrun rank) ------------------------------------------------------------
+
+
+def worker(argv: list[str]) -> None:
+    from graphtrain_inspect.samples import torchtitan_cpu
+
+    torchtitan_cpu.use_cpu_device()  # before torchtitan reads its device type at import
+    from torchtitan.experiments.graph_trainer import trainer
+
+    original = trainer.apply_graph_passes
+    out = os.environ[ENV_OUT]
+
+    def timed(*args, **kwargs):
+        t0, c0 = time.perf_counter(), time.process_time()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            rec = {"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0,
+                   "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+            with open(os.path.join(out, f"rank{os.environ.get('RANK', '0')}.json"), "w") as f:
+                json.dump(rec, f)
+
+    trainer.apply_graph_passes = timed
+    torchtitan_cpu.main(argv)
+
+
+# -- the driver ----------------------------------------------------------------------------------
+
+
+def commands(work: Path, mode: str) -> list[str]:
+    from graphtrain_inspect.samples import torchtitan as sample
+
+    tok, data = sample.make_assets(str(work / "assets"))
+    args = argparse.Namespace(model="llama3", world=2, out=str(work / f"cap-{mode}"), assets=str(work / "assets"),
+                              bug=None, real=True, steps=1)
+    bindir = os.path.dirname(sys.executable)
+    cmd = sample.command(args, tok, data, sys.executable, os.path.join(bindir, "graphtrain-inspect"))
+    cmd[cmd.index("graphtrain_inspect.samples.torchtitan_cpu")] = "benchmarks.torchtitan_capture_cost"
+    launch = cmd[cmd.index("--") + 1:]
+    i = launch.index("benchmarks.torchtitan_capture_cost") + 1
+    launch.insert(i, "--worker")
+    if mode == "plain":
+        return launch
+    cap = cmd[:cmd.index("--")]
+    return [*cap, *(["--no-blobs"] if mode == "no-blobs" else []), "--", *launch]
+
+
+def run(work: Path, mode: str) -> dict:
+    timings = work / f"t-{mode}"
+    timings.mkdir(exist_ok=True)
+    for f in timings.iterdir():
+        f.unlink()
+    cap = work / f"cap-{mode}"
+    if cap.exists():
+        import shutil
+
+        shutil.rmtree(cap)
+    env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1",
+               HF_HOME=str(work / "assets" / "hf"), **{ENV_OUT: str(timings)})
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]])
+    t0 = time.perf_counter()
+    r = subprocess.run(commands(work, mode), cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    total = time.perf_counter() - t0
+    ranks = sorted(timings.glob("rank*.json"))
+    if r.returncode != 0 or len(ranks) != 2:
+        raise SystemExit(f"{mode} run failed (rc {r.returncode}):\n{(r.stdout + r.stderr)[-3000:]}")
+    per = [json.loads(f.read_text()) for f in ranks]
+    t = {"wall_s": max(p["wall_s"] for p in per), "cpu_s": sum(p["cpu_s"] for p in per),
+         "maxrss_mb": max(p["maxrss_mb"] for p in per), "total_s": total,
+         "child_cpu_s": 0.0, "wait_s": 0.0, "end_s": 0.0, "log_mb": 0.0, "blob_mb": 0.0}
+    if mode != "plain":
+        from graphtrain_inspect.capture import logformat
+
+        for rank in (0, 1):
+            end = _end_record(cap / logformat.log_file_name(rank))
+            if end.get("capture_errors"):
+                raise SystemExit(f"{mode}: rank {rank} recorded {end['capture_errors']} capture errors in {cap}")
+            kids = end.get("blob_children") or {}
+            t["child_cpu_s"] += kids.get("cpu_s", 0.0)
+            t["wait_s"] = max(t["wait_s"], kids.get("waited_s", 0.0))
+            t["end_s"] = max(t["end_s"], kids.get("waited_at_end_s", 0.0))
+            t["log_mb"] += (cap / logformat.log_file_name(rank)).stat().st_size / 1e6
+        blobs = cap / logformat.BLOB_DIR
+        t["blob_mb"] = sum(f.stat().st_size for f in blobs.iterdir()) / 1e6 if blobs.exists() else 0.0
+    return t
+
+
+def _end_record(log: Path) -> dict:
+    from graphtrain_inspect.capture import logformat
+
+    for _, line, payload in logformat.split_records(log.read_bytes()):
+        env = logformat.parse_envelope_line(line)
+        if logformat.record_kind(env) == logformat.END:
+            return logformat.decode_payload(payload, env)
+    raise SystemExit(f"{log}: no gti_end record")
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["--worker"]:
+        worker(sys.argv[2:])
+        return
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repeat", type=int, default=1, help="runs of each mode, interleaved")
+    ap.add_argument("--modes", nargs="+", choices=("plain", "blobs", "no-blobs"), default=["plain", "blobs", "no-blobs"])
+    ap.add_argument("--work", help="where the assets and captures go (default: a temporary directory)")
+    args = ap.parse_args()
+    import platform
+
+    import torch
+
+    print(f"# {platform.node()}, {os.cpu_count()} CPUs, python {platform.python_version()}, torch {torch.__version__}, "
+          f"2 gloo ranks (torchrun), graph_trainer llama3 debug model (SDPA), 7 passes", flush=True)
+    print(f"{'rep':>3} {'run':>9} {'passes s':>9} {'x plain':>8} {'cpu s':>7} {'x plain':>8} {'child s':>8} {'+child x':>8} "
+          f"{'wait s':>7} {'end s':>6} {'RSS MB':>7} {'log MB':>7} {'blobs MB':>8} {'run s':>6}  load before/after", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(args.work or tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        for rep in range(args.repeat):
+            plain = None
+            for mode in args.modes:
+                load0 = os.getloadavg()[0]
+                t = run(work, mode)
+                load1 = os.getloadavg()[0]
+                plain = plain or t
+                print(f"{rep:>3} {mode:>9} {t['wall_s']:>9.2f} {t['wall_s'] / plain['wall_s']:>8.2f} {t['cpu_s']:>7.2f} "
+                      f"{t['cpu_s'] / plain['cpu_s']:>8.2f} {t['child_cpu_s']:>8.2f} {(t['cpu_s'] + t['child_cpu_s']) / plain['cpu_s']:>8.2f} "
+                      f"{t['wait_s']:>7.2f} {t['end_s']:>6.2f} {t['maxrss_mb']:>7.0f} {t['log_mb']:>7.1f} {t['blob_mb']:>8.1f} "
+                      f"{t['total_s']:>6.1f}  {load0:.2f}/{load1:.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

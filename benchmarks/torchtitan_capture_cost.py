@@ -16,7 +16,8 @@ CPU time of the blob children, how long passes waited for one (`wait s`) and how
 the process waited for the last ones (`end s`). Each row: the slower rank's pipeline wall and its
 ratio to plain (same repeat), both ranks' CPU summed and that ratio, CPU plus children's CPU as
 a ratio (the honest total: the children's work is not gone, it runs beside or after the
-passes), peak RSS of the larger rank after its passes, the load average before/after.
+passes), peak RSS of the larger rank after its passes, the step's loss (`--debug.seed 0`: the
+same in every run, capture changes nothing the training computes), the load average before/after.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -76,13 +78,14 @@ def commands(work: Path, mode: str) -> list[str]:
     launch = cmd[cmd.index("--") + 1:]
     i = launch.index("benchmarks.torchtitan_capture_cost") + 1
     launch.insert(i, "--worker")
+    launch += ["--debug.seed", "0"]  # the same initial weights in every run: the step's loss must agree
     if mode == "plain":
         return launch
     cap = cmd[:cmd.index("--")]
     return [*cap, *(["--no-blobs"] if mode == "no-blobs" else []), "--", *launch]
 
 
-def run(work: Path, mode: str) -> dict:
+def run(work: Path, mode: str, blob_children: int | None = None) -> dict:
     timings = work / f"t-{mode}"
     timings.mkdir(exist_ok=True)
     for f in timings.iterdir():
@@ -94,6 +97,8 @@ def run(work: Path, mode: str) -> dict:
         shutil.rmtree(cap)
     env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1",
                HF_HOME=str(work / "assets" / "hf"), **{ENV_OUT: str(timings)})
+    if blob_children is not None:
+        env["GTI_CAPTURE_BLOB_CHILDREN"] = str(blob_children)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]])
     t0 = time.perf_counter()
     r = subprocess.run(commands(work, mode), cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
@@ -102,8 +107,10 @@ def run(work: Path, mode: str) -> dict:
     if r.returncode != 0 or len(ranks) != 2:
         raise SystemExit(f"{mode} run failed (rc {r.returncode}):\n{(r.stdout + r.stderr)[-3000:]}")
     per = [json.loads(f.read_text()) for f in ranks]
+    losses = re.findall(r"loss:\s+([-0-9.]+)", r.stdout + r.stderr)
     t = {"wall_s": max(p["wall_s"] for p in per), "cpu_s": sum(p["cpu_s"] for p in per),
          "maxrss_mb": max(p["maxrss_mb"] for p in per), "total_s": total,
+         "loss": losses[0] if losses and len(set(losses)) == 1 else "/".join(sorted(set(losses))) or "?",
          "child_cpu_s": 0.0, "wait_s": 0.0, "end_s": 0.0, "log_mb": 0.0, "blob_mb": 0.0}
     if mode != "plain":
         from graphtrain_inspect.capture import logformat
@@ -139,6 +146,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=1, help="runs of each mode, interleaved")
     ap.add_argument("--modes", nargs="+", choices=("plain", "blobs", "no-blobs"), default=["plain", "blobs", "no-blobs"])
+    ap.add_argument("--blob-children", type=int, help="GTI_CAPTURE_BLOB_CHILDREN for the capture runs (default: the capture's)")
     ap.add_argument("--work", help="where the assets and captures go (default: a temporary directory)")
     args = ap.parse_args()
     import platform
@@ -146,9 +154,10 @@ def main() -> None:
     import torch
 
     print(f"# {platform.node()}, {os.cpu_count()} CPUs, python {platform.python_version()}, torch {torch.__version__}, "
-          f"2 gloo ranks (torchrun), graph_trainer llama3 debug model (SDPA), 7 passes", flush=True)
+          f"2 gloo ranks (torchrun), graph_trainer llama3 debug model (SDPA), 7 passes"
+          f"{f', GTI_CAPTURE_BLOB_CHILDREN={args.blob_children}' if args.blob_children else ''}", flush=True)
     print(f"{'rep':>3} {'run':>9} {'passes s':>9} {'x plain':>8} {'cpu s':>7} {'x plain':>8} {'child s':>8} {'+child x':>8} "
-          f"{'wait s':>7} {'end s':>6} {'RSS MB':>7} {'log MB':>7} {'blobs MB':>8} {'run s':>6}  load before/after", flush=True)
+          f"{'wait s':>7} {'end s':>6} {'RSS MB':>7} {'log MB':>7} {'blobs MB':>8} {'run s':>6} {'loss':>8}  load before/after", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(args.work or tmp)
         work.mkdir(parents=True, exist_ok=True)
@@ -156,13 +165,13 @@ def main() -> None:
             plain = None
             for mode in args.modes:
                 load0 = os.getloadavg()[0]
-                t = run(work, mode)
+                t = run(work, mode, args.blob_children)
                 load1 = os.getloadavg()[0]
                 plain = plain or t
                 print(f"{rep:>3} {mode:>9} {t['wall_s']:>9.2f} {t['wall_s'] / plain['wall_s']:>8.2f} {t['cpu_s']:>7.2f} "
                       f"{t['cpu_s'] / plain['cpu_s']:>8.2f} {t['child_cpu_s']:>8.2f} {(t['cpu_s'] + t['child_cpu_s']) / plain['cpu_s']:>8.2f} "
                       f"{t['wait_s']:>7.2f} {t['end_s']:>6.2f} {t['maxrss_mb']:>7.0f} {t['log_mb']:>7.1f} {t['blob_mb']:>8.1f} "
-                      f"{t['total_s']:>6.1f}  {load0:.2f}/{load1:.2f}", flush=True)
+                      f"{t['total_s']:>6.1f} {t['loss']:>8}  {load0:.2f}/{load1:.2f}", flush=True)
 
 
 if __name__ == "__main__":

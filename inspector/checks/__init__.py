@@ -170,7 +170,7 @@ def check_report(cap: "Capture", only: list[str] | None = None, *, shared_graph:
 def attach_sources(cap: "Capture", findings: list[Finding]) -> None:
     """Give each finding on a node the source line of that node (from the graph where it first
     appears, on the first of its ranks that has the graph)."""
-    from graphtrain_inspect.inspector.read.source_lines import nearest_source, node_source
+    from graphtrain_inspect.inspector.read.source_lines import NEAREST_REACH, nearest_source, node_source
 
     for f in findings:
         if f.source is not None or not f.node or not f.graph:
@@ -182,9 +182,13 @@ def attach_sources(cap: "Capture", findings: list[Finding]) -> None:
                 f.source = node_source(row, None if f.layer == "codegen" else f.introduced_by)
                 if f.source is None or not f.source.get("file"):
                     # no stack of its own: the nearest node of the graph that has one, said as such
-                    tables = cap.node_table(rank, f.graph)
-                    sub = tables.subgraph(f.subgraph or "") if tables is not None else None
-                    near = nearest_source(sub.nodes, f.node) if sub is not None else None
+                    # (from the rows in reach alone, where they can be read without the table)
+                    rows = cap.rows_around(rank, f.graph, f.subgraph or "", f.node, NEAREST_REACH)
+                    if rows is None:
+                        tables = cap.node_table(rank, f.graph)
+                        sub = tables.subgraph(f.subgraph or "") if tables is not None else None
+                        rows = sub.nodes if sub is not None else None
+                    near = nearest_source(rows, f.node, NEAREST_REACH) if rows is not None else None
                     if near is not None:
                         f.source = {**near, **({"created_by": f.source["created_by"]} if f.source else {})}
                 break

@@ -596,6 +596,32 @@ class Capture:
         sub = tables.subgraph(path) if tables is not None else None
         return (True, sub.node(name)) if sub is not None else (False, None)
 
+    def rows_around(self, rank: int, gid: str, path: str, name: str, reach: int) -> list[dict[str, Any]] | None:
+        """The rows of subgraph `path` within `reach` rows of node `name` (its row among them),
+        what `node_table(...).subgraph(path).nodes` holds there, decoded from the undecoded rows
+        alone when the table is not decoded yet; None where the lines cannot say (no such line,
+        several, or a row in reach that is not valid, which the decoded table would leave out):
+        then read the whole table."""
+        subs = self.node_rows(rank, gid) if self._table_key(rank, gid) not in self._tables else None
+        if subs is None:
+            return None
+        head = b'{"name":' + orjson.dumps(name) + b","
+        for h, lines in subs:
+            try:
+                if str(logformat.decode_sub_head(h).get("path") or "") != path:
+                    continue
+            except (orjson.JSONDecodeError, AttributeError):
+                return None
+            at = [i for i, ln in enumerate(lines) if ln.startswith(head)]
+            if len(at) != 1:
+                return None
+            try:
+                rows = [self.decoded_row(ln) for ln in lines[max(0, at[0] - reach) : at[0] + reach + 1]]
+            except orjson.JSONDecodeError:
+                return None
+            return rows if all(rows) else None  # type: ignore[return-value]
+        return None
+
     def decoded_row(self, line: bytes) -> dict[str, Any] | None:
         """One row line of `node_rows`, decoded and validated through the row pool (None: not a
         valid row). Raises orjson.JSONDecodeError when the line does not parse."""

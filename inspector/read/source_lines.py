@@ -49,7 +49,10 @@ def _torch_frame(src: dict[str, Any]) -> bool:
     return "/site-packages/torch/" in f or "/dist-packages/torch/" in f
 
 
-def nearest_source(rows: list[dict[str, Any]], name: str, reach: int = 50) -> dict[str, Any] | None:
+NEAREST_REACH = 50  # how far (in rows) nearest_source looks for a node with a stack
+
+
+def nearest_source(rows: list[dict[str, Any]], name: str, reach: int = NEAREST_REACH) -> dict[str, Any] | None:
     """For a node with no stack: the frame of the nearest node (by position in the graph, within
     `reach` nodes) whose stack names a line outside torch, with `nearest_node` naming it."""
     at = next((i for i, r in enumerate(rows) if r.get("name") == name), None)

@@ -578,20 +578,11 @@ class Capture:
         without decoding the whole table when it is not decoded yet: the one row line of that
         name, found in the undecoded rows. The whole table where the lines cannot say (no such
         line, several, or one that is not a valid row)."""
-        subs = self.node_rows(rank, gid) if self._table_key(rank, gid) not in self._tables else None
-        if subs is not None:
-            head = b'{"name":' + orjson.dumps(name) + b","
-            for h, lines in subs:
-                try:
-                    if str(logformat.decode_sub_head(h).get("path") or "") != path:
-                        continue
-                except (orjson.JSONDecodeError, AttributeError):
-                    break
-                found = [ln for ln in lines if ln.startswith(head)]
-                row = self.decoded_row(found[0]) if len(found) == 1 else None
-                if row is not None:
-                    return True, row
-                break
+        got = self._lines_named(rank, gid, path, name)
+        if got is not None and len(got[1]) == 1:
+            row = self.decoded_row(got[0][got[1][0]])
+            if row is not None:
+                return True, row
         tables = self.node_table(rank, gid)
         sub = tables.subgraph(path) if tables is not None else None
         return (True, sub.node(name)) if sub is not None else (False, None)
@@ -602,6 +593,20 @@ class Capture:
         alone when the table is not decoded yet; None where the lines cannot say (no such line,
         several, or a row in reach that is not valid, which the decoded table would leave out):
         then read the whole table."""
+        got = self._lines_named(rank, gid, path, name)
+        if got is None or len(got[1]) != 1:
+            return None
+        lines, (at,) = got
+        try:
+            rows = [self.decoded_row(ln) for ln in lines[max(0, at - reach) : at + reach + 1]]
+        except orjson.JSONDecodeError:
+            return None
+        return rows if all(rows) else None  # type: ignore[return-value]
+
+    def _lines_named(self, rank: int, gid: str, path: str, name: str) -> tuple[list[bytes], list[int]] | None:
+        """The undecoded row lines of subgraph `path` of a table not decoded yet, and the indices
+        of those that are the row named `name` (a row line starts with its name); None when the
+        lines are not there to read, no subgraph head says `path`, or a head does not parse."""
         subs = self.node_rows(rank, gid) if self._table_key(rank, gid) not in self._tables else None
         if subs is None:
             return None
@@ -612,14 +617,7 @@ class Capture:
                     continue
             except (orjson.JSONDecodeError, AttributeError):
                 return None
-            at = [i for i, ln in enumerate(lines) if ln.startswith(head)]
-            if len(at) != 1:
-                return None
-            try:
-                rows = [self.decoded_row(ln) for ln in lines[max(0, at[0] - reach) : at[0] + reach + 1]]
-            except orjson.JSONDecodeError:
-                return None
-            return rows if all(rows) else None  # type: ignore[return-value]
+            return lines, [i for i, ln in enumerate(lines) if ln.startswith(head)]
         return None
 
     def decoded_row(self, line: bytes) -> dict[str, Any] | None:

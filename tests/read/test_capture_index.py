@@ -334,9 +334,11 @@ def test_index_jumps_by_payload_bytes_and_falls_back_on_damage(tmp_path, monkeyp
     assert log.payload(log.records[1]) is None and log.payload(log.records[2]).startswith("line 0 of graph 2")
 
 
-def test_node_row_is_the_tables_row_without_decoding_the_table(sample_capture):
+def test_node_row_and_rows_around_are_the_tables_without_decoding_it(sample_capture):
     """`node_row` (a finding's source line: one node of a graph not decoded yet) gives what the
-    whole table gives, read from the one row line of that name, and the table stays undecoded."""
+    whole table gives, read from the one row line of that name, and `rows_around` (the rows a
+    finding's nearest source is looked for in) the table's slice around the node, from the row
+    lines in reach alone; the table stays undecoded."""
     path = str(sample_capture("rank-baked"))
     rows_way, table_way = open_capture(path), open_capture(path)
     checked = 0
@@ -344,34 +346,16 @@ def test_node_row_is_the_tables_row_without_decoding_the_table(sample_capture):
     for gid in gids:
         tables = table_way.node_table(0, gid)
         for sub in tables.graphs[:4]:
-            for row in sub.nodes[:: max(1, len(sub.nodes) // 50)]:
+            for at in range(0, len(sub.nodes), max(1, len(sub.nodes) // 50)):
+                row = sub.nodes[at]
                 assert rows_way.node_row(0, gid, sub.path, row["name"]) == (True, row)
+                assert rows_way.rows_around(0, gid, sub.path, row["name"], 5) == sub.nodes[max(0, at - 5) : at + 6]
                 checked += 1
     assert checked > 50
     assert len(rows_way._tables) == 0  # no table decoded whole
     for gid in gids:  # what the lines cannot say: the whole table says it
+        assert rows_way.rows_around(0, gid, "", "no_such_node", 5) is None
         assert rows_way.node_row(0, gid, "", "no_such_node") == (True, None)
         assert rows_way.node_row(0, gid, "no/such/subgraph", "x") == (False, None)
-
-
-def test_rows_around_a_node_are_the_tables_rows_there(sample_capture):
-    """`rows_around` (the rows a finding's nearest source is looked for in) is the decoded
-    table's slice around the node, read from the row lines in reach alone; a name no line holds
-    once says nothing (None: the caller reads the table)."""
-    path = str(sample_capture("rank-baked"))
-    rows_way, table_way = open_capture(path), open_capture(path)
-    checked = 0
-    gids = list(rows_way.graphs(0))[:3]
-    for gid in gids:
-        tables = table_way.node_table(0, gid)
-        for sub in tables.graphs[:4]:
-            for at in range(0, len(sub.nodes), max(1, len(sub.nodes) // 20)):
-                want = sub.nodes[max(0, at - 5) : at + 6]
-                assert rows_way.rows_around(0, gid, sub.path, sub.nodes[at]["name"], 5) == want
-                checked += 1
-    assert checked > 20
-    assert len(rows_way._tables) == 0  # no table decoded whole
-    assert rows_way.rows_around(0, gids[0], "", "no_such_node", 5) is None
-    rows_way.node_table(0, gids[0])  # decoded: the table is what answers
     first = table_way.node_table(0, gids[0]).graphs[0]
-    assert rows_way.rows_around(0, gids[0], first.path, first.nodes[0]["name"], 5) is None
+    assert rows_way.rows_around(0, gids[0], first.path, first.nodes[0]["name"], 5) is None  # decoded now

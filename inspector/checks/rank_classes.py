@@ -102,7 +102,7 @@ def _finds(data: bytes, tok: bytes, start: int = 0) -> Iterable[int]:
 
 
 def table_digest(text: bytes, rw: Rewrites) -> bytes | None:
-    """The hash of a node table's payload (md5-verified, `LogFile.payload_text`) as the rank
+    """The hash of a node table's payload (md5-verified, `LogFile.payload_bytes`) as the rank
     normalizer would read it: the lines after the first (which names the graph id) with the lines
     holding one of the rank's tokens rewritten, group names in collective rows only (the
     normalizer leaves other rows' strings alone), the own device everywhere. None when the table
@@ -176,8 +176,8 @@ class RankClasses:
         k: tuple = (gid, md5, rw) if isinstance(md5, str) and md5 else (rank, gid)
         if k not in self._digests:
             log = self.cap.log_file(rank)
-            got = log.payload_text(rec) if log is not None and rec is not None else None
-            self._digests[k] = table_digest(got[0], rw) if got is not None else None
+            got = log.payload_bytes(rec) if log is not None and rec is not None else None
+            self._digests[k] = table_digest(got, rw) if got is not None else None
         return self._digests[k]
 
     def at(self, key: "StageKey", ranks: Iterable[int] | None = None) -> list[RankClass]:

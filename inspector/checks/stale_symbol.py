@@ -350,8 +350,7 @@ def _symbols_record(ctx: CheckContext, rank: int, gid: str):
 def _symbol_map_text(ctx: CheckContext, rank: int, gid: str) -> bytes | None:
     """The symbol map's payload, undecoded (md5 verified), or None."""
     rec, log = _symbols_record(ctx, rank, gid)
-    got = log.payload_text(rec) if rec is not None else None
-    return got[0] if got is not None else None
+    return log.payload_bytes(rec) if rec is not None else None
 
 
 def _symbol_map_key(ctx: CheckContext, rank: int, gid: str) -> tuple | None:

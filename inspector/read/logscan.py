@@ -327,6 +327,23 @@ class LogFile:
         got = self.payload_text(rec)
         return got[1] if got is not None else None
 
+    def payload_bytes(self, rec: Record) -> bytes | None:
+        """The text of `payload_text` alone, for readers that hash or search it whole: the stored
+        bytes with every tab deleted (one C pass, no list of lines) when that text's md5 is the
+        envelope's. A JSON payload (node tables, symbol maps) holds no tab but the one that starts
+        each line, so that is the same text; a payload that holds others, or empty lines, fails
+        the md5 and is read by `payload_text`."""
+        md5 = rec.env.get("has_payload")
+        if not rec.has_payload or not isinstance(md5, str) or rec.index in self._bad or rec.index in self._bad_payload:
+            return None
+        raw = self._stored_payload(rec)[0]
+        if raw[:1] == b"\t" and b"\r" not in raw:
+            text = raw.translate(None, b"\t")
+            if hashlib.md5(text).hexdigest() == md5:
+                return text
+        got = self.payload_text(rec)
+        return got[0] if got is not None else None
+
     def payload_text(self, rec: Record) -> tuple[bytes, list[bytes]] | None:
         """`payload_lines`, and the lines joined with newlines (what the md5 is of), for readers
         that search the whole payload: one join serves both."""

@@ -163,3 +163,18 @@ def test_a_crlf_copy_of_a_capture_gives_the_same_findings(tmp_path):
     assert a["findings"] == b["findings"] and any(f["severity"] == "error" for f in a["findings"])
     assert b["summary"]["read_errors"] == []
     assert _strict(next((tmp_path / "crlf").glob("*rank_0*.log")), tmp_path / "tl") == 0
+
+
+def test_payload_bytes_is_payload_texts_text(corpus, tmp_path):
+    """`payload_bytes` (the stored bytes with their tabs deleted, where the md5 agrees) is the
+    text `payload_text` reads, on every record of tlparse's logs, tabs and blank lines included."""
+    blank = tmp_path / "blank.log"
+    blank.write_bytes(_with_blank_lines((corpus / "comp_metrics.log").read_bytes()))
+    texts = 0
+    for path in [*sorted(corpus.glob("*.log")), blank]:
+        log = LogFile(str(path))
+        for rec in log.records:
+            got = log.payload_text(rec)
+            assert log.payload_bytes(rec) == (got[0] if got is not None else None), (path.name, rec.kind)
+            texts += got is not None
+    assert texts > 100

@@ -28,6 +28,21 @@ from graphtrain_inspect.capture.summary import RankSummary, summarize
 # Variables that shape a run and are worth keeping in the manifest.
 _ENV_PREFIXES = ("TORCH", "TORCHINDUCTOR_", "NCCL_", "GLOO_", "CUDA_", "OMP_", "PYTORCH_", "GTI_", "MASTER_", "NVIDIA_")
 
+# The caches that would let a captured run skip passes, turned off for it: on a warm FX graph or
+# AOTAutograd cache Inductor runs no pass at all, and a dynamo profile left by an earlier run (PGO)
+# makes the next run trace other graphs (dynamic from the start). The kernel caches stay on: a
+# kernel compiled from the same source is the same binary, and TORCHINDUCTOR_FORCE_DISABLE_CACHES=1
+# (which compiled every kernel afresh, in a new cache directory per graph) cost a 4-rank CPU
+# capture twice the CPU time for the same records. A user's own settings of these win.
+PASS_SKIPPING_CACHES_OFF = {
+    "TORCHINDUCTOR_FX_GRAPH_CACHE": "0",
+    "TORCHINDUCTOR_FX_GRAPH_REMOTE_CACHE": "0",
+    "TORCHINDUCTOR_AUTOGRAD_CACHE": "0",
+    "TORCHINDUCTOR_AUTOGRAD_REMOTE_CACHE": "0",
+    "TORCH_DYNAMO_AUTOMATIC_DYNAMIC_LOCAL_PGO": "0",
+    "TORCH_DYNAMO_AUTOMATIC_DYNAMIC_REMOTE_PGO": "0",
+}
+
 
 def this_command() -> str:
     """`graphtrain-inspect` as the user can run it again from this shell: the bare name when PATH
@@ -150,8 +165,8 @@ def run(args: argparse.Namespace) -> int:
     env[session.ENV_INDUCTOR] = "0" if args.no_inductor else "1"
     env[session.ENV_BLOBS] = "0" if args.no_blobs else "1"
     if not args.no_inductor:
-        # On a warm FX/AOT cache Inductor runs no pass at all; a capture needs them to run.
-        env.setdefault("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "1")
+        for name, value in PASS_SKIPPING_CACHES_OFF.items():
+            env.setdefault(name, value)
     if args.torch_trace:
         env["TORCH_TRACE"] = os.path.join(out, "torch_trace")
 

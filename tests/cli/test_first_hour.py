@@ -25,12 +25,6 @@ def torch_logs(tmp_path_factory) -> Path:
     return root / "multi_rank_logs"
 
 
-@pytest.fixture(autouse=True)
-def _cache(tmp_path_factory, monkeypatch):
-    # bundled captures unpack into one cache for this module, not the user's
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "xdg-cache"))
-
-
 def run(capsys, *argv: str) -> tuple[int, str, str]:
     try:
         rc = main(list(argv))

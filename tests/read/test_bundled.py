@@ -34,11 +34,6 @@ def _names():
     return [n for n in bundled.names() if n.split("-", 1)[-1] in EXPECTED]
 
 
-@pytest.fixture(autouse=True)
-def _cache(tmp_path_factory, monkeypatch):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "xdg-cache"))
-
-
 @pytest.mark.skipif(not _names(), reason="no bundled GPU captures in samples/captures/")
 @pytest.mark.parametrize("name", _names() or ["none"])
 def test_bundled_gpu_capture(name):

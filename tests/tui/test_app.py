@@ -47,12 +47,11 @@ async def test_opens_with_tree_code_and_first_pass_selected(tui_small_capture):
 
 
 @pytest.mark.parametrize("shared", [False, True])
-async def test_shared_graph_runs_the_checks_under_that_policy(shared, tmp_path_factory, monkeypatch):
+async def test_shared_graph_runs_the_checks_under_that_policy(shared):
     # 2 H200s, per-rank compiles: each rank's own cuda:<rank> literal is right per rank (info) and
     # wrong in a graph compiled once and loaded by every rank (tui --shared-graph: errors)
     from graphtrain_inspect.inspector.read import bundled
 
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "xdg-cache"))
     async with opened(bundled.path_of("h200x2-device-literal"), shared_graph=shared) as (app, pilot):
         errors = {(f.kind, f.severity) for f in app.findings if f.severity in ("error", "warning")}
         assert errors == ({("device-baked", "error")} if shared else set())

@@ -64,7 +64,11 @@ def main() -> None:
         if rank == 0 and step == args.delete_log_at:
             os.remove(os.path.join(capture_dir, logformat.log_file_name(rank)))
         if rank == 0 and step == args.remove_dir_at:
-            shutil.rmtree(capture_dir)
+            # Until it is gone: a blob child of either rank may still be writing into blobs/ (it
+            # makes that folder, never the capture directory), and rmtree then fails with
+            # "Directory not empty" as a user's `rm -rf` would not.
+            while os.path.exists(capture_dir):
+                shutil.rmtree(capture_dir, ignore_errors=True)
         dist.barrier()
     if args.hold:
         with record_pass("hold", gm):

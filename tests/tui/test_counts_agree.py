@@ -23,8 +23,7 @@ def one_of_each_kind(names: list[str]) -> list[str]:
     rank-baked one where it has one: every assertion here is about how the first screen counts,
     which depends on what the capture holds (its kind) and how many ranks it has, not on both at
     once. Of the bundled ones: every h200x2 capture (all twelve kinds) and h200x4-rank-baked
-    (4 ranks, one finding per rank class); the other five h200x4 captures are kinds the h200x2
-    ones cover."""
+    (4 ranks); the other five h200x4 captures are kinds the h200x2 ones cover."""
     chosen: dict[str, str] = {}
     for n in names:
         chosen.setdefault(re.sub(r"^h\d+x\d+-", "", n), n)

@@ -50,17 +50,19 @@ def test_the_capture_records_exactly_the_code_torch_logs(captured):
 
 
 def test_check_has_the_fx_finding_and_the_codegen_finding(captured):
-    r = run_cli("check", str(captured), "--json")
-    doc = json.loads(r.stdout)
-    baked = [f for f in doc["findings"] if f["kind"] == "rank-baked-constant"]
-    layers = {f["layer"] for f in baked}
-    assert layers == {"graph", "codegen"}, baked
-    cg = [f for f in doc["findings"] if f["layer"] == "codegen"]
-    assert len(cg) == 1, cg  # the rank-agnostic compile gives no codegen finding
-    ev = cg[0]["evidence"]
-    assert cg[0]["severity"] == "error" and cg[0]["node"] == "mul" and ev["kernel"].startswith("cpp_fused")
-    assert ev["literals"] == {"0": "3.0", "1": "4.0"} and ev["fx_stack"] and "rank_literal_compile.py" in ev["fx_stack"]
-    assert cg[0]["source"]["file"].endswith("rank_literal_compile.py") and "get_rank() + 3" in cg[0]["source"]["code"]
+    # each rank traced and compiled its own graph: the literal is right per rank (info), and wrong
+    # where one rank's graph is loaded by all (--shared-graph: errors)
+    for opts, severity in (([], "info"), (["--shared-graph"], "error")):
+        r = run_cli("check", str(captured), "--json", *opts)
+        doc = json.loads(r.stdout)
+        baked = [f for f in doc["findings"] if f["kind"] == "rank-baked-constant"]
+        assert {f["layer"] for f in baked} == {"graph", "codegen"} and {f["severity"] for f in baked} == {severity}, baked
+        cg = [f for f in doc["findings"] if f["layer"] == "codegen"]
+        assert len(cg) == 1, cg  # the rank-agnostic compile gives no codegen finding
+        ev = cg[0]["evidence"]
+        assert cg[0]["node"] == "mul" and ev["kernel"].startswith("cpp_fused")
+        assert ev["literals"] == {"0": "3.0", "1": "4.0"} and ev["fx_stack"] and "rank_literal_compile.py" in ev["fx_stack"]
+        assert cg[0]["source"]["file"].endswith("rank_literal_compile.py") and "get_rank() + 3" in cg[0]["source"]["code"]
 
 
 def test_diff_of_generated_code_across_ranks_shows_only_the_literal(captured):

@@ -313,13 +313,23 @@ def _mesh_sizes(ctx: CheckContext, rank: int) -> dict[str, int]:
 PER_RANK_NOTE = "right for a graph each rank traces for itself; wrong if one rank's graph is loaded by the others (check --shared-graph)"
 
 
+def _torch_own(ctx: CheckContext, f: Any) -> bool:
+    """Whether the pass a finding's chain starts at is torch's own (Dynamo, AOTAutograd, Inductor's
+    passes, or a pass read from torch's logs): its rewrite of the traced op (narrow -> slice)
+    breaks the chain back to the trace, and the literal still comes from the model code."""
+    if not f.ranks or f.introduced_seq is None:
+        return False
+    rec = next((p for p in ctx.cap.passes(f.ranks[0]) if p.seq == f.introduced_seq), None)
+    return rec is not None and (rec.synthetic or (rec.qualname or "").startswith("torch."))
+
+
 def grade_per_rank(ctx: CheckContext, findings: list, *, shared: bool, traced_by: tuple[str, ...] = (TRACE,), where: str = "graphs each rank traced") -> list:
-    """A rank-derived literal from tracing or codegen (`introduced_by` in `traced_by`) in graphs
-    each rank made for itself: info, with why, and a note counting them; kept an error where the
-    graph is shared."""
+    """A rank-derived literal from tracing, torch's own passes or codegen (`introduced_by` in
+    `traced_by`) in graphs each rank made for itself: info, with why, and a note counting them;
+    kept an error where the graph is shared. One a pass of the user's put there stays an error."""
     graded = 0
     for f in findings:
-        if f.severity != "error" or f.introduced_by not in traced_by:
+        if f.severity != "error" or not (f.introduced_by in traced_by or _torch_own(ctx, f)):
             continue
         if shared:
             f.evidence["shared"] = True

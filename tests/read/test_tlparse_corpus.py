@@ -157,7 +157,7 @@ def _check_json(path: Path) -> dict:
 def test_a_crlf_copy_of_a_capture_gives_the_same_findings(tmp_path):
     from graphtrain_inspect.inspector.read import bundled
 
-    src = bundled.path_of("h200x2-rank-baked")
+    src = bundled.path_of("h200x2-coor-rank-baked")
     _crlf_copy(src, tmp_path / "crlf")
     a, b = _check_json(src), _check_json(tmp_path / "crlf")
     assert a["findings"] == b["findings"] and any(f["severity"] == "error" for f in a["findings"])

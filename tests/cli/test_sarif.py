@@ -50,13 +50,15 @@ def validate(doc: dict) -> list[dict]:
 def test_sarif_of_the_gpu_fsdp2_planted_capture(bundled_capture, tmp_path):
     path = bundled_capture("h200x2-fsdp2-compile-rank-literal")
     sarif = tmp_path / "out.sarif"
-    r = run_cli("check", str(path), "--sarif", str(sarif))
-    assert r.returncode == 1, r.stderr
+    # each rank compiled for itself: the planted literals are info (notes in SARIF), exit 0
+    r = run_cli("check", str(path), "--severity", "info", "--sarif", str(sarif))
+    assert r.returncode == 0, r.stderr
     doc = json.loads(sarif.read_text())
     results = validate(doc)
-    table = json.loads(run_cli("check", str(path), "--json").stdout)["findings"]
-    shown = [f for f in table if f["severity"] != "info"]
-    assert [(x["ruleId"], x["level"], x["message"]["text"]) for x in results] == [(f["kind"], f["severity"], f["message"]) for f in shown]
+    shown = json.loads(run_cli("check", str(path), "--json").stdout)["findings"]
+    level = {"error": "error", "warning": "warning", "info": "note"}
+    assert len(results) == 4
+    assert [(x["ruleId"], x["level"], x["message"]["text"]) for x in results] == [(f["kind"], level[f["severity"]], f["message"]) for f in shown]
     assert {r["id"] for r in doc["runs"][0]["tool"]["driver"]["rules"]} == set(FINDING_KINDS)
     for res in results:
         # recorded on a GPU host under another directory: located in this checkout, at the line

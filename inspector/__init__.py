@@ -16,7 +16,7 @@ from typing import Any
 _API = {
     "open_capture": "graphtrain_inspect.inspector.read.capture_index",
     "Capture": "graphtrain_inspect.inspector.read.capture_index",
-    "CaptureUnreadable": "graphtrain_inspect.inspector.read.capture_index",
+    "CaptureUnreadable": "graphtrain_inspect.inspector.errors",
     "GraphTables": "graphtrain_inspect.inspector.read.graphmodel",
     "StageIndex": "graphtrain_inspect.inspector.read.stages",
     "diff_tables": "graphtrain_inspect.inspector.diff.graph_diff",

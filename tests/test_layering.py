@@ -21,18 +21,22 @@ NS = "graphtrain_inspect"
 FOLDERS = ("capture", "inspector", "tui", "samples")
 CORE_STAGES = ("read", "diff", "checks", "replay", "cli")
 
-# layer -> layers (of ours) it may import. A layer is capture, inspector.<stage>, inspector (the
-# package's own __init__), tui or samples.
+# layer -> layers (of ours) it may import. A layer is capture, inspector.<stage>, inspector.errors
+# (the core's errors, a leaf every stage may raise from), inspector (the package's own __init__),
+# tui or samples.
 ALLOWED: dict[str, set[str]] = {
     "capture": {"capture"},
-    "inspector.read": {"inspector.read"},  # + capture.logformat / capture.symbol_usage, below
-    "inspector.diff": {"inspector.read", "inspector.diff"},
-    "inspector.checks": {"inspector.read", "inspector.diff", "inspector.checks"},
-    "inspector.replay": {"capture", "inspector.read", "inspector.diff", "inspector.checks", "inspector.replay"},
-    "inspector.cli": {"capture", "inspector.read", "inspector.diff", "inspector.checks", "inspector.replay", "inspector.cli"},
+    "inspector.errors": set(),
+    "inspector.read": {"inspector.errors", "inspector.read"},  # + capture.logformat / capture.symbol_usage, below
+    "inspector.diff": {"inspector.errors", "inspector.read", "inspector.diff"},
+    "inspector.checks": {"inspector.errors", "inspector.read", "inspector.diff", "inspector.checks"},
+    "inspector.replay": {"capture", "inspector.errors", "inspector.read", "inspector.diff", "inspector.checks", "inspector.replay"},
+    "inspector.cli": {"capture", "inspector.errors", "inspector.read", "inspector.diff", "inspector.checks", "inspector.replay",
+                      "inspector.cli"},
     "inspector": set(),
-    "tui": {"capture", "inspector.read", "inspector.diff", "inspector.checks", "inspector.replay", "inspector.cli", "tui"},
-    "samples": {"capture", "inspector.read", "inspector.diff", "inspector.checks", "samples"},
+    "tui": {"capture", "inspector.errors", "inspector.read", "inspector.diff", "inspector.checks", "inspector.replay",
+            "inspector.cli", "tui"},
+    "samples": {"capture", "inspector.errors", "inspector.read", "inspector.diff", "inspector.checks", "samples"},
 }
 # What read, diff and checks may take from capture: the log format and the symbol rules the writer
 # and the reader share, the signature the launcher writes and replay verifies (signing), and the
@@ -50,7 +54,7 @@ def layer_of_module(name: str) -> str | None:
     parts = name.split(".")
     if parts[0] != NS or len(parts) < 2 or parts[1] not in FOLDERS:
         return None
-    if parts[1] == "inspector" and len(parts) > 2 and parts[2] in CORE_STAGES:
+    if parts[1] == "inspector" and len(parts) > 2 and parts[2] in (*CORE_STAGES, "errors"):
         return f"inspector.{parts[2]}"
     return parts[1]
 
@@ -59,6 +63,8 @@ def layer_of_file(rel: str) -> str:
     parts = rel.split("/")
     if parts[0] == "inspector" and len(parts) > 2 and parts[1] in CORE_STAGES:
         return f"inspector.{parts[1]}"
+    if parts[:2] == ["inspector", "errors.py"]:
+        return "inspector.errors"
     return parts[0]
 
 
@@ -143,6 +149,9 @@ def test_the_table_catches_a_wrong_direction():
     assert violations("inspector/cli/tui.py", "def run(a):\n    from graphtrain_inspect.tui.app import App\n") == []
     assert violations("inspector/cli/tui.py", "from graphtrain_inspect.tui.app import App\n")
     assert violations("inspector/read/x.py", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from graphtrain_inspect.inspector.checks import Finding\n") == []
+    assert violations("inspector/read/x.py", "from graphtrain_inspect.inspector.errors import CaptureUnreadable\n") == []
+    assert violations("inspector/errors.py", "from graphtrain_inspect.inspector.read import logscan\n")
+    assert violations("capture/wrap.py", "from graphtrain_inspect.inspector.errors import CaptureUnreadable\n")
 
 
 def test_every_package_source_was_read():

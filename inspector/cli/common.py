@@ -4,24 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-
-class CommandError(Exception):
-    """A command cannot go on: `main` prints `graphtrain-inspect COMMAND: MESSAGE` on one line and
-    exits with `code` (2: the input or the arguments). Never a traceback for bad input."""
-
-    def __init__(self, message: str, code: int = 2) -> None:
-        super().__init__(message)
-        self.code = code
+from graphtrain_inspect.inspector.errors import CommandError
 
 
 def open_or_fail(directory: str, source: str) -> Any:
-    """The capture (or TORCH_TRACE logs) at `directory`, or the reader's one-line reason why not."""
-    from graphtrain_inspect.inspector.read.capture_index import CaptureUnreadable, open_capture
+    """The capture (or TORCH_TRACE logs) at `directory`; CaptureUnreadable (an InspectorError:
+    `main` prints its one line) when it cannot be read."""
+    from graphtrain_inspect.inspector.read.capture_index import open_capture
 
-    try:
-        return open_capture(directory, source=source)
-    except CaptureUnreadable as e:
-        raise CommandError(str(e)) from None
+    return open_capture(directory, source=source)
 
 
 def add_capture_argument(p: Any, name: str = "dir", metavar: str = "DIR") -> None:
@@ -52,10 +43,7 @@ def resolve_capture(args: Any, command: str, name: str = "dir") -> None:
         raise CommandError(f"a capture to read: graphtrain-inspect {command} DIR, or --sample NAME (--list-samples lists them)")
     from graphtrain_inspect.inspector.read import bundled
 
-    try:
-        setattr(args, name, str(bundled.path_of(sample)))
-    except bundled.BundledError as e:
-        raise CommandError(str(e)) from None
+    setattr(args, name, str(bundled.path_of(sample)))  # BundledError: `main` prints its one line
 
 
 def diff_title(what: str, where: str, a: str, b: str) -> str:

@@ -72,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"graphtrain-inspect: '{args.command}' is not available in this version", file=sys.stderr)
         return 2
     from graphtrain_inspect.capture import terminal_text
-    from graphtrain_inspect.inspector.cli.common import CommandError, list_samples, resolve_capture
+    from graphtrain_inspect.inspector.cli.common import list_samples, resolve_capture
+    from graphtrain_inspect.inspector.errors import InspectorError
 
     if args.command != "tui":  # Textual owns the terminal there; the TUI escapes as it renders
         # Text from a capture is data: whatever a command prints, control characters are escaped.
@@ -84,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         if hasattr(args, "sample") and hasattr(args, "dir"):  # ls, diff, check: DIR or --sample NAME
             resolve_capture(args, args.command)
         return int(mod.run(args) or 0)
-    except CommandError as e:
+    except InspectorError as e:  # the one place an error of the core becomes its line and exit status
         print(f"graphtrain-inspect {args.command}: {e}", file=sys.stderr)
         return e.code
     except KeyboardInterrupt:

@@ -55,7 +55,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from graphtrain_inspect.inspector.replay.plan import NotFound, Refused, check_origin, peers, read_blob, select
+    from graphtrain_inspect.inspector.errors import Refused
+    from graphtrain_inspect.inspector.replay.plan import check_origin, peers, read_blob, select
 
     if args.json and not args.batch:
         raise CommandError("--json needs --batch")
@@ -64,10 +65,7 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"{args.dir} holds torch's own TORCH_TRACE logs, not a graphtrain-inspect capture: nothing to replay "
                      "(capture the training with `graphtrain-inspect capture`)")
     with cap:
-        try:
-            target = select(cap, args.pass_name, args.rank, args.occurrence)
-        except NotFound as e:
-            raise CommandError(str(e))
+        target = select(cap, args.pass_name, args.rank, args.occurrence)  # NotFound: `main` says why
         rec = target.rec
         peer_recs = peers(cap, target) if (args.peers == "all" and not args.no_check) else {}
         try:
@@ -92,8 +90,8 @@ def _replay(cap: Any, target: Any, peer_recs: dict, origin: str, args: argparse.
     warnings.filterwarnings("ignore", category=FutureWarning)  # torch's own deprecations while unpickling
     import torch  # noqa: F401 - first use of torch in this command
 
-    from graphtrain_inspect.inspector.replay.replayer import Replayer, ReplayError, check_delta
-    from graphtrain_inspect.inspector.replay.plan import Refused
+    from graphtrain_inspect.inspector.errors import Refused, ReplayError
+    from graphtrain_inspect.inspector.replay.replayer import Replayer, check_delta
 
     st = Style(want_color(args.color) and not args.json)
     say = (lambda s="": None) if args.json else print

@@ -21,6 +21,7 @@ import tarfile
 from pathlib import Path
 
 from graphtrain_inspect.capture import signing
+from graphtrain_inspect.inspector.errors import BundledError
 
 ARCHIVE_SUFFIX = ".tar.xz"
 DEFAULT = "h200x2-rank-divergent"  # what `tui` with no argument opens: a real bug to find, on both ranks
@@ -74,10 +75,6 @@ def describe(name: str) -> str:
 def cache_root() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "graphtrain-inspect" / "captures"
-
-
-class BundledError(ValueError):
-    pass
 
 
 def path_of(name: str | None = None) -> Path:

@@ -32,6 +32,7 @@ from typing import Any
 import orjson
 
 from graphtrain_inspect.capture import logformat
+from graphtrain_inspect.inspector.errors import CaptureUnreadable
 from graphtrain_inspect.inspector.read.fxtext import parse_graph_code
 from graphtrain_inspect.inspector.read.graphmodel import GraphTables, SubGraph, _row_ok, derive_devices, derive_symbols
 from graphtrain_inspect.inspector.read.logscan import LogFile, ReadError, Record, open_regular
@@ -76,10 +77,6 @@ TORCH_GRAPH_ARTIFACTS = frozenset(
         "after_joint_graph",
     }
 )
-
-
-class CaptureUnreadable(Exception):
-    """The input cannot be read at all (no such path, no logs, not a capture): one-line message."""
 
 
 @dataclass

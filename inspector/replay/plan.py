@@ -25,17 +25,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from graphtrain_inspect.capture import logformat, signing
+from graphtrain_inspect.inspector.errors import NotFound, Refused
 
 if TYPE_CHECKING:
     from graphtrain_inspect.inspector.read.capture_index import Capture, PassRecord
-
-
-class Refused(Exception):
-    """The capture (or blob) must not be loaded; the message says why, in one line."""
-
-
-class NotFound(Exception):
-    """The pass, rank or occurrence asked for is not in the capture; one-line message."""
 
 
 # ---------------------------------------------------------------------------------------------

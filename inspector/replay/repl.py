@@ -177,8 +177,7 @@ class Session:
 
 
 def start_repl(r: Any, out: Any, peer_outs: dict, delta: Any, args: argparse.Namespace) -> int:
-    from graphtrain_inspect.inspector.replay.replayer import ReplayError
-    from graphtrain_inspect.inspector.replay.plan import Refused
+    from graphtrain_inspect.inspector.errors import Refused, ReplayError
 
     s = Session(r, out, peer_outs, color=want_color(args.color), limit=args.limit, peers=args.peers == "all" and not args.no_check)
     try:

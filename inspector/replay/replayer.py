@@ -48,6 +48,7 @@ import torch
 import torch.fx
 
 from graphtrain_inspect.capture import graph_tables, logformat
+from graphtrain_inspect.inspector.errors import CannotReplay, ReplayError
 from graphtrain_inspect.inspector.read.graphmodel import GraphTables
 from graphtrain_inspect.inspector.replay.plan import (
     Blob,
@@ -65,14 +66,6 @@ from graphtrain_inspect.inspector.replay.plan import (
 if TYPE_CHECKING:
     from graphtrain_inspect.inspector.read.capture_index import Capture, PassRecord
     from graphtrain_inspect.inspector.diff.graph_diff import GraphDiff
-
-
-class ReplayError(Exception):
-    """The graph or the pass cannot be loaded (exit 2); the message is one line."""
-
-
-class CannotReplay(ReplayError):
-    """The pass is known but cannot be re-run from what the capture recorded."""
 
 
 # ---------------------------------------------------------------------------------------------

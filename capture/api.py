@@ -37,11 +37,9 @@ class _Recording:
     def __enter__(self) -> "_Recording":
         sess = session.current()
         if sess is not None:
-            try:
+            with sess.recorded("record_pass start"):
                 self._frame = sess.begin(self.name, self.gm)
                 self._sess = sess
-            except Exception as e:  # noqa: BLE001
-                sess.error("record_pass start", e)
         self._t0 = time.perf_counter()
         return self
 
@@ -50,7 +48,7 @@ class _Recording:
             return False
         wall = time.perf_counter() - self._t0
         out = self.result if self.result is not None else self.gm
-        try:
+        with self._sess.recorded("record_pass end", self._frame):
             self._sess.end(
                 self._frame,
                 qualname=None,
@@ -59,8 +57,6 @@ class _Recording:
                 exc=exc,
                 t_wall=wall,
             )
-        except Exception as e:  # noqa: BLE001
-            self._sess.error("record_pass end", e, self._frame)
         return False  # never swallow the pass's exception
 
 

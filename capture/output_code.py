@@ -69,13 +69,9 @@ def _hook_scheduling(module: Any, name: str) -> None:
     def define_kernel(self: Any, *args: Any, **kwargs: Any) -> Any:
         kernel_name = original(self, *args, **kwargs)
         if session.current() is not None:
-            try:
+            with session.recorded("output code: kernel origins"):  # never in the way of the compile
                 nodes = args[1] if len(args) > 1 else kwargs.get("nodes", kwargs.get("node_schedule"))
                 _note_kernel(kernel_name, nodes)
-            except Exception as e:  # noqa: BLE001 - never in the way of the compile
-                sess = session.current()
-                if sess is not None:
-                    sess.error("output code: kernel origins", e)
         return kernel_name
 
     define_kernel._gti_original = original  # type: ignore[attr-defined]
@@ -122,26 +118,23 @@ def _record(code: Any) -> None:
     _pending.kernels = {}
     if sess is None or not isinstance(code, str):
         return
-    try:
-        with sess.lock, session._quiet():
-            gm = _current_gm()
-            gid = sess.snapshot(gm, None, "output code") if gm is not None and hasattr(gm, "graph") else None  # type: ignore[arg-type]
-            oid = "o" + hashlib.sha256(code.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-            written = sess.__dict__.setdefault("_gti_output_codes", set())
-            if oid not in written:
-                written.add(oid)
-                sess._write(logformat.OUTPUT_CODE, code, {"oid": oid, "graph": gid})
-            sess._write(
-                logformat.CODEGEN,
-                {
-                    "oid": oid,
-                    "graph": gid,
-                    "compile_id": session._compile_id_str(),
-                    "kernels": kernels,
-                    "bytes": len(code.encode("utf-8", "surrogatepass")),
-                    "time": time.time(),
-                },
-                {"oid": oid, "graph": gid},
-            )
-    except Exception as e:  # noqa: BLE001
-        sess.error("output code", e)
+    with sess.recorded("output code"), sess.lock, session._quiet():
+        gm = _current_gm()
+        gid = sess.snapshot(gm, None, "output code") if gm is not None and hasattr(gm, "graph") else None  # type: ignore[arg-type]
+        oid = "o" + hashlib.sha256(code.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        written = sess.__dict__.setdefault("_gti_output_codes", set())
+        if oid not in written:
+            written.add(oid)
+            sess._write(logformat.OUTPUT_CODE, code, {"oid": oid, "graph": gid})
+        sess._write(
+            logformat.CODEGEN,
+            {
+                "oid": oid,
+                "graph": gid,
+                "compile_id": session._compile_id_str(),
+                "kernels": kernels,
+                "bytes": len(code.encode("utf-8", "surrogatepass")),
+                "time": time.time(),
+            },
+            {"oid": oid, "graph": gid},
+        )

@@ -128,6 +128,11 @@ class Session:
             **_simulated(),
         }
 
+    def recorded(self, where: str, frame: _Frame | None = None) -> Recorded:
+        """`with sess.recorded("what"):` an instrumentation step under the capture's policy: an
+        error in it is recorded (a `gti_error` record, counted) and swallowed."""
+        return Recorded(self, where, frame)
+
     def error(self, where: str, exc: BaseException, frame: _Frame | None = None) -> None:
         """An instrumentation failure: recorded, counted, and otherwise ignored."""
         self._error_record(where, type(exc).__name__, str(exc),
@@ -170,27 +175,23 @@ class Session:
         if self.table_cache is None:
             self.table_cache = graph_tables.TableCache()
         cache = self.table_cache
-        try:
+        fingerprint = None
+        with self.recorded(f"graph fingerprint ({role})", frame):
             fingerprint = cache.fingerprint_of(gm)
-        except Exception as e:  # noqa: BLE001
-            self.error(f"graph fingerprint ({role})", e, frame)
-            fingerprint = None
         if fingerprint is not None:
             known = cache.lookup(fingerprint)
             if known is not None:
                 return known  # the same graph as the last snapshot, node for node
-        try:
+        with self.recorded(f"graph code ({role})", frame) as step:
             code = graph_tables.readable_code(gm)
-        except Exception as e:  # noqa: BLE001
-            self.error(f"graph code ({role})", e, frame)
+        if step.failed:
             return None
         tables = None
         tables_json = b""
-        try:
+        with self.recorded(f"node table ({role})", frame) as step:
             tables = cache.node_tables(gm)
             tables_json = logformat.encode_node_table(tables)
-        except Exception as e:  # noqa: BLE001
-            self.error(f"node table ({role})", e, frame)
+        if step.failed:
             tables = None
         gid = logformat.graph_id(code, tables_json)
         if fingerprint is not None and tables is not None:
@@ -205,19 +206,13 @@ class Session:
         if tables is not None:
             # The table is already JSON: splice the gid in rather than encode it twice.
             self._write(logformat.NODES, logformat.node_table_payload(gid, tables_json), meta)
-            try:
+            with self.recorded(f"symbol map ({role})", frame):
                 shape_env = graph_tables.find_shape_env(gm)
                 self._write(logformat.SYMBOLS, {"gid": gid, **graph_tables.symbol_map(gm, tables, shape_env)}, {"gid": gid})
-            except Exception as e:  # noqa: BLE001
-                self.error(f"symbol map ({role})", e, frame)
-        try:
+        with self.recorded(f"device table ({role})", frame):
             self._write(logformat.DEVICES, {"gid": gid, **graph_tables.device_table(gm)}, {"gid": gid})
-        except Exception as e:  # noqa: BLE001
-            self.error(f"device table ({role})", e, frame)
-        try:
+        with self.recorded(f"blob ({role})", frame):
             self.blob(gid, gm, frame, role, shape_env)
-        except Exception as e:  # noqa: BLE001
-            self.error(f"blob ({role})", e, frame)
         return gid
 
     # -- blobs -----------------------------------------------------------------------------------
@@ -232,14 +227,13 @@ class Session:
         from graphtrain_inspect.capture import blob_children, blobs
 
         where = f"blob ({role})"
-        try:
+        with self.recorded(where, frame) as step:
             unsafe = blob_children.fork_unsafe(gm)
-        except Exception as e:  # noqa: BLE001
+        if step.failed:
             info.blob_state = "failed"
-            self.error(where, e, frame)
             return
         if unsafe is None:
-            try:
+            with self.recorded(f"{where}: no child process, made in the training process", frame):
                 blobs.pickler()  # torch's pickler imported here once, not again in every child
                 if self.children is None:
                     self.children = blob_children.Children(self.directory)
@@ -254,21 +248,16 @@ class Session:
                     self.children.start(gid, gm, shape_env, where, frame)
                     info.blob_state = "pending"
                     return
-            except Exception as e:  # noqa: BLE001 - no child: the blob is made here
-                self.error(f"{where}: no child process, made in the training process", e, frame)
-        try:
+        with self.recorded(where, frame) as step:
             info.blob = blobs.dump(self.directory, gm, shape_env)
             info.blob_state = "done"
-        except Exception as e:  # noqa: BLE001
+        if step.failed:
             info.blob_state = "failed"
-            self.error(where, e, frame)
 
     def _poll_children(self) -> None:
         if self.children is not None and self.children.running:
-            try:
+            with self.recorded("blob children"):
                 self._collect(self.children.poll())
-            except Exception as e:  # noqa: BLE001
-                self.error("blob children", e)
 
     def _collect(self, results: list[Any]) -> None:
         """Record finished blob children: a `gti_blob` record each, or the capture error."""
@@ -292,13 +281,11 @@ class Session:
     def _maybe_rank_table(self) -> None:
         from graphtrain_inspect.capture import rank_table
 
-        try:
+        with self.recorded("rank table"):
             key = rank_table.change_key()
             if key != self.rank_table_key:
                 self.rank_table_key = key
                 self._write(logformat.RANKS, rank_table.rank_table(self.rank, self.world_size))
-        except Exception as e:  # noqa: BLE001
-            self.error("rank table", e)
 
     # -- passes ----------------------------------------------------------------------------------
 
@@ -399,10 +386,9 @@ class Session:
         target: str | None = None,
     ) -> Any:
         """Run `call()` (the pass) with its input and outputs recorded; return its result unchanged."""
-        try:
+        with self.recorded("pass start") as step:
             frame = self.begin(name, gm)
-        except Exception as e:  # noqa: BLE001
-            self.error("pass start", e)
+        if step.failed:
             return call()
         from graphtrain_inspect.capture import pass_sites  # torch is loaded: a pass is running
 
@@ -411,21 +397,15 @@ class Session:
                 result = call()
         except BaseException as exc:
             wall = time.perf_counter() - frame.t0
-            try:
+            with self.recorded("pass end", frame):
                 self.end(frame, qualname=qualname, source=source, outputs={}, exc=exc, subsystem=subsystem, t_wall=wall, target=target)
-            except Exception as e:  # noqa: BLE001
-                self.error("pass end", e, frame)
             raise
         wall = time.perf_counter() - frame.t0
-        try:
+        outputs: dict[str, Any] = {}
+        with self.recorded("pass outputs", frame):
             outputs = outputs_of(result)
-        except Exception as e:  # noqa: BLE001
-            self.error("pass outputs", e, frame)
-            outputs = {}
-        try:
+        with self.recorded("pass end", frame):
             self.end(frame, qualname=qualname, source=source, outputs=outputs, subsystem=subsystem, t_wall=wall, target=target)
-        except Exception as e:  # noqa: BLE001
-            self.error("pass end", e, frame)
         return result
 
     # -- lifetime --------------------------------------------------------------------------------
@@ -463,13 +443,12 @@ class Session:
         if self.children is None or not self.children.running:
             return
         t0 = time.perf_counter()
-        try:
+        with self.recorded("blob children") as step:
             if self.log.stopped is not None:  # nothing can record their blobs any more
                 self._collect(self.children.kill_all("the capture stopped writing"))
             else:
                 self._collect(self.children.wait(_wait_s()))
-        except Exception as e:  # noqa: BLE001
-            self.error("blob children", e)
+        if step.failed:
             try:
                 self.children.kill_all("the capture's wait for them failed")
             except Exception:  # noqa: BLE001
@@ -582,6 +561,34 @@ def _compile_id_fields() -> dict[str, int] | None:
         "frame_compile_id": getattr(cid, "frame_compile_id", None),
         "attempt": tid.attempt,
     }
+
+
+class Recorded:
+    """The capture's error policy, in one place: an exception (not a KeyboardInterrupt or a
+    SystemExit) raised in the `with` body is recorded in the session (when there is one) and
+    swallowed, so the training goes on with its own results; `failed` says whether it happened."""
+
+    __slots__ = ("sess", "where", "frame", "failed")
+
+    def __init__(self, sess: Session | None, where: str, frame: _Frame | None = None) -> None:
+        self.sess, self.where, self.frame, self.failed = sess, where, frame, False
+
+    def __enter__(self) -> Recorded:
+        return self
+
+    def __exit__(self, typ: Any, exc: BaseException | None, tb: Any) -> bool:
+        if not isinstance(exc, Exception):
+            return False
+        self.failed = True
+        if self.sess is not None:
+            self.sess.error(self.where, exc, self.frame)
+        return True
+
+
+def recorded(where: str) -> Recorded:
+    """`with session.recorded("what"):` for code outside a Session method: recorded in the
+    current session, or swallowed silently where there is none."""
+    return Recorded(current(), where)
 
 
 def _compile_id_str() -> str | None:

@@ -82,12 +82,9 @@ def wrap_pass_list(result: Any, *, target: str | None = None) -> Any:
     same object; an instrumentation error leaves it untouched."""
     if type(result) not in (list, tuple) or not result or not all(_is_pass_entry(x) for x in result):
         return result
-    try:
+    with session.recorded(f"--pass {target}: wrapping the passes it returned") as step:
         wrapped = [_wrap_entry(x, target) for x in result]
-    except Exception as e:  # noqa: BLE001 - the training gets its list back unchanged
-        sess = session.current()
-        if sess is not None:
-            sess.error(f"--pass {target}: wrapping the passes it returned", e)
+    if step.failed:  # the training gets its list back unchanged
         return result
     if type(result) is tuple:
         return tuple(wrapped)

@@ -161,7 +161,7 @@ def test_every_package_source_was_read():
 
 
 # modules whose purpose needs torch: replaying passes
-NEEDS_TORCH = {f"{NS}.inspector.replay.replayer"}
+NEEDS_TORCH = {f"{NS}.inspector.replay.{m}" for m in ("replayer", "load", "resolve", "world")}
 
 
 def _modules(folder: str) -> list[str]:

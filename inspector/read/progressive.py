@@ -1,6 +1,6 @@
 """Open a capture a chunk at a time, and follow it while it grows.
 
-`open_capture` (inspector.capture_index) indexes every log in one scan before returning: on a
+`open_capture` (inspector.read.capture_index) indexes every log in one scan before returning: on a
 1 GB capture that is over a second of memory bandwidth on a small machine, and a capture still
 being written would have to be scanned again from the start for every new record. This module
 indexes the same logs in steps instead:
@@ -19,7 +19,7 @@ done in steps (the same record rules and the same errors, file and line). Inputs
 capture directory of our logs (torch's TORCH_TRACE logs, one log file) are opened with
 `open_capture` in one go.
 
-This builds snapshots with capture_index's own per-rank indexing (`_Rank`,
+This builds snapshots with capture_dirs' own per-rank indexing (`_Rank`,
 `_index_capture_rank`, `_check_manifest`); tests/tui/test_progressive.py checks that a snapshot of
 a fully scanned capture equals what `open_capture` returns. No textual, rich or torch.
 """
@@ -32,6 +32,8 @@ from typing import Any
 
 from graphtrain_inspect.capture import logformat
 from graphtrain_inspect.inspector.read import capture_index as ci
+from graphtrain_inspect.inspector.read.capture_dirs import _check_manifest, _index_capture_rank, _is_our_log
+from graphtrain_inspect.inspector.read.capture_records import _Rank
 from graphtrain_inspect.inspector.read.logscan import _LINE_START_RE, ENVELOPE_LINE_LIMIT, LogFile, ReadError, Record, _blank_tail, _is_blank, _preview, kind_problem
 
 
@@ -202,7 +204,7 @@ class ProgressiveLoader:
             names = sorted(os.listdir(self.path))
         except OSError as e:
             raise ci.CaptureUnreadable(f"{self.path}: cannot list directory: {e.strerror or e}") from None
-        return [os.path.join(self.path, n) for n in names if ci._is_our_log(n)]
+        return [os.path.join(self.path, n) for n in names if _is_our_log(n)]
 
     def _add_logs(self, files: list[str]) -> None:
         for f in files:
@@ -274,18 +276,18 @@ class ProgressiveLoader:
         cap = ci.Capture(self.path, "capture")
         cap.errors.extend(self.extra_errors)
         for r, log in sorted(self.logs.items()):
-            rd = ci._Rank(r)
+            rd = _Rank(r)
             rd.log = log
             cap._ranks[r] = rd
             n = len(log.errors)
-            ci._index_capture_rank(cap, rd)
+            _index_capture_rank(cap, rd)
             if len(log.errors) > n:  # indexing again says again what it said before
                 log.errors[n:] = [e for e in log.errors[n:] if e not in log.errors[:n]]
         ci.leave_out_strays(cap)
         if os.path.isdir(os.path.join(self.path, "torch_trace")):
             cap.torch_trace_dir = os.path.join(self.path, "torch_trace")
         cap.manifest = self.manifest
-        ci._check_manifest(cap, self.path)
+        _check_manifest(cap, self.path)
         ci.read_statuses(cap, self.path)
         return cap
 

@@ -10,7 +10,7 @@ reports differ only by what the replay changed:
     after = check_report(ReplayView(cap, cut, {rank: graph_view}))
     new, gone, kept = compare_findings(before.findings, after.findings)
 
-No torch here: replayed graphs arrive as node tables (inspector.replay.graph_view).
+No torch here: replayed graphs arrive as node tables (inspector.replay.replayer.graph_view).
 """
 
 from __future__ import annotations

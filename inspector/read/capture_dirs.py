@@ -1,0 +1,288 @@
+"""Opening a capture: a directory of our logs (with its manifest and status files), a TORCH_TRACE
+directory or one log file, each log filed under its rank; logs that are not their rank's left out."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import orjson
+
+from graphtrain_inspect.capture import logformat
+from graphtrain_inspect.inspector.errors import CaptureUnreadable
+from graphtrain_inspect.inspector.read.capture_reader import Capture
+from graphtrain_inspect.inspector.read.capture_records import GraphRef, _int, _Rank, _str
+from graphtrain_inspect.inspector.read.logscan import LogFile, ReadError, Record, open_regular
+from graphtrain_inspect.inspector.read.torch_trace import index_torch_rank, is_torch_log
+
+
+def _is_our_log(name: str) -> bool:
+    return name.startswith(logformat.LOG_PREFIX) and name.endswith(logformat.LOG_SUFFIX)
+
+
+def open_capture(path: str, *, source: str = "auto") -> Capture:
+    """Open a capture directory, a TORCH_TRACE directory or one log file.
+
+    `source`: "auto" (our logs if any, else torch's), "capture" or "torch" (the `torch_trace/`
+    subdirectory of a capture, or torch's logs in the directory). Raises CaptureUnreadable.
+    """
+    if not os.path.exists(path):
+        raise CaptureUnreadable(f"{path}: no such file or directory")
+    if os.path.isfile(path):
+        return _open_files(path, [path], None, source)
+    try:
+        names = sorted(os.listdir(path))
+    except OSError as e:
+        raise CaptureUnreadable(f"{path}: cannot list directory: {e.strerror or e}") from None
+    manifest = None
+    manifest_error = None
+    if logformat.MANIFEST_NAME in names:
+        mpath = os.path.join(path, logformat.MANIFEST_NAME)
+        try:
+            manifest = read_manifest(mpath, path)
+        except (OSError, ValueError) as e:
+            manifest = None
+            manifest_error = ReadError(mpath, None, f"manifest does not parse: {e}")
+    ours = [os.path.join(path, n) for n in names if _is_our_log(n)]
+    torch_dir = os.path.join(path, "torch_trace")
+    torch_logs = [os.path.join(path, n) for n in names if is_torch_log(n)]
+    if not torch_logs and os.path.isdir(torch_dir):
+        torch_logs = [os.path.join(torch_dir, n) for n in sorted(os.listdir(torch_dir)) if is_torch_log(n)]
+    if source == "torch" or (source == "auto" and not ours and torch_logs):
+        if not torch_logs:
+            raise CaptureUnreadable(f"{path}: no TORCH_TRACE logs (dedicated_log_torch_trace_rank_*.log)")
+        cap = _open_files(path, torch_logs, None, "torch")
+    else:
+        if not ours:
+            other = [n for n in names if n.endswith(".log")]
+            hint = f" (found {', '.join(other[:3])})" if other else ""
+            raise CaptureUnreadable(f"{path}: not a capture: no {logformat.LOG_PREFIX}<R>{logformat.LOG_SUFFIX} logs{hint}")
+        cap = _open_files(path, ours, manifest, "capture")
+        if os.path.isdir(torch_dir):
+            cap.torch_trace_dir = torch_dir
+    if manifest_error is not None:
+        cap.errors.insert(0, manifest_error)
+    cap.manifest = manifest
+    _check_manifest(cap, path)
+    if cap.kind == "capture":
+        read_statuses(cap, path)
+    return cap
+
+
+MANIFEST_LIMIT = 64 << 20
+
+
+def read_manifest(mpath: str, base: str) -> dict[str, Any]:
+    """The manifest as a dict; OSError or ValueError (one line) when it cannot be read."""
+    with open_regular(mpath, base=base) as f:
+        data = f.read(MANIFEST_LIMIT + 1)
+    if len(data) > MANIFEST_LIMIT:
+        raise ValueError(f"larger than {MANIFEST_LIMIT >> 20} MB")
+    m = orjson.loads(data)
+    if not isinstance(m, dict):
+        raise ValueError("not a JSON object")
+    return m
+
+
+def read_statuses(cap: Capture, path: str) -> None:
+    """Each writer's status file (DIR/status/rank_<R>.<pid>.json) into `cap.statuses`; a file that
+    is not one becomes a ReadError. Files are read only inside the capture, a few KB at most."""
+    sdir = os.path.join(path, logformat.STATUS_DIR)
+    if not os.path.isdir(path) or not os.path.isdir(sdir):
+        return
+    try:
+        names = sorted(os.listdir(sdir))
+    except OSError as e:
+        cap.errors.append(ReadError(sdir, None, f"cannot list: {e.strerror or e}"))
+        return
+    cap.statuses = {}
+    for name in names:
+        who = logformat.status_of_file_name(name)
+        if who is None:
+            continue
+        spath = os.path.join(sdir, name)
+        try:
+            with open_regular(spath, base=path) as f:
+                doc = logformat.decode_status(f.read(logformat.STATUS_BYTES * 4))
+        except (OSError, logformat.FormatError) as e:
+            cap.errors.append(ReadError(spath, None, f"status file unreadable: {e.strerror if isinstance(e, OSError) and e.strerror else e}"))
+            continue
+        rank, pid = who
+        cap.statuses.setdefault(rank, []).append({
+            "pid": pid,
+            "state": str(doc.get("state")),
+            "reason": _str(doc.get("reason")),
+            "records": _int(doc.get("records"), None),
+        })  # fmt: skip
+
+
+def _check_manifest(cap: Capture, path: str) -> None:
+    m = cap.manifest
+    if m is None:
+        if cap.kind == "capture":
+            cap.errors.append(ReadError(os.path.join(path, logformat.MANIFEST_NAME), None, "no manifest (capture still running or copied without it)"))
+        return
+    version = m.get("format_version")
+    if isinstance(version, int) and version > logformat.FORMAT_VERSION:
+        cap.errors.append(ReadError(os.path.join(path, logformat.MANIFEST_NAME), None, f"format version {version} is newer than this reader's {logformat.FORMAT_VERSION}; reading what is understood"))
+    ranks = m.get("ranks")
+    if isinstance(ranks, dict):
+        for key, info in ranks.items():
+            try:
+                r = int(key)
+            except ValueError:
+                continue
+            if r not in cap._ranks and r not in cap.left_out:
+                log = info.get("log") if isinstance(info, dict) else None
+                cap.errors.append(ReadError(os.path.join(path, log or logformat.log_file_name(r)), None, f"rank {r}: log missing", r))
+
+
+def _open_files(path: str, files: list[str], manifest: dict | None, source: str) -> Capture:
+    base = path if os.path.isdir(path) else None  # logs of a directory must not lead out of it
+    by_rank: dict[int, list[str]] = {}
+    unranked: list[str] = []
+    for f in files:
+        r = logformat.rank_of_log_name(os.path.basename(f))
+        if r is None:
+            unranked.append(f)
+        else:
+            by_rank.setdefault(r, []).append(f)
+    errors: list[ReadError] = []
+    logs: dict[int, LogFile] = {}
+    for r, fs in sorted(by_rank.items()):
+        if len(fs) > 1:
+            fs = sorted(fs, key=lambda p: os.path.getsize(p), reverse=True)
+            for extra in fs[1:]:
+                errors.append(ReadError(extra, None, f"another log for rank {r}; reading the largest, {os.path.basename(fs[0])}", r))
+        logs[r] = LogFile(fs[0], rank=r, base=base)
+    for f in unranked:
+        log = LogFile(f, base=base)
+        r = next((rec.rank for rec in log.records if rec.rank is not None), None)
+        if r is None:
+            r = 0
+        log.rank = r
+        if r in logs:
+            errors.append(ReadError(f, None, f"another log for rank {r}; ignored", r))
+            log.close()
+            continue
+        logs[r] = log
+    if not logs:
+        raise CaptureUnreadable(f"{path}: no logs to read")
+    kind = "torch_trace" if source == "torch" else "capture"
+    if source == "auto":
+        kind = "capture" if any(rec.kind == logformat.HEADER for lg in logs.values() for rec in lg.records[:50]) else "torch_trace"
+        if kind == "capture" and not any(rec.kind.startswith("gti_") for lg in logs.values() for rec in lg.records):
+            kind = "torch_trace"
+    cap = Capture(path, kind)
+    cap.errors.extend(errors)
+    readable = 0
+    for r, log in sorted(logs.items()):
+        rd = _Rank(r)
+        rd.log = log
+        cap._ranks[r] = rd
+        if log.records:
+            readable += 1
+        if kind == "capture":
+            _index_capture_rank(cap, rd)
+        else:
+            index_torch_rank(rd)
+    if readable == 0:
+        msgs = "; ".join(str(e) for lg in logs.values() for e in lg.errors[:1])
+        raise CaptureUnreadable(f"{path}: no readable records ({msgs})" if msgs else f"{path}: no readable records")
+    if kind == "capture":
+        leave_out_strays(cap)
+    return cap
+
+
+def _owner(rd: _Rank) -> int | None:
+    """The rank a log's records say they belong to: its header's, else most of its records'."""
+    h = rd.header
+    if isinstance(h, dict) and type(h.get("rank")) is int:
+        return h["rank"]
+    counts: dict[int, int] = {}
+    for rec in rd.log.records if rd.log is not None else ():
+        if rec.rank is not None and rec.kind.startswith("gti_"):
+            counts[rec.rank] = counts.get(rec.rank, 0) + 1
+    if not counts:
+        return None
+    best = max(counts, key=lambda k: counts[k])
+    return best if 2 * counts[best] > sum(counts.values()) else None
+
+
+def leave_out_strays(cap: Capture) -> None:
+    """Take out of the capture's ranks the logs that are not that rank's: an empty log (not a byte:
+    nothing says a rank ran), and a log whose records say they are another
+    rank's (a copy of rank 1's log saved as rank 5's). Compared as the rank of their name, a copy
+    doubles a real rank's values and turns rank-derived findings into "equals no rank-derived
+    value"; so they are reported (`left_out`, a read error, the incomplete-capture check) and
+    kept out of every cross-rank comparison."""
+    for r in sorted(cap._ranks):
+        rd = cap._ranks[r]
+        log = rd.log
+        if log is None:
+            continue
+        if not log.records and [e.message for e in log.errors] == ["empty file"]:  # opened, and empty
+            problem, why = "empty-log", f"empty log: not counted as rank {r}"
+        else:
+            owner = _owner(rd)
+            if owner is None or owner == r:
+                continue
+            problem = "stray-log"
+            why = f"its records say they are rank {owner}'s (a copy or a misnamed log?): left out, not compared as rank {r}"
+        del cap._ranks[r]
+        cap.left_out[r] = (log.path, problem, why)
+        cap.errors.append(ReadError(log.path, None, why, r))
+
+
+def _index_capture_rank(cap: Capture, rd: _Rank) -> None:
+    log = rd.log
+    assert log is not None
+    n_other = 0
+    headers: list[Record] = []
+    for rec in log.records:
+        kind = rec.kind
+        if rec.rank is None and kind.startswith("gti_"):
+            log.errors.append(ReadError(log.path, log.line_of(rec.offset), f"{kind} record without a rank", rd.rank))
+        elif rec.rank is not None and rec.rank != rd.rank and kind.startswith("gti_"):
+            log.errors.append(ReadError(log.path, log.line_of(rec.offset), f"{kind} record of rank {rec.rank} in the log of rank {rd.rank}", rd.rank))
+        if kind in logformat.GRAPH_KINDS:
+            gid = rec.meta.get("gid")
+            if not isinstance(gid, str):
+                log.errors.append(ReadError(log.path, log.line_of(rec.offset), f"{kind} record without a gid", rd.rank))
+                continue
+            ref = rd.graphs.get(gid)
+            if ref is None:
+                ref = rd.graphs[gid] = GraphRef(rd.rank, gid)
+            if kind in ref.records:
+                ref.alternates.setdefault(kind, []).append(rec)
+                continue
+            ref.records[kind] = rec
+            if type(rec.meta.get("nodes")) is int:
+                ref.nodes = rec.meta["nodes"]
+        elif kind == logformat.PASS:
+            rd.pass_recs.append(rec)
+        elif kind == logformat.PASS_START:
+            rd.start_recs.append(rec)
+        elif kind == logformat.BLOB:
+            rd.blob_recs.append(rec)
+        elif kind == logformat.RANKS:
+            rd.rank_recs.append(rec)
+        elif kind == logformat.ERROR:
+            rd.error_recs.append(rec)
+        elif kind == logformat.END:
+            rd.end_rec = rec
+        elif kind == logformat.HEADER:
+            headers.append(rec)
+        else:
+            n_other += 1
+    for rec in headers:  # the first that reads (one per writer process; a damaged one is skipped)
+        h = log.payload(rec)
+        if isinstance(h, dict):
+            rd.header_rec, rd.header = rec, h
+            break
+    if rd.header is not None and rd.header_rec is not None:
+        v = rd.header.get("format_version")
+        if isinstance(v, int) and v > logformat.FORMAT_VERSION:
+            log.errors.append(ReadError(log.path, log.line_of(rd.header_rec.offset), f"format version {v} is newer than this reader's {logformat.FORMAT_VERSION}; reading what is understood", rd.rank))
+    elif log.records and not headers:
+        log.errors.append(ReadError(log.path, None, "no gti_header record", rd.rank))

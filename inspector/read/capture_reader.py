@@ -1,0 +1,501 @@
+"""`Capture`: an opened capture's ranks, passes and graphs, read on demand and cached.
+
+`capture_dirs.open_capture` makes one; `capture_index` is the module to import it from. Graph
+payloads are decoded when asked (node tables LRU-cached by node count, undecoded rows by bytes).
+"""
+
+from __future__ import annotations
+
+from itertools import compress, repeat
+from operator import is_
+from typing import Any
+
+import orjson
+
+from graphtrain_inspect.capture import logformat
+from graphtrain_inspect.inspector.read import torch_trace
+from graphtrain_inspect.inspector.read.capture_records import GraphRef, PassRecord, Pipeline, _int, _num, _Rank, _recompute_pipelines, _str
+from graphtrain_inspect.inspector.read.fxtext import parse_graph_code
+from graphtrain_inspect.inspector.read.graphmodel import GraphTables, SubGraph, _row_ok, derive_devices, derive_symbols
+from graphtrain_inspect.inspector.read.logscan import LogFile, ReadError, Record
+from graphtrain_inspect.inspector.read.validators import clean_devices, clean_rank_table, clean_symbols
+from graphtrain_inspect.inspector.read.weighted_cache import WeightedLRU
+
+_TABLE_CACHE_SIZE = 256
+# parsed node tables cost ~1 KB a node: keep at most this many nodes (a few of the largest graphs)
+_TABLE_CACHE_NODES = 600_000
+# node-table rows as undecoded lines (`node_rows`), by payload bytes
+_ROWS_CACHE_BYTES = 96 << 20
+# decoded rows kept by their line (bytes) so that a row the next pass or another rank left as it
+# was is decoded and validated once: the pool is emptied when it holds this many rows, which
+# bounds it whatever the capture's size
+_ROW_POOL_ROWS = 300_000
+
+# torch's own record kinds that hold FX graph code (top-level envelope keys)
+
+
+class Capture:
+    """A capture directory or a set of TORCH_TRACE logs, indexed. See the module docstring."""
+
+    def __init__(self, path: str, kind: str):
+        self.path = path
+        self.kind = kind  # "capture" | "torch_trace"
+        self.manifest: dict[str, Any] | None = None
+        self.errors: list[ReadError] = []
+        self.torch_trace_dir: str | None = None
+        # each writer process's status file (status/rank_<R>.<pid>.json), by rank: how its log ended
+        self.statuses: dict[int, list[dict[str, Any]]] = {}
+        self._ranks: dict[int, _Rank] = {}
+        # logs not read as the rank their name says (`_leave_out_strays`): rank -> (path, problem, why)
+        self.left_out: dict[int, tuple[str, str, str]] = {}
+        self._tables = WeightedLRU(_TABLE_CACHE_NODES, _TABLE_CACHE_SIZE)
+        self._rows = WeightedLRU(_ROWS_CACHE_BYTES, _TABLE_CACHE_SIZE)
+        self._derived: dict[tuple[str, int, str | None], Any] = {}
+        self._row_pool: dict[bytes, Any] = {}  # row line -> its row dict, or False (not a row)
+
+    # -- ranks, headers --------------------------------------------------------------------------
+
+    @property
+    def ranks(self) -> list[int]:
+        return sorted(self._ranks)
+
+    @property
+    def world_size(self) -> int:
+        sizes = [r.header.get("world_size") for r in self._ranks.values() if r.header]
+        sizes = [s for s in sizes if isinstance(s, int)]
+        return max(sizes) if sizes else (max(self._ranks) + 1 if self._ranks else 0)
+
+    def all_errors(self) -> list[ReadError]:
+        """Read errors of the capture and of every log, in file order (decode errors included)."""
+        out = list(self.errors)
+        for r in self.ranks:
+            log = self._ranks[r].log
+            if log is not None:
+                out.extend(log.errors)
+        return out
+
+    def log_file(self, rank: int) -> LogFile | None:
+        return self._ranks[rank].log if rank in self._ranks else None
+
+    def header(self, rank: int) -> dict[str, Any] | None:
+        return self._ranks[rank].header if rank in self._ranks else None
+
+    def end(self, rank: int) -> dict[str, Any] | None:
+        r = self._ranks.get(rank)
+        if r is None or r.end_rec is None or r.log is None:
+            return None
+        v = r.log.payload(r.end_rec)
+        return v if isinstance(v, dict) else None
+
+    def stopped(self, rank: int) -> str | None:
+        """Why the rank's capture stopped writing before its process ended (a failed write, its log
+        deleted), from the writers' status files or the manifest; None if it did not stop."""
+        for st in self.statuses.get(rank, ()):
+            if st.get("state") == "stopped":
+                return str(st.get("reason") or "stopped writing")
+        m = self.manifest or {}
+        stopped = m.get("stopped_ranks")
+        if isinstance(stopped, dict) and stopped.get(str(rank)):
+            return str(stopped[str(rank)])
+        return None
+
+    def records(self, rank: int) -> list[Record]:
+        r = self._ranks.get(rank)
+        return r.log.records if r is not None and r.log is not None else []
+
+    def payload(self, rank: int, record: Record) -> Any:
+        log = self.log_file(rank)
+        return None if log is None else log.payload(record)
+
+    def rank_table(self, rank: int) -> dict[str, Any] | None:
+        """The last `gti_ranks` record of the rank (process groups, meshes, coordinates)."""
+        r = self._ranks.get(rank)
+        if r is None or r.log is None:
+            return None
+        for rec in reversed(r.rank_recs):
+            v = r.log.payload(rec)
+            if isinstance(v, dict):
+                return clean_rank_table(v)
+        return None
+
+    def local_rank(self, rank: int) -> int | None:
+        h = self.header(rank)
+        if h and isinstance(h.get("local_rank"), int):
+            return h["local_rank"]
+        return None
+
+    def capture_errors(self, rank: int) -> list[dict[str, Any]]:
+        """`gti_error` payloads of the rank: instrumentation failures (training went on)."""
+        r = self._ranks.get(rank)
+        if r is None or r.log is None:
+            return []
+        out = []
+        for rec in r.error_recs:
+            v = r.log.payload(rec)
+            if isinstance(v, dict):
+                out.append(v)
+        return out
+
+    # -- passes ------------------------------------------------------------------------------------
+
+    def passes(self, rank: int) -> list[PassRecord]:
+        """Pass applications of the rank in order (seq), raised and unfinished ones included."""
+        r = self._ranks.get(rank)
+        if r is None:
+            return []
+        if r.passes is None:
+            r.passes = torch_trace.torch_passes(r) if self.kind == "torch_trace" else self._capture_passes(r)
+        return r.passes
+
+    def pass_by_seq(self, rank: int, seq: int) -> PassRecord | None:
+        for p in self.passes(rank):
+            if p.seq == seq:
+                return p
+        return None
+
+    def find_passes(self, name: str, rank: int | None = None) -> list[PassRecord]:
+        """Passes whose name (or `module:qualname`, or `#seq`) matches, on one rank or all."""
+        out = []
+        for r in [rank] if rank is not None else self.ranks:
+            for p in self.passes(r):
+                if name in (p.name, p.qualname, f"#{p.seq}", str(p.seq)) or (p.qualname and p.qualname.endswith(":" + name)):
+                    out.append(p)
+        return out
+
+    def pass_names(self) -> list[str]:
+        seen: dict[str, None] = {}
+        for r in self.ranks:
+            for p in self.passes(r):
+                seen.setdefault(p.name, None)
+        return list(seen)
+
+    def pipelines(self, rank: int) -> list[Pipeline]:
+        groups: dict[int, list[PassRecord]] = {}
+        for p in self.passes(rank):
+            groups.setdefault(p.pipeline, []).append(p)
+        out = []
+        ordinal: dict[str, int] = {}
+        for idx in sorted(groups):
+            ps = groups[idx]
+            cid = next((p.compile_id for p in ps if p.compile_id), None) or ""
+            k = ordinal.get(cid, 0)
+            ordinal[cid] = k + 1
+            traced = next((p.before for p in ps if p.traced), None) or (ps[0].before if ps else None)
+            out.append(Pipeline(rank, idx, f"{cid}#{k}", ps, traced))
+        return out
+
+    def _capture_passes(self, r: _Rank) -> list[PassRecord]:
+        log = r.log
+        assert log is not None
+        by_seq: dict[int, PassRecord] = {}
+        for rec in r.pass_recs:
+            v = log.payload(rec)
+            if not isinstance(v, dict) or type(v.get("seq")) is not int:
+                continue
+            # A log may come from anywhere: every field is taken only with the type it must have.
+            after = v.get("after") if isinstance(v.get("after"), dict) else {}
+            blobs = v.get("blobs") if isinstance(v.get("blobs"), dict) else {}
+            by_seq[v["seq"]] = PassRecord(
+                rank=r.rank,
+                seq=v["seq"],
+                name=str(v.get("name") or "?"),
+                before=_str(v.get("before")),
+                after={str(k): g for k, g in after.items() if isinstance(g, str) and g},
+                pipeline=_int(v.get("pipeline"), 0),
+                traced=bool(v.get("traced")),
+                status=str(v.get("status") or "ok"),
+                qualname=_str(v.get("qualname")),
+                source=_str(v.get("source")),
+                subsystem=_str(v.get("subsystem")),
+                compile_id=_str(v.get("compile_id")),
+                exception=v.get("exception") if isinstance(v.get("exception"), dict) else None,
+                nodes=v.get("nodes") if isinstance(v.get("nodes"), dict) else None,
+                wall_s=_num(v.get("wall_s")),
+                time=_num(v.get("time")),
+                capture_errors=_int(v.get("capture_errors"), 0),
+                parent=_int(v.get("parent"), None),
+                blobs={str(k): ref for k, b in blobs.items() if (ref := logformat.blob_ref(b)) is not None},
+                record=rec,
+            )
+        last_pipeline = max((p.pipeline for p in by_seq.values()), default=0)
+        for rec in r.start_recs:
+            v = log.payload(rec)
+            if not isinstance(v, dict) or type(v.get("seq")) is not int or v["seq"] in by_seq:
+                continue
+            by_seq[v["seq"]] = PassRecord(
+                rank=r.rank,
+                seq=v["seq"],
+                name=str(v.get("name") or "?"),
+                before=_str(v.get("before")),
+                after={},
+                pipeline=last_pipeline,
+                status="incomplete",
+                time=_num(v.get("time")),
+                record=rec,
+            )
+        out = [by_seq[k] for k in sorted(by_seq)]
+        self._merge_blobs(r, out)
+        _recompute_pipelines(out)
+        return out
+
+    def _merge_blobs(self, r: _Rank, passes: list[PassRecord]) -> None:
+        """Since format 3 a graph's blob may be named after the pass records of its graph, by a
+        `gti_blob` record (written when the child that made it finished): each pass record that
+        names the graph without its blob gets it from there, as a pass record of format 2 named the
+        blob of each of its graphs. Blob errors reported after their pass's record (`late`) are
+        added to its capture errors. A log without these records (format 1 and 2) reads as it did."""
+        log = r.log
+        assert log is not None
+        refs: dict[str, dict[str, Any]] = {}
+        for rec in r.blob_recs:
+            v = log.payload(rec)
+            ref = logformat.blob_ref(v)
+            if ref is not None and isinstance(v.get("gid"), str):
+                refs.setdefault(v["gid"], ref)
+        late: dict[int, int] = {}
+        for rec in r.error_recs:
+            v = log.payload(rec)
+            if isinstance(v, dict) and v.get("late") is True and type(v.get("seq")) is int:
+                late[v["seq"]] = late.get(v["seq"], 0) + 1
+        if not refs and not late:
+            return
+        for p in passes:
+            for gid in (p.before, *p.after.values()):
+                if gid is not None and gid not in p.blobs and gid in refs:
+                    p.blobs[gid] = refs[gid]
+            p.capture_errors += late.get(p.seq, 0)
+
+    # -- graphs --------------------------------------------------------------------------------
+
+    def graphs(self, rank: int) -> dict[str, GraphRef]:
+        r = self._ranks.get(rank)
+        return r.graphs if r is not None else {}
+
+    def graph(self, rank: int, gid: str) -> GraphRef | None:
+        return self.graphs(rank).get(gid)
+
+    def node_count(self, rank: int, gid: str | None) -> int | None:
+        ref = self.graph(rank, gid) if gid else None
+        if ref is None:
+            return None
+        if ref.nodes is None:
+            tables = self.node_table(rank, gid)
+            if tables is not None:
+                ref.nodes = tables.node_count
+        return ref.nodes
+
+    def _payload(self, rank: int, gid: str, kind: str) -> Any:
+        ref = self.graph(rank, gid)
+        if ref is None:
+            return None
+        rec = ref.records.get(kind)
+        log = self.log_file(rank)
+        if rec is None or log is None:
+            return None
+        v = log.payload(rec)
+        for alt in ref.alternates.get(kind, ()) if v is None else ():
+            v = log.payload(alt)
+            if v is not None:
+                break
+        return v
+
+    def graph_code(self, rank: int, gid: str) -> str | None:
+        v = self._payload(rank, gid, logformat.GRAPH_CODE)
+        return v if isinstance(v, str) else None
+
+    def node_table(self, rank: int, gid: str) -> GraphTables | None:
+        """Node tables of a graph: the captured table, else parsed from its code; None if neither."""
+        key = self._table_key(rank, gid)
+        if key in self._tables:
+            return self._tables.get(key)
+        tables = self._table_from_rows(rank, gid)
+        if tables is None:
+            v = self._payload(rank, gid, logformat.NODES)
+            if isinstance(v, dict) and isinstance(v.get("graphs"), list):
+                tables = GraphTables.from_payload(gid, v, source="table")
+            else:
+                code = self.graph_code(rank, gid)
+                if code is not None:
+                    parsed, warnings = parse_graph_code(code)
+                    tables = GraphTables.from_payload(gid, parsed, source="text", warnings=warnings)
+        self._tables.put(key, tables, 1 + (tables.node_count if tables is not None else 0))
+        return tables
+
+    def node_row(self, rank: int, gid: str, path: str, name: str) -> tuple[bool, dict[str, Any] | None]:
+        """(whether the graph has that subgraph, `node_table(...).subgraph(path).node(name)`)
+        without decoding the whole table when it is not decoded yet: the one row line of that
+        name, found in the undecoded rows. The whole table where the lines cannot say (no such
+        line, several, or one that is not a valid row)."""
+        got = self._lines_named(rank, gid, path, name)
+        if got is not None and len(got[1]) == 1:
+            row = self.decoded_row(got[0][got[1][0]])
+            if row is not None:
+                return True, row
+        tables = self.node_table(rank, gid)
+        sub = tables.subgraph(path) if tables is not None else None
+        return (True, sub.node(name)) if sub is not None else (False, None)
+
+    def rows_around(self, rank: int, gid: str, path: str, name: str, reach: int) -> list[dict[str, Any]] | None:
+        """The rows of subgraph `path` within `reach` rows of node `name` (its row among them),
+        what `node_table(...).subgraph(path).nodes` holds there, decoded from the undecoded rows
+        alone when the table is not decoded yet; None where the lines cannot say (no such line,
+        several, or a row in reach that is not valid, which the decoded table would leave out):
+        then read the whole table."""
+        got = self._lines_named(rank, gid, path, name)
+        if got is None or len(got[1]) != 1:
+            return None
+        lines, (at,) = got
+        try:
+            rows = [self.decoded_row(ln) for ln in lines[max(0, at - reach) : at + reach + 1]]
+        except orjson.JSONDecodeError:
+            return None
+        return rows if all(rows) else None  # type: ignore[return-value]
+
+    def _lines_named(self, rank: int, gid: str, path: str, name: str) -> tuple[list[bytes], list[int]] | None:
+        """The undecoded row lines of subgraph `path` of a table not decoded yet, and the indices
+        of those that are the row named `name` (a row line starts with its name); None when the
+        lines are not there to read, no subgraph head says `path`, or a head does not parse."""
+        subs = self.node_rows(rank, gid) if self._table_key(rank, gid) not in self._tables else None
+        if subs is None:
+            return None
+        head = b'{"name":' + orjson.dumps(name) + b","
+        for h, lines in subs:
+            try:
+                if str(logformat.decode_sub_head(h).get("path") or "") != path:
+                    continue
+            except (orjson.JSONDecodeError, AttributeError):
+                return None
+            return lines, [i for i, ln in enumerate(lines) if ln.startswith(head)]
+        return None
+
+    def decoded_row(self, line: bytes) -> dict[str, Any] | None:
+        """One row line of `node_rows`, decoded and validated through the row pool (None: not a
+        valid row). Raises orjson.JSONDecodeError when the line does not parse."""
+        pool = self._row_pool
+        r = pool.get(line)
+        if r is None:
+            if len(pool) > _ROW_POOL_ROWS:
+                pool.clear()
+            r = logformat.decode_row(line)
+            r = pool[line] = r if _row_ok(r) else False
+        return r or None
+
+    def _table_from_rows(self, rank: int, gid: str) -> GraphTables | None:
+        """The node table from its undecoded rows (`node_rows`), each distinct row decoded and
+        validated once per capture (the row pool): the same tables `GraphTables.from_payload`
+        makes of the whole payload, row dicts shared with every table that has the same line.
+        None when the table is not laid out one row per line or a line does not parse alone."""
+        subs = self.node_rows(rank, gid)
+        if subs is None:
+            return None
+        pool = self._row_pool
+        if len(pool) > _ROW_POOL_ROWS:
+            pool.clear()
+        graphs = []
+        try:
+            for head, lines in subs:
+                h = logformat.decode_sub_head(head)
+                if not isinstance(h, dict):
+                    return None
+                got = list(map(pool.get, lines))
+                todo = list(compress(range(len(got)), map(is_, got, repeat(None))))
+                if todo:
+                    # the rows not in the pool, decoded in one call: a JSON array of their lines,
+                    # each without its separating comma (as logformat.decode_row reads one)
+                    body = b",".join([ln[:-1] if ln[-1:] == b"," else ln for ln in map(lines.__getitem__, todo)])
+                    rows = orjson.loads(b"[" + body + b"]")
+                    if len(rows) != len(todo):
+                        return None  # a line holding more than one value: not a row per line
+                    for i, row in zip(todo, rows):
+                        got[i] = pool[lines[i]] = row if _row_ok(row) else False
+                parent = h.get("parent_node")
+                graphs.append(SubGraph(str(h.get("path") or ""), parent if isinstance(parent, str) else None, list(filter(None, got))))
+        except orjson.JSONDecodeError:
+            return None
+        if not graphs:
+            graphs = [SubGraph("", None, [])]
+        return GraphTables(gid, graphs, source="table")
+
+    def node_rows(self, rank: int, gid: str) -> list[tuple[bytes, list[bytes]]] | None:
+        """A node table's rows as undecoded JSON lines, per subgraph ([(head, rows)]), for readers
+        that compare or filter rows before parsing any (logformat.node_table_rows); None when the
+        table is not laid out one row per line or its record does not read back exactly."""
+        key = self._table_key(rank, gid)
+        if key in self._rows:
+            return self._rows.get(key)
+        ref = self.graph(rank, gid)
+        rec = ref.records.get(logformat.NODES) if ref is not None else None
+        log = self.log_file(rank)
+        rows = None
+        if rec is not None and log is not None:
+            got = log.payload_text(rec)
+            rows = logformat.node_table_rows(got[1], got[0]) if got is not None else None
+        self._rows.put(key, rows, 1 + (rec.end - rec.payload_start if rec is not None else 0))
+        return rows
+
+    def _table_key(self, rank: int, gid: str) -> tuple:
+        """The same graph logged by several ranks (same id, same node-table md5) is parsed once."""
+        ref = self.graph(rank, gid)
+        rec = ref.records.get(logformat.NODES) if ref is not None else None
+        md5 = rec.env.get("has_payload") if rec is not None else None
+        return (gid, md5) if isinstance(md5, str) and md5 else (rank, gid)
+
+    def symbols(self, rank: int, gid: str) -> dict[str, Any] | None:
+        """The graph's symbol map (`gti_symbols`), or one derived from its node rows."""
+        v = self._payload(rank, gid, logformat.SYMBOLS)
+        if isinstance(v, dict) and isinstance(v.get("symbols"), dict):
+            return clean_symbols(v)
+        key = ("sym", rank, gid)
+        if key not in self._derived:
+            t = self.node_table(rank, gid)
+            self._derived[key] = derive_symbols(t) if t is not None else None
+        return self._derived[key]
+
+    def devices(self, rank: int, gid: str) -> dict[str, Any] | None:
+        """The graph's device table (`gti_devices`) on this rank, or one derived from node rows;
+        read and validated once (the checks ask for it per rank diff and per stage)."""
+        key = ("dev", rank, gid)
+        if key not in self._derived:
+            v = self._payload(rank, gid, logformat.DEVICES)
+            if isinstance(v, dict) and isinstance(v.get("literals"), list):
+                self._derived[key] = clean_devices(v)
+            else:
+                t = self.node_table(rank, gid)
+                self._derived[key] = derive_devices(t) if t is not None else None
+        return self._derived[key]
+
+    def own_device(self, rank: int, gid: str | None = None) -> str | None:
+        """The device this rank computes on, from a device table (captured or inferred)."""
+        # asked for every rank diff of every stage; a device table lists every device literal
+        # of its graph, which is a lot to decode again each time
+        key = ("own", rank, gid)
+        if key not in self._derived:
+            self._derived[key] = self._own_device(rank, gid)
+        return self._derived[key]
+
+    def _own_device(self, rank: int, gid: str | None) -> str | None:
+        if gid is not None:
+            d = self.devices(rank, gid)
+            if d and d.get("own_device"):
+                return d["own_device"]
+        for g in self.graphs(rank):
+            rec = self.graph(rank, g).records.get(logformat.DEVICES)  # type: ignore[union-attr]
+            if rec is not None:
+                d = self.payload(rank, rec)
+                if isinstance(d, dict) and d.get("own_device"):
+                    return d["own_device"]
+        return None
+
+    def close(self) -> None:
+        for r in self._ranks.values():
+            if r.log is not None:
+                r.log.close()
+
+    def __enter__(self) -> "Capture":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Capture({self.path!r}, {self.kind}, ranks={self.ranks})"

@@ -19,10 +19,9 @@ COMPILE_FINDING_KINDS = frozenset(COMPILE_FINDING_ROWS)
 class CompileActions:
     pending_compile: tuple[list[int], str, str | None] | None = None  # (ranks, label, row kind) to show once the view is filled
 
-    def compile_view_ready(self, rows, title) -> None:
+    def apply_pending_compile(self) -> None:
+        """The compile view was just filled: show the event asked for before it was."""
         view = self.query_one(CompileView)
-        view.graphs_of = self.compile_graphs
-        view.set_rows(rows, title)
         if self.pending_compile is not None:
             ranks, label, what = self.pending_compile
             self.pending_compile = None

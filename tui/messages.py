@@ -17,6 +17,11 @@ class Progress(Message):
     done: bool = False
     fraction: float | None = None
 
+    def can_replace(self, message: Message) -> bool:
+        # Textual asks this of the message it is about to handle, with the next one waiting:
+        # a newer state of the same job supersedes this one, so only the latest is drawn.
+        return isinstance(message, Progress) and message.job == self.job
+
 
 @dataclass
 class CaptureLoaded(Message):

@@ -7,6 +7,7 @@ from rich.segment import Segment
 from graphtrain_inspect.inspector.read.code_locate import CodeIndex
 from graphtrain_inspect.tui.highlight import Palette, token_spans
 from graphtrain_inspect.tui.widgets.line_view import LineView, Mark
+from graphtrain_inspect.tui.widgets.view_result import Drawn, ResultContext
 
 
 class CodeView(LineView):
@@ -35,6 +36,15 @@ class CodeView(LineView):
         if place is not None:
             self.set_cursor(place[0], scroll=False)
             self.scroll_to(place[1].x, place[1].y, animate=False)
+
+    def show_result(self, gt, extra, ctx: ResultContext) -> Drawn:
+        """A graph's text (tui.session.GraphText), or None: it could not be read."""
+        if gt is None:
+            self.clear(ctx.unreadable("graph code"))
+            return Drawn(title=ctx.label)
+        key = (gt.rank, gt.gid)
+        self.show(gt.lines, gt.index, title=gt.title, key=key, keep_place=ctx.shown == key)
+        return Drawn(title=gt.title, key=key)
 
     def clear(self, message: str) -> None:
         self.lines = []

@@ -20,6 +20,7 @@ from textual.message import Message
 from textual.widgets import DataTable, Label, Static
 
 from graphtrain_inspect.tui.widgets.record_table import RecordTable
+from graphtrain_inspect.tui.widgets.view_result import Drawn, ResultContext
 
 KIND_STYLE = {"failure": "bold red", "break": "yellow", "restart": "yellow", "recompile": "cyan", "cache": "dim"}
 STATUS_STYLE = {"failed": "bold red", "restarted": "yellow", "empty": "dim", "missing": "dim", "ok": "green"}
@@ -107,6 +108,10 @@ class CompileView(Vertical):
     @property
     def table(self) -> RecordTable:
         return self.query_one("#compile-table", RecordTable)
+
+    def show_result(self, rows: list[CompileRow], title: str, ctx: ResultContext) -> Drawn:
+        self.set_rows(rows, title)
+        return Drawn()
 
     def set_rows(self, rows: list[CompileRow], title: str) -> None:
         self.rows = rows

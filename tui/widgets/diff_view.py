@@ -14,6 +14,7 @@ from graphtrain_inspect.inspector.read.code_locate import CodeIndex
 from graphtrain_inspect.inspector.diff.text_rows import DiffModel, Row, char_marks, hunk_bounds
 from graphtrain_inspect.tui.highlight import Palette, token_spans
 from graphtrain_inspect.tui.widgets.line_view import LineView, Mark
+from graphtrain_inspect.tui.widgets.view_result import Drawn, ResultContext
 
 
 def elide(text: str, layers: list, head: int, cut: int, style) -> tuple[str, list]:
@@ -35,8 +36,9 @@ def elide(text: str, layers: list, head: int, cut: int, style) -> tuple[str, lis
 class DiffView(LineView):
     BINDINGS = [Binding("enter", "unfold", "Unfold", show=False, id="diff.unfold")]
 
-    def __init__(self, *, id: str | None = None) -> None:
+    def __init__(self, *, id: str | None = None, across_ranks: bool = False) -> None:
         super().__init__(id=id)
+        self.across_ranks = across_ranks  # the rank diff (its status line names the ranks compared)
         self.model: DiffModel | None = None
         self.mode = "unified"
         self.expanded: set[int] = set()
@@ -52,6 +54,22 @@ class DiffView(LineView):
         self.message_text = "select a pass in the tree"
 
     # -- content ------------------------------------------------------------------------------------
+
+    def show_result(self, d, status, ctx: ResultContext) -> Drawn:
+        """A diff (tui.session.DiffResult), or None: there is none to show, and the line says why.
+        `status`: the rank diff's ranks and their agreement, for its status line."""
+        status_line = "  ".join(status or []) + "   (b: change the base rank, [ ]: other rank)" if self.across_ranks else None
+        if d is not None:
+            self.show(d.model, a_label=d.a_label, b_label=d.b_label, a_index=d.a_index, b_index=d.b_index, key=d.key)
+            return Drawn(title=f"{d.title} · {d.summary} · {self.mode}", key=d.key, status=status_line)
+        p = ctx.session.pass_entry(ctx.place) if ctx.session and not self.across_ranks else None
+        if p is not None and p.before is None:
+            self.clear("this entry has no input graph: torch logged its graph on its own (see the code view)")
+        elif p is not None and not p.after:
+            self.clear(f"the pass {p.status}: it produced no graph" + (f" ({p.exception})" if p.exception else ""))
+        else:
+            self.clear(ctx.unreadable("graphs of this pass"))
+        return Drawn(title=ctx.label, status=status_line)
 
     def show(self, model: DiffModel, *, a_label: str, b_label: str, a_index: CodeIndex | None = None, b_index: CodeIndex | None = None, key: tuple | None = None) -> None:
         same = key is not None and key == self.key

@@ -14,6 +14,7 @@ from textual.widgets import DataTable, Label
 from graphtrain_inspect.inspector.read.device_rows import DeviceRow
 from graphtrain_inspect.inspector.checks.symbol_rows import SymbolRow
 from graphtrain_inspect.tui.widgets.record_table import RecordTable
+from graphtrain_inspect.tui.widgets.view_result import Drawn, ResultContext
 
 
 def _few(items: list[str], n: int = 3) -> str:
@@ -66,6 +67,10 @@ class TableTab(Vertical):
 class SymbolsView(TableTab):
     COLUMNS = ("symbol", "status", "bound by", "inputs", "used by", "uses", "range", "note")
 
+    def show_result(self, rows: list[SymbolRow], extra, ctx: ResultContext) -> Drawn:
+        self.set_rows(rows, ctx.label)
+        return Drawn()
+
     def set_rows(self, rows: list[SymbolRow], title: str) -> None:
         t = self.table
         t.clear()
@@ -82,6 +87,10 @@ class SymbolsView(TableTab):
 
 class DevicesView(TableTab):
     COLUMNS = ("rank", "kind", "node", "device", "mismatch", "where", "detail")
+
+    def show_result(self, rows: list[DeviceRow], extra, ctx: ResultContext) -> Drawn:
+        self.set_rows(rows, ctx.label + " on every rank")
+        return Drawn()
 
     def set_rows(self, rows: list[DeviceRow], title: str) -> None:
         t = self.table

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
-from typing import Any, Callable
+from typing import Any
 
 from graphtrain_inspect.capture import import_hooks, logformat, session
 

@@ -168,7 +168,6 @@ class Session:
 
     def snapshot(self, gm: Any, frame: _Frame, role: str) -> str | None:
         """Write the graph's records once per distinct content; return its gid (None on failure)."""
-        import orjson
 
         from graphtrain_inspect.capture import graph_tables
 
@@ -490,9 +489,8 @@ class _quiet:
     def __enter__(self) -> None:
         import gc
 
-        from torch.utils._python_dispatch import _disable_current_modes
-
         import torch
+        from torch.utils._python_dispatch import _disable_current_modes
 
         self._gc = gc.isenabled()
         gc.disable()

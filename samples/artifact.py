@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import os
 
-import torch
 import torch.fx as fx
 
 _DROP_META = {"grapharg", "source_fn_stack", "nn_module_stack", "fwd_source_fn_stack"}

@@ -15,9 +15,9 @@ from collections import Counter
 
 import orjson
 
+from graphtrain_inspect.inspector.checks import run_checks
 from graphtrain_inspect.inspector.read import bundled
 from graphtrain_inspect.inspector.read.capture_index import open_capture
-from graphtrain_inspect.inspector.checks import run_checks
 
 
 def row(name: str) -> str:

@@ -27,7 +27,6 @@ import torch
 import torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
 
-
 # ---------------------------------------------------------------------------
 # functional collectives, feature-detected across torch versions
 # ---------------------------------------------------------------------------

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import os
 
-from graphtrain_inspect.samples.passes.dce import remove_dead_code
-from graphtrain_inspect.samples.passes.bucketing import bucket_all_gathers
 from graphtrain_inspect.samples.passes.ac import tag_activation_checkpointing
-from graphtrain_inspect.samples.passes.ep_chunking import chunk_expert_tokens
+from graphtrain_inspect.samples.passes.bucketing import bucket_all_gathers
 from graphtrain_inspect.samples.passes.concretize import concretize_symbolic_shapes
 from graphtrain_inspect.samples.passes.coordinates import resolve_coordinates
+from graphtrain_inspect.samples.passes.dce import remove_dead_code
 from graphtrain_inspect.samples.passes.device import place_devices
+from graphtrain_inspect.samples.passes.ep_chunking import chunk_expert_tokens
 from graphtrain_inspect.samples.passes.inductor_lowering import inductor_graph_passes
 
 PIPELINE = [

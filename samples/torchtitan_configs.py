@@ -10,8 +10,8 @@ own `graph_trainer_llama3_debugmodel_sdpa` uses for the same reason (its model r
 
 from __future__ import annotations
 
-from torchtitan.experiments.graph_trainer.qwen3.config_registry import graph_trainer_qwen3_debugmodel_moe
 from torchtitan.experiments.graph_trainer.qwen3 import model_registry
+from torchtitan.experiments.graph_trainer.qwen3.config_registry import graph_trainer_qwen3_debugmodel_moe
 
 
 def graph_trainer_qwen3_debugmodel_moe_sdpa():

@@ -18,7 +18,6 @@ import functools
 from typing import Any
 
 import torch
-
 from torchtitan.experiments.graph_trainer.passes import construct_default_graph_passes
 from torchtitan.experiments.graph_trainer.registry import register_pass_pipeline
 

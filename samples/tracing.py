@@ -12,8 +12,6 @@ from __future__ import annotations
 import inspect
 import re
 
-import torch
-import torch.fx as fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.fx.experimental.symbolic_shapes import ShapeEnv

@@ -22,12 +22,12 @@ from graphtrain_inspect.inspector.read.progressive import ProgressiveLoader
 from graphtrain_inspect.tui.capture_loading import CAPTURE_VIEWS, VIEWS, CaptureLoading
 from graphtrain_inspect.tui.commands import CaptureCommands
 from graphtrain_inspect.tui.compile_actions import COMPILE_FINDING_KINDS, COMPILE_FINDING_ROWS, CompileActions
-from graphtrain_inspect.tui.torch_node_counts import TorchNodeCounts
 from graphtrain_inspect.tui.escaping import ESCAPE_CONTROLS
 from graphtrain_inspect.tui.messages import Progress, ViewReady
 from graphtrain_inspect.tui.screens.help import HelpScreen
 from graphtrain_inspect.tui.screens.prompt import PromptScreen
 from graphtrain_inspect.tui.session import CaptureSession, Place
+from graphtrain_inspect.tui.torch_node_counts import TorchNodeCounts
 from graphtrain_inspect.tui.view_actions import ViewActions
 from graphtrain_inspect.tui.widgets.capture_tree import CaptureTree, RankData, plural
 from graphtrain_inspect.tui.widgets.code_view import CodeView
@@ -38,6 +38,7 @@ from graphtrain_inspect.tui.widgets.line_view import LineView
 from graphtrain_inspect.tui.widgets.output_code_view import OutputCodeView
 from graphtrain_inspect.tui.widgets.table_views import DevicesView, NodeChosen, ProblemsView, SymbolsView
 from graphtrain_inspect.tui.widgets.view_result import ResultContext
+
 
 class InspectApp(CaptureLoading, ViewActions, CompileActions, TorchNodeCounts, App[int]):
     CSS_PATH = "app.tcss"

@@ -19,7 +19,6 @@ from graphtrain_inspect.tui.session import CaptureSession, Place
 from graphtrain_inspect.tui.widgets.findings_view import checks_note
 from graphtrain_inspect.tui.widgets.table_views import ProblemsView
 
-
 VIEWS = ("code", "pass-diff", "rank-diff", "findings", "symbols", "devices", "problems", "output-code", "compile")
 # views of the whole capture, not of the place selected in the tree: selecting a place leaves them be
 CAPTURE_VIEWS = frozenset({"findings", "problems", "compile"})

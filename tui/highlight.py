@@ -18,7 +18,6 @@ from rich.segment import Segment
 from rich.style import Style
 
 
-
 @dataclass(frozen=True)
 class Palette:
     text: Style

@@ -10,8 +10,9 @@ A `[keymap]` table is accepted too. Unknown ids are reported, not fatal.
 from __future__ import annotations
 
 import os
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 
 def default_path() -> Path:

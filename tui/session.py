@@ -13,15 +13,15 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from graphtrain_inspect.inspector.checks.symbol_rows import SymbolRow, symbol_rows
+from graphtrain_inspect.inspector.diff.graph_diff import normalize_code, rank_diff_gids, rank_text
+from graphtrain_inspect.inspector.diff.text_rows import DiffModel
 from graphtrain_inspect.inspector.read.capture_index import Capture, CaptureUnreadable, open_capture
 from graphtrain_inspect.inspector.read.code_locate import CodeIndex
 from graphtrain_inspect.inspector.read.device_rows import DeviceRow, device_rows
-from graphtrain_inspect.inspector.diff.graph_diff import normalize_code, rank_diff_gids, rank_text
-from graphtrain_inspect.inspector.diff.text_rows import DiffModel
-from graphtrain_inspect.inspector.read.output_code import Kernel, code_text, kernels_of, output_codes, pipeline_of
 from graphtrain_inspect.inspector.read.outline import Outline, PassEntry, PipelineEntry, build_outline
+from graphtrain_inspect.inspector.read.output_code import Kernel, code_text, kernels_of, output_codes, pipeline_of
 from graphtrain_inspect.inspector.read.stages import StageIndex
-from graphtrain_inspect.inspector.checks.symbol_rows import SymbolRow, symbol_rows
 
 __all__ = ["CaptureSession", "CaptureUnreadable", "Place", "GraphText", "DiffResult", "OutputCodeText"]
 

@@ -13,8 +13,16 @@ from typing import Any
 from graphtrain_inspect.inspector.checks import Finding
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
 from graphtrain_inspect.inspector.diff.output_code import CodeNormalizer
+from graphtrain_inspect.inspector.read.output_code import (
+    Kernel,
+    OutputCode,
+    code_text,
+    compile_keys,
+    kernel_source_nodes,
+    kernels_of,
+    pipeline_of,
+)
 from graphtrain_inspect.inspector.read.source_lines import parse_frame
-from graphtrain_inspect.inspector.read.output_code import Kernel, OutputCode, code_text, compile_keys, kernel_source_nodes, kernels_of, pipeline_of
 
 CODEGEN_PASS = "inductor_codegen"
 CODE_WIDTH = 100  # a line of generated code in a finding's evidence, cut around what it is about  # what findings name as the pass: Inductor's lowering of the post-grad graph

@@ -11,7 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 from graphtrain_inspect.inspector.checks import Finding
-from graphtrain_inspect.inspector.read.compile_events import CompileEvent, CompileStory, base_compile_id, compile_story, missing_note
+from graphtrain_inspect.inspector.read.compile_events import (
+    CompileEvent,
+    CompileStory,
+    base_compile_id,
+    compile_story,
+    missing_note,
+)
 
 INTRODUCED_BY = "dynamo"
 

@@ -27,9 +27,9 @@ from typing import Any
 
 from graphtrain_inspect.capture import logformat
 from graphtrain_inspect.capture.rank_ranges import values_by_rank
-from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext, Observation
 from graphtrain_inspect.inspector.checks.differing_literals import cross_rank_evidence, literal_sites
 from graphtrain_inspect.inspector.checks.rank_baked import compile_on_one_rank, match_vectors
+from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext, Observation
 from graphtrain_inspect.inspector.read.graphmodel import device_of_leaf, split_device
 
 KIND = "device-baked"

@@ -27,8 +27,8 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from graphtrain_inspect.inspector.diff.graph_diff import _no_gc
 from graphtrain_inspect.inspector.checks.rank_classes import diff_of_its_own
+from graphtrain_inspect.inspector.diff.graph_diff import _no_gc
 
 if TYPE_CHECKING:
     from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext

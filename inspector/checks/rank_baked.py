@@ -30,11 +30,11 @@ import re
 from fractions import Fraction
 from typing import Any
 
-from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext, Observation
 from graphtrain_inspect.capture.rank_ranges import values_by_rank
 from graphtrain_inspect.inspector.checks.differing_literals import cross_rank_evidence, literal_sites
-from graphtrain_inspect.inspector.read.graphmodel import is_ref, row_leaves
+from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext, Observation
 from graphtrain_inspect.inspector.diff.normalize import table_meshes
+from graphtrain_inspect.inspector.read.graphmodel import is_ref, row_leaves
 from graphtrain_inspect.inspector.read.simulated import rank_states
 from graphtrain_inspect.inspector.read.stages import TRACE
 

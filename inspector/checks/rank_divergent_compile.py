@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from graphtrain_inspect.capture.rank_ranges import format_ranks
 from graphtrain_inspect.inspector.checks import Finding
 from graphtrain_inspect.inspector.checks.compile_findings import INTRODUCED_BY, pipeline_key, story
 from graphtrain_inspect.inspector.read.compile_events import CompileInfo, short_path

@@ -4,7 +4,7 @@ the guard. A recompile on some ranks only is rank-divergent-compile's error."""
 from __future__ import annotations
 
 from graphtrain_inspect.inspector.checks import Finding
-from graphtrain_inspect.inspector.checks.compile_findings import finding, fold, story, where_key
+from graphtrain_inspect.inspector.checks.compile_findings import finding, fold, story
 
 KIND = "recompile"
 DESCRIPTION = "a frame compiled again because a guard failed (the guard)"

@@ -30,8 +30,14 @@ import orjson
 
 from graphtrain_inspect.capture import logformat
 from graphtrain_inspect.inspector.diff.graph_diff import GraphDiff, NodeDiff, SubgraphDiff, compare_rows
+from graphtrain_inspect.inspector.diff.normalize import (
+    REDUCE_OPS,
+    GraphNormalizer,
+    RankContext,
+    _str_leaves,
+    is_collective_target,
+)
 from graphtrain_inspect.inspector.read.graphmodel import _row_ok, split_device
-from graphtrain_inspect.inspector.diff.normalize import REDUCE_OPS, GraphNormalizer, RankContext, _str_leaves, is_collective_target
 
 if TYPE_CHECKING:
     from graphtrain_inspect.inspector.read.capture_index import Capture

@@ -23,12 +23,13 @@ from typing import Any
 import orjson
 
 from graphtrain_inspect.capture import logformat
+from graphtrain_inspect.capture.symbol_usage import is_unbacked
 from graphtrain_inspect.inspector.checks import row_rank_diff as rowdiff
 from graphtrain_inspect.inspector.checks import tables_and_blame
 from graphtrain_inspect.inspector.checks.rank_classes import class_rep_stage
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext, Observation
 from graphtrain_inspect.inspector.diff.graph_diff import _no_gc
-from graphtrain_inspect.inspector.read.graphmodel import GraphTables, SubGraph, is_ref, is_unbacked, row_leaves, row_symbols
+from graphtrain_inspect.inspector.read.graphmodel import GraphTables, SubGraph, row_symbols
 
 KIND = "stale-unbacked-symbol"
 DESCRIPTION = "unbacked symbols that no node in scope binds (root or nested subgraph, placeholders included)"

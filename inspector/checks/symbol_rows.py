@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from graphtrain_inspect.inspector.read.graphmodel import GraphTables, is_unbacked
+from graphtrain_inspect.capture.symbol_usage import is_unbacked
+from graphtrain_inspect.inspector.read.graphmodel import GraphTables
 
 
 @dataclass

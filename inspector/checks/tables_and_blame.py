@@ -17,8 +17,8 @@ from graphtrain_inspect.inspector.checks import Finding, NotRun
 from graphtrain_inspect.inspector.checks.rank_classes import class_rank_diff
 from graphtrain_inspect.inspector.checks.row_rank_diff import positional_rank_diff
 from graphtrain_inspect.inspector.diff.graph_diff import GraphDiff, diff_tables, graph_normalizer
-from graphtrain_inspect.inspector.read.graphmodel import GraphTables
 from graphtrain_inspect.inspector.diff.normalize import GraphNormalizer, RankContext
+from graphtrain_inspect.inspector.read.graphmodel import GraphTables
 from graphtrain_inspect.inspector.read.stages import TRACE, Stage, StageIndex, StageKey, pipeline_label
 from graphtrain_inspect.inspector.read.weighted_cache import WeightedLRU
 

@@ -35,7 +35,13 @@ import orjson
 
 from graphtrain_inspect.capture.rank_ranges import format_ranks, values_by_rank
 from graphtrain_inspect.inspector.cli.common import add_capture_argument, open_or_fail
-from graphtrain_inspect.inspector.diff.render import Style, add_common_arguments, print_read_errors, truncate, want_color
+from graphtrain_inspect.inspector.diff.render import (
+    Style,
+    add_common_arguments,
+    print_read_errors,
+    truncate,
+    want_color,
+)
 
 _LEVELS = ("error", "warning", "info")
 

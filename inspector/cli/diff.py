@@ -22,7 +22,13 @@ import sys
 import orjson
 
 from graphtrain_inspect.inspector.cli.common import CommandError, add_capture_argument, diff_title, open_or_fail
-from graphtrain_inspect.inspector.diff.render import Style, add_common_arguments, print_read_errors, truncate, want_color
+from graphtrain_inspect.inspector.diff.render import (
+    Style,
+    add_common_arguments,
+    print_read_errors,
+    truncate,
+    want_color,
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

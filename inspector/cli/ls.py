@@ -15,12 +15,16 @@ from typing import Any
 import orjson
 
 from graphtrain_inspect.capture import logformat
-
 from graphtrain_inspect.capture.rank_ranges import format_ranks
 from graphtrain_inspect.inspector.cli import ls_compile, ls_output_code
 from graphtrain_inspect.inspector.cli.common import add_capture_argument, open_or_fail
+from graphtrain_inspect.inspector.diff.render import (
+    Style,
+    add_common_arguments,
+    fmt_bytes,
+    want_color,
+)
 from graphtrain_inspect.inspector.read.simulated import rank_states, states_text
-from graphtrain_inspect.inspector.diff.render import Style, add_common_arguments, fmt_bytes, print_read_errors, want_color
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -37,7 +37,6 @@ from typing import Any, Callable, Iterable, Sequence
 
 from rapidfuzz.distance import LCSseq
 
-
 _NUM_SUFFIX = re.compile(r"_?\d+$")
 _DIFFLIB_LIMIT = 250_000  # gap size product above which a compiled LCS replaces difflib
 

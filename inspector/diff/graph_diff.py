@@ -24,8 +24,8 @@ from operator import and_, eq, not_
 from typing import TYPE_CHECKING, Any, Iterator
 
 from graphtrain_inspect.inspector.diff.align import Parts, _align, _merge_order, freeze
-from graphtrain_inspect.inspector.read.graphmodel import GraphTables, SubGraph, is_ref, row_leaves
 from graphtrain_inspect.inspector.diff.normalize import IDENTITY, GraphNormalizer, RankContext, is_collective_target
+from graphtrain_inspect.inspector.read.graphmodel import GraphTables, SubGraph, row_leaves
 
 if TYPE_CHECKING:
     from graphtrain_inspect.inspector.read.capture_index import Capture, PassRecord

@@ -12,7 +12,7 @@ import re
 from collections import Counter
 from typing import Any, Iterator
 
-from graphtrain_inspect.capture.symbol_usage import is_unbacked, symbol_usage
+from graphtrain_inspect.capture.symbol_usage import symbol_usage
 from graphtrain_inspect.inspector.read.fxtext import val_symbols
 
 

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any, Hashable
 from graphtrain_inspect.inspector.read.stages import TRACE, Stage, StageIndex
 
 if TYPE_CHECKING:
-    from graphtrain_inspect.inspector.read.capture_index import Capture, PassRecord
     from graphtrain_inspect.inspector.checks import Finding
+    from graphtrain_inspect.inspector.read.capture_index import Capture, PassRecord
 
 
 @dataclass

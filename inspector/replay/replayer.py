@@ -67,8 +67,8 @@ from graphtrain_inspect.inspector.replay.resolve import graph_or_gm, import_targ
 from graphtrain_inspect.inspector.replay.world import destroy_fake_world, init_fake_world  # noqa: F401
 
 if TYPE_CHECKING:
-    from graphtrain_inspect.inspector.read.capture_index import Capture, PassRecord
     from graphtrain_inspect.inspector.diff.graph_diff import GraphDiff
+    from graphtrain_inspect.inspector.read.capture_index import Capture, PassRecord
 
 
 # ---------------------------------------------------------------------------------------------

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 from graphtrain_inspect.inspector.read.capture_index import Capture
 
 if TYPE_CHECKING:
-    from graphtrain_inspect.inspector.read.capture_index import PassRecord
     from graphtrain_inspect.inspector.checks import Finding
+    from graphtrain_inspect.inspector.read.capture_index import PassRecord
     from graphtrain_inspect.inspector.read.graphmodel import GraphTables
 
 

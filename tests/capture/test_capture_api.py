@@ -6,7 +6,8 @@ import torch
 import torch.fx
 
 from graphtrain_inspect.capture import logformat, record_pass, session
-from tests.capture_utils import drop_relu as _drop_relu, payloads
+from tests.capture_utils import drop_relu as _drop_relu
+from tests.capture_utils import payloads
 
 
 def _gm():

@@ -9,8 +9,8 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-from graphtrain_inspect.inspector.read.capture_index import open_capture
 from graphtrain_inspect.inspector.checks import check_report, run_checks
+from graphtrain_inspect.inspector.read.capture_index import open_capture
 from tests.small_captures import CaptureWriter, mesh_rank_table
 
 

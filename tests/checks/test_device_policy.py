@@ -12,10 +12,10 @@ import sys
 import torch
 import torch.fx
 
-from graphtrain_inspect.inspector.read.capture_index import open_capture
 from graphtrain_inspect.inspector.checks import run_checks
-from tests.small_captures import CaptureWriter
+from graphtrain_inspect.inspector.read.capture_index import open_capture
 from tests.checks.test_checks import _indexless_device_graph, _one_input_graph, list_device_graph
+from tests.small_captures import CaptureWriter
 
 
 def _base():

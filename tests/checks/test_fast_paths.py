@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from graphtrain_inspect.inspector.read.capture_index import open_capture
 from graphtrain_inspect.inspector.checks import check_report
 from graphtrain_inspect.inspector.checks import row_rank_diff as rowdiff
+from graphtrain_inspect.inspector.read.capture_index import open_capture
 from graphtrain_inspect.samples.bugs import ALL as ALL_BUGS
 
 

@@ -12,10 +12,10 @@ import torch
 import torch.fx
 
 from graphtrain_inspect.capture import logformat
-from graphtrain_inspect.inspector.read.capture_index import open_capture
 from graphtrain_inspect.inspector.checks import check_report
-from tests.small_captures import CaptureWriter
+from graphtrain_inspect.inspector.read.capture_index import open_capture
 from tests.capture_utils import run_cli
+from tests.small_captures import CaptureWriter
 
 KIND = "incomplete-capture"
 

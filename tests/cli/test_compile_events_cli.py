@@ -23,7 +23,6 @@ from graphtrain_inspect.inspector.read.output_code import output_codes, pipeline
 from tests.capture_utils import run_cli, torchrun
 from tests.read.test_compile_events import ls_lists, tlparse_lists
 
-
 # tlparse's failure row, all four cells: label, type, description, source (file:line)
 _FAIL_ROW_RE = re.compile(r"\[([^\]]+)\]</a>\s*</td><td><pre>([^<]*)</pre></td>\s*<td><pre>.*?</pre></td>\s*<td><pre>([^<]*):(\d+)</pre></td>", re.S)
 

@@ -13,8 +13,8 @@ import json
 
 import pytest
 
-from graphtrain_inspect.inspector.read.capture_index import open_capture
 from graphtrain_inspect.inspector.checks import run_checks
+from graphtrain_inspect.inspector.read.capture_index import open_capture
 from tests.capture_utils import run_cli, torchrun
 
 pytestmark = pytest.mark.slow

@@ -10,10 +10,10 @@ import sys
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from tests.capture_utils import ROOT as REPO_ROOT
 from graphtrain_inspect.capture import logformat
-from graphtrain_inspect.inspector.read.capture_index import open_capture
 from graphtrain_inspect.inspector.cli.ls import listing
+from graphtrain_inspect.inspector.read.capture_index import open_capture
+from tests.capture_utils import ROOT as REPO_ROOT
 from tests.small_captures import CaptureWriter
 
 ROOT = str(REPO_ROOT)

@@ -11,12 +11,12 @@ import torch
 import torch.distributed  # noqa: F401
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from tests.capture_utils import ROOT as REPO_ROOT
 from graphtrain_inspect.inspector.diff import graph_diff as gdiff
+from graphtrain_inspect.inspector.diff.normalize import GraphNormalizer, RankContext
 from graphtrain_inspect.inspector.read.capture_index import open_capture
 from graphtrain_inspect.inspector.read.graphmodel import GraphTables, SubGraph
-from graphtrain_inspect.inspector.diff.normalize import GraphNormalizer, RankContext
 from graphtrain_inspect.inspector.read.stages import StageIndex
+from tests.capture_utils import ROOT as REPO_ROOT
 from tests.small_captures import CaptureWriter, mesh_rank_table
 
 ROOT = str(REPO_ROOT)

@@ -11,8 +11,6 @@ with `--fn`).
 
 from __future__ import annotations
 
-import sys
-
 
 def bugs_from_argv() -> None:
     from graphtrain_inspect.samples import bugs

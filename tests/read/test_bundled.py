@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import pytest
 
+from graphtrain_inspect.inspector.checks import run_checks
 from graphtrain_inspect.inspector.read import bundled
 from graphtrain_inspect.inspector.read.capture_index import open_capture
-from graphtrain_inspect.inspector.checks import run_checks
 
 # with --shared-graph (the graph is to be loaded by every rank), where it differs
 SHARED = {"device-literal": [("device-baked", "trace", "error")], "rank-baked": [("rank-baked-constant", "trace", "error")]}

@@ -9,10 +9,10 @@ import sys
 import orjson
 import pytest
 
-from tests.capture_utils import ROOT as REPO_ROOT
 from graphtrain_inspect.capture import logformat
 from graphtrain_inspect.inspector.read.capture_index import CaptureUnreadable, open_capture
 from graphtrain_inspect.inspector.read.logscan import LogFile
+from tests.capture_utils import ROOT as REPO_ROOT
 
 ROOT = str(REPO_ROOT)
 

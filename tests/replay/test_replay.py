@@ -97,8 +97,8 @@ def replay(*args: str, stdin: str | None = None, timeout: int = 300) -> subproce
 
 def test_every_sample_pass_reproduces_on_both_ranks(sample_dir):
     from graphtrain_inspect.inspector.read.capture_index import open_capture
-    from graphtrain_inspect.inspector.replay.replayer import Replayer
     from graphtrain_inspect.inspector.replay.plan import select
+    from graphtrain_inspect.inspector.replay.replayer import Replayer
 
     cap = open_capture(str(sample_dir))
     results = {}
@@ -125,9 +125,8 @@ def test_without_the_training_state_the_replay_differs_and_says_why(sample_dir):
     """The bug switches are argv state, not environment: without --setup the pass sees defaults,
     and the verdict (with the diff) says the result differs."""
     from graphtrain_inspect.inspector.read.capture_index import open_capture
-    from graphtrain_inspect.inspector.replay.replayer import Replayer
     from graphtrain_inspect.inspector.replay.plan import select
-
+    from graphtrain_inspect.inspector.replay.replayer import Replayer
     from graphtrain_inspect.samples import bugs
 
     bugs.reset()  # earlier replays in this process set them (process state outlives a replay)
@@ -204,8 +203,8 @@ def test_inductor_pass_reproduces(compile_dir):
 
 def test_every_inductor_pass_replays_or_says_why(compile_dir):
     from graphtrain_inspect.inspector.read.capture_index import open_capture
-    from graphtrain_inspect.inspector.replay.replayer import CannotReplay, Replayer
     from graphtrain_inspect.inspector.replay.plan import select
+    from graphtrain_inspect.inspector.replay.replayer import CannotReplay, Replayer
 
     cap = open_capture(str(compile_dir))
     passes = cap.passes(0)

@@ -95,8 +95,8 @@ def monkeypatch_module():
 
 def _run(d: Path, name: str, **kw):
     from graphtrain_inspect.inspector.read.capture_index import open_capture
-    from graphtrain_inspect.inspector.replay.replayer import Replayer
     from graphtrain_inspect.inspector.replay.plan import select
+    from graphtrain_inspect.inspector.replay.replayer import Replayer
 
     cap = open_capture(str(d))
     fn = kw.pop("fn", None)
@@ -149,9 +149,8 @@ def test_gpu_capture_of_another_torch_replays_here(tmp_path):
     import tarfile
 
     from graphtrain_inspect.inspector.read.capture_index import open_capture
-    from graphtrain_inspect.inspector.replay.replayer import Replayer, check_delta
     from graphtrain_inspect.inspector.replay.plan import Refused, check_origin, peers, select
-
+    from graphtrain_inspect.inspector.replay.replayer import Replayer, check_delta
     from graphtrain_inspect.samples import bugs
 
     with tarfile.open(Path(__file__).parents[1] / "programs" / "replay_h200_cuda_device_literal.tar.xz") as tf:

@@ -94,9 +94,9 @@ def test_commands_never_unpickle(planted, monkeypatch):
 
 async def test_tui_never_unpickles(planted, monkeypatch):
     """The app browses every view (its checks run in a child process: the marker covers it)."""
-    from tests.tui_support import settle
     from graphtrain_inspect.tui.app import InspectApp
     from graphtrain_inspect.tui.session import Place
+    from tests.tui_support import settle
 
     d, marker, _ = planted
     with no_unpickling(monkeypatch) as calls:

@@ -6,9 +6,9 @@ import subprocess
 
 import pytest
 
+from graphtrain_inspect.inspector.checks import run_checks
 from graphtrain_inspect.inspector.read import bundled
 from graphtrain_inspect.inspector.read.capture_index import open_capture
-from graphtrain_inspect.inspector.checks import run_checks
 from tests.capture_utils import tlparse_exe
 
 # capture (without its hardware prefix) -> the (kind, blamed pass, layer) of every error and warning

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from tests.capture_utils import ROOT, run_cli, run_plain
+from tests.capture_utils import run_cli, run_plain
 
 pytest.importorskip("torchtitan.experiments.graph_trainer.passes", reason="the torchtitan extra is not installed (pip install -e '.[torchtitan]')")
 

@@ -8,12 +8,12 @@ import shutil
 import pytest
 from textual.widgets import Select, TabbedContent
 
-from tests.tui_support import log_path, opened, record_starts, settle, small_capture
 from graphtrain_inspect.tui.app import InspectApp
 from graphtrain_inspect.tui.screens.help import HelpScreen
 from graphtrain_inspect.tui.screens.prompt import PromptScreen
 from graphtrain_inspect.tui.session import Place
 from graphtrain_inspect.tui.widgets.capture_tree import RankData
+from tests.tui_support import log_path, opened, record_starts, settle, small_capture
 
 
 def labels(tree) -> list[str]:
@@ -453,8 +453,8 @@ def test_keymap_file(tmp_path, keymap_text, expect):
 def test_cmd_without_argument_uses_bundled_or_says_how(monkeypatch):
     import argparse
 
-    from graphtrain_inspect.inspector.read import bundled
     from graphtrain_inspect.inspector.cli import tui as cmd
+    from graphtrain_inspect.inspector.read import bundled
 
     p = argparse.ArgumentParser()
     cmd.add_arguments(p)

@@ -4,10 +4,10 @@ devices and the rank diff's base rank on real graphs."""
 
 from __future__ import annotations
 
-from tests.tui_support import settle
 from graphtrain_inspect.tui.app import InspectApp
 from graphtrain_inspect.tui.session import Place
 from graphtrain_inspect.tui.widgets.table_views import DevicesView, SymbolsView
+from tests.tui_support import settle
 
 
 def finding(app, kind: str):

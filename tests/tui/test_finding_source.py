@@ -3,8 +3,8 @@ around it on `o` when the file is on this machine."""
 
 from __future__ import annotations
 
-from tests.tui_support import _graphs, settle
 from graphtrain_inspect.tui.app import InspectApp
+from tests.tui_support import _graphs, settle
 
 MODEL = """\
 def forward(self, x, rank):

@@ -3,8 +3,8 @@ i from an FX node to its kernel and I back; and its plain message on a capture w
 
 from __future__ import annotations
 
-from tests.tui_support import opened, settle
 from graphtrain_inspect.inspector.read.output_code import code_text, output_codes
+from tests.tui_support import opened, settle
 
 
 async def test_output_code_view_and_node_kernel_jumps(bundled_capture):

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.tui_support import settle
 from graphtrain_inspect.tui.app import InspectApp
 from graphtrain_inspect.tui.session import Place
+from tests.tui_support import settle
 
 SIZE = (130, 30)
 SIZES = [(120, 40), (200, 50)]

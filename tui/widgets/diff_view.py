@@ -10,8 +10,8 @@ from rich.segment import Segment
 from textual import events
 from textual.binding import Binding
 
-from graphtrain_inspect.inspector.read.code_locate import CodeIndex
 from graphtrain_inspect.inspector.diff.text_rows import DiffModel, Row, char_marks, hunk_bounds
+from graphtrain_inspect.inspector.read.code_locate import CodeIndex
 from graphtrain_inspect.tui.highlight import Palette, token_spans
 from graphtrain_inspect.tui.widgets.line_view import LineView, Mark
 from graphtrain_inspect.tui.widgets.view_result import Drawn, ResultContext

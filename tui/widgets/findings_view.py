@@ -12,7 +12,6 @@ from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import DataTable, Label, Select, Static
 
-from graphtrain_inspect.tui.widgets.capture_tree import plural
 from graphtrain_inspect.tui.widgets.record_table import RecordTable
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}

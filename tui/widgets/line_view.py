@@ -8,9 +8,8 @@ cost. Search (`find`) and the marked node are shared by the code and diff views.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import re
+from dataclasses import dataclass
 
 from rich.cells import cell_len
 from rich.segment import Segment

@@ -11,8 +11,8 @@ from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import DataTable, Label
 
-from graphtrain_inspect.inspector.read.device_rows import DeviceRow
 from graphtrain_inspect.inspector.checks.symbol_rows import SymbolRow
+from graphtrain_inspect.inspector.read.device_rows import DeviceRow
 from graphtrain_inspect.tui.widgets.record_table import RecordTable
 from graphtrain_inspect.tui.widgets.view_result import Drawn, ResultContext
 

@@ -17,7 +17,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from simulated_worlds import check_peak, du, timed  # noqa: E402 - the same measurements as the 3-D sample's
+from simulated_worlds import check_peak, du, timed  # the same measurements as the 3-D sample's
 
 
 def one(model: str, world: int, base: str, assets: str) -> None:

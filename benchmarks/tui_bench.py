@@ -194,7 +194,7 @@ def browse(t: Term, pid: int) -> dict[str, dict[str, int]]:
     out = {}
     t.keys("t")
     time.sleep(0.2)
-    for i in range(200):
+    for _ in range(200):
         t.keys("Down")
         time.sleep(0.03)
     time.sleep(1.0)
@@ -203,7 +203,7 @@ def browse(t: Term, pid: int) -> dict[str, dict[str, int]]:
     time.sleep(0.3)
     t.keys("Down", "Down", "Down", "Down")  # rank 0, graph 0, trace, #0 big_rewrite
     time.sleep(1.0)
-    for key, label in (("2", "pass diff"), ("3", "rank diff"), ("5", "symbols"), ("6", "devices"), ("1", "code")):
+    for key, _label in (("2", "pass diff"), ("3", "rank diff"), ("5", "symbols"), ("6", "devices"), ("1", "code")):
         t.keys(key)
         t.wait(lambda s: "loading" not in s, timeout=300, poll=0.05)
         time.sleep(0.3)

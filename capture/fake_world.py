@@ -147,7 +147,7 @@ def stop_on() -> bool:
 
 def _install_first_call_stop(graph_module: Any) -> None:
     wrapped_call = getattr(graph_module, "_WrappedCall", None)
-    original = getattr(wrapped_call, "__call__", None)
+    original = None if wrapped_call is None else wrapped_call.__call__
     if original is None or getattr(original, "_gti_simulated", False):
         return
 

@@ -23,7 +23,7 @@ def _hook_observer(module: Any) -> None:
     cls = getattr(module, "GraphTransformObserver", None)
     if cls is None:
         return
-    for method, graph_arg in (("apply_gm_pass", "gm"), ("apply_graph_pass", "graph")):
+    for method in ("apply_gm_pass", "apply_graph_pass"):
         original = getattr(cls, method, None)
         if original is None or getattr(original, "_gti_original", None) is not None:
             continue

@@ -77,7 +77,7 @@ def _hook_scheduling(module: Any, name: str) -> None:
     define_kernel._gti_original = original  # type: ignore[attr-defined]
     define_kernel.__name__ = original.__name__
     define_kernel.__doc__ = original.__doc__
-    setattr(cls, "define_kernel", define_kernel)
+    cls.define_kernel = define_kernel
 
 
 def _note_kernel(kernel_name: Any, nodes: Any) -> None:

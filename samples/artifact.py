@@ -53,7 +53,7 @@ def _strip_fake_mode(desc):
 def _register_custom_ops() -> None:
     """Ops a loaded graph may call must be registered before ``loads``."""
     try:
-        import torch.distributed._ops.device_mesh  # noqa: F401
+        import torch.distributed._ops.device_mesh  # registers the ops, binds nothing we use
     except ImportError:  # pragma: no cover
         pass
     try:

@@ -14,8 +14,8 @@ verdict = signing.verify(sys.argv[1])
 if not verdict.ok and "--trust" not in sys.argv[2:]:
     sys.exit(f"load_blobs: {sys.argv[1]} is not loaded: {verdict.why}; pass --trust if you vouch for it")
 
-import torch.distributed._functional_collectives  # noqa: F401 - ops a graph may call
-import torch.distributed.tensor  # noqa: F401 - makes DeviceMesh an opaque type before the op library below
+import torch.distributed._functional_collectives  # ops a graph may call
+import torch.distributed.tensor  # makes DeviceMesh an opaque type before the op library below
 
 try:
     import torch.distributed._ops.device_mesh  # noqa: F401 - compile-on-one-rank ops

@@ -195,7 +195,7 @@ def _group_ranks(group_name: str) -> list[int]:
 
         pg = _resolve_process_group(group_name)
         return dist.get_process_group_ranks(pg)
-    except Exception:  # pragma: no cover - private API drift
+    except Exception:  # noqa: BLE001  # pragma: no cover - private API drift
         return []
 
 
@@ -218,7 +218,7 @@ def mesh_coordinate(mesh, dim: int, *, baked: bool):
         return mesh.get_local_rank(mesh_dim=dim)
     sym = getattr(mesh, "_sym_get_coordinate", None)
     if sym is None:  # pragma: no cover - very old torch
-        warnings.warn("DeviceMesh._sym_get_coordinate missing: coordinates will be baked")
+        warnings.warn("DeviceMesh._sym_get_coordinate missing: coordinates will be baked", stacklevel=2)
         return mesh.get_coordinate()[dim]
     return sym(dim)
 

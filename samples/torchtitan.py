@@ -13,7 +13,7 @@ same bytes every time: nothing is downloaded), then prints and runs
 
     graphtrain-inspect capture --out DIR --simulate-world N --stop-after-passes \\
         --pass torchtitan.experiments.graph_trainer.passes:compile_time_passes \\
-        -- python -m graphtrain_inspect.samples.torchtitan_cpu --module graph_trainer.llama3 --config ... 
+        -- python -m graphtrain_inspect.samples.torchtitan_cpu --module graph_trainer.llama3 --config ...
 
 (`torchrun --nproc-per-node N` instead of --simulate-world with --real). Every pass of the list
 graph_trainer builds in `compile_time_passes(...)` is recorded under its own name; the ranks stop

@@ -401,7 +401,7 @@ class InspectApp(CaptureLoading, ViewActions, CompileActions, TorchNodeCounts, A
             try:
                 payload, extra = job(session, place, base)
                 msg = ViewReady(view, place, payload, extra, request=request)
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - a view's job failing must not take the app down: shown in the view
                 msg = ViewReady(view, place, None, error=f"{type(e).__name__}: {e}", request=request)
             self.post_message(msg)
             self.post_message(Progress(f"view-{view}", "", done=True))

@@ -75,7 +75,7 @@ class CaptureLoading:
         except CaptureUnreadable as e:
             self.post_message(Progress("load", "", done=True))
             self.post_message(CaptureFailed(self.path, str(e)))
-        except Exception as e:  # a reader bug must not take the app down: say what happened
+        except Exception as e:  # noqa: BLE001 - a reader bug must not take the app down: say what happened
             self.post_message(Progress("load", "", done=True))
             self.post_message(CaptureFailed(self.path, f"{type(e).__name__}: {e}"))
 
@@ -99,7 +99,7 @@ class CaptureLoading:
                         loader.release()
                         break
             self.post_message(CaptureLoaded(session, time.perf_counter() - t0, reload=True, final=True))
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - a reader bug while following must not take the app down
             self.post_message(CaptureFailed(self.path, f"while following the capture: {type(e).__name__}: {e}"))
         finally:
             self.post_message(Progress("load", "", done=True))

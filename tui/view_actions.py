@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from textual.app import SuspendNotSupported
 from textual.widgets import Input, Label
 
 from graphtrain_inspect.tui.replay import replay_argv, run_captured, run_in_terminal
@@ -193,7 +194,7 @@ class ViewActions:
                 with self.suspend():
                     rc = run_in_terminal(argv)
                 msg = ""
-            except Exception:  # no terminal to hand over (headless, web): run it in the background
+            except SuspendNotSupported:  # no terminal to hand over (headless, web): run it in the background
                 rc, msg = run_captured(argv)
         sev = "information" if rc == 0 else "warning"
         self.notify(f"replay of #{p.seq} {p.name} on rank {p.rank} exited with {rc}" + (f": {msg}" if msg else ""), severity=sev)

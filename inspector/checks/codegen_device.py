@@ -36,7 +36,7 @@ def run(ctx: CheckContext) -> list[Finding]:
         # torch's logs say nothing of the world (one rank's log read alone is not compile on
         # one rank): only the logs at hand count
         flag, all_ranks = False, list(cap.ranks)
-    for key, sites in sites_by_key.items():
+    for sites in sites_by_key.values():
         # code on one rank where other ranks' logs are there too: they loaded it
         shared = flag or getattr(ctx, "shared_graph", False) or (len(sites) == 1 and len(cap.ranks) > 1)
         for r, site in sorted(sites.items()):

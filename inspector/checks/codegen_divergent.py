@@ -31,7 +31,7 @@ def _fx_agree(ctx: CheckContext, ra: int, ga: str | None, rb: int, gb: str | Non
 
 def run(ctx: CheckContext) -> list[Finding]:
     out: list[Finding] = []
-    for key, sites in aligned(ctx).items():
+    for sites in aligned(ctx).values():
         if len(sites) < 2:
             continue
         ranks = sorted(sites)

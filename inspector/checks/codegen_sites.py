@@ -122,7 +122,7 @@ def fx_node(ctx: CheckContext, sites: dict[int, CodeSite], kernel: Kernel | None
         return out
     rows: dict[str, list[Any]] = {}
     tables = {r: (ctx.tables(r, s.oc.graph) if s.oc.graph else None) for r, s in sites.items()}
-    for r, t in tables.items():
+    for t in tables.values():
         for n in names:
             rows.setdefault(n, []).append(t.root.node(n) if t is not None else None)
     pick = next((n for n in names if len({repr(_args(x)) for x in rows.get(n, [])}) > 1), names[0])

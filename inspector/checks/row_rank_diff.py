@@ -49,7 +49,7 @@ ENABLED = True
 class _SameNames(dict):
     """Positional pairing of rows with equal names: every node maps to the node of its name."""
 
-    def get(self, key: Any, default: Any = None) -> Any:  # noqa: ARG002 - dict.get's signature
+    def get(self, key: Any, default: Any = None) -> Any:  # dict.get's signature
         return key
 
 

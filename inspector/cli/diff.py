@@ -147,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
             try:
                 ra, rb = (int(x) for x in args.ranks.split(","))
             except ValueError:
-                raise CommandError(f"--ranks wants two ranks like 0,1, not {args.ranks!r}")
+                raise CommandError(f"--ranks wants two ranks like 0,1, not {args.ranks!r}") from None
             for r in (ra, rb):
                 if r not in cap.ranks:
                     raise CommandError(f"no rank {r} in {args.dir} (ranks: {cap.ranks})")

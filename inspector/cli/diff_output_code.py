@@ -70,7 +70,7 @@ def run(args: argparse.Namespace, text_lines: Any) -> int:
             try:
                 ra, rb = (int(x) for x in (args.ranks or "").split(","))
             except ValueError:
-                raise CommandError(f"--output-code wants --ranks A,B or --compiles K1,K2, not {args.ranks!r}")
+                raise CommandError(f"--output-code wants --ranks A,B or --compiles K1,K2, not {args.ranks!r}") from None
             for r in (ra, rb):
                 if r not in cap.ranks:
                     raise CommandError(f"no rank {r} in {args.dir} (ranks: {cap.ranks})")

@@ -162,7 +162,7 @@ class GraphNormalizer:
         if tables is not None:
             for _, row in tables.iter_nodes():
                 if is_collective_target(row.get("target")):
-                    for where, leaf in _str_leaves(row):
+                    for _where, leaf in _str_leaves(row):
                         if self._is_group_name(leaf) and leaf not in self.ordinals:
                             self.ordinals[leaf] = f"<pg#{len(self.ordinals)}>"
 

@@ -140,7 +140,7 @@ def iter_leaves(value: Any, path: str = "") -> Iterator[tuple[str, Any]]:
         for i, v in enumerate(value):
             yield from iter_leaves(v, f"{path}[{i}]")
     elif isinstance(value, dict) and "dict" in value and len(value) == 1 and isinstance(value["dict"], list):
-        for i, kv in enumerate(value["dict"]):
+        for kv in value["dict"]:
             if isinstance(kv, list) and len(kv) == 2:
                 yield from iter_leaves(kv[1], f"{path}{{{_key_text(kv[0])}}}")
     else:

@@ -166,7 +166,7 @@ def build_outline(cap: "Capture") -> Outline:
             pipelines.append(entry)
         try:
             own = cap.own_device(r)
-        except Exception:  # a damaged record: the reader has recorded the error
+        except Exception:  # noqa: BLE001 - a damaged record: the reader has recorded the error
             own = None
         complete = None
         if cap.kind == "capture":

@@ -77,7 +77,7 @@ def peers(cap: "Capture", t: Target) -> dict[int, "PassRecord"]:
     name in that pipeline (how inspector.stages lines ranks up)."""
     def key(rank: int, rec: "PassRecord") -> tuple | None:
         pls = cap.pipelines(rank)
-        for i, pl in enumerate(pls):
+        for pl in pls:
             if rec in pl.passes:
                 k = sum(1 for p in pl.passes[: pl.passes.index(rec)] if p.name == rec.name)
                 return (pl.key, rec.name, k)

@@ -67,7 +67,7 @@ def op_name(node: fx.Node) -> str:
     if callable(name):
         try:
             return name().split(".")[0]
-        except Exception:
+        except Exception:  # noqa: BLE001 - a target's name() may raise anything; fall back to __name__
             pass
     return getattr(t, "__name__", str(t))
 
@@ -95,7 +95,7 @@ def nested_graph_modules(gm: fx.GraphModule):
 def unbacked_symbols_of(val) -> set:
     try:
         return set(free_unbacked_symbols(val))
-    except Exception:
+    except Exception:  # noqa: BLE001 - values free_unbacked_symbols does not understand have none
         return set()
 
 

@@ -82,7 +82,7 @@ def bucket_all_gathers(gm: fx.GraphModule, example_inputs) -> fx.GraphModule:
         buckets.setdefault(key, []).append((node, wait, param))
 
     plan = {}
-    for (bkey, group_name, group_size, dtype), members in buckets.items():
+    for (bkey, group_name, group_size, _dtype), members in buckets.items():
         if len(members) < 2:
             continue
         first_ag = members[0][0]

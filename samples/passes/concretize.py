@@ -90,7 +90,7 @@ def _const_eval(node: fx.Node, memo: dict):
         return None
     try:
         val = t(*args, **kwargs)
-    except Exception:
+    except Exception:  # noqa: BLE001 - an arbitrary op on concrete values: any failure means not foldable
         return None
     memo[node] = val
     return val
@@ -157,7 +157,7 @@ def subst_val(val, mapping, fake_mode, shape_env):
                     extent = 1 + sum((s - 1) * st for s, st in zip(size, stride))
                     base = torch.empty(offset + extent, dtype=val.dtype, device=val.device)
                     new = base.as_strided(size, stride, offset)
-                except Exception:
+                except Exception:  # noqa: BLE001 - any layout as_strided refuses: keep the node
                     new = None
             if new is None:
                 new = torch.empty_strided(size, stride, dtype=val.dtype, device=val.device)
@@ -182,7 +182,7 @@ def _rewrite_meta(gm, mapping, fake_mode, shape_env) -> int:
                             from torch.fx.passes.shape_prop import _extract_tensor_metadata
 
                             node.meta["tensor_meta"] = _extract_tensor_metadata(new)
-                        except Exception:
+                        except Exception:  # noqa: BLE001 - metadata it cannot extract is dropped, not guessed
                             node.meta.pop("tensor_meta", None)
     return changed
 

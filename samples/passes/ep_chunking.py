@@ -75,7 +75,7 @@ def _static_upper_bound(shape_env, expr) -> int | None:
     try:
         ub = shape_env.bound_sympy(expr).upper
         ub = int(ub)
-    except Exception:
+    except Exception:  # noqa: BLE001 - bound_sympy may raise anything on odd exprs: no bound then
         return None
     return ub if 0 < ub < 1 << 20 else None
 

@@ -89,7 +89,7 @@ def _run(tmp_path, tag, targets, body):
     out = tmp_path / "cap"
     out.mkdir()
     named_passes.install([t.format(passes=passes, pipeline=pipeline) for t in targets])
-    sess = session.start(str(out))
+    session.start(str(out))
     try:
         mod = __import__(pipeline)
         x = torch.randn(4)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import torch
-import torch.distributed  # noqa: F401 - registers the functional collectives
+import torch.distributed  # registers the functional collectives
 import torch.fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.proxy_tensor import make_fx

@@ -5,7 +5,7 @@ the one every rank diff made gives."""
 from __future__ import annotations
 
 import torch
-import torch.distributed  # noqa: F401 - registers the functional collectives
+import torch.distributed  # registers the functional collectives
 import torch.fx
 
 from graphtrain_inspect.inspector.checks import check_report, tables_and_blame

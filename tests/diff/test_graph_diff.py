@@ -8,7 +8,7 @@ import sys
 import time
 
 import torch
-import torch.distributed  # noqa: F401
+import torch.distributed  # registers the functional collectives
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from graphtrain_inspect.inspector.diff import graph_diff as gdiff

@@ -15,7 +15,7 @@ import pytest
 torch = pytest.importorskip("torch")
 import torch.distributed as dist  # noqa: E402
 from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st
+from hypothesis import strategies as st  # noqa: E402
 
 from graphtrain_inspect.capture import rank_table  # noqa: E402
 from graphtrain_inspect.inspector.diff.normalize import RankContext, group_keys  # noqa: E402

@@ -126,7 +126,7 @@ def stale_symbols(path: Path) -> list[tuple[str, str, list[str]]]:
             if key in node.meta:
                 try:
                     return {str(s) for s in free_unbacked_symbols(node.meta[key])}
-                except Exception:
+                except Exception:  # noqa: BLE001 - values free_unbacked_symbols does not understand have none
                     return set()
         return set()
 

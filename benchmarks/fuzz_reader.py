@@ -39,7 +39,7 @@ from tests.reader_mutations import GARBAGE, Baseline, mutate  # noqa: E402
 def capture_sample(out: str) -> None:
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT)
     cmd = [sys.executable, "-m", "graphtrain_inspect.inspector.cli", "capture", "--out", out, "--pass", "graphtrain_inspect.samples.pipeline:PIPELINE", "--no-inductor", "--",
-           sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", "-m", "graphtrain_inspect.samples.train", "--steps", "2", "--quiet"]  # fmt: skip
+           sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", "-m", "graphtrain_inspect.samples.train", "--steps", "2", "--quiet"]
     subprocess.run(cmd, cwd=ROOT, env=env, check=True, capture_output=True)
 
 
@@ -54,7 +54,7 @@ def random_ops(rng: random.Random, b: Baseline, json_records: int, json_share: f
     if json_records and rng.random() < json_share:
         return [("json", rng.randrange(json_records), rng.randrange(400), rng.choice(
             [None, True, -1, 2**64, 1.5, "x", "../../etc/passwd", [], {}, [1, "x"], {"n": 5}, "g" + "0" * 16]))
-            for _ in range(rng.randint(1, 3))]  # fmt: skip
+            for _ in range(rng.randint(1, 3))]
     n = len(b.data)
     lines = b.data.count(b"\n")
     starts = [r.offset for r in b.records]
@@ -96,7 +96,7 @@ def run_commands(work: str) -> list[str]:
     crashes = []
     for argv in (["ls", work, "--color", "never"], ["ls", work, "--verify", "--json"], ["check", work, "--json"],
                  ["diff", work, "--pass", "place_devices", "--ranks", "0,1", "--color", "never"],
-                 ["diff", work, "--pass", "#1", "--color", "never"]):  # fmt: skip
+                 ["diff", work, "--pass", "#1", "--color", "never"]):
         out, err = io.StringIO(), io.StringIO()
         try:
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -178,7 +178,7 @@ def main() -> int:
     dt = time.perf_counter() - t0
     print(f"inputs tried: {totals['inputs']} damaged logs in {dt:.0f} s (seed {args.seed}): {dict(per_target)}; mutations: {dict(sorted(kinds.items()))}")
     print(f"records before the damage: {totals['records_before_damage']}, read back exactly: {totals['records_kept']}, "
-          f"lost: {totals['records_before_damage'] - totals['records_kept']} ({len(lost)} inputs)")  # fmt: skip
+          f"lost: {totals['records_before_damage'] - totals['records_kept']} ({len(lost)} inputs)")
     print(f"reading problems reported: {totals['read_errors']} (one line each, naming the file); "
           f"inputs with no readable record left (one-line refusal, exit 2): {totals['unreadable']}")
     print(f"commands run on damaged captures (ls, ls --verify, check --json, diff x2): {totals['command_runs']}")

@@ -111,7 +111,7 @@ def read_statuses(directory: str) -> list[tuple[int, dict]]:
             "reason": doc.get("reason"),
             # a writer still running after the command ended (an orphaned worker) has not finished
             "alive": state == "writing" and _alive(pid),
-        }))  # fmt: skip
+        }))
     return sorted(out, key=lambda x: (x[0], x[1]["pid"]))
 
 

@@ -45,7 +45,7 @@ class RankWriter:
             "local_rank": self.local_rank, "world_size": parent.world_size, "group_rank": 0, "pid": 1000 + rank,
             "host": "testhost", "user": "test", "argv": ["test"], "torch_version": _torch_version(), "python": "3",
             "cuda_visible_devices": None, "time": time.time(), "sources": ["named"], "blobs": False,
-        })  # fmt: skip
+        })
         if rank_table is not None:
             self._write(logformat.RANKS, rank_table)
 
@@ -96,7 +96,7 @@ class RankWriter:
             "before": b, "after": after_ids,
             "nodes": {"before": self.graphs[b], "after": {r: self.graphs[g] for r, g in after_ids.items()}},
             "blobs": {}, "capture_errors": 0,
-        }  # fmt: skip
+        }
         self._write(logformat.PASS, rec, {"seq": seq, "status": status})
         self.passes += 1
         return seq
@@ -134,7 +134,7 @@ class CaptureWriter:
             "host": "testhost", "user": "test", "uid": 0, "started": time.time(), "ended": time.time(),
             "exit_code": 0, "signal": None, "status": status, "options": {"passes": [], "inductor": False, "blobs": False},
             "ranks": ranks,
-        }  # fmt: skip
+        }
         with open(os.path.join(self.directory, logformat.MANIFEST_NAME), "wb") as f:
             f.write(orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
         return self.directory

@@ -37,7 +37,7 @@ def finding_from_json(d: dict[str, Any]) -> Finding:
         node=d.get("node"), evidence=d.get("evidence") or {}, pipeline=d.get("pipeline"),
         introduced_seq=d.get("introduced_seq"), last_seq=d.get("last_seq"), layer=d.get("layer") or "graph",
         source=d.get("source") if isinstance(d.get("source"), dict) else None,
-    )  # fmt: skip
+    )
 
 
 def parse_report(stdout: bytes) -> CheckResult:

@@ -75,6 +75,6 @@ def run(ctx: CheckContext) -> list[Finding]:
                     "index": idx, "own_index": own, "shared": shared, "compiled_on": r, "loaded_by": loaders if shared else [r],
                     "kernel": kernel.name if kernel else None, "line": first[0], "code": first[2],
                     "lines": [{"line": ln, "what": w, "code": c, "kernel": k} for ln, w, c, k in where[:20]], **fx,
-                }  # fmt: skip
+                }
                 out.append(finding(KIND, sev, msg, {r: site}, all_ranks if shared else [r], node=fx["fx_node"], evidence=ev))
     return out

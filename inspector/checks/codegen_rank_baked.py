@@ -78,7 +78,7 @@ def run(ctx: CheckContext) -> list[Finding]:
                     "code": clip_code(raw, *span) if span else clip_code(raw, 0, 0),
                     "values": {str(r): values[r] for r in ranks}, "literals": {str(r): texts[r] for r in ranks},
                     "matches": matches, **fx,
-                }  # fmt: skip
+                }
                 out.append(finding(KIND, sev, msg, sites, ranks, node=node, evidence=ev))
     # several ranks generated code for one compile: each for itself, unless the user says it is shared
     return grade_per_rank(ctx, out, shared=ctx.shared_graph, traced_by=(CODEGEN_PASS,), where="code each rank generated")

@@ -156,7 +156,7 @@ def finding(kind: str, severity: str, message: str, sites: dict[int, CodeSite], 
         pipeline=pl.key if pl is not None else (f"{ref.oc.compile_id or ''}#codegen"),
         introduced_seq=pl.passes[-1].seq if pl is not None and pl.passes else None,
         last_seq=pl.passes[-1].seq if pl is not None and pl.passes else None,
-    )  # fmt: skip
+    )
     f.layer = "codegen"
     # the user's line of the FX node the kernel computes (through provenance), as FX findings name it
     f.source = parse_frame(evidence.get("fx_stack"))

@@ -247,7 +247,7 @@ def shared_graph_observations(tables, coords: dict[int, int], rank: int, vectors
                     f"{vec}: every rank that loads this graph takes rank {rank}'s chunk"
                 )
                 ev = {"where": "args[2]", "target": t, "value": args[2], "chunk_index": index, "chunks": n, "dim_size": size,
-                      "compiling_rank": rank, "equals": vec, "backward": bool(row.get("bwd"))}  # fmt: skip
+                      "compiling_rank": rank, "equals": vec, "backward": bool(row.get("bwd"))}
                 out.append(Observation(("coor-chunk", g.path, t, index, n), "error", msg, node=row["name"], subgraph=g.path or None, evidence=ev, loose_key=("coor-chunk", t, index, n)))
                 break
         # (2) runtime-coordinate twins
@@ -295,7 +295,7 @@ def shared_graph_observations(tables, coords: dict[int, int], rank: int, vectors
                 hits = [n for n, v in rank_values.items() if v == leaf]
                 msg = f"{target} {where} is the literal {leaf!r}, the compiling rank's value; {twin_name} computes it at run time from the mesh coordinate"
                 ev = {"where": where, "target": target, "value": leaf, "compiling_rank": rank, "runtime_twin": twin_name,
-                      "twin_value_on_compiling_rank": twin_value, "equals": hits, "backward": bool(row.get("bwd"))}  # fmt: skip
+                      "twin_value_on_compiling_rank": twin_value, "equals": hits, "backward": bool(row.get("bwd"))}
                 out.append(Observation(("coor", g.path, target, where, leaf), "error", msg, node=row["name"], subgraph=g.path or None, evidence=ev, loose_key=("coor", target, where, leaf)))
     return out
 

@@ -82,5 +82,5 @@ def symbol_rows(symmap: dict[str, Any] | None, tables: GraphTables | None) -> li
                 used_by=used, uses=int(e.get("uses") or len(used)), range=_range(e.get("range")), known=e.get("known"),
                 replacement=e.get("replacement"), stale=stale.get(name), first_node=first,
             )
-        )  # fmt: skip
+        )
     return rows

@@ -51,7 +51,7 @@ def rows(e: dict[str, Any] | None, st: Any) -> list[str]:
     what = ", ".join(f"{counts[k]} {_plural(k, counts[k])}" for k in EVENT_ORDER if counts.get(k))
     total = sum(c["times_s"].get("total") or 0.0 for c in e["compiles"])
     lines = [st(f"  compile events: {counts['compiles']} compile{'s' if counts['compiles'] != 1 else ''}" + (f", {what}" if what else ", no breaks, restarts, recompiles or failures")
-                + (f"; {total:.2f} s compiling" if total else ""), "bold")]  # fmt: skip
+                + (f"; {total:.2f} s compiling" if total else ""), "bold")]
     status = {c["compile_id"]: c["status"] for c in e["compiles"]}
     for t in e["trie"]:
         f = t["frame"]

@@ -96,5 +96,5 @@ def to_sarif(report, version: str | None = None, root: str | None = None) -> dic
         "invocations": [{"executionSuccessful": True, "toolExecutionNotifications": [
             {"level": "note", "message": {"text": f"not run: {n.check}: {n.reason}"}} for n in report.not_run
         ] + [{"level": "note", "message": {"text": n}} for n in report.notes]}],
-    }  # fmt: skip
+    }
     return {"$schema": SCHEMA, "version": "2.1.0", "runs": [run]}

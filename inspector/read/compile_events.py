@@ -303,7 +303,7 @@ def _read_rank(src: "Capture", rank: int) -> list[CompileInfo]:
             guards = _text_or_json_lines(log, rec)
             c = info(cid)
             c.events.append(CompileEvent(rank, "recompile", cid, attempt, _guard_line(guards), "\n".join(guards), frame=_last_tb_frame(guards[0].splitlines()) if guards else None,
-                                         guard=_guard_line(guards), line=line))  # fmt: skip
+                                         guard=_guard_line(guards), line=line))
         elif (m := _CACHE_ARTIFACT_RE.match(kind)) and "artifact" in rec.env:
             which = f"{m.group(1)} {m.group(2)}"
             c = info(cid)
@@ -336,7 +336,7 @@ def _metrics(c: CompileInfo, m: dict[str, Any], attempt: int, line: int) -> None
         if type(m.get(key)) in (int, float):
             c.times[name] = m[key] / 1e6
     for key, which in (("inductor_fx_local_cache_hit_count", "fx_graph local hit"), ("inductor_fx_local_cache_miss_count", "fx_graph local miss"),
-                       ("aotautograd_local_cache_hit_count", "aotautograd local hit"), ("aotautograd_local_cache_miss_count", "aotautograd local miss")):  # fmt: skip
+                       ("aotautograd_local_cache_hit_count", "aotautograd local hit"), ("aotautograd_local_cache_miss_count", "aotautograd local miss")):
         if _int(m.get(key)):
             c.cache[which] = m[key]
     restarts = m.get("restart_reasons")
@@ -355,7 +355,7 @@ def _metrics(c: CompileInfo, m: dict[str, Any], attempt: int, line: int) -> None
         frame = Frame(file, lineno, _s(m.get("co_name")), code) if file else None
         suppress = m.get("config_suppress_errors")
         c.events.append(CompileEvent(c.rank, "failure", c.compile_id, attempt, f"{fail_type}: {_summary(reason)}" if reason else fail_type, reason,
-                                     frame=frame, fail_type=fail_type, fell_back=suppress if isinstance(suppress, bool) else None, line=line))  # fmt: skip
+                                     frame=frame, fail_type=fail_type, fell_back=suppress if isinstance(suppress, bool) else None, line=line))
         c.status = "failed"
     elif isinstance(restarts, list) and restarts:
         c.status = "restarted"

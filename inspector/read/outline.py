@@ -137,7 +137,7 @@ def pass_entry(cap: "Capture", p: "PassRecord", occurrence: int) -> PassEntry:
         rank=p.rank, seq=p.seq, name=p.name, status=p.status, pipeline=p.pipeline, before=p.before, after=dict(p.after),
         before_nodes=before_n, after_nodes=after_n, wall_s=p.wall_s, source=p.source, occurrence=occurrence,
         exception=exc, capture_errors=p.capture_errors,
-    )  # fmt: skip
+    )
 
 
 def build_outline(cap: "Capture") -> Outline:
@@ -177,13 +177,13 @@ def build_outline(cap: "Capture") -> Outline:
                 complete=complete, graphs=len(cap.graphs(r)), log_bytes=log.size if log is not None else 0,
                 capture_errors=len(cap.capture_errors(r)), pipelines=pipelines, failed_compiles=_failed_compiles(cap, r),
             )
-        )  # fmt: skip
+        )
     path = os.path.abspath(cap.path)
     return Outline(
         path=path, name=os.path.basename(path.rstrip("/")) or path, kind=cap.kind, status=m.get("status"),
         torch_version=m.get("torch_version") or next((cap.header(r).get("torch_version") for r in cap.ranks if cap.header(r)), None),
         world_size=cap.world_size, ranks=ranks,
-    )  # fmt: skip
+    )
 
 
 def _failed_compiles(cap: "Capture", rank: int) -> list[tuple[str, str]]:

@@ -198,7 +198,7 @@ def _index(cap: "Capture", rank: int) -> list[OutputCode]:
                     origins={k: [n for n in ns if isinstance(n, str)] for k, ns in origins.items() if isinstance(ns, list)} if isinstance(origins, dict) else {},
                     filename=None, source="capture",
                 )
-            )  # fmt: skip
+            )
         elif kind in _POST_GRAD and rec.has_payload and rec.meta.get("encoding", "string") == "string":
             md5 = rec.env.get("has_payload")
             if isinstance(md5, str) and len(md5) >= 16:
@@ -209,7 +209,7 @@ def _index(cap: "Capture", rank: int) -> list[OutputCode]:
             cid = rec.compile_id
             fn = rec.meta.get("filename")
             oc = OutputCode(rank=rank, oid=oid, record=rec, compile_id=cid, graph=last_post_grad.pop(cid, None),
-                            filename=fn if isinstance(fn, str) else None, source="torch")  # fmt: skip
+                            filename=fn if isinstance(fn, str) else None, source="torch")
             out.append(oc)
             pending_torch[cid] = oc
         elif kind == TORCH_PROVENANCE and rec.compile_id in pending_torch:

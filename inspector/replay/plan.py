@@ -212,7 +212,7 @@ def rank_environment(cap: "Capture", rank: int) -> dict[str, str]:
         "GROUP_RANK": str(h.get("group_rank", 0) if isinstance(h.get("group_rank"), int) else 0),
         "ROLE_RANK": str(rank),
         "ROLE_WORLD_SIZE": str(world),
-    })  # fmt: skip
+    })
     if local_world:
         env["LOCAL_WORLD_SIZE"] = str(local_world)
         env["LOCAL_ROLE_WORLD_SIZE"] = str(local_world)

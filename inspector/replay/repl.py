@@ -31,7 +31,7 @@ def _banner(r: Any, out: Any) -> str:
         "  rerun(fn=None)  run again (fn: a function or 'module:func')   diff(a, b)  node diff of two graphs",
         "  check(gm)       findings with gm as the pass's output          show(gm)    print a graph's code",
         "  (the rank's environment and fake process group are entered only while a pass runs)",
-    ])  # fmt: skip
+    ])
 
 
 class Session:

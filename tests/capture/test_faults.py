@@ -51,7 +51,7 @@ def test_sigkill_of_one_rank_inside_a_pass(tmp_path):
         [sys.executable, "-m", "graphtrain_inspect.inspector.cli", "capture", "--out", str(out), "--no-inductor", "--",
          *torchrun(2, PROGRAM, "--steps", "3", "--hold", str(hold))],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+    )
     deadline = time.time() + 120
     while not all((tmp_path / f"hold.{r}").exists() for r in (0, 1)):
         assert launcher.poll() is None and time.time() < deadline, launcher.communicate()[1][-3000:]
@@ -94,7 +94,7 @@ def test_write_failures_stop_the_capture_not_the_training(tmp_path):
     out = tmp_path / "cap"
     steps = 10
     r = run_cli("capture", "--out", str(out), "--no-inductor", "--",
-                *torchrun(2, PROGRAM, "--steps", str(steps), "--fsize-rank", "1", "--fsize", "30000", "--delete-log-at", "3"))  # fmt: skip
+                *torchrun(2, PROGRAM, "--steps", str(steps), "--fsize-rank", "1", "--fsize", "30000", "--delete-log-at", "3"))
     assert r.returncode == 0, r.stderr[-3000:]
     assert _steps(r.stdout, 0) == _steps(r.stdout, 1) == _expected(steps)
     assert "rank 1 stopped capturing" in r.stderr and "File too large; training goes on" in r.stderr
@@ -146,7 +146,7 @@ def test_no_room_for_the_manifest_runs_nothing(tmp_path):
     out = tmp_path / "cap"
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     r = subprocess.run([sys.executable, "-m", "graphtrain_inspect.inspector.cli", "capture", "--out", str(out), "--", sys.executable, "-c", f"open({str(tmp_path / 'ran')!r}, 'w')"],
-                       cwd=ROOT, env=env, capture_output=True, text=True, preexec_fn=limit, timeout=60)  # fmt: skip
+                       cwd=ROOT, env=env, capture_output=True, text=True, preexec_fn=limit, timeout=60)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert r.stderr.count("\n") == 1 and "cannot write" in r.stderr and "nothing was run" in r.stderr, r.stderr
     assert not (tmp_path / "ran").exists() and not (out / "manifest.json.tmp").exists()

@@ -57,7 +57,7 @@ def test_four_events_check_json_has_each_with_reason_and_line(four_events, tmp_p
     assert r.returncode == 1, r.stderr  # the failed compile is an error
     findings = json.loads(r.stdout)["findings"]
     got_fail = {(f["evidence"]["label"].strip("[]"), f["evidence"]["fail_type"], Path(f["source"]["file"]).name, f["source"]["line"])
-                for f in findings if f["kind"] == "compile-failure"}  # fmt: skip
+                for f in findings if f["kind"] == "compile-failure"}
     assert failures <= got_fail
     fail = next(f for f in findings if f["kind"] == "compile-failure")
     assert fail["severity"] == "error" and "fullgraph=True" in fail["message"] and "Data-dependent branching" in fail["message"]

@@ -35,7 +35,7 @@ def planted(tmp_path_factory):
         "capture", "--out", str(out), "--pass", "tests.programs.inspector_planted_passes:PASSES",
         "--no-inductor", "--no-blobs", "--torch-trace", "--", *torchrun(2, "tests.programs.inspector_planted"),
         env={"TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1"}, timeout=600,
-    )  # fmt: skip
+    )
     assert r.returncode == 0, r.stderr[-4000:]
     return out
 

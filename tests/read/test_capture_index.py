@@ -259,7 +259,7 @@ def test_torch_trace_directory_of_a_single_process(tmp_path):
     code = "class GraphModule(torch.nn.Module):\n    def forward(self, L_x_: \"f32[4][1]cpu\"):\n        add: \"f32[4][1]cpu\" = L_x_ + 1\n        return (add,)\n"
     lines = code.split("\n")
     env = {"dynamo_output_graph": {"sizes": {}}, "frame_id": 0, "frame_compile_id": 0, "attempt": 0,
-           "has_payload": hashlib.md5("\n".join(lines).encode()).hexdigest()}  # fmt: skip
+           "has_payload": hashlib.md5("\n".join(lines).encode()).hexdigest()}
     rec_bytes = b"V1121 23:14:17.147000 25246 torch/_dynamo/output_graph.py:1] " + orjson.dumps(env) + b"\n" + b"\n".join(b"\t" + l.encode() for l in lines) + b"\n"
     (tmp_path / "dedicated_log_torch_trace_39agu0ny.log").write_bytes(rec_bytes)
     cap = open_capture(str(tmp_path))

@@ -103,7 +103,7 @@ def test_captured_records_read_and_bad_ones_are_skipped_not_raised(tmp_path):
         (logformat.CODEGEN, {**link, "oid": "o-missing"}, {"oid": "o-missing"}),  # names no code
         (logformat.CODEGEN, ["not", "a", "dict"], {}),
         (logformat.CODEGEN, {**link, "kernels": "garbage", "compile_id": 7}, {"oid": "o1"}),
-    ])  # fmt: skip
+    ])
     cap = open_capture(str(tmp_path))
     ocs = output_codes(cap, 0)
     assert [(oc.oid, oc.compile_id, oc.origins) for oc in ocs] == [("o1", None, {"cpp_fused_add_mul_relu_0": ["mul"]}), ("o1", None, {})]

@@ -52,7 +52,7 @@ def _byte_ops(b: Baseline):
 
 
 SETTINGS = settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])  # fmt: skip
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
 def _assert_ok(res, ops):
@@ -78,7 +78,7 @@ def test_consistent_json_edits_never_raise(base):
     """Values changed inside JSON payloads with the md5 made to match (a log edited by hand, or a
     writer with another idea of the format): wrong types and shapes are read as well as they can be."""
     values = st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=False), st.text(max_size=8),
-                       st.just([]), st.just({}), st.just([1, "x", None]), st.just({"n": 5}), st.just("../../etc/passwd"))  # fmt: skip
+                       st.just([]), st.just({}), st.just([1, "x", None]), st.just({"n": 5}), st.just("../../etc/passwd"))
     json_recs = sum(1 for r in base.records if logformat.KINDS.get(r.kind) == "json")
 
     @settings(SETTINGS, max_examples=max(1, EXAMPLES * 2 // 3))

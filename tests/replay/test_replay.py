@@ -65,7 +65,7 @@ def captures(sample_capture, tmp_path_factory):
     proc = subprocess.Popen(
         [sys.executable, "-m", "graphtrain_inspect.inspector.cli", "capture", "--out", str(out), "--", sys.executable, "-m", "tests.programs.replay_compile"],
         cwd=ROOT, env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+    )
     try:
         sample = sample_capture(*ALL_BUGS)
     finally:
@@ -170,7 +170,7 @@ def test_repl(sample_dir):
         "print('RERUN', result is r2, diff(after, result, text=False).counts['changed'])",
         "show(result)",
         "",
-    ])  # fmt: skip
+    ])
     r = replay(str(sample_dir), "--pass", "place_devices", "--rank", "0", "--setup", SETUP, "--peers", "none", stdin=script)
     assert r.returncode == 0, r.stdout + r.stderr
     out = r.stdout + r.stderr

@@ -54,7 +54,7 @@ def _manifest(d: Path, world: int) -> None:
         "format": logformat.FORMAT_NAME, "format_version": logformat.FORMAT_VERSION, "command": ["test"],
         "env": {"GTI_CAPTURE_DIR": str(d), "TORCH_SHOW_CPP_STACKTRACES": "0"}, "torch_version": torch.__version__,
         "host": host, "user": user, "uid": uid, "status": "finished", "ranks": {},
-    }))  # fmt: skip
+    }))
     signing.sign(str(d))
 
 

@@ -66,14 +66,14 @@ def compile_rows(story: Any) -> list[CompileRow]:
                 f = failure.frame or f
             phases = "time per phase: " + ", ".join(f"{k} {v:.3f} s" for k, v in c.times.items()) if c.times else ""
             rows.append(CompileRow(rank, c.compile_id, c.label, c.status, c.function or "?", f"{short_path(f.file)}:{f.line}" if f else "",
-                                   text, f.to_json() if f else None, failure.detail if failure else phases))  # fmt: skip
+                                   text, f.to_json() if f else None, failure.detail if failure else phases))
             for e in c.events:
                 if e.kind in ("cache", "failure"):
                     continue
                 fr = e.frame
                 text = f"guard failed: {e.guard}" if e.kind == "recompile" else e.reason + (f"  (resumes in {e.resume})" if e.resume else "")
                 rows.append(CompileRow(rank, c.compile_id, e.label, e.kind, (fr.name if fr and fr.name else c.function) or "?",
-                                       f"{short_path(fr.file)}:{fr.line}" if fr else "", text, fr.to_json() if fr else None, e.detail))  # fmt: skip
+                                       f"{short_path(fr.file)}:{fr.line}" if fr else "", text, fr.to_json() if fr else None, e.detail))
     return rows
 
 

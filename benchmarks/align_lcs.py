@@ -71,8 +71,8 @@ def main() -> None:
 
         lcs_pairs, t_lcs = best(lcs, args.repeat)
         missing = len(set(pairs) - set(lcs_pairs))
-        print(f"{key.label():32s} {len(rows_a):6d} vs {len(rows_b):6d} rows  Parts {t_parts:.3f} s  _align {t_align:.3f} s ({len(pairs)} pairs)  "
-              f"keys {t_keys:.3f} s + LCS {t_lcs:.3f} s ({len(lcs_pairs)} pairs)  _align's pairs the LCS lacks: {missing}", flush=True)
+        print(f"{key.label():32s} {len(rows_a):6d} vs {len(rows_b):6d} rows  Parts {t_parts:.3f} s  _align " f"{t_align:.3f} s ({len(pairs)} pairs)  "
+              f"keys {t_keys:.3f} s + LCS {t_lcs:.3f} s ({len(lcs_pairs)} pairs)  _align's pairs the LCS " f"lacks: {missing}", flush=True)
 
 
 if __name__ == "__main__":

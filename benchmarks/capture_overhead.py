@@ -101,8 +101,8 @@ def main() -> None:
     import platform
 
     print(f"# {platform.node()}, {os.cpu_count()} CPUs, device {args.device}, python {platform.python_version()}", flush=True)
-    print(f"{'layers':>6} {'nodes':>7} {'run':>9} {'compile s':>10} {'x plain':>8} {'cpu s':>8} {'x plain':>8} {'child s':>8} {'+child x':>8} "
-          f"{'wait s':>7} {'end s':>6} {'step ms':>8} {'x plain':>8} {'log MB':>7} {'B/node':>7} {'blobs MB':>8}  load before/after")
+    print(f"{'layers':>6} {'nodes':>7} {'run':>9} {'compile s':>10} {'x plain':>8} {'cpu s':>8} {'x plain':>8} " f"{'child s':>8} {'+child x':>8} "
+          f"{'wait s':>7} {'end s':>6} {'step ms':>8} {'x plain':>8} {'log MB':>7} {'B/node':>7} " f"{'blobs MB':>8}  load before/after")
     with tempfile.TemporaryDirectory() as tmp:
         for layers in args.layers:
             plain = None
@@ -113,12 +113,12 @@ def main() -> None:
                 plain = plain or t
                 child = t.get("child_cpu_s", 0.0)
                 print(
-                    f"{layers:>6} {t['traced_nodes']:>7} {mode:>9} {t['compile_s']:>10.2f} {t['compile_s'] / plain['compile_s']:>8.2f} "
+                    f"{layers:>6} {t['traced_nodes']:>7} {mode:>9} {t['compile_s']:>10.2f} " f"{t['compile_s'] / plain['compile_s']:>8.2f} "
                     f"{t['compile_cpu_s']:>8.2f} {t['compile_cpu_s'] / plain['compile_cpu_s']:>8.2f} "
                     f"{child:>8.2f} {(t['compile_cpu_s'] + child) / plain['compile_cpu_s']:>8.2f} "
                     f"{t.get('child_wait_s', 0.0):>7.2f} {t.get('end_wait_s', 0.0):>6.2f} "
                     f"{t['later_step_s'] * 1000:>8.1f} {t['later_step_s'] / plain['later_step_s']:>8.2f} "
-                    f"{t.get('log_bytes', 0) / 1e6:>7.1f} {t.get('bytes_per_node', 0):>7.0f} {t.get('blob_bytes', 0) / 1e6:>8.1f}  {load0:.2f}/{load1:.2f}",
+                    f"{t.get('log_bytes', 0) / 1e6:>7.1f} {t.get('bytes_per_node', 0):>7.0f} " f"{t.get('blob_bytes', 0) / 1e6:>8.1f}  {load0:.2f}/{load1:.2f}",
                     flush=True,
                 )
 

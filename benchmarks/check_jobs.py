@@ -93,7 +93,7 @@ def main() -> None:
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     base = base_env(args.base, Path(tempfile.mkdtemp(prefix="gti-base-"))) if args.base else None
-    print(f"# {platform.node()}, {os.cpu_count()} CPUs, python {platform.python_version()}, load {os.getloadavg()[0]:.1f}", flush=True)
+    print(f"# {platform.node()}, {os.cpu_count()} CPUs, python {platform.python_version()}, load " f"{os.getloadavg()[0]:.1f}", flush=True)
     out = []
     for path in args.captures:
         r = bench(path, args.jobs, args.repeat, not args.no_tlparse, base)

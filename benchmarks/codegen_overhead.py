@@ -61,7 +61,7 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--blocks", type=int, nargs="+", default=[8, 32])
     a = p.parse_args()
-    print("| blocks | run | compile wall s (x plain) | compile CPU s (x plain) | later step ms | code records | kernels | code KB | B/kernel | log KB |")
+    print("| blocks | run | compile wall s (x plain) | compile CPU s (x plain) | later step ms | code records " "| kernels | code KB | B/kernel | log KB |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as d:
         for blocks in a.blocks:
@@ -73,7 +73,7 @@ def main() -> None:
                 if mode == "code":
                     k = t["kernels"] or 1
                     extra = [str(t["codes"]), str(t["kernels"]), f"{t['code_bytes'] / 1024:.1f}", f"{t['code_bytes'] / k:.0f}", f"{t['log_bytes'] / 1024:.0f}"]
-                print(f"| {blocks} | {mode} | {t['compile_s']:.2f} ({t['compile_s'] / base['compile_s']:.2f}) | {t['compile_cpu_s']:.2f} ({t['compile_cpu_s'] / base['compile_cpu_s']:.2f}) | {t['later_s'] * 1000:.1f} | " + " | ".join(extra) + " |", flush=True)
+                print(f"| {blocks} | {mode} | {t['compile_s']:.2f} ({t['compile_s'] / base['compile_s']:.2f}) " f"| {t['compile_cpu_s']:.2f} ({t['compile_cpu_s'] / base['compile_cpu_s']:.2f}) | " f"{t['later_s'] * 1000:.1f} | " + " | ".join(extra) + " |", flush=True)
 
 
 if __name__ == "__main__":

@@ -176,7 +176,7 @@ def main() -> int:
                 crashes.append(f"{label} command {c}  ops={_short(ops)}")
         i += 1
     dt = time.perf_counter() - t0
-    print(f"inputs tried: {totals['inputs']} damaged logs in {dt:.0f} s (seed {args.seed}): {dict(per_target)}; mutations: {dict(sorted(kinds.items()))}")
+    print(f"inputs tried: {totals['inputs']} damaged logs in {dt:.0f} s (seed {args.seed}): " f"{dict(per_target)}; mutations: {dict(sorted(kinds.items()))}")
     print(f"records before the damage: {totals['records_before_damage']}, read back exactly: {totals['records_kept']}, "
           f"lost: {totals['records_before_damage'] - totals['records_kept']} ({len(lost)} inputs)")
     print(f"reading problems reported: {totals['read_errors']} (one line each, naming the file); "

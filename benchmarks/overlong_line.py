@@ -64,7 +64,7 @@ def main() -> None:
     for name, d in variants.items():
         for cmd in (["ls", str(d)], ["check", str(d)], ["diff", str(d), "--pass", "shard_rows", "--ranks", "0,1"]):
             r = measured(cmd)
-            print(f"{name:9} {cmd[0]:6} rss {r['rss_mb']:6d} MB  {r['s']:6.2f} s  rc {r['rc']}  {(r['err'] or [''])[0][:110]}")
+            print(f"{name:9} {cmd[0]:6} rss {r['rss_mb']:6d} MB  {r['s']:6.2f} s  rc {r['rc']}  " f"{(r['err'] or [''])[0][:110]}")
     if not a.keep:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -108,7 +108,7 @@ def main() -> None:
     chosen = [w for w in WORKLOADS if not args.only or w.name in args.only]
     if args.list:
         for w in chosen:
-            print(f"{w.name}: --layers {w.layers}, {w.ranks} ranks, inductor passes {w.inductor}, blobs {w.blobs}, bugs {list(w.bugs)}")
+            print(f"{w.name}: --layers {w.layers}, {w.ranks} ranks, inductor passes {w.inductor}, blobs " f"{w.blobs}, bugs {list(w.bugs)}")
         return
     args.out.mkdir(parents=True, exist_ok=True)
     for w in chosen:

@@ -91,9 +91,9 @@ def main() -> int:
             bad += 1
             print(f"findings differ:\n  real      {json.dumps(fa)[:2000]}\n  simulated {json.dumps(fb)[:2000]}")
         n_graphs = len({g for r in ga for p in ga[r] for g in (p[1], *(x[1] for x in p[2]))})
-        print(f"mesh3d {' '.join(sample)}: {args.nproc} ranks, {sum(len(v) for v in ga.values())} pass applications, {n_graphs} distinct graph ids")
+        print(f"mesh3d {' '.join(sample)}: {args.nproc} ranks, {sum(len(v) for v in ga.values())} pass " f"applications, {n_graphs} distinct graph ids")
         backend = "nccl" if args.device == "cuda" else "gloo"
-        print(f"real (torchrun, {args.nproc} {backend} processes): {t_real:.1f} s; simulated ({args.nproc} ranks, fake process group): {t_sim:.1f} s")
+        print(f"real (torchrun, {args.nproc} {backend} processes): {t_real:.1f} s; simulated ({args.nproc} " f"ranks, fake process group): {t_sim:.1f} s")
         print(f"findings: {len(fa)} real, {len(fb)} simulated ({', '.join(sorted({f['kind'] for f in fa})) or 'none'})")
         print("SAME graphs on every rank, SAME findings" if not bad else f"{bad} DIFFERENCES")
         return 1 if bad else 0

@@ -78,8 +78,8 @@ def one(world: int, all_ranks: bool, base: str, bug: list[str]) -> None:
     size = du(out)
     c_wall, c_rss, summary = check_peak(out)
     n = len(sim["ranks"])
-    print(f"world {world:5d}  ranks run {n:4d} ({'all' if all_ranks else 'default'}: {sim['ranks'] if n <= 8 else str(n)})  "
-          f"capture {wall:7.1f} s ({wall / n:5.2f} s/rank, {sim['at_once']} at once, rank peak {max(p['max_rss_mb'] for p in per):.0f} MB)  "
+    print(f"world {world:5d}  ranks run {n:4d} ({'all' if all_ranks else 'default'}: " f"{sim['ranks'] if n <= 8 else str(n)})  "
+          f"capture {wall:7.1f} s ({wall / n:5.2f} s/rank, {sim['at_once']} at once, rank peak " f"{max(p['max_rss_mb'] for p in per):.0f} MB)  "
           f"bytes {size / 1e6:7.2f} MB ({size / n / 1e3:6.1f} KB/rank)  "
           f"check {c_wall:6.2f} s, peak {c_rss} MB, findings {summary.get('error')} errors", flush=True)
 
@@ -93,7 +93,7 @@ def main() -> int:
     args = ap.parse_args()
     base = args.keep or tempfile.mkdtemp(prefix="gti-simworlds-")
     os.makedirs(base, exist_ok=True)
-    print(f"# {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}; mesh3d --bug {' --bug '.join(args.bug)}; capture --stop-after-passes", flush=True)
+    print(f"# {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}; mesh3d --bug {' --bug '.join(args.bug)}; " "capture --stop-after-passes", flush=True)
     try:
         alls = {int(x) for x in args.all.split(",") if x}
         for w in (int(x) for x in args.worlds.split(",")):

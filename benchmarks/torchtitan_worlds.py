@@ -36,7 +36,7 @@ def one(model: str, world: int, base: str, assets: str) -> None:
     c_wall, c_rss, summary = check_peak(out)
     n = len(sim["ranks"])
     print(f"{model:6s} world {world:3d}  exit {code}  ranks run {n} ({sim['ranks']})  capture {wall:6.1f} s "
-          f"({sim['at_once']} at once; per rank {min(p['wall_s'] for p in per):.0f}-{max(p['wall_s'] for p in per):.0f} s, "
+          f"({sim['at_once']} at once; per rank " f"{min(p['wall_s'] for p in per):.0f}-{max(p['wall_s'] for p in per):.0f} s, "
           f"peak {max(p['max_rss_mb'] for p in per):.0f} MB)  bytes {size / 1e6:6.1f} MB  "
           f"check {c_wall:5.1f} s, peak {c_rss} MB: {summary.get('error')} errors, {summary.get('warning')} warnings", flush=True)
 

@@ -246,7 +246,7 @@ def in_process_render(path: str, presses: int) -> list[float]:
 def _stats(xs: list[float]) -> str:
     xs = sorted(xs)
     p90 = xs[min(len(xs) - 1, int(round(0.9 * (len(xs) - 1))))]
-    return f"median {statistics.median(xs) * 1000:.0f} ms, p90 {p90 * 1000:.0f} ms, max {xs[-1] * 1000:.0f} ms (n={len(xs)})"
+    return f"median {statistics.median(xs) * 1000:.0f} ms, p90 {p90 * 1000:.0f} ms, max {xs[-1] * 1000:.0f} ms " f"(n={len(xs)})"
 
 
 def _mem(m: dict[str, int]) -> str:
@@ -279,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"synthesizing {path} ({gb:g} GB) from {src} ...", flush=True)
             synthesize(src, str(path), gb=gb, log=lambda m: print("  " + m, flush=True))
     size = sum(f.stat().st_size for f in big.iterdir() if f.suffix == ".log")
-    print(f"\nmachine: {os.cpu_count()} CPUs, {_meminfo()}, Python {sys.version.split()[0]}, load average at start {os.getloadavg()[0]:.2f}")
+    print(f"\nmachine: {os.cpu_count()} CPUs, {_meminfo()}, Python {sys.version.split()[0]}, load average at " f"start {os.getloadavg()[0]:.2f}")
     print(f"capture: {big} ({size / 1e9:.2f} GB, synthesized from {src})\n")
 
     ft = first_tree(str(big), a.runs)

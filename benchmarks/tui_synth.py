@@ -145,7 +145,7 @@ def synthesize(src: str, out: str, *, gb: float = 1.0, big_lines: int = 50000, l
         size = w.f.tell()
         w.f.close()
         info["ranks"][str(r)] = {"log": os.path.basename(path), "bytes": size, "passes": seq, "copies": k, "big_lines": len(bcode.splitlines())}
-        log(f"rank {r}: {size / 1e6:.0f} MB, {seq} passes ({k} copies of the source's pipelines), big graph {len(bcode.splitlines())} lines, {time.perf_counter() - t0:.1f}s")
+        log(f"rank {r}: {size / 1e6:.0f} MB, {seq} passes ({k} copies of the source's pipelines), big graph " f"{len(bcode.splitlines())} lines, {time.perf_counter() - t0:.1f}s")
     manifest = dict(cap.manifest or {})
     manifest.update({"status": "finished", "ranks": {k: {"log": v["log"], "bytes": v["bytes"]} for k, v in info["ranks"].items()}, "synthesized_from": info["source"]})
     with open(os.path.join(out, logformat.MANIFEST_NAME), "wb") as f:

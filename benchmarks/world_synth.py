@@ -95,7 +95,7 @@ def synthesize(src: str, out: str, ranks: int, log=print) -> dict[str, Any]:
             size = f.tell()
         total += size
         manifest_ranks[str(r)] = {"log": os.path.basename(path), "log_present": True, "bytes": size, "records": n, "complete": True, "end_record": True}
-        log(f"rank {r} (from rank {s}): {size / 1e6:.1f} MB, {n} records, {len(names)} group names renamed, {time.perf_counter() - t0:.2f} s")
+        log(f"rank {r} (from rank {s}): {size / 1e6:.1f} MB, {n} records, {len(names)} group names renamed, " f"{time.perf_counter() - t0:.2f} s")
     manifest = {k: v for k, v in (cap.manifest or {}).items() if k not in ("ranks", "simulated")}
     manifest.update({"status": "finished", "ranks": manifest_ranks, "synthesized_from": os.path.abspath(src), "world_size": ranks})
     with open(os.path.join(out, logformat.MANIFEST_NAME), "wb") as f:

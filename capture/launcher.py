@@ -75,17 +75,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="capture this pass function (or Class.method, or a module-level list of passes); repeatable")
     p.add_argument("--no-inductor", action="store_true", help="do not capture Inductor's own passes")
     p.add_argument("--no-blobs", action="store_true", help="do not store GraphPickler copies (no replay)")
-    p.add_argument("--torch-trace", action="store_true", help="also write torch's own TORCH_TRACE logs to DIR/torch_trace, beside ours: torch.compile's own events (graph breaks, recompiles, failed compiles) for ls, check and the TUI")
+    p.add_argument("--torch-trace", action="store_true", help="also write torch's own TORCH_TRACE logs to DIR/torch_trace, beside ours: torch.compile's own events " "(graph breaks, recompiles, failed compiles) for ls, check and the TUI")
     sim = p.add_argument_group("simulated world (no GPUs, no real communication: torch's fake process group)")
     sim.add_argument("--simulate-world", type=int, metavar="N",
                      help="run the ranks of an N-rank job here, each its own process with torchrun's environment, "
-                          "init_process_group and init_device_mesh on the fake backend; COMMAND is the worker (python train.py), not torchrun")
+                          "init_process_group and init_device_mesh on the fake backend; COMMAND is the worker (python " "train.py), not torchrun")
     sim.add_argument("--simulate-ranks", metavar="LIST", help="which ranks (0,3,9-15); default: a few that cover every mesh coordinate and local rank")
     sim.add_argument("--local-world-size", type=int, default=None, metavar="K", help="GPUs per simulated host (default 8)")
-    sim.add_argument("--mesh", metavar="NAME=SIZE,...", help="the job's device mesh (dp=4,tp=2,ep=2) for the default rank choice; default: rank 0's own mesh, read from its capture")
+    sim.add_argument("--mesh", metavar="NAME=SIZE,...", help="the job's device mesh (dp=4,tp=2,ep=2) for the default rank choice; default: rank 0's own mesh, " "read from its capture")
     sim.add_argument("--stop-after-passes", action="store_true",
                      help="end each simulated rank once its passes ran: at the first call of a graph a named pass returned "
-                          "(a graph trainer's step), or at its first optimizer step (torch.compile); what runs later on a fake backend computes garbage")
+                          "(a graph trainer's step), or at its first optimizer step (torch.compile); what runs later on a fake " "backend computes garbage")
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="COMMAND", help="the command to run, after --")
 
 
@@ -224,7 +224,7 @@ def run(args: argparse.Namespace) -> int:
         manifest["simulated"]["stopped_after_passes"] = [s.rank for s in summaries if s.stopped_after_passes]
     signed = ""
     if not os.path.isdir(out):
-        print(f"graphtrain-inspect capture: the capture directory {out} was removed while the command ran; nothing was kept", file=sys.stderr)
+        print(f"graphtrain-inspect capture: the capture directory {out} was removed while the command ran; " "nothing was kept", file=sys.stderr)
     else:
         try:
             write_manifest(out, manifest)
@@ -399,11 +399,11 @@ def _print_summary(out: str, args: argparse.Namespace, summaries: list[RankSumma
     sim = manifest_simulated(out)
     if sim:
         stopped = [s.rank for s in summaries if s.stopped_after_passes]
-        p(f"  simulated: {len(sim.get('ranks') or [])} of {sim.get('world_size')} ranks ({simulate.format_ranks(sim.get('ranks') or [])}), "
+        p(f"  simulated: {len(sim.get('ranks') or [])} of {sim.get('world_size')} ranks " f"({simulate.format_ranks(sim.get('ranks') or [])}), "
           f"hosts of {sim.get('local_world_size')}, fake process group")
         if stopped:
             where = sorted({s.stopped_at for s in summaries if s.stopped_after_passes and s.stopped_at})
-            p(f"  stopped after their passes ({'; '.join(where) or 'at the first optimizer step'}; the rest of training "
+            p(f"  stopped after their passes ({'; '.join(where) or 'at the first optimizer step'}; the " "rest of training "
               f"did not run): ranks {simulate.format_ranks(stopped)}")
     total = sum(s.passes for s in summaries)
     if total == 0:
@@ -411,7 +411,7 @@ def _print_summary(out: str, args: argparse.Namespace, summaries: list[RankSumma
         if not args.passes:
             p("   - no --pass MODULE:FUNC was named, so only Inductor's passes and record_pass() are captured;")
         else:
-            p(f"   - the modules of {', '.join(args.passes)} were never imported, or the functions were never called with a GraphModule;")
+            p(f"   - the modules of {', '.join(args.passes)} were never imported, or the functions were " "never called with a GraphModule;")
         if args.no_inductor:
             p("   - --no-inductor: torch.compile's passes were not hooked;")
         else:
@@ -489,7 +489,7 @@ def simulated_run(cmd: list[str], env: dict[str, str], args: argparse.Namespace,
         sim["per_rank"][str(rr.rank)] = {"exit_code": rr.code, "signal": rr.signal, "wall_s": round(rr.wall_s, 3),
                                          "max_rss_mb": round(rr.max_rss_kb / 1024, 1)}
         state = f"exit {rr.code}" + (f" ({rr.signal})" if rr.signal else "")
-        say(f"rank {rr.rank} done: {state}, {rr.wall_s:.1f} s, {rr.max_rss_kb // 1024} MB peak; output in {os.path.join(out, 'simulate', f'rank_{rr.rank}.out')}")
+        say(f"rank {rr.rank} done: {state}, {rr.wall_s:.1f} s, {rr.max_rss_kb // 1024} MB peak; output in " f"{os.path.join(out, 'simulate', f'rank_{rr.rank}.out')}")
         if rr.code:
             _print_tail(os.path.join(out, "simulate", f"rank_{rr.rank}.out"))
         try:

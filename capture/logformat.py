@@ -319,7 +319,7 @@ def encode_record(
     when = time.time() if when is None else when
     tm = time.localtime(when)
     micros = int((when % 1) * 1_000_000)
-    prefix = f"V{tm.tm_mon:02d}{tm.tm_mday:02d} {tm.tm_hour:02d}:{tm.tm_min:02d}:{tm.tm_sec:02d}.{micros:06d} {pid} {pathname}:{lineno}] "
+    prefix = f"V{tm.tm_mon:02d}{tm.tm_mday:02d} {tm.tm_hour:02d}:{tm.tm_min:02d}:{tm.tm_sec:02d}.{micros:06d} {pid} " f"{pathname}:{lineno}] "
     return prefix.encode() + orjson.dumps(envelope) + b"\n\t" + body + b"\n"
 
 

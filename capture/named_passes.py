@@ -16,7 +16,7 @@ class TargetError(ValueError):
 def parse_target(text: str) -> tuple[str, str]:
     module, sep, qual = text.strip().partition(":")
     if not sep or not module or not qual or not all(p.isidentifier() for p in (*module.split("."), *qual.split("."))):
-        raise TargetError(f"--pass {text!r}: expected MODULE:FUNCTION or MODULE:Class.method (e.g. samples.passes.dce:remove_dead_code)")
+        raise TargetError(f"--pass {text!r}: expected MODULE:FUNCTION or MODULE:Class.method (e.g. " "samples.passes.dce:remove_dead_code)")
     return module, qual
 
 

@@ -39,7 +39,7 @@ def row(name: str) -> str:
     if extra:
         found += "; with `--shared-graph` " + "; ".join(f"{c} {sev} {kind} (introduced by {by})" for (kind, sev, by), c in sorted(extra.items()))
     date = time.strftime("%Y-%m-%d", time.gmtime(manifest["started"]))
-    return f"| `{name}` | `graphtrain-inspect capture{capture_options(manifest)} -- {cmd}` | {n} × H200, NCCL | {manifest['torch_version']} | {date} | {found} |"
+    return f"| `{name}` | `graphtrain-inspect capture{capture_options(manifest)} -- {cmd}` | {n} × H200, NCCL | " f"{manifest['torch_version']} | {date} | {found} |"
 
 
 def capture_options(manifest: dict) -> str:

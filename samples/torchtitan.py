@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     gti = shutil.which("graphtrain-inspect", path=os.path.dirname(python)) or "graphtrain-inspect"
     cmd = command(args, tok_dir, data_dir, python, gti)
     module, config = MODELS[args.model]
-    print(f"# {config}: graph_trainer's default {args.model} config uses FlexAttention, whose backward torch does not implement on CPU")
+    print(f"# {config}: graph_trainer's default {args.model} config uses FlexAttention, whose backward torch " "does not implement on CPU")
     for name, why in CPU_DISABLED.items():
         print(f"# disabled on CPU: {name}: {why}")
     # Everything torchtitan reads through HuggingFace stays in --assets: no hub, no home cache.

@@ -265,7 +265,7 @@ class InspectApp(CaptureLoading, ViewActions, CompileActions, TorchNodeCounts, A
         n = len(self.findings)
         live = " · live: watching for new records" if o.live else ""
         place = f" · {self.place.label(o)}" if self.place else ""
-        return f"{o.name}: {plural(len(o.ranks), 'rank')} · {plural(sum(len(r.passes) for r in o.ranks), 'pass')} · {plural(n, 'finding')}{place}{live}"
+        return f"{o.name}: {plural(len(o.ranks), 'rank')} · {plural(sum(len(r.passes) for r in o.ranks), 'pass')} · " f"{plural(n, 'finding')}{place}{live}"
 
     @on(Progress)
     def on_progress(self, m: Progress) -> None:

@@ -222,7 +222,7 @@ class CaptureSession:
         graph = self.place_of_gid(place.rank, place.pipeline, oc.graph) if oc.graph else None
         cid = f" · compile {oc.compile_id}" if oc.compile_id else ""
         more = f" · last of {len(mine)}" if len(mine) > 1 else ""
-        title = f"rank {place.rank} · graph {place.pipeline}{cid} · {oc.oid} · {len(kernels)} kernel{'' if len(kernels) == 1 else 's'} · {len(lines)} lines{more}"
+        title = f"rank {place.rank} · graph {place.pipeline}{cid} · {oc.oid} · {len(kernels)} " f"kernel{'' if len(kernels) == 1 else 's'} · {len(lines)} lines{more}"
         return OutputCodeText(place.rank, oc.oid, lines, kernels, dict(oc.origins), graph, title), len(mine)
 
     def pass_diff(self, place: Place) -> DiffResult | None:
@@ -320,7 +320,7 @@ class CaptureSession:
                 for st in statuses:
                     if st.get("state") == "stopped":
                         where = os.path.join(self.path, "status", f"rank_{r}.{st.get('pid')}.json")
-                        out.append((where, str(r), f"the capture stopped on this rank (pid {st.get('pid')}): {st.get('reason') or 'no reason given'}; records after that are missing"))
+                        out.append((where, str(r), f"the capture stopped on this rank (pid {st.get('pid')}): " f"{st.get('reason') or 'no reason given'}; records after that are missing"))
             for r in self.cap.ranks:
                 log = self.cap.log_file(r)
                 for ce in self.cap.capture_errors(r):

@@ -57,7 +57,7 @@ def run(ctx: CheckContext) -> list[Finding]:
                 loaders = [x for x in all_ranks if x != r] if shared else [r]
                 if shared:
                     sev = "error"
-                    why = f"is pinned in code compiled on rank {r} and loaded by ranks {all_ranks}: ranks {loaders} launch on device index {idx}"
+                    why = f"is pinned in code compiled on rank {r} and loaded by ranks {all_ranks}: ranks " f"{loaders} launch on device index {idx}"
                 elif own is not None and idx != own:
                     sev = "error"
                     why = f"is not rank {r}'s own device index {own}"

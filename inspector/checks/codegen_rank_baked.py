@@ -64,7 +64,7 @@ def run(ctx: CheckContext) -> list[Finding]:
                 if matches:
                     rel = matches[0]
                     form = rel.get("form") or rel["vector"]
-                    msg = f"literal in generated code of {where} differs across ranks ({vals}) and equals {form}: baked at compile time"
+                    msg = f"literal in generated code of {where} differs across ranks ({vals}) and equals {form}: " "baked at compile time"
                     sev = "error"
                 else:
                     msg = f"literal in generated code of {where} differs across ranks ({vals})"

@@ -25,7 +25,9 @@ from graphtrain_inspect.inspector.read.output_code import (
 from graphtrain_inspect.inspector.read.source_lines import parse_frame
 
 CODEGEN_PASS = "inductor_codegen"
-CODE_WIDTH = 100  # a line of generated code in a finding's evidence, cut around what it is about  # what findings name as the pass: Inductor's lowering of the post-grad graph
+# a line of generated code in a finding's evidence, cut around what it is about  # what findings name as the pass:
+# Inductor's lowering of the post-grad graph
+CODE_WIDTH = 100
 
 
 class CodeSite:

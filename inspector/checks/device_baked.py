@@ -108,7 +108,7 @@ def _observe_across(ctx: CheckContext, key, group: list[int]) -> list[Observatio
         matches = match_vectors({r: i for r, i in idx.items() if i is not None}, vectors) if all(i is not None for i in idx.values()) else []
         vals = values_by_rank(devs, str)
         if matches:
-            msg = f"device literal in {s.target} {s.where} differs across ranks ({vals}): the index is the {matches[0]['vector']}"
+            msg = f"device literal in {s.target} {s.where} differs across ranks ({vals}): the index is the " f"{matches[0]['vector']}"
             sev = "error"
         else:
             msg = f"device literal in {s.target} {s.where} differs across ranks ({vals})"
@@ -158,7 +158,7 @@ def _observe_own(ctx: CheckContext, key, group: list[int]) -> list[Observation]:
         vals = ", ".join(f"rank {r}: {devs[r]}" for r in present)
         msg = (
             f"device literal in {lit.get('target')} {lit.get('where')} is each rank's own device ({vals}): "
-            "right for a graph each rank compiles for itself, wrong if one rank's graph is loaded by the others (check --shared-graph)"
+            "right for a graph each rank compiles for itself, wrong if one rank's graph is loaded by the " "others (check --shared-graph)"
         )
         ev = cross_rank_evidence(lit.get("where"), lit.get("target"), devs, {r: per_rank[r][k].get("node") for r in present}, matches, source="own-device")
         out.append(Observation(("own", *k[:3], tuple(devs[r] for r in present)), "info", msg, node=lit.get("node"), subgraph=k[0] or None, evidence=ev, loose_key=("own", tuple(devs[r] for r in present))))

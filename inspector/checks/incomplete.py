@@ -114,19 +114,19 @@ def run(ctx: CheckContext) -> list[Finding]:
             findings.append(_finding(r, "missing-rank", f"rank {r}'s capture log: {why}; nothing of this rank can be compared{how}",
                                      log=path, detail=why))
         if stopped:
-            findings.append(_finding(r, "stopped", f"rank {r}'s capture stopped writing while training went on: {stopped}; later passes of this rank are missing",
+            findings.append(_finding(r, "stopped", f"rank {r}'s capture stopped writing while training went on: {stopped}; later passes of " "this rank are missing",
                                      reason=stopped, records=len(records)))
         if ours and records and cap.end(r) is None and not stopped:
             last = records[-1]
             findings.append(_finding(
                 r, "no-end-record",
-                f"rank {r}'s log has no end record: its process was killed, crashed or is still running{how}; it ends after {len(records)} records",
+                f"rank {r}'s log has no end record: its process was killed, crashed or is still " f"running{how}; it ends after {len(records)} records",
                 "info" if running else "warning", log=log.path, records=len(records), last_record=last.kind,
                 detail=f"last record: {last.kind} at line {log.line_of(last.offset)}",
             ))
         if log is not None and log.errors and records:
             first = log.errors[0]
-            findings.append(_finding(r, "damaged", f"{len(log.errors)} damaged or unreadable line(s) in rank {r}'s log; everything else is read (first: {first})",
+            findings.append(_finding(r, "damaged", f"{len(log.errors)} damaged or unreadable line(s) in rank {r}'s log; everything else is " f"read (first: {first})",
                                      log=log.path, count=len(log.errors), first=str(first), detail=str(first)))
         if not ours or not records:
             continue
@@ -159,7 +159,7 @@ def _blob_findings(cap: Any, rank: int, base: str) -> list[Finding]:
             refs.setdefault(sha, ref)
     out = []
     if bad:
-        out.append(_finding(rank, "bad-blob-reference", f"{len(bad)} blob reference(s) of rank {rank} are not {logformat.BLOB_DIR}/<sha256>{logformat.BLOB_SUFFIX}: "
+        out.append(_finding(rank, "bad-blob-reference", f"{len(bad)} blob reference(s) of rank {rank} are not " f"{logformat.BLOB_DIR}/<sha256>{logformat.BLOB_SUFFIX}: "
                                                        f"refused, never opened (first: {bad[0]})", references=bad[:20], detail=bad[0]))
     missing, linked = [], []
     for sha in refs:

@@ -243,7 +243,7 @@ def shared_graph_observations(tables, coords: dict[int, int], rank: int, vectors
                 if vec is None or pieces != n or rank_values.get(vec) != index:
                     continue
                 msg = (
-                    f"{t} takes chunk {index} of {n} of a dimension (size {size}) at a literal equal to the compiling rank's "
+                    f"{t} takes chunk {index} of {n} of a dimension (size {size}) at a literal equal to the " "compiling rank's "
                     f"{vec}: every rank that loads this graph takes rank {rank}'s chunk"
                 )
                 ev = {"where": "args[2]", "target": t, "value": args[2], "chunk_index": index, "chunks": n, "dim_size": size,
@@ -293,7 +293,7 @@ def shared_graph_observations(tables, coords: dict[int, int], rank: int, vectors
                 if twin_value is None or leaf != twin_value:
                     continue
                 hits = [n for n, v in rank_values.items() if v == leaf]
-                msg = f"{target} {where} is the literal {leaf!r}, the compiling rank's value; {twin_name} computes it at run time from the mesh coordinate"
+                msg = f"{target} {where} is the literal {leaf!r}, the compiling rank's value; {twin_name} computes " "it at run time from the mesh coordinate"
                 ev = {"where": where, "target": target, "value": leaf, "compiling_rank": rank, "runtime_twin": twin_name,
                       "twin_value_on_compiling_rank": twin_value, "equals": hits, "backward": bool(row.get("bwd"))}
                 out.append(Observation(("coor", g.path, target, where, leaf), "error", msg, node=row["name"], subgraph=g.path or None, evidence=ev, loose_key=("coor", target, where, leaf)))
@@ -310,7 +310,7 @@ def _mesh_sizes(ctx: CheckContext, rank: int) -> dict[str, int]:
     return sizes
 
 
-PER_RANK_NOTE = "right for a graph each rank traces for itself; wrong if one rank's graph is loaded by the others (check --shared-graph)"
+PER_RANK_NOTE = "right for a graph each rank traces for itself; wrong if one rank's graph is loaded by the others (check " "--shared-graph)"
 
 
 def _torch_own(ctx: CheckContext, f: Any) -> bool:

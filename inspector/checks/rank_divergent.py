@@ -67,7 +67,7 @@ def run(ctx: CheckContext) -> list:
                 o = Observation(
                     ("missing", key),
                     "error",
-                    f"pass {key.label()} ran on rank(s) {format_ranks(have)} but not on rank(s) {format_ranks(lack)} of the same pipeline",
+                    f"pass {key.label()} ran on rank(s) {format_ranks(have)} but not on rank(s) " f"{format_ranks(lack)} of the same pipeline",
                     evidence={"ran_on": have, "not_on": lack, "stage": key.label()},
                 )
                 findings.append(ctx._finding(KIND, st, st, o, sorted(have + lack)))

@@ -96,7 +96,7 @@ def _evidence_line(f) -> str:
             m = ev.get("matches") or []
             return s + (f"  = {m[0].get('form') or m[0]['vector']}" if m else "")
         if "chunk_index" in ev:
-            return f"literal {ev['value']!r} = compiling rank {ev.get('compiling_rank')}'s {ev.get('equals')}; dim size {ev.get('dim_size')} in {ev.get('chunks')} chunks"
+            return f"literal {ev['value']!r} = compiling rank {ev.get('compiling_rank')}'s {ev.get('equals')}; dim " f"size {ev.get('dim_size')} in {ev.get('chunks')} chunks"
         if "value" in ev:
             return f"literal {ev['value']!r}; computed at run time by {ev.get('runtime_twin')}"
     if f.kind == "device-baked":

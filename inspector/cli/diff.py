@@ -253,7 +253,7 @@ def _first_graph_lines(cap, rank: int, passes, args, st: Style) -> list[str]:
             if args.role and role != args.role:
                 continue
             out.append(st(diff_title(f"#{p.seq} {p.name} on rank {rank}", _where(p), "nothing", "its graph"), "bold", "magenta"))
-            out.append(st(f"  #{p.seq} {p.name} made the first graph of its pipeline ({gid}, {cap.node_count(rank, gid)} nodes): "
+            out.append(st(f"  #{p.seq} {p.name} made the first graph of its pipeline ({gid}, " f"{cap.node_count(rank, gid)} nodes): "
                           "shown whole; --ranks A,B compares it across ranks", "dim"))
             code = cap.graph_code(rank, gid)
             if code is None:

@@ -83,7 +83,7 @@ def run(args: argparse.Namespace, text_lines: Any) -> int:
                 missing = [r for r in (ra, rb) if r not in per]
                 if missing:
                     out.append(st(title, "bold", "magenta"))
-                    out.append(st(f"  rank {missing[0]} has no generated code for this compile (compiled elsewhere, or not at all)", "red"))
+                    out.append(st(f"  rank {missing[0]} has no generated code for this compile (compiled " "elsewhere, or not at all)", "red"))
                     docs.append({"compile": k, "missing_on": missing})
                     continue
                 pairs.append((title, ra, per[ra], rb, per[rb]))

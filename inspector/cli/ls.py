@@ -197,7 +197,7 @@ def render(data: dict[str, Any], st: Style, fold: bool = True) -> list[str]:
     for entry in data["ranks"]:
         r = entry["rank"]
         sig = _rank_signature(entry)
-        info = f"{len(entry['passes'])} passes, {entry['graphs']} graphs, {entry['records']} records, {fmt_bytes(entry['bytes'])}"
+        info = f"{len(entry['passes'])} passes, {entry['graphs']} graphs, {entry['records']} records, " f"{fmt_bytes(entry['bytes'])}"
         errs = entry["capture_errors"]
         raised = sum(1 for p in entry["passes"] if p["status"] == "raised")
         incomplete = sum(1 for p in entry["passes"] if p["status"] == "incomplete")
@@ -244,7 +244,7 @@ def render(data: dict[str, Any], st: Style, fold: bool = True) -> list[str]:
         lines.extend(_error_lines(errs, st))
     if any(e["passes"] for e in data["ranks"]):
         lines.append("")
-        lines.append(st("nodes: each graph's nodes and those of its nested subgraphs (higher-order ops' bodies), counted together", "dim"))
+        lines.append(st("nodes: each graph's nodes and those of its nested subgraphs (higher-order ops' bodies), " "counted together", "dim"))
     if data.get("compile_note"):
         lines.extend(["", st(data["compile_note"], "dim")])
     if data.get("read_errors"):

@@ -43,7 +43,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch", action="store_true", help="no REPL: print the verdict; exit 0 reproduced, 1 differs, 2 cannot load")
     p.add_argument("--trust", action="store_true", help="load a capture made by another user or on another host (pickle can run code)")
     p.add_argument("--setup", action="append", default=[], metavar="MODULE:FUNC",
-                   help="call FUNC() in the rank's environment before the pass (repeatable), e.g. to set flags the training parsed from argv")
+                   help="call FUNC() in the rank's environment before the pass (repeatable), e.g. to set flags the training " "parsed from argv")
     p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                    help="import MODULE before loading (a library defining the graph's custom operators); repeatable")
     p.add_argument("--peers", choices=("all", "none"), default="all",
@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
                 raise CommandError(problem)
         if rec.source == "partitioner":
             raise CommandError(f"#{rec.seq} {rec.name} is the joint-graph partitioner: it takes the joint inputs and the number of "
-                         "forward outputs, which the capture does not record; it cannot be replayed (its fw/bw outputs' passes can)")
+                         "forward outputs, which the capture does not record; it cannot be replayed (its fw/bw " "outputs' passes can)")
         return _replay(cap, target, peer_recs, origin, args)
 
 

@@ -26,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
     cap = open_or_fail(args.dir, "capture")
     with cap:
         if cap.kind != "capture":
-            raise CommandError(f"{args.dir} holds torch's own TORCH_TRACE logs, not a graphtrain-inspect capture: replay never loads it")
+            raise CommandError(f"{args.dir} holds torch's own TORCH_TRACE logs, not a graphtrain-inspect capture: replay " "never loads it")
         base = capture_dir(cap)
         claims = manifest_claims(cap)
         command = cap.manifest.get("command_line") if isinstance(cap.manifest, dict) else None

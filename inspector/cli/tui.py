@@ -17,7 +17,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--list-samples", action="store_true", help="list the bundled sample captures, a line each, and exit")
     p.add_argument("--keymap", metavar="FILE", help="key bindings by binding id (TOML); default ~/.config/graphtrain-inspect/keymap.toml")
     p.add_argument("--shared-graph", action="store_true",
-                   help="run the checks as check --shared-graph does: the graphs are compiled on one rank and loaded by the others")
+                   help="run the checks as check --shared-graph does: the graphs are compiled on one rank and loaded by the " "others")
     p.add_argument("--poll", type=float, default=1.0, metavar="SECONDS", help="how often to look for new records in a capture still being written")
 
 

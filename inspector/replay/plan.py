@@ -152,7 +152,7 @@ def read_blob(cap: "Capture", rec: "PassRecord", gid: str | None, *, trust: bool
         raise Refused(f"the blob reference of {gid} in the log of rank {rec.rank} has no valid sha256; refusing to load it")
     rel = logformat.blob_relpath(sha)
     if ref.get("path") not in (None, rel):
-        raise Refused(f"the log of rank {rec.rank} names blob path {ref.get('path')!r} for {gid}, not {rel!r}; refusing to load it")
+        raise Refused(f"the log of rank {rec.rank} names blob path {ref.get('path')!r} for {gid}, not {rel!r}; " "refusing to load it")
     base = capture_dir(cap)
     path = os.path.join(base, rel)
     real, root = os.path.realpath(path), os.path.realpath(base)

@@ -31,7 +31,7 @@ def outcome_lines(r: Any, out: Any, origin: str, st: Style, limit: int, *, with_
                      f"sha256 verified, {origin}; loaded in {ld.seconds:.2f}s with torch {torch.__version__}"
                      + (f" (captured with {r.captured_torch})" if r.captured_torch and r.captured_torch != torch.__version__ else ""))
         if ld.standins:
-            lines.append(st(f"          stand-ins for the training's __main__ classes in node metadata: {', '.join(ld.standins[:4])}", "dim"))
+            lines.append(st("          stand-ins for the training's __main__ classes in node metadata: " f"{', '.join(ld.standins[:4])}", "dim"))
     w = out.world
     if w is not None:
         from graphtrain_inspect.inspector.replay.plan import describe_env
@@ -61,7 +61,7 @@ def outcome_lines(r: Any, out: Any, origin: str, st: Style, limit: int, *, with_
                 lines.append(st(f"  | {l}", "red"))
         lines.extend(diff_lines(out.diff, st, limit))
         if not with_fn and out.exception is None:
-            lines.append(st("  hint: a pass that reads process state the training set outside its environment (flags parsed from "
+            lines.append(st("  hint: a pass that reads process state the training set outside its environment (flags " "parsed from "
                             "its command line, config objects) sees defaults here: set it with --setup MODULE:FUNC "
                             "(sys.argv is the captured argv)", "dim"))
     return lines

@@ -173,7 +173,7 @@ def test_real_and_simulated_two_rank_worlds_give_the_same_graphs_and_findings():
 def test_a_failing_first_rank_stops_the_world_with_its_exit_code(tmp_path):
     out = tmp_path / "cap"
     r = run_cli("capture", "--out", str(out), "--simulate-world", "64", "--", sys.executable, "-c",
-                "import os, sys; print('rank', os.environ['RANK'], 'of', os.environ['WORLD_SIZE'], 'local', os.environ['LOCAL_RANK']); sys.exit(3)")
+                "import os, sys; print('rank', os.environ['RANK'], 'of', os.environ['WORLD_SIZE'], 'local', " "os.environ['LOCAL_RANK']); sys.exit(3)")
     assert r.returncode == 3 and "the other 2 ranks were not run" in r.stderr
     sim = json.loads((out / "manifest.json").read_text())["simulated"]
     assert sim["ranks"] == [0] and sim["not_run"] == [8, 63] and sim["per_rank"]["0"]["exit_code"] == 3

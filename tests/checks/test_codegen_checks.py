@@ -55,7 +55,7 @@ def test_code_compiled_on_one_rank_pins_a_device_every_rank_loads(tmp_path):
     torch_log(tmp_path, 0, [{"graph": post_grad("3", "[4, 1]cuda:0"), "code": wrapper(cuda_dev=0)}])
     # rank 1 compiled nothing: it loads rank 0's code
     (tmp_path / "dedicated_log_torch_trace_rank_1_abc.log").write_text(
-        'V1124 03:04:38.336000 4243 torch/x.py:1] {"artifact": {"name": "torch_version", "encoding": "string"}, "rank": 1, "has_payload": "%s"}\n\t2.13\n'
+        'V1124 03:04:38.336000 4243 torch/x.py:1] {"artifact": {"name": "torch_version", "encoding": ' '"string"}, "rank": 1, "has_payload": "%s"}\n\t2.13\n'
         % __import__("hashlib").md5(b"2.13").hexdigest()
     )
     cg = _codegen(run_checks(open_capture(str(tmp_path))))

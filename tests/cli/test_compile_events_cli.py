@@ -77,7 +77,7 @@ def test_four_events_ls_text_shows_the_failed_compile(four_events):
     assert r.returncode == 0, r.stderr
     text = r.stdout
     assert "compile events:" in text and "1 failure" in text and "graph break" in text
-    assert re.search(r"\[4/0\]\s+failure\s+tests/programs/compile_events.py:33\s+if y.sum\(\) > 0:\s+Unsupported: Data-dependent branching", text)
+    assert re.search(r"\[4/0\]\s+failure\s+tests/programs/compile_events.py:33\s+if y.sum\(\) > 0:\s+Unsupported: " r"Data-dependent branching", text)
     assert "(resumes in torch_dynamo_resume_in_f_at_19)" in text
 
 

@@ -87,4 +87,4 @@ def test_ls_killed_rank(tmp_path):
     # diff of the pass it died in says so, not "no pass" with the pass in the list beside it
     r = cli("diff", d, "--pass", "killed_here", "--rank", "1")
     assert r.returncode == 2 and r.stderr.strip().splitlines() == [
-        "graphtrain-inspect diff: pass #9 killed_here started on rank 1 and never finished (the rank stopped inside it): no graph after it to diff"]
+        "graphtrain-inspect diff: pass #9 killed_here started on rank 1 and never finished (the rank stopped " "inside it): no graph after it to diff"]

@@ -52,7 +52,7 @@ def pass_record(rank, seq, name, before, after):
 
 def small_capture(tmp_path, ranks=(0, 1), manifest=True):
     code_b = "class G(torch.nn.Module):\n    def forward(self, x):\n        add = torch.ops.aten.add.Tensor(x, 1)\n        return (add,)\n"
-    code_a = "class G(torch.nn.Module):\n    def forward(self, x):\n        mul = torch.ops.aten.mul.Tensor(x, 2)\n        add = torch.ops.aten.add.Tensor(mul, 1)\n        return (add,)\n"
+    code_a = "class G(torch.nn.Module):\n    def forward(self, x):\n        mul = torch.ops.aten.mul.Tensor(x, 2)\n   " "     add = torch.ops.aten.add.Tensor(mul, 1)\n        return (add,)\n"
     for r in ranks:
         gb, rb = graph_records(r, code_b)
         ga, ra = graph_records(r, code_a)
@@ -269,12 +269,12 @@ def test_torch_trace_directory_of_a_single_process(tmp_path):
     assert r.returncode == 0 and "dynamo" in r.stdout
     # a record without payload, then the payload lines of a record whose envelope line was lost:
     # they are not read as its payload (found by benchmarks/fuzz_reader.py)
-    bare = b'V1121 23:14:17.290000 25246 torch/_subclasses/meta_utils.py:2271] {"describe_source": {"describer_id": 0, "id": 13}}\n'
+    bare = b'V1121 23:14:17.290000 25246 torch/_subclasses/meta_utils.py:2271] {"describe_source": {"describer_id": ' b'0, "id": 13}}\n'
     (tmp_path / "dedicated_log_torch_trace_39agu0ny.log").write_bytes(bare + b'\t{\n\t"name": "stray"\n\t}\n' + rec_bytes)
     cap = open_capture(str(tmp_path))
     log = cap.log_file(0)
     assert log.payload(log.records[0]) is None
-    assert [str(e) for e in cap.all_errors()] == [f"{log.path}:2: payload line(s) after the describe_source record at line 1, which has none (a damaged or missing envelope line); ignored"]
+    assert [str(e) for e in cap.all_errors()] == [f"{log.path}:2: payload line(s) after the describe_source record at line 1, which has none (a " "damaged or missing envelope line); ignored"]
     assert [p.name for p in cap.passes(0)] == ["dynamo"]
 
 

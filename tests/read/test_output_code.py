@@ -72,7 +72,7 @@ def test_pinned_indices_and_literal_skeleton():
     assert pinned_indices("stream0 = get_raw_stream(0)") == [("raw_stream", 0)]
     assert pinned_indices("x = empty_strided((2,), (1,), device=device(type='cuda', index=3))") == [("device_index", 3)]
     assert pinned_indices("torch.cuda.set_device(2)") == [("set_device", 2)]
-    meta = "triton_meta={'signature': {'in_ptr0': '*fp32'}, 'device': DeviceProperties(type='cuda', index=1, multi_processor_count=132, cc=90), 'constants': {}}"
+    meta = "triton_meta={'signature': {'in_ptr0': '*fp32'}, 'device': DeviceProperties(type='cuda', index=1, " "multi_processor_count=132, cc=90), 'constants': {}}"
     assert pinned_indices(meta) == [("kernel_device", 1)]
     assert "index=<own>, multi_processor_count=132" in CodeNormalizer(RankContext(1, 1, "cuda:1")).lines(meta)[0]
     assert "index=1," in CodeNormalizer(RankContext(0, 0, "cuda:0")).lines(meta)[0]

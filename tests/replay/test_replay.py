@@ -162,7 +162,7 @@ def test_fn_with_a_fixed_pass_shows_the_finding_gone(sample_dir):
 
 def test_repl(sample_dir):
     script = "\n".join([
-        "print('NAMES', sorted(k for k in ('before', 'after', 'result', 'pass_fn', 'rerun', 'diff', 'check', 'show') if k in globals()))",
+        "print('NAMES', sorted(k for k in ('before', 'after', 'result', 'pass_fn', 'rerun', 'diff', " "'check', 'show') if k in globals()))",
         "print('NODES', len(before.graph.nodes), len(after.graph.nodes), len(result.graph.nodes))",
         "d = diff(after, result, text=False)",
         "print('EMPTY', d.empty)",
@@ -411,6 +411,6 @@ def test_incompatible_torch_version_is_named(sample_dir, tmp_path):
 
 
 def test_command_imports_torch_only_when_it_runs():
-    code = "import sys, graphtrain_inspect.inspector.cli.main, graphtrain_inspect.inspector.cli.replay, graphtrain_inspect.inspector.replay.plan, graphtrain_inspect.inspector.replay.view; print('torch' in sys.modules)"
+    code = "import sys, graphtrain_inspect.inspector.cli.main, graphtrain_inspect.inspector.cli.replay, " "graphtrain_inspect.inspector.replay.plan, graphtrain_inspect.inspector.replay.view; print('torch' in " "sys.modules)"
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=60)
     assert r.stdout.strip() == "False", r.stdout + r.stderr

@@ -66,7 +66,7 @@ class Tmux:
 def test_tmux_session_finding_to_diff_and_quit(tui_small_capture):
     t = Tmux("tui")
     try:
-        t.start(f"{shlex.quote(sys.executable)} -m graphtrain_inspect.inspector.cli tui {shlex.quote(str(tui_small_capture))}")
+        t.start(f"{shlex.quote(sys.executable)} -m graphtrain_inspect.inspector.cli tui " f"{shlex.quote(str(tui_small_capture))}")
         # the tree, the first pass's graph, and the checks' count
         t.wait_for("Findings (1)", "#1 shard_rows", "rank 1", "class no_dead")
         t.keys("4")

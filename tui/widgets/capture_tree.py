@@ -308,7 +308,7 @@ class CaptureTree(Tree[TreeData]):
                     pn = pnode.add(label, data=data, expand=False)
                     for role in p.after:
                         self.nodes_by_key[("place", rank, pl.index, p.seq, role)] = pn.add_leaf(
-                            Text(f"→ {role}  {p.after_nodes.get(role) if p.after_nodes.get(role) is not None else '?'} nodes", style="dim"),
+                            Text(f"→ {role}  " f"{p.after_nodes.get(role) if p.after_nodes.get(role) is not None else '?'} " "nodes", style="dim"),
                             data=Place(rank, pl.index, p.seq, role),
                         )
                 else:

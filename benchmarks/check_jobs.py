@@ -1,6 +1,7 @@
 """`check -j N` against tlparse 0.4.3, on the same logs, in one run: scaling with N.
 
-    python -m benchmarks.check_jobs CAPTURE... [--jobs 1 2 4 8 16] [--repeat 3] [--no-tlparse] [--base CHECKOUT] [--json F]
+    python -m benchmarks.check_jobs CAPTURE... [--jobs 1 2 4 8 16] [--repeat 3] [--no-tlparse] [--base CHECKOUT]
+        [--json F]
 
 Per capture: tlparse on every rank's log one after another (its parse of the same records), then
 `graphtrain-inspect check CAPTURE --json -j N` for each N, each a fresh process as a user runs it,

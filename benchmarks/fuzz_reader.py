@@ -4,7 +4,8 @@
 
 Without --capture it first captures the sample training (2 CPU ranks, `--steps 2`, ~30 s), and
 without --torch-trace it writes a TORCH_TRACE log of a small torch.compile (~30 s). Each
-iteration damages, in turn, rank 0's capture log or the TORCH_TRACE log with 1-3 random mutations (tests/reader_mutations.py: truncation,
+iteration damages, in turn, rank 0's capture log or the TORCH_TRACE log with 1-3 random mutations
+(tests/reader_mutations.py: truncation,
 byte flips, deleted and duplicated lines, inserted garbage / stray envelopes / enormous lines, and
 one run in five JSON edits with the md5 made to match), reads it back and compares every record
 before the damage with the original. Every --commands-every iterations it also runs `ls`,

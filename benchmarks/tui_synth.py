@@ -159,7 +159,8 @@ def _pass_rec(rank, seq, name, pipeline, traced, before, after, before_n, after_
         "seq": seq, "name": name, "qualname": None, "source": "named", "subsystem": None, "parent": None,
         "rank": rank, "local_rank": rank, "world_size": None, "compile_id": None, "pipeline": pipeline,
         "traced": traced, "time": time.time(), "wall_s": 0.01, "status": "ok", "exception": None,
-        "before": before, "after": after, "nodes": {"before": before_n, "after": after_n}, "blobs": {}, "capture_errors": 0,
+        "before": before, "after": after, "nodes": {"before": before_n, "after": after_n}, "blobs": {},
+        "capture_errors": 0,
     }  # fmt: skip
 
 

@@ -51,7 +51,9 @@ MODELS = {
 # Passes of graph_trainer's pipeline that cannot run on this machine, and why (printed).
 CPU_DISABLED = {
     "selective_activation_remat_pass": "fails here: 'does not support RNG ops in recompute regions'",
-    "joint_transformer_block_bucketing_reordering_pass": "its runtime estimate asks triton for a GPU driver (0 active drivers on a CPU-only machine)",
+    "joint_transformer_block_bucketing_reordering_pass": (
+        "its runtime estimate asks triton for a GPU driver (0 active drivers on a CPU-only machine)"
+    ),
     "cudagraph_pass": "CUDA graphs need the CUDA runtime",
 }
 

@@ -1,10 +1,12 @@
 """torchtitan's own entry point (`torchtitan.train`), run on this machine's CPU.
 
-    python -m graphtrain_inspect.samples.torchtitan_cpu [--gti-bug NAME] --module graph_trainer.llama3 --config ... [torchtitan options]
+    python -m graphtrain_inspect.samples.torchtitan_cpu [--gti-bug NAME] --module graph_trainer.llama3 --config ...
+        [torchtitan options]
 
 torchtitan picks its device with `torch._utils._get_available_device_type() or "cuda"`: on a
 CPU-only machine that is `cuda`, and its first `torch.cuda.set_device` fails. Here the device type
-is `cpu` (torchtitan then asks for gloo), and the `torch.cuda` functions it calls get CPU answers (the machine's name and memory, no
+is `cpu` (torchtitan then asks for gloo), and the `torch.cuda` functions it calls get CPU answers (the machine's name
+and memory, no
 allocator statistics, device index 0). Nothing of
 torchtitan is edited: this only answers what torch itself leaves unanswered for `cpu`, then runs
 `torchtitan.train` as `python -m torchtitan.train` would.

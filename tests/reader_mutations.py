@@ -46,7 +46,9 @@ GARBAGE = [
     b"garbage line\n",
     b"\x00\xff\xfe binary \x80\n",
     b"V1121 20:55:01.123456 4242 graphtrain_inspect/capture.py:1] {\n",
-    b'V1121 20:55:01.123456 4242 graphtrain_inspect/capture.py:1] {"artifact":{"name":"gti_pass","encoding":"json","seq":99},"rank":0,"has_payload":"00000000000000000000000000000000"}\n\t{}\n',
+    b'V1121 20:55:01.123456 4242 graphtrain_inspect/capture.py:1] '
+    b'{"artifact":{"name":"gti_pass","encoding":"json","seq":99},'
+    b'"rank":0,"has_payload":"00000000000000000000000000000000"}\n\t{}\n',
     b'V1121 20:55:01.123456 4242 graphtrain_inspect/capture.py:1] ' b'{"artifact":{"name":"gti_future","encoding":"json"},"rank":0}\n',
     b'V1121 20:55:01.123456 4242 graphtrain_inspect/capture.py:1] ' b'{"artifact":{"name":"gti_pass","encoding":"base64"},"rank":0}\n\tAAAA\n',
     b'V1121 20:55:01.123456 4242 graphtrain_inspect/capture.py:1] {"dynamo_start":{"stack":[]},"rank":0}\n',

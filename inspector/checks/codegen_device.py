@@ -3,7 +3,8 @@
 `'cuda:N'`).
 
 Policy (as for FX device literals): code compiled on one rank and loaded by every rank (compile on
-one rank: one rank generated code, or the capture or `check --shared-graph` says so) must not pin any index: every loading
+one rank: one rank generated code, or the capture or `check --shared-graph` says so) must not pin any index: every
+loading
 rank would launch on the compiling rank's device; an error naming the index and the ranks that
 load it. Code each rank generated for itself may pin its own device; an index that is not the
 rank's own device is an error; an accelerator index on a rank that computes on the CPU, a warning.

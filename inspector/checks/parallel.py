@@ -12,7 +12,8 @@ diffs and observations: the findings are the same by construction, whatever N.
 The unit of work is one rank diff (stage, reference rank, other rank) or one graph's stale-symbol
 walk. Each process takes a run of consecutive stages (every task of a stage together), the runs
 about equal in the nodes of the graphs involved: consecutive graphs share most of their rows, and
-each process decodes each distinct row once, so cutting by stage keeps that sharing. Graphs that are the same on both ranks (same id and md5s) cost nothing and
+each process decodes each distinct row once, so cutting by stage keeps that sharing. Graphs that are the same on both
+ranks (same id and md5s) cost nothing and
 are left out. Workers are forked from this process (Linux), so they start with its index; where
 there is no fork they open the capture again.
 

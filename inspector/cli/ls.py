@@ -77,7 +77,9 @@ def listing(cap, ranks: list[int] | None = None, *, classes: bool | None = None)
                     "wall_s": p.wall_s,
                     "capture_errors": p.capture_errors,
                     "blob_bytes": blob_bytes or None,
-                    "exception": (p.exception or {}).get("type") and f"{p.exception.get('type')}: {str(p.exception.get('message', '')).splitlines()[0] if p.exception.get('message') else ''}",
+                    "exception": (p.exception or {}).get("type")
+                    and f"{p.exception.get('type')}: "
+                    f"{str(p.exception.get('message', '')).splitlines()[0] if p.exception.get('message') else ''}",
                 }
             )
         out["ranks"].append(

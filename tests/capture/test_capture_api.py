@@ -1,4 +1,5 @@
-"""graphtrain_inspect.capture.record_pass in-process: decorator and context-manager forms, and a no-op outside a capture."""
+"""graphtrain_inspect.capture.record_pass in-process: decorator and context-manager forms, and a no-op
+outside a capture."""
 
 from __future__ import annotations
 

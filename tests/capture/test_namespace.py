@@ -51,7 +51,8 @@ PROJECT = {
         x = torch.randn(4)
         gm = make_fx(lambda x: torch.relu(x) + 1)(x)
         gm = passes.double_relu(gm, [x])
-        sys.stdout.write(f"rank {dist.get_rank()} result {gm(x).sum().item() == ((torch.relu(x) * 2) + 1).sum().item()}\\n")
+        same = gm(x).sum().item() == ((torch.relu(x) * 2) + 1).sum().item()
+        sys.stdout.write(f"rank {dist.get_rank()} result {same}\\n")
         sys.stdout.flush()
         dist.destroy_process_group()
         """

@@ -1,7 +1,8 @@
 """A real workload nobody here wrote the passes of: torch's FSDP2 (`fully_shard` on a 1-D
 DeviceMesh) + `torch.compile` of a small transformer (tests/programs/fsdp2_compile.py), 2 gloo
 ranks, 3 steps, every Inductor pass captured. Per-rank compile is correct: `check` finds no error
-or warning; with a planted `y * (dist.get_rank() + 1)` it finds exactly that literal (in the forward graph, in the backward graph, in the kernels made
+or warning; with a planted `y * (dist.get_rank() + 1)` it finds exactly that literal (in the forward graph, in the
+backward graph, in the kernels made
 from them), at that line."""
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Helpers for replaying captures of the sample training (tests and the README's example).
 
-`--setup tests.programs.replay_sample:bugs_from_argv` (= `graphtrain_inspect.samples.bugs:from_argv`): the sample's bug switches are process
+`--setup tests.programs.replay_sample:bugs_from_argv` (= `graphtrain_inspect.samples.bugs:from_argv`): the sample's
+bug switches are process
 state that `graphtrain_inspect.samples.train` sets from its command line, not environment; replay runs setup hooks
 with `sys.argv` set to the captured rank's argv, so this re-applies the switches the captured
 run had.

@@ -12,7 +12,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-CPP_KERNEL = '''cpp_fused_add_mul_relu_{n} = async_compile.cpp_pybinding(['const float*', 'const float*', 'float*'], r\'\'\'
+CPP_KERNEL = '''cpp_fused_add_mul_relu_{n} = async_compile.cpp_pybinding(['const float*', 'const float*', 'float*'], \
+r\'\'\'
 #include <torch/csrc/inductor/cpp_prefix.h>
 extern "C"  void  kernel(const float* in_ptr0,
                        const float* in_ptr1,

@@ -41,7 +41,7 @@ def header(rank=0, world=2):
     return rec(logformat.HEADER, {"format": "graphtrain-inspect", "format_version": 1, "rank": rank, "local_rank": rank, "world_size": world}, rank)
 
 
-def graph_records(rank, code="class G(torch.nn.Module):\n    def forward(self, x):\n        add = torch.ops.aten.add.Tensor(x, 1)\n        return (add,)\n"):
+def graph_records(rank, code="class G(torch.nn.Module):\n" "    def forward(self, x):\n" "        add = torch.ops.aten.add.Tensor(x, 1)\n" "        return (add,)\n"):
     gid = logformat.graph_id(code)
     return gid, [rec(logformat.GRAPH_CODE, code, rank, {"gid": gid, "nodes": 3})]
 
@@ -51,7 +51,7 @@ def pass_record(rank, seq, name, before, after):
 
 
 def small_capture(tmp_path, ranks=(0, 1), manifest=True):
-    code_b = "class G(torch.nn.Module):\n    def forward(self, x):\n        add = torch.ops.aten.add.Tensor(x, 1)\n        return (add,)\n"
+    code_b = "class G(torch.nn.Module):\n" "    def forward(self, x):\n" "        add = torch.ops.aten.add.Tensor(x, 1)\n" "        return (add,)\n"
     code_a = "class G(torch.nn.Module):\n    def forward(self, x):\n        mul = torch.ops.aten.mul.Tensor(x, 2)\n   " "     add = torch.ops.aten.add.Tensor(mul, 1)\n        return (add,)\n"
     for r in ranks:
         gb, rb = graph_records(r, code_b)
@@ -256,7 +256,12 @@ def test_torch_trace_directory_of_a_single_process(tmp_path):
     (no rank): the directory is read as torch's logs, not refused as 'not a capture'."""
     import hashlib
 
-    code = "class GraphModule(torch.nn.Module):\n    def forward(self, L_x_: \"f32[4][1]cpu\"):\n        add: \"f32[4][1]cpu\" = L_x_ + 1\n        return (add,)\n"
+    code = (
+        "class GraphModule(torch.nn.Module):\n"
+        "    def forward(self, L_x_: \"f32[4][1]cpu\"):\n"
+        "        add: \"f32[4][1]cpu\" = L_x_ + 1\n"
+        "        return (add,)\n"
+    )
     lines = code.split("\n")
     env = {"dynamo_output_graph": {"sizes": {}}, "frame_id": 0, "frame_compile_id": 0, "attempt": 0,
            "has_payload": hashlib.md5("\n".join(lines).encode()).hexdigest()}

@@ -12,7 +12,9 @@ from textual.widgets import Static
 
 INTRO = """[b]graphtrain-inspect tui[/b]: browse a capture of graph passes on every rank.
 
-The tree on the left lists the run, each rank, each traced graph and the passes applied to it in order, with node counts, node deltas, wall times and a red badge with the number of findings a pass introduced. Selecting an entry shows it in the views on the right:
+The tree on the left lists the run, each rank, each traced graph and the passes applied to it in order, with node \
+counts, node deltas, wall times and a red badge with the number of findings a pass introduced. Selecting an entry \
+shows it in the views on the right:
 
   [b]1 Code[/b]         the graph after the selected pass (or the traced graph)
   [b]2 Pass diff[/b]    what the pass changed, before against after
@@ -25,7 +27,8 @@ The tree on the left lists the run, each rank, each traced graph and the passes 
 
 F1 or ? opens this help; w narrows, hides and restores the tree.
 
-Keys can be remapped by binding id in ~/.config/graphtrain-inspect/keymap.toml (or --keymap FILE), one line per binding:  "app.replay" = "ctrl+r"
+Keys can be remapped by binding id in ~/.config/graphtrain-inspect/keymap.toml (or --keymap FILE), one line per \
+binding:  "app.replay" = "ctrl+r"
 """
 
 

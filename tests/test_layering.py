@@ -4,7 +4,8 @@
 
 Every `import` in the package sources is read with `ast` (module level and inside functions;
 `if TYPE_CHECKING:` blocks are annotations, not imports) and held to the table below. Names
-loaded through strings (the command table, the checks registry) are not imports and are not seen.
+loaded through strings (the command table) are not imports and are not seen; the checks are
+registered by plain imports (`inspector.checks.check_modules`), so the table holds them too.
 """
 
 from __future__ import annotations
@@ -142,8 +143,8 @@ def test_the_table_catches_a_wrong_direction():
     assert violations("inspector/read/logscan.py", "from graphtrain_inspect.capture import session\n")
     assert violations("inspector/read/logscan.py", "from graphtrain_inspect.capture import logformat\n") == []
     assert violations("inspector/diff/align.py", "def f():\n    import graphtrain_inspect.tui.app\n")
-    assert violations("inspector/checks/rank_baked.py", "import textual\n")
-    assert violations("inspector/checks/rank_baked.py", "def f():\n    import rich\n") == []
+    assert violations("inspector/checks/rank_baked_constant.py", "import textual\n")
+    assert violations("inspector/checks/rank_baked_constant.py", "def f():\n    import rich\n") == []
     assert violations("capture/wrap.py", "from graphtrain_inspect.inspector.read import logscan\n")
     assert violations("capture/wrap.py", "import inspector\n")  # outside the namespace
     assert violations("inspector/cli/tui.py", "def run(a):\n    from graphtrain_inspect.tui.app import App\n") == []
@@ -192,3 +193,11 @@ def test_core_imports_without_ui_or_torch(folder, heavy):
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "{}", f"heavy modules imported by: {r.stdout}"
     assert f"{NS}.inspector.cli.check" in mods or folder == "capture"
+
+
+def test_the_check_modules_are_imports_the_table_sees():
+    from graphtrain_inspect.inspector.checks import CHECKS
+
+    with open(os.path.join(ROOT, "inspector", "checks", "__init__.py")) as f:
+        seen = {name for name, _ in imports_of(f.read())}
+    assert {f"{NS}.inspector.checks.{name.replace('-', '_')}" for name in CHECKS} <= seen

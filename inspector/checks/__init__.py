@@ -20,8 +20,8 @@ May import: read and diff. Never replay, cli or tui; never torch, textual or ric
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -30,24 +30,53 @@ if TYPE_CHECKING:
 SEVERITIES = ("error", "warning", "info")
 SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
 
-# kind -> module; the order is the order of the report
-CHECKS: dict[str, str] = {
-    "rank-baked-constant": "graphtrain_inspect.inspector.checks.rank_baked",
-    "device-baked": "graphtrain_inspect.inspector.checks.device_baked",
-    "stale-unbacked-symbol": "graphtrain_inspect.inspector.checks.stale_symbol",
-    "rank-divergent-graph": "graphtrain_inspect.inspector.checks.rank_divergent",
+# The checks, in the order of the report; each is the module of this package named after it
+# (dashes as underscores), imported by `check_modules`.
+CHECKS: tuple[str, ...] = (
+    "rank-baked-constant",
+    "device-baked",
+    "stale-unbacked-symbol",
+    "rank-divergent-graph",
     # generated code (`"layer": "codegen"`): Inductor's output per rank
-    "codegen-rank-baked": "graphtrain_inspect.inspector.checks.codegen_rank_baked",
-    "codegen-device-baked": "graphtrain_inspect.inspector.checks.codegen_device",
-    "codegen-divergent": "graphtrain_inspect.inspector.checks.codegen_divergent",
+    "codegen-rank-baked",
+    "codegen-device-baked",
+    "codegen-divergent",
     # torch.compile's own events (torch's TORCH_TRACE records): per rank, then across ranks
-    "rank-divergent-compile": "graphtrain_inspect.inspector.checks.rank_divergent_compile",
-    "compile-failure": "graphtrain_inspect.inspector.checks.compile_failure",
-    "graph-break": "graphtrain_inspect.inspector.checks.graph_break",
-    "recompile": "graphtrain_inspect.inspector.checks.recompile",
+    "rank-divergent-compile",
+    "compile-failure",
+    "graph-break",
+    "recompile",
     # last: it counts the reading problems the checks above ran into
-    "incomplete-capture": "graphtrain_inspect.inspector.checks.incomplete",
-}
+    "incomplete-capture",
+)
+
+
+def check_modules() -> dict[str, ModuleType]:
+    """Each check's module by its name, in the order of CHECKS. Imported here, on first use: the
+    checks import Finding from this package, and the CLI reads CHECKS without loading them."""
+    from graphtrain_inspect.inspector.checks import (
+        codegen_device_baked,
+        codegen_divergent,
+        codegen_rank_baked,
+        compile_failure,
+        device_baked,
+        graph_break,
+        incomplete_capture,
+        rank_baked_constant,
+        rank_divergent_compile,
+        rank_divergent_graph,
+        recompile,
+        stale_unbacked_symbol,
+    )
+
+    modules = (
+        codegen_device_baked, codegen_divergent, codegen_rank_baked, compile_failure, device_baked, graph_break,
+        incomplete_capture, rank_baked_constant, rank_divergent_compile, rank_divergent_graph, recompile,
+        stale_unbacked_symbol,
+    )
+    by_name = {m.__name__.rpartition(".")[2].replace("_", "-"): m for m in modules}
+    return {name: by_name[name] for name in CHECKS}
+
 
 # A check's name is the kind of its findings, except the codegen checks that report a kind the
 # graph checks have, with `"layer": "codegen"` (each module's KIND says the same; a test holds them).
@@ -156,9 +185,9 @@ def check_report(cap: "Capture", only: list[str] | None = None, *, shared_graph:
         prefetch(ctx, jobs, only)
     findings: list[Finding] = []
     ran = [kind for kind in CHECKS if not only or kind in only]
+    modules = check_modules()
     for kind in ran:
-        mod = importlib.import_module(CHECKS[kind])
-        findings.extend(mod.run(ctx))
+        findings.extend(modules[kind].run(ctx))
     from graphtrain_inspect.inspector.checks.not_checked import explain
 
     explain(ctx, ran)

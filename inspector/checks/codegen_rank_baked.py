@@ -2,17 +2,17 @@
 across ranks' generated code for the same compile, at the same line of the same kernel (after
 normalizing kernel names, the own device, streams and group names), where the lines agree
 otherwise. The per-rank values are correlated with rank, local rank and mesh coordinates exactly as
-the FX check does (`rank_baked.match_vectors`): a match is an error (e.g. `static_cast<float>(3.0)`
+the FX check does (`rank_baked_constant.match_vectors`): a match is an error (e.g. `static_cast<float>(3.0)`
 on rank 0 and `4.0` on rank 1 for `y * (rank + 3)`), differing otherwise is a warning. Lines whose
 shape differs are left to `codegen-divergent`. Code each rank generated for itself is per-rank by
-nature: a match there is info unless the graph is shared (`rank_baked.grade_per_rank`).
+nature: a match there is info unless the graph is shared (`rank_baked_constant.grade_per_rank`).
 """
 
 from __future__ import annotations
 
 from graphtrain_inspect.inspector.checks import Finding
 from graphtrain_inspect.inspector.checks.codegen_sites import CODEGEN_PASS, aligned, clip_code, finding, fx_node
-from graphtrain_inspect.inspector.checks.rank_baked import grade_per_rank, match_vectors
+from graphtrain_inspect.inspector.checks.rank_baked_constant import grade_per_rank, match_vectors
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
 from graphtrain_inspect.inspector.diff.output_code import literal_skeleton, literal_span, literal_value, pinned_indices
 

@@ -13,7 +13,7 @@ The policy (docs/inspector.md, `check --help`):
   info. In a shared graph (compiled on one rank and loaded by the others) it is the compiling
   rank's device, wrong on every other rank: an error (info when a later pass removed it: tracing
   records the own device, and a placement pass removing it is the fix).
-  A graph is shared when the capture shows compile on one rank (rank_baked.compile_on_one_rank)
+  A graph is shared when the capture shows compile on one rank (rank_baked_constant.compile_on_one_rank)
   or the user says so (`check --shared-graph`).
 - Across ranks: device literals that differ between ranks at aligned nodes of otherwise
   comparable graphs (e.g. `device(type='cpu', index=LOCAL_RANK)`) and are not each rank's own
@@ -28,7 +28,7 @@ from typing import Any
 from graphtrain_inspect.capture import logformat
 from graphtrain_inspect.capture.rank_ranges import values_by_rank
 from graphtrain_inspect.inspector.checks.differing_literals import cross_rank_evidence, literal_sites
-from graphtrain_inspect.inspector.checks.rank_baked import compile_on_one_rank, match_vectors
+from graphtrain_inspect.inspector.checks.rank_baked_constant import compile_on_one_rank, match_vectors
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext, Observation
 from graphtrain_inspect.inspector.read.graphmodel import device_of_leaf, split_device
 

@@ -96,13 +96,13 @@ _STALE = "stale-unbacked-symbol"
 
 
 def _do(ctx: "CheckContext", task: tuple) -> tuple:
-    from graphtrain_inspect.inspector.checks import stale_symbol
+    from graphtrain_inspect.inspector.checks import stale_unbacked_symbol
 
     if task[0] == "diff":
         _, key, ref, other, _ = task
         return (task, ctx.rank_diff(key, ref, other))
     _, rank, gid, ckey, _ = task
-    return (task, stale_symbol.graph_observations(ctx, rank, gid))
+    return (task, stale_unbacked_symbol.graph_observations(ctx, rank, gid))
 
 
 def _work(path: str, source: str, tasks: list) -> list[tuple]:
@@ -121,14 +121,14 @@ def tasks_for(ctx: "CheckContext", only: list[str] | None = None) -> list[list[t
     """Every task for the checks in `only` (default all), grouped by stage, in stage order:
     ("diff", stage key, reference rank, other rank, weight) and ("stale", rank, gid, content
     key, weight)."""
-    from graphtrain_inspect.inspector.checks import stale_symbol
+    from graphtrain_inspect.inspector.checks import stale_unbacked_symbol
 
     groups: dict[Any, list[tuple]] = {}
     if not only or set(only) - {"incomplete-capture"}:
         for key, ref, other, w in rank_diff_tasks(ctx):
             groups.setdefault(key, []).append(("diff", key, ref, other, w))
     if not only or _STALE in only:
-        for rank, gid, ckey, key in stale_symbol.prefetch_tasks(ctx):
+        for rank, gid, ckey, key in stale_unbacked_symbol.prefetch_tasks(ctx):
             groups.setdefault(key, []).append(("stale", rank, gid, ckey, ctx.cap.node_count(rank, gid) or 1))
     order = {k: i for i, k in enumerate(ctx.index.keys)}
     return [groups[k] for k in sorted(groups, key=lambda k: order.get(k, len(order)))]

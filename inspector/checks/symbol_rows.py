@@ -2,8 +2,8 @@
 
     rows = symbol_rows(cap.symbols(rank, gid), cap.node_table(rank, gid))
 
-A symbol is stale when `graphtrain_inspect.inspector.checks.stale_symbol` finds it in a node that nothing in scope
-binds (the same rule as `check`), or when the capture's ShapeEnv does not know it. No textual.
+A symbol is stale when `graphtrain_inspect.inspector.checks.stale_unbacked_symbol` finds it in a node that
+nothing in scope binds (the same rule as `check`), or when the capture's ShapeEnv does not know it. No textual.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def symbol_rows(symmap: dict[str, Any] | None, tables: GraphTables | None) -> li
         return []
     stale: dict[str, str] = {}
     if tables is not None:
-        from graphtrain_inspect.inspector.checks.stale_symbol import stale_symbols
+        from graphtrain_inspect.inspector.checks.stale_unbacked_symbol import stale_symbols
 
         for o in stale_symbols(tables, symmap):
             s = o.evidence.get("symbol")

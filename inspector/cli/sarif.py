@@ -23,14 +23,12 @@ SRCROOT = "%SRCROOT%"
 
 
 def _rules() -> tuple[list[dict[str, Any]], dict[str, int]]:
-    import importlib
-
-    from graphtrain_inspect.inspector.checks import CHECKS, FINDING_KINDS, KIND_OF_CHECK
+    from graphtrain_inspect.inspector.checks import FINDING_KINDS, KIND_OF_CHECK, check_modules
 
     descriptions: dict[str, list[str]] = {}
-    for name, module in CHECKS.items():
+    for name, module in check_modules().items():
         kind = KIND_OF_CHECK.get(name, name)
-        descriptions.setdefault(kind, []).append(importlib.import_module(module).DESCRIPTION)
+        descriptions.setdefault(kind, []).append(module.DESCRIPTION)
     rules = [{"id": kind, "name": kind, "shortDescription": {"text": "; ".join(descriptions.get(kind, [kind]))}} for kind in FINDING_KINDS]
     return rules, {r["id"]: i for i, r in enumerate(rules)}
 

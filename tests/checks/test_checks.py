@@ -114,7 +114,7 @@ def test_tensor_constant_value_and_nested_list_literal(tmp_path):
     def graph(rank):
         def f(x):
             t = torch.tensor([rank, 7])
-            return x.view([2, 2 + 2 * rank]) if False else x.sum() + t.sum() + torch.ops.aten.constant_pad_nd.default(x, [0, rank])
+            return x.sum() + t.sum() + torch.ops.aten.constant_pad_nd.default(x, [0, rank])
 
         return make_fx(f)(torch.randn(4, 4))
 
@@ -295,7 +295,7 @@ def _cond_program(static: bool):
         def e(a, b):
             return a.sum() - 1
 
-        return torch.cond(x.sum() > 0, t, e, (y, nz)) if True else None
+        return torch.cond(x.sum() > 0, t, e, (y, nz))
 
     return f
 
@@ -371,7 +371,7 @@ def test_copied_meta_without_bindings_is_stale(tmp_path):
 
 
 def test_stale_symbol_from_text_only_is_a_warning():
-    from graphtrain_inspect.inspector.checks.stale_symbol import stale_symbols
+    from graphtrain_inspect.inspector.checks.stale_unbacked_symbol import stale_symbols
     from graphtrain_inspect.inspector.read.fxtext import parse_graph_code
     from graphtrain_inspect.inspector.read.graphmodel import GraphTables
 

@@ -92,11 +92,9 @@ def test_fx_annotations_copied_into_kernel_comments_are_not_baked_literals(tmp_p
 def test_finding_kinds_are_what_the_checks_report():
     # the TUI's kind filter lists FINDING_KINDS: a check named codegen-rank-baked reports
     # rank-baked-constant findings, so a filter on its name would show nothing
-    import importlib
+    from graphtrain_inspect.inspector.checks import CHECKS, FINDING_KINDS, KIND_OF_CHECK, check_modules
 
-    from graphtrain_inspect.inspector.checks import CHECKS, FINDING_KINDS, KIND_OF_CHECK
-
-    kinds = {name: importlib.import_module(module).KIND for name, module in CHECKS.items()}
+    kinds = {name: module.KIND for name, module in check_modules().items()}
     assert kinds == {name: KIND_OF_CHECK.get(name, name) for name in CHECKS}
     assert list(FINDING_KINDS) == list(dict.fromkeys(kinds.values()))
     assert "codegen-rank-baked" not in FINDING_KINDS and "rank-baked-constant" in FINDING_KINDS

@@ -46,7 +46,7 @@ def test_fast_paths_are_taken_on_format_2_captures(sample_capture):
 
 
 # ---------------------------------------------------------------------------------------------
-# The stale-symbol walk's fast paths (inspector/checks/stale_symbol.py): the row selections are
+# The stale-symbol walk's fast paths (inspector/checks/stale_unbacked_symbol.py): the row selections are
 # exactly `rows_with`'s, the walk of one graph is handed to the next graph whose kept rows and
 # symbol map are the same bytes, and the walk's reference scan is `row_leaves`'.
 
@@ -95,7 +95,7 @@ def _real_rows() -> list[list[bytes]]:
 
 
 def test_unbacked_rows_are_rows_with_the_symbol_pattern():
-    from graphtrain_inspect.inspector.checks import stale_symbol as ss
+    from graphtrain_inspect.inspector.checks import stale_unbacked_symbol as ss
 
     cases = [_EDGE_ROWS, list(reversed(_EDGE_ROWS)), [b"u0"], [b""], [], *[[r] for r in _EDGE_ROWS], *_real_rows()]
     for rows in cases:
@@ -103,7 +103,7 @@ def test_unbacked_rows_are_rows_with_the_symbol_pattern():
 
 
 def test_scope_rows_are_rows_with_the_scope_pattern():
-    from graphtrain_inspect.inspector.checks import stale_symbol as ss
+    from graphtrain_inspect.inspector.checks import stale_unbacked_symbol as ss
 
     name_sets = [{b"body_0"}, {b"body_0", b"body_1"}, {b"body_1", b"other_body"}, {b"x", b"body_0"}, {b"notbody_0"}, {b"body_0\n"}]
     cases = [_EDGE_ROWS, list(reversed(_EDGE_ROWS)), [b""], *[[r] for r in _EDGE_ROWS]]
@@ -117,7 +117,7 @@ def test_walk_reads_the_references_row_leaves_yields():
     """The walk's `_row_refs` (names of node references, no paths made) against `row_leaves`, on
     every row of the bundled captures with tables and on nested arguments."""
     from graphtrain_inspect.capture import logformat
-    from graphtrain_inspect.inspector.checks.stale_symbol import _row_refs
+    from graphtrain_inspect.inspector.checks.stale_unbacked_symbol import _row_refs
     from graphtrain_inspect.inspector.read.graphmodel import is_ref, row_leaves
 
     rows = [
@@ -135,7 +135,7 @@ def test_a_walk_is_handed_on_only_where_rows_and_symbol_map_agree(sample_capture
     """On the sample's capture with a stale symbol, consecutive passes that change no row naming
     a symbol share one walk (guard against a reuse that never applies), and every graph's
     observations are what walking it alone gives (a fresh context each)."""
-    from graphtrain_inspect.inspector.checks import stale_symbol as ss
+    from graphtrain_inspect.inspector.checks import stale_unbacked_symbol as ss
     from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
 
     cap = open_capture(str(sample_capture("stale-symbol")))

@@ -156,8 +156,8 @@ def main() -> None:
     print(f"# {platform.node()}, {os.cpu_count()} CPUs, python {platform.python_version()}, torch {torch.__version__}, "
           f"2 gloo ranks (torchrun), graph_trainer llama3 debug model (SDPA), 7 passes"
           f"{f', GTI_CAPTURE_BLOB_CHILDREN={args.blob_children}' if args.blob_children else ''}", flush=True)
-    print(f"{'rep':>3} {'run':>9} {'passes s':>9} {'x plain':>8} {'cpu s':>7} {'x plain':>8} {'child s':>8} {'+child x':>8} "
-          f"{'wait s':>7} {'end s':>6} {'RSS MB':>7} {'log MB':>7} {'blobs MB':>8} {'run s':>6} {'loss':>8}  load before/after", flush=True)
+    print(f"{'rep':>3} {'run':>9} {'passes s':>9} {'x plain':>8} {'cpu s':>7} {'x plain':>8} {'child s':>8} " f"{'+child x':>8} "
+          f"{'wait s':>7} {'end s':>6} {'RSS MB':>7} {'log MB':>7} {'blobs MB':>8} {'run s':>6} {'loss':>8}  " "load before/after", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(args.work or tmp)
         work.mkdir(parents=True, exist_ok=True)
@@ -169,8 +169,8 @@ def main() -> None:
                 load1 = os.getloadavg()[0]
                 plain = plain or t
                 print(f"{rep:>3} {mode:>9} {t['wall_s']:>9.2f} {t['wall_s'] / plain['wall_s']:>8.2f} {t['cpu_s']:>7.2f} "
-                      f"{t['cpu_s'] / plain['cpu_s']:>8.2f} {t['child_cpu_s']:>8.2f} {(t['cpu_s'] + t['child_cpu_s']) / plain['cpu_s']:>8.2f} "
-                      f"{t['wait_s']:>7.2f} {t['end_s']:>6.2f} {t['maxrss_mb']:>7.0f} {t['log_mb']:>7.1f} {t['blob_mb']:>8.1f} "
+                      f"{t['cpu_s'] / plain['cpu_s']:>8.2f} {t['child_cpu_s']:>8.2f} " f"{(t['cpu_s'] + t['child_cpu_s']) / plain['cpu_s']:>8.2f} "
+                      f"{t['wait_s']:>7.2f} {t['end_s']:>6.2f} {t['maxrss_mb']:>7.0f} {t['log_mb']:>7.1f} " f"{t['blob_mb']:>8.1f} "
                       f"{t['total_s']:>6.1f} {t['loss']:>8}  {load0:.2f}/{load1:.2f}", flush=True)
 
 

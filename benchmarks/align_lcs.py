@@ -67,12 +67,19 @@ def main() -> None:
         (ka, kb), t_keys = best(keys, args.repeat)
 
         def lcs():
-            return [(blk.a + k, blk.b + k) for blk in LCSseq.editops(ka, kb).as_matching_blocks() for k in range(blk.size)]
+            return [
+                (blk.a + k, blk.b + k) for blk in LCSseq.editops(ka, kb).as_matching_blocks() for k in range(blk.size)
+            ]
 
         lcs_pairs, t_lcs = best(lcs, args.repeat)
         missing = len(set(pairs) - set(lcs_pairs))
-        print(f"{key.label():32s} {len(rows_a):6d} vs {len(rows_b):6d} rows  Parts {t_parts:.3f} s  _align " f"{t_align:.3f} s ({len(pairs)} pairs)  "
-              f"keys {t_keys:.3f} s + LCS {t_lcs:.3f} s ({len(lcs_pairs)} pairs)  _align's pairs the LCS " f"lacks: {missing}", flush=True)
+        print(
+            f"{key.label():32s} {len(rows_a):6d} vs {len(rows_b):6d} rows  Parts {t_parts:.3f} s  _align "
+            f"{t_align:.3f} s ({len(pairs)} pairs)  "
+            f"keys {t_keys:.3f} s + LCS {t_lcs:.3f} s ({len(lcs_pairs)} pairs)  _align's pairs the LCS "
+            f"lacks: {missing}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

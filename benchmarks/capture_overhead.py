@@ -31,13 +31,38 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def run_sample(layers: int, steps: int, workdir: Path, mode: str, device: str) -> dict:
     timings = workdir / f"{mode}-{layers}.json"
-    train = [sys.executable, "-m", "graphtrain_inspect.samples.train", "--quiet", "--steps", str(steps), "--layers", str(layers), "--timings-json", str(timings), "--device", device]
+    train = [
+        sys.executable,
+        "-m",
+        "graphtrain_inspect.samples.train",
+        "--quiet",
+        "--steps",
+        str(steps),
+        "--layers",
+        str(layers),
+        "--timings-json",
+        str(timings),
+        "--device",
+        device,
+    ]
     out = workdir / f"cap-{mode}-{layers}"
     if mode == "plain":
         cmd = train
     else:
-        cmd = [sys.executable, "-m", "graphtrain_inspect.inspector.cli", "capture", "--out", str(out), "--pass", "graphtrain_inspect.samples.pipeline:PIPELINE", "--no-inductor",
-               *(["--no-blobs"] if mode == "no-blobs" else []), "--", *train]
+        cmd = [
+            sys.executable,
+            "-m",
+            "graphtrain_inspect.inspector.cli",
+            "capture",
+            "--out",
+            str(out),
+            "--pass",
+            "graphtrain_inspect.samples.pipeline:PIPELINE",
+            "--no-inductor",
+            *(["--no-blobs"] if mode == "no-blobs" else []),
+            "--",
+            *train,
+        ]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]])
     r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
@@ -100,9 +125,16 @@ def main() -> None:
     args = ap.parse_args()
     import platform
 
-    print(f"# {platform.node()}, {os.cpu_count()} CPUs, device {args.device}, python {platform.python_version()}", flush=True)
-    print(f"{'layers':>6} {'nodes':>7} {'run':>9} {'compile s':>10} {'x plain':>8} {'cpu s':>8} {'x plain':>8} " f"{'child s':>8} {'+child x':>8} "
-          f"{'wait s':>7} {'end s':>6} {'step ms':>8} {'x plain':>8} {'log MB':>7} {'B/node':>7} " f"{'blobs MB':>8}  load before/after")
+    print(
+        f"# {platform.node()}, {os.cpu_count()} CPUs, device {args.device}, python {platform.python_version()}",
+        flush=True,
+    )
+    print(
+        f"{'layers':>6} {'nodes':>7} {'run':>9} {'compile s':>10} {'x plain':>8} {'cpu s':>8} {'x plain':>8} "
+        f"{'child s':>8} {'+child x':>8} "
+        f"{'wait s':>7} {'end s':>6} {'step ms':>8} {'x plain':>8} {'log MB':>7} {'B/node':>7} "
+        f"{'blobs MB':>8}  load before/after"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         for layers in args.layers:
             plain = None
@@ -113,12 +145,14 @@ def main() -> None:
                 plain = plain or t
                 child = t.get("child_cpu_s", 0.0)
                 print(
-                    f"{layers:>6} {t['traced_nodes']:>7} {mode:>9} {t['compile_s']:>10.2f} " f"{t['compile_s'] / plain['compile_s']:>8.2f} "
+                    f"{layers:>6} {t['traced_nodes']:>7} {mode:>9} {t['compile_s']:>10.2f} "
+                    f"{t['compile_s'] / plain['compile_s']:>8.2f} "
                     f"{t['compile_cpu_s']:>8.2f} {t['compile_cpu_s'] / plain['compile_cpu_s']:>8.2f} "
                     f"{child:>8.2f} {(t['compile_cpu_s'] + child) / plain['compile_cpu_s']:>8.2f} "
                     f"{t.get('child_wait_s', 0.0):>7.2f} {t.get('end_wait_s', 0.0):>6.2f} "
                     f"{t['later_step_s'] * 1000:>8.1f} {t['later_step_s'] / plain['later_step_s']:>8.2f} "
-                    f"{t.get('log_bytes', 0) / 1e6:>7.1f} {t.get('bytes_per_node', 0):>7.0f} " f"{t.get('blob_bytes', 0) / 1e6:>8.1f}  {load0:.2f}/{load1:.2f}",
+                    f"{t.get('log_bytes', 0) / 1e6:>7.1f} {t.get('bytes_per_node', 0):>7.0f} "
+                    f"{t.get('blob_bytes', 0) / 1e6:>8.1f}  {load0:.2f}/{load1:.2f}",
                     flush=True,
                 )
 

@@ -73,7 +73,12 @@ def bench(path: Path, jobs: list[int], repeat: int, tlparse: bool, base: dict | 
             if not rs:
                 continue
             b = best(rs)
-            row = {"s": round(b["s"], 3), "load": b["load"], "rss_mb": round(b["rss_mb"]), "anon_mb": round(b["anon_mb"])}
+            row = {
+                "s": round(b["s"], 3),
+                "load": b["load"],
+                "rss_mb": round(b["rss_mb"]),
+                "anon_mb": round(b["anon_mb"]),
+            }
             if tlparse:
                 row["x_faster_than_tlparse"] = round(res["tlparse_s"] / b["s"], 2)
             res[f"{prefix}check_j{n}"] = row
@@ -90,11 +95,17 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--no-tlparse", action="store_true")
-    ap.add_argument("--base", type=Path, help="a checkout of earlier code to time beside this one (its reports must be the same)")
+    ap.add_argument(
+        "--base", type=Path, help="a checkout of earlier code to time beside this one (its reports must be the same)"
+    )
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     base = base_env(args.base, Path(tempfile.mkdtemp(prefix="gti-base-"))) if args.base else None
-    print(f"# {platform.node()}, {os.cpu_count()} CPUs, python {platform.python_version()}, load " f"{os.getloadavg()[0]:.1f}", flush=True)
+    print(
+        f"# {platform.node()}, {os.cpu_count()} CPUs, python {platform.python_version()}, load "
+        f"{os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
     out = []
     for path in args.captures:
         r = bench(path, args.jobs, args.repeat, not args.no_tlparse, base)

@@ -27,16 +27,35 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def run(blocks: int, mode: str, work: Path) -> dict:
     timings = work / f"{mode}-{blocks}.json"
-    prog = [sys.executable, str(ROOT / "benchmarks" / "codegen_program.py"), "--blocks", str(blocks), "--timings-json", str(timings)]
+    prog = [
+        sys.executable,
+        str(ROOT / "benchmarks" / "codegen_program.py"),
+        "--blocks",
+        str(blocks),
+        "--timings-json",
+        str(timings),
+    ]
     out = work / f"cap-{mode}-{blocks}"
     # compile in-process (no worker pool), so the C++ compiler runs are this process's children and
     # their CPU time counts: steadier than wall time on a shared machine
-    env = dict(os.environ, OMP_NUM_THREADS="1", TORCHINDUCTOR_FORCE_DISABLE_CACHES="1", TORCHINDUCTOR_COMPILE_THREADS="1")
+    env = dict(
+        os.environ, OMP_NUM_THREADS="1", TORCHINDUCTOR_FORCE_DISABLE_CACHES="1", TORCHINDUCTOR_COMPILE_THREADS="1"
+    )
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]])
     if mode == "plain":
         cmd = prog
     else:
-        cmd = [sys.executable, "-m", "graphtrain_inspect.inspector.cli", "capture", "--out", str(out), "--no-blobs", "--", *prog]
+        cmd = [
+            sys.executable,
+            "-m",
+            "graphtrain_inspect.inspector.cli",
+            "capture",
+            "--out",
+            str(out),
+            "--no-blobs",
+            "--",
+            *prog,
+        ]
         if mode == "no-code":
             env["GTI_CAPTURE_OUTPUT_CODE"] = "0"
     r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
@@ -61,7 +80,10 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--blocks", type=int, nargs="+", default=[8, 32])
     a = p.parse_args()
-    print("| blocks | run | compile wall s (x plain) | compile CPU s (x plain) | later step ms | code records " "| kernels | code KB | B/kernel | log KB |")
+    print(
+        "| blocks | run | compile wall s (x plain) | compile CPU s (x plain) | later step ms | code records "
+        "| kernels | code KB | B/kernel | log KB |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as d:
         for blocks in a.blocks:
@@ -72,8 +94,19 @@ def main() -> None:
                 extra = ["", "", "", "", ""]
                 if mode == "code":
                     k = t["kernels"] or 1
-                    extra = [str(t["codes"]), str(t["kernels"]), f"{t['code_bytes'] / 1024:.1f}", f"{t['code_bytes'] / k:.0f}", f"{t['log_bytes'] / 1024:.0f}"]
-                print(f"| {blocks} | {mode} | {t['compile_s']:.2f} ({t['compile_s'] / base['compile_s']:.2f}) " f"| {t['compile_cpu_s']:.2f} ({t['compile_cpu_s'] / base['compile_cpu_s']:.2f}) | " f"{t['later_s'] * 1000:.1f} | " + " | ".join(extra) + " |", flush=True)
+                    extra = [
+                        str(t["codes"]),
+                        str(t["kernels"]),
+                        f"{t['code_bytes'] / 1024:.1f}",
+                        f"{t['code_bytes'] / k:.0f}",
+                        f"{t['log_bytes'] / 1024:.0f}",
+                    ]
+                print(
+                    f"| {blocks} | {mode} | {t['compile_s']:.2f} ({t['compile_s'] / base['compile_s']:.2f}) "
+                    f"| {t['compile_cpu_s']:.2f} ({t['compile_cpu_s'] / base['compile_cpu_s']:.2f}) | "
+                    f"{t['later_s'] * 1000:.1f} | " + " | ".join(extra) + " |",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

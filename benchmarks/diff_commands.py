@@ -23,13 +23,20 @@ def main() -> None:
     ap.add_argument("capture", type=Path)
     ap.add_argument("--pass", dest="pass_name", required=True)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--base", type=Path, help="a checkout of earlier code to time beside this one (same output required)")
+    ap.add_argument(
+        "--base", type=Path, help="a checkout of earlier code to time beside this one (same output required)"
+    )
     args = ap.parse_args()
     warm(logs_of(args.capture))
     base = base_env(args.base, Path(tempfile.mkdtemp(prefix="gti-base-"))) if args.base else None
     variants = [("", None), ("base_", base)] if base is not None else [("", None)]
     res: dict = {"capture": str(args.capture), "pass": args.pass_name}
-    for label, extra in (("pass_nodes", ["--nodes"]), ("pass_text", []), ("ranks_nodes", ["--ranks", "0,1", "--nodes"]), ("ranks_text", ["--ranks", "0,1"])):
+    for label, extra in (
+        ("pass_nodes", ["--nodes"]),
+        ("pass_text", []),
+        ("ranks_nodes", ["--ranks", "0,1", "--nodes"]),
+        ("ranks_text", ["--ranks", "0,1"]),
+    ):
         runs: dict[str, list[dict]] = {p: [] for p, _ in variants}
         for _ in range(args.repeat):
             for prefix, env in variants:

@@ -39,23 +39,55 @@ from tests.reader_mutations import GARBAGE, Baseline, mutate  # noqa: E402
 
 def capture_sample(out: str) -> None:
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT)
-    cmd = [sys.executable, "-m", "graphtrain_inspect.inspector.cli", "capture", "--out", out, "--pass", "graphtrain_inspect.samples.pipeline:PIPELINE", "--no-inductor", "--",
-           sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", "-m", "graphtrain_inspect.samples.train", "--steps", "2", "--quiet"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "graphtrain_inspect.inspector.cli",
+        "capture",
+        "--out",
+        out,
+        "--pass",
+        "graphtrain_inspect.samples.pipeline:PIPELINE",
+        "--no-inductor",
+        "--",
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node=2",
+        "-m",
+        "graphtrain_inspect.samples.train",
+        "--steps",
+        "2",
+        "--quiet",
+    ]
     subprocess.run(cmd, cwd=ROOT, env=env, check=True, capture_output=True)
 
 
 def torch_trace_log(out: str) -> str:
     """A real TORCH_TRACE log: torch.compile of a small training step, one process (~30 s)."""
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT, TORCH_TRACE=out, TORCHINDUCTOR_FORCE_DISABLE_CACHES="1")
-    subprocess.run([sys.executable, "-m", "tests.programs.compile_step"], cwd=ROOT, env=env, check=True, capture_output=True)
+    env = dict(
+        os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT, TORCH_TRACE=out, TORCHINDUCTOR_FORCE_DISABLE_CACHES="1"
+    )
+    subprocess.run(
+        [sys.executable, "-m", "tests.programs.compile_step"], cwd=ROOT, env=env, check=True, capture_output=True
+    )
     return next(n for n in sorted(os.listdir(out)) if n.endswith(".log"))
 
 
 def random_ops(rng: random.Random, b: Baseline, json_records: int, json_share: float = 0.2) -> list[tuple]:
     if json_records and rng.random() < json_share:
-        return [("json", rng.randrange(json_records), rng.randrange(400), rng.choice(
-            [None, True, -1, 2**64, 1.5, "x", "../../etc/passwd", [], {}, [1, "x"], {"n": 5}, "g" + "0" * 16]))
-            for _ in range(rng.randint(1, 3))]
+        return [
+            (
+                "json",
+                rng.randrange(json_records),
+                rng.randrange(400),
+                rng.choice(
+                    [None, True, -1, 2**64, 1.5, "x", "../../etc/passwd", [], {}, [1, "x"], {"n": 5}, "g" + "0" * 16]
+                ),
+            )
+            for _ in range(rng.randint(1, 3))
+        ]
     n = len(b.data)
     lines = b.data.count(b"\n")
     starts = [r.offset for r in b.records]
@@ -95,9 +127,13 @@ def run_commands(work: str) -> list[str]:
     from graphtrain_inspect.inspector import cli
 
     crashes = []
-    for argv in (["ls", work, "--color", "never"], ["ls", work, "--verify", "--json"], ["check", work, "--json"],
-                 ["diff", work, "--pass", "place_devices", "--ranks", "0,1", "--color", "never"],
-                 ["diff", work, "--pass", "#1", "--color", "never"]):
+    for argv in (
+        ["ls", work, "--color", "never"],
+        ["ls", work, "--verify", "--json"],
+        ["check", work, "--json"],
+        ["diff", work, "--pass", "place_devices", "--ranks", "0,1", "--color", "never"],
+        ["diff", work, "--pass", "#1", "--color", "never"],
+    ):
         out, err = io.StringIO(), io.StringIO()
         try:
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -119,9 +155,15 @@ def main() -> int:
     ap.add_argument("--iterations", type=int, default=0, help="stop after this many (0: by time)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--commands-every", type=int, default=5)
-    ap.add_argument("--torch-trace", metavar="DIR", help="also damage the TORCH_TRACE log in DIR (default: make one with torch.compile)")
+    ap.add_argument(
+        "--torch-trace",
+        metavar="DIR",
+        help="also damage the TORCH_TRACE log in DIR (default: make one with torch.compile)",
+    )
     ap.add_argument("--no-torch-trace", action="store_true", help="only the capture")
-    ap.add_argument("--json-share", type=float, default=0.2, help="share of inputs damaged by JSON edits with the md5 kept right")
+    ap.add_argument(
+        "--json-share", type=float, default=0.2, help="share of inputs damaged by JSON edits with the md5 kept right"
+    )
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="gti-fuzz-")
     cap_dir = args.capture
@@ -137,7 +179,11 @@ def main() -> int:
         if not tt:
             tt = os.path.join(tmp, "torch_trace")
             print(f"writing a TORCH_TRACE log of torch.compile into {tt} ...", flush=True)
-        name = torch_trace_log(tt) if not args.torch_trace else next(n for n in sorted(os.listdir(tt)) if n.endswith(".log"))
+        name = (
+            torch_trace_log(tt)
+            if not args.torch_trace
+            else next(n for n in sorted(os.listdir(tt)) if n.endswith(".log"))
+        )
         bt = Baseline(tt, rank=0, name=name)
         targets.append(("torch_trace", bt, bt.work_dir(os.path.join(tmp, "w-torch"))))
     for label, t, _ in targets:
@@ -150,9 +196,15 @@ def main() -> int:
     lost: list[str] = []
     t0 = time.perf_counter()
     i = 0
-    while (args.iterations and i < args.iterations) or (not args.iterations and time.perf_counter() - t0 < args.seconds):
+    while (args.iterations and i < args.iterations) or (
+        not args.iterations and time.perf_counter() - t0 < args.seconds
+    ):
         label, b, work = targets[i % len(targets)]
-        json_records = sum(1 for r in b.records if isinstance(r.payload, (dict, list)) and logformat.KINDS.get(r.kind, "json") == "json")
+        json_records = sum(
+            1
+            for r in b.records
+            if isinstance(r.payload, (dict, list)) and logformat.KINDS.get(r.kind, "json") == "json"
+        )
         ops = random_ops(rng, b, json_records, args.json_share)
         for op in ops:
             kinds[op[0]] += 1
@@ -177,11 +229,18 @@ def main() -> int:
                 crashes.append(f"{label} command {c}  ops={_short(ops)}")
         i += 1
     dt = time.perf_counter() - t0
-    print(f"inputs tried: {totals['inputs']} damaged logs in {dt:.0f} s (seed {args.seed}): " f"{dict(per_target)}; mutations: {dict(sorted(kinds.items()))}")
-    print(f"records before the damage: {totals['records_before_damage']}, read back exactly: {totals['records_kept']}, "
-          f"lost: {totals['records_before_damage'] - totals['records_kept']} ({len(lost)} inputs)")
-    print(f"reading problems reported: {totals['read_errors']} (one line each, naming the file); "
-          f"inputs with no readable record left (one-line refusal, exit 2): {totals['unreadable']}")
+    print(
+        f"inputs tried: {totals['inputs']} damaged logs in {dt:.0f} s (seed {args.seed}): "
+        f"{dict(per_target)}; mutations: {dict(sorted(kinds.items()))}"
+    )
+    print(
+        f"records before the damage: {totals['records_before_damage']}, read back exactly: {totals['records_kept']}, "
+        f"lost: {totals['records_before_damage'] - totals['records_kept']} ({len(lost)} inputs)"
+    )
+    print(
+        f"reading problems reported: {totals['read_errors']} (one line each, naming the file); "
+        f"inputs with no readable record left (one-line refusal, exit 2): {totals['unreadable']}"
+    )
     print(f"commands run on damaged captures (ls, ls --verify, check --json, diff x2): {totals['command_runs']}")
     print(f"crashes: {len(crashes)}")
     for c in crashes[:20] + lost[:20]:

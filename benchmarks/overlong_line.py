@@ -25,14 +25,22 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def measured(args: list[str]) -> dict:
     """Run the command as a child of a small Python that reports the child's peak RSS."""
-    code = ("import resource, subprocess, sys, json, time; t = time.perf_counter(); "
-            "p = subprocess.run(sys.argv[1:], capture_output=True); "
-            "print(json.dumps({'rc': p.returncode, 's': round(time.perf_counter() - t, 2), "
-            "'rss_mb': resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024, "
-            "'err': p.stderr.decode(errors='replace').strip().splitlines()[:1]}))")
+    code = (
+        "import resource, subprocess, sys, json, time; t = time.perf_counter(); "
+        "p = subprocess.run(sys.argv[1:], capture_output=True); "
+        "print(json.dumps({'rc': p.returncode, 's': round(time.perf_counter() - t, 2), "
+        "'rss_mb': resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024, "
+        "'err': p.stderr.decode(errors='replace').strip().splitlines()[:1]}))"
+    )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, "-c", code, sys.executable, "-m", "graphtrain_inspect.inspector.cli", *args],
-                         capture_output=True, text=True, env=env, cwd=ROOT, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code, sys.executable, "-m", "graphtrain_inspect.inspector.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        check=True,
+    ).stdout
     return json.loads(out)
 
 
@@ -64,7 +72,10 @@ def main() -> None:
     for name, d in variants.items():
         for cmd in (["ls", str(d)], ["check", str(d)], ["diff", str(d), "--pass", "shard_rows", "--ranks", "0,1"]):
             r = measured(cmd)
-            print(f"{name:9} {cmd[0]:6} rss {r['rss_mb']:6d} MB  {r['s']:6.2f} s  rc {r['rc']}  " f"{(r['err'] or [''])[0][:110]}")
+            print(
+                f"{name:9} {cmd[0]:6} rss {r['rss_mb']:6d} MB  {r['s']:6.2f} s  rc {r['rc']}  "
+                f"{(r['err'] or [''])[0][:110]}"
+            )
     if not a.keep:
         shutil.rmtree(work, ignore_errors=True)
 

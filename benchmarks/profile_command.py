@@ -29,7 +29,9 @@ def main() -> int:
     if not cli:
         ap.error("give the command's arguments after --")
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "graphtrain_inspect.inspector.cli", *cli], stdout=subprocess.DEVNULL, check=False)
+    subprocess.run(
+        [sys.executable, "-m", "graphtrain_inspect.inspector.cli", *cli], stdout=subprocess.DEVNULL, check=False
+    )
     print(f"wall {time.perf_counter() - t0:.2f} s (fresh process, unprofiled)")
 
     from graphtrain_inspect.inspector.cli.main import main as cli_main

@@ -67,13 +67,40 @@ def generate(w: Workload, out: Path, torch_trace: bool = True) -> Path:
         return target
     if target.exists():
         raise SystemExit(f"{target}: an incomplete capture from an earlier run; delete it to make it again")
-    train = ["-m", "graphtrain_inspect.samples.train", "--quiet", "--steps", "2", "--layers", str(w.layers), *(["--inductor-passes"] if w.inductor else []),
-             # 8 ranks shard the router's rows over every rank: one expert each at least
-             "--experts", str(max(4, w.ranks)), *[a for b in w.bugs for a in ("--bug", b)]]
+    train = [
+        "-m",
+        "graphtrain_inspect.samples.train",
+        "--quiet",
+        "--steps",
+        "2",
+        "--layers",
+        str(w.layers),
+        *(["--inductor-passes"] if w.inductor else []),
+        # 8 ranks shard the router's rows over every rank: one expert each at least
+        "--experts",
+        str(max(4, w.ranks)),
+        *[a for b in w.bugs for a in ("--bug", b)],
+    ]
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(w.ranks), *train]
-    passes = ["--pass", "graphtrain_inspect.samples.pipeline:PIPELINE", *(["--pass", "graphtrain_inspect.samples.pipeline:INDUCTOR_PASSES"] if w.inductor else [])]
-    cmd = [sys.executable, "-m", "graphtrain_inspect.inspector.cli", "capture", "--out", str(target), *(["--torch-trace"] if torch_trace else []), *passes,
-           *([] if w.blobs else ["--no-blobs"]), *([] if w.inductor else ["--no-inductor"]), "--", *torchrun]
+    passes = [
+        "--pass",
+        "graphtrain_inspect.samples.pipeline:PIPELINE",
+        *(["--pass", "graphtrain_inspect.samples.pipeline:INDUCTOR_PASSES"] if w.inductor else []),
+    ]
+    cmd = [
+        sys.executable,
+        "-m",
+        "graphtrain_inspect.inspector.cli",
+        "capture",
+        "--out",
+        str(target),
+        *(["--torch-trace"] if torch_trace else []),
+        *passes,
+        *([] if w.blobs else ["--no-blobs"]),
+        *([] if w.inductor else ["--no-inductor"]),
+        "--",
+        *torchrun,
+    ]
     # one thread per rank: the ranks already share the machine's cores
     env = dict(os.environ, OMP_NUM_THREADS="1")
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]])
@@ -93,8 +120,10 @@ def describe(path: Path) -> str:
     size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
     torch_logs = sorted((path / "torch_trace").glob("*.log")) if (path / "torch_trace").exists() else []
     torch_bytes = sum(f.stat().st_size for f in torch_logs)
-    return (f"{path}: {len(ranks)} ranks, {passes} passes, largest graph {largest:,} nodes, "
-            f"{size / 1e6:,.1f} MB in all ({len(torch_logs)} torch TORCH_TRACE logs, {torch_bytes / 1e6:,.1f} MB)")
+    return (
+        f"{path}: {len(ranks)} ranks, {passes} passes, largest graph {largest:,} nodes, "
+        f"{size / 1e6:,.1f} MB in all ({len(torch_logs)} torch TORCH_TRACE logs, {torch_bytes / 1e6:,.1f} MB)"
+    )
 
 
 def main() -> None:
@@ -102,13 +131,19 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
     ap.add_argument("--only", nargs="+", choices=[w.name for w in WORKLOADS])
     ap.add_argument("--list", action="store_true", help="print the workloads and exit")
-    ap.add_argument("--no-torch-trace", action="store_true",
-                    help="skip torch's own TORCH_TRACE logs (scale_bench and check_jobs read only the capture's)")
+    ap.add_argument(
+        "--no-torch-trace",
+        action="store_true",
+        help="skip torch's own TORCH_TRACE logs (scale_bench and check_jobs read only the capture's)",
+    )
     args = ap.parse_args()
     chosen = [w for w in WORKLOADS if not args.only or w.name in args.only]
     if args.list:
         for w in chosen:
-            print(f"{w.name}: --layers {w.layers}, {w.ranks} ranks, inductor passes {w.inductor}, blobs " f"{w.blobs}, bugs {list(w.bugs)}")
+            print(
+                f"{w.name}: --layers {w.layers}, {w.ranks} ranks, inductor passes {w.inductor}, blobs "
+                f"{w.blobs}, bugs {list(w.bugs)}"
+            )
         return
     args.out.mkdir(parents=True, exist_ok=True)
     for w in chosen:

@@ -30,12 +30,40 @@ def gti() -> list[str]:
 def capture(out: str, sample: list[str], *, simulated: bool, nproc: int = 8) -> float:
     bin_dir = os.path.dirname(sys.executable)
     if simulated:
-        cmd = [*gti(), "capture", "--out", out, "--pass", PASSES, "--simulate-world", str(nproc), "--simulate-ranks", f"0-{nproc - 1}",
-               "--", sys.executable, "-m", "graphtrain_inspect.samples.mesh3d", *sample]
+        cmd = [
+            *gti(),
+            "capture",
+            "--out",
+            out,
+            "--pass",
+            PASSES,
+            "--simulate-world",
+            str(nproc),
+            "--simulate-ranks",
+            f"0-{nproc - 1}",
+            "--",
+            sys.executable,
+            "-m",
+            "graphtrain_inspect.samples.mesh3d",
+            *sample,
+        ]
     else:
-        cmd = [*gti(), "capture", "--out", out, "--pass", PASSES, "--",
-               os.path.join(bin_dir, "torchrun"), "--standalone", "--nproc-per-node", str(nproc),
-               "-m", "graphtrain_inspect.samples.mesh3d", *sample]
+        cmd = [
+            *gti(),
+            "capture",
+            "--out",
+            out,
+            "--pass",
+            PASSES,
+            "--",
+            os.path.join(bin_dir, "torchrun"),
+            "--standalone",
+            "--nproc-per-node",
+            str(nproc),
+            "-m",
+            "graphtrain_inspect.samples.mesh3d",
+            *sample,
+        ]
     t0 = time.perf_counter()
     r = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.perf_counter() - t0
@@ -53,8 +81,10 @@ def findings(out: str) -> list[dict]:
     r = subprocess.run([*gti(), "check", out, "--json", "--severity", "info"], capture_output=True, text=True)
     doc = json.loads(r.stdout)
     keep = ("kind", "severity", "introduced_by", "pass", "ranks", "graph", "node", "message", "evidence")
-    return sorted((({k: f.get(k) for k in keep}) for f in doc["findings"] if f.get("kind") != "incomplete-capture"),
-                  key=lambda f: json.dumps(f, sort_keys=True))
+    return sorted(
+        (({k: f.get(k) for k in keep}) for f in doc["findings"] if f.get("kind") != "incomplete-capture"),
+        key=lambda f: json.dumps(f, sort_keys=True),
+    )
 
 
 def main() -> int:
@@ -71,8 +101,17 @@ def main() -> int:
     base = args.keep or tempfile.mkdtemp(prefix="gti-sim-vs-real-")
     os.makedirs(base, exist_ok=True)
     real, sim = os.path.join(base, "real"), os.path.join(base, "simulated")
-    sample = ["--steps", "2", "--tp", str(args.tp), "--ep", str(args.ep), "--device", args.device,
-              *(a for b in args.bug for a in ("--bug", b))]
+    sample = [
+        "--steps",
+        "2",
+        "--tp",
+        str(args.tp),
+        "--ep",
+        str(args.ep),
+        "--device",
+        args.device,
+        *(a for b in args.bug for a in ("--bug", b)),
+    ]
     try:
         t_real = capture(real, sample, simulated=False, nproc=args.nproc)
         t_sim = capture(sim, sample, simulated=True, nproc=args.nproc)
@@ -91,9 +130,15 @@ def main() -> int:
             bad += 1
             print(f"findings differ:\n  real      {json.dumps(fa)[:2000]}\n  simulated {json.dumps(fb)[:2000]}")
         n_graphs = len({g for r in ga for p in ga[r] for g in (p[1], *(x[1] for x in p[2]))})
-        print(f"mesh3d {' '.join(sample)}: {args.nproc} ranks, {sum(len(v) for v in ga.values())} pass " f"applications, {n_graphs} distinct graph ids")
+        print(
+            f"mesh3d {' '.join(sample)}: {args.nproc} ranks, {sum(len(v) for v in ga.values())} pass "
+            f"applications, {n_graphs} distinct graph ids"
+        )
         backend = "nccl" if args.device == "cuda" else "gloo"
-        print(f"real (torchrun, {args.nproc} {backend} processes): {t_real:.1f} s; simulated ({args.nproc} " f"ranks, fake process group): {t_sim:.1f} s")
+        print(
+            f"real (torchrun, {args.nproc} {backend} processes): {t_real:.1f} s; simulated ({args.nproc} "
+            f"ranks, fake process group): {t_sim:.1f} s"
+        )
         print(f"findings: {len(fa)} real, {len(fb)} simulated ({', '.join(sorted({f['kind'] for f in fa})) or 'none'})")
         print("SAME graphs on every rank, SAME findings" if not bad else f"{bad} DIFFERENCES")
         return 1 if bad else 0

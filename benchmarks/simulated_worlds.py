@@ -56,11 +56,13 @@ def du(path: str) -> int:
 
 def check_peak(out: str) -> tuple[float, int, dict]:
     """check's wall time and peak memory, measured in a fresh process of its own."""
-    code = ("import resource, subprocess, sys, time, json; t0 = time.perf_counter(); "
-            f"r = subprocess.run({gti()!r} + ['check', {out!r}, '--json'], capture_output=True); "
-            "w = time.perf_counter() - t0; "
-            "print(json.dumps({'wall': w, 'rss_mb': resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024, "
-            "'summary': json.loads(r.stdout).get('summary', {})}))")
+    code = (
+        "import resource, subprocess, sys, time, json; t0 = time.perf_counter(); "
+        f"r = subprocess.run({gti()!r} + ['check', {out!r}, '--json'], capture_output=True); "
+        "w = time.perf_counter() - t0; "
+        "print(json.dumps({'wall': w, 'rss_mb': resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024, "
+        "'summary': json.loads(r.stdout).get('summary', {})}))"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     doc = json.loads(r.stdout)
     return doc["wall"], doc["rss_mb"], doc["summary"]
@@ -68,9 +70,23 @@ def check_peak(out: str) -> tuple[float, int, dict]:
 
 def one(world: int, all_ranks: bool, base: str, bug: list[str]) -> None:
     out = os.path.join(base, f"w{world}{'-all' if all_ranks else ''}")
-    cmd = [*gti(), "capture", "--out", out, "--pass", PASSES, "--simulate-world", str(world), "--stop-after-passes",
-           *(["--simulate-ranks", f"0-{world - 1}"] if all_ranks else []),
-           "--", sys.executable, "-m", "graphtrain_inspect.samples.mesh3d", *(a for b in bug for a in ("--bug", b))]
+    cmd = [
+        *gti(),
+        "capture",
+        "--out",
+        out,
+        "--pass",
+        PASSES,
+        "--simulate-world",
+        str(world),
+        "--stop-after-passes",
+        *(["--simulate-ranks", f"0-{world - 1}"] if all_ranks else []),
+        "--",
+        sys.executable,
+        "-m",
+        "graphtrain_inspect.samples.mesh3d",
+        *(a for b in bug for a in ("--bug", b)),
+    ]
     code, wall, _rss, _ = timed(cmd)
     with open(os.path.join(out, "manifest.json")) as f:
         sim = json.load(f)["simulated"]
@@ -78,10 +94,15 @@ def one(world: int, all_ranks: bool, base: str, bug: list[str]) -> None:
     size = du(out)
     c_wall, c_rss, summary = check_peak(out)
     n = len(sim["ranks"])
-    print(f"world {world:5d}  ranks run {n:4d} ({'all' if all_ranks else 'default'}: " f"{sim['ranks'] if n <= 8 else str(n)})  "
-          f"capture {wall:7.1f} s ({wall / n:5.2f} s/rank, {sim['at_once']} at once, rank peak " f"{max(p['max_rss_mb'] for p in per):.0f} MB)  "
-          f"bytes {size / 1e6:7.2f} MB ({size / n / 1e3:6.1f} KB/rank)  "
-          f"check {c_wall:6.2f} s, peak {c_rss} MB, findings {summary.get('error')} errors", flush=True)
+    print(
+        f"world {world:5d}  ranks run {n:4d} ({'all' if all_ranks else 'default'}: "
+        f"{sim['ranks'] if n <= 8 else str(n)})  "
+        f"capture {wall:7.1f} s ({wall / n:5.2f} s/rank, {sim['at_once']} at once, rank peak "
+        f"{max(p['max_rss_mb'] for p in per):.0f} MB)  "
+        f"bytes {size / 1e6:7.2f} MB ({size / n / 1e3:6.1f} KB/rank)  "
+        f"check {c_wall:6.2f} s, peak {c_rss} MB, findings {summary.get('error')} errors",
+        flush=True,
+    )
 
 
 def main() -> int:
@@ -93,7 +114,11 @@ def main() -> int:
     args = ap.parse_args()
     base = args.keep or tempfile.mkdtemp(prefix="gti-simworlds-")
     os.makedirs(base, exist_ok=True)
-    print(f"# {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}; mesh3d --bug {' --bug '.join(args.bug)}; " "capture --stop-after-passes", flush=True)
+    print(
+        f"# {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}; mesh3d --bug {' --bug '.join(args.bug)}; "
+        "capture --stop-after-passes",
+        flush=True,
+    )
     try:
         alls = {int(x) for x in args.all.split(",") if x}
         for w in (int(x) for x in args.worlds.split(",")):

@@ -54,8 +54,11 @@ def worker(argv: list[str]) -> None:
         try:
             return original(*args, **kwargs)
         finally:
-            rec = {"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0,
-                   "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+            rec = {
+                "wall_s": time.perf_counter() - t0,
+                "cpu_s": time.process_time() - c0,
+                "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            }
             with open(os.path.join(out, f"rank{os.environ.get('RANK', '0')}.json"), "w") as f:
                 json.dump(rec, f)
 
@@ -70,18 +73,25 @@ def commands(work: Path, mode: str) -> list[str]:
     from graphtrain_inspect.samples import torchtitan as sample
 
     tok, data = sample.make_assets(str(work / "assets"))
-    args = argparse.Namespace(model="llama3", world=2, out=str(work / f"cap-{mode}"), assets=str(work / "assets"),
-                              bug=None, real=True, steps=1)
+    args = argparse.Namespace(
+        model="llama3",
+        world=2,
+        out=str(work / f"cap-{mode}"),
+        assets=str(work / "assets"),
+        bug=None,
+        real=True,
+        steps=1,
+    )
     bindir = os.path.dirname(sys.executable)
     cmd = sample.command(args, tok, data, sys.executable, os.path.join(bindir, "graphtrain-inspect"))
     cmd[cmd.index("graphtrain_inspect.samples.torchtitan_cpu")] = "benchmarks.torchtitan_capture_cost"
-    launch = cmd[cmd.index("--") + 1:]
+    launch = cmd[cmd.index("--") + 1 :]
     i = launch.index("benchmarks.torchtitan_capture_cost") + 1
     launch.insert(i, "--worker")
     launch += ["--debug.seed", "0"]  # the same initial weights in every run: the step's loss must agree
     if mode == "plain":
         return launch
-    cap = cmd[:cmd.index("--")]
+    cap = cmd[: cmd.index("--")]
     return [*cap, *(["--no-blobs"] if mode == "no-blobs" else []), "--", *launch]
 
 
@@ -95,23 +105,39 @@ def run(work: Path, mode: str, blob_children: int | None = None) -> dict:
         import shutil
 
         shutil.rmtree(cap)
-    env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1",
-               HF_HOME=str(work / "assets" / "hf"), **{ENV_OUT: str(timings)})
+    env = dict(
+        os.environ,
+        OMP_NUM_THREADS="1",
+        HF_HUB_OFFLINE="1",
+        HF_DATASETS_OFFLINE="1",
+        HF_HOME=str(work / "assets" / "hf"),
+        **{ENV_OUT: str(timings)},
+    )
     if blob_children is not None:
         env["GTI_CAPTURE_BLOB_CHILDREN"] = str(blob_children)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]])
     t0 = time.perf_counter()
-    r = subprocess.run(commands(work, mode), cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=False)
+    r = subprocess.run(
+        commands(work, mode), cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=False
+    )
     total = time.perf_counter() - t0
     ranks = sorted(timings.glob("rank*.json"))
     if r.returncode != 0 or len(ranks) != 2:
         raise SystemExit(f"{mode} run failed (rc {r.returncode}):\n{(r.stdout + r.stderr)[-3000:]}")
     per = [json.loads(f.read_text()) for f in ranks]
     losses = re.findall(r"loss:\s+([-0-9.]+)", r.stdout + r.stderr)
-    t = {"wall_s": max(p["wall_s"] for p in per), "cpu_s": sum(p["cpu_s"] for p in per),
-         "maxrss_mb": max(p["maxrss_mb"] for p in per), "total_s": total,
-         "loss": losses[0] if losses and len(set(losses)) == 1 else "/".join(sorted(set(losses))) or "?",
-         "child_cpu_s": 0.0, "wait_s": 0.0, "end_s": 0.0, "log_mb": 0.0, "blob_mb": 0.0}
+    t = {
+        "wall_s": max(p["wall_s"] for p in per),
+        "cpu_s": sum(p["cpu_s"] for p in per),
+        "maxrss_mb": max(p["maxrss_mb"] for p in per),
+        "total_s": total,
+        "loss": losses[0] if losses and len(set(losses)) == 1 else "/".join(sorted(set(losses))) or "?",
+        "child_cpu_s": 0.0,
+        "wait_s": 0.0,
+        "end_s": 0.0,
+        "log_mb": 0.0,
+        "blob_mb": 0.0,
+    }
     if mode != "plain":
         from graphtrain_inspect.capture import logformat
 
@@ -145,19 +171,31 @@ def main() -> None:
         return
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=1, help="runs of each mode, interleaved")
-    ap.add_argument("--modes", nargs="+", choices=("plain", "blobs", "no-blobs"), default=["plain", "blobs", "no-blobs"])
-    ap.add_argument("--blob-children", type=int, help="GTI_CAPTURE_BLOB_CHILDREN for the capture runs (default: the capture's)")
+    ap.add_argument(
+        "--modes", nargs="+", choices=("plain", "blobs", "no-blobs"), default=["plain", "blobs", "no-blobs"]
+    )
+    ap.add_argument(
+        "--blob-children", type=int, help="GTI_CAPTURE_BLOB_CHILDREN for the capture runs (default: the capture's)"
+    )
     ap.add_argument("--work", help="where the assets and captures go (default: a temporary directory)")
     args = ap.parse_args()
     import platform
 
     import torch
 
-    print(f"# {platform.node()}, {os.cpu_count()} CPUs, python {platform.python_version()}, torch {torch.__version__}, "
-          f"2 gloo ranks (torchrun), graph_trainer llama3 debug model (SDPA), 7 passes"
-          f"{f', GTI_CAPTURE_BLOB_CHILDREN={args.blob_children}' if args.blob_children else ''}", flush=True)
-    print(f"{'rep':>3} {'run':>9} {'passes s':>9} {'x plain':>8} {'cpu s':>7} {'x plain':>8} {'child s':>8} " f"{'+child x':>8} "
-          f"{'wait s':>7} {'end s':>6} {'RSS MB':>7} {'log MB':>7} {'blobs MB':>8} {'run s':>6} {'loss':>8}  " "load before/after", flush=True)
+    print(
+        f"# {platform.node()}, {os.cpu_count()} CPUs, python {platform.python_version()}, torch {torch.__version__}, "
+        f"2 gloo ranks (torchrun), graph_trainer llama3 debug model (SDPA), 7 passes"
+        f"{f', GTI_CAPTURE_BLOB_CHILDREN={args.blob_children}' if args.blob_children else ''}",
+        flush=True,
+    )
+    print(
+        f"{'rep':>3} {'run':>9} {'passes s':>9} {'x plain':>8} {'cpu s':>7} {'x plain':>8} {'child s':>8} "
+        f"{'+child x':>8} "
+        f"{'wait s':>7} {'end s':>6} {'RSS MB':>7} {'log MB':>7} {'blobs MB':>8} {'run s':>6} {'loss':>8}  "
+        "load before/after",
+        flush=True,
+    )
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(args.work or tmp)
         work.mkdir(parents=True, exist_ok=True)
@@ -168,10 +206,15 @@ def main() -> None:
                 t = run(work, mode, args.blob_children)
                 load1 = os.getloadavg()[0]
                 plain = plain or t
-                print(f"{rep:>3} {mode:>9} {t['wall_s']:>9.2f} {t['wall_s'] / plain['wall_s']:>8.2f} {t['cpu_s']:>7.2f} "
-                      f"{t['cpu_s'] / plain['cpu_s']:>8.2f} {t['child_cpu_s']:>8.2f} " f"{(t['cpu_s'] + t['child_cpu_s']) / plain['cpu_s']:>8.2f} "
-                      f"{t['wait_s']:>7.2f} {t['end_s']:>6.2f} {t['maxrss_mb']:>7.0f} {t['log_mb']:>7.1f} " f"{t['blob_mb']:>8.1f} "
-                      f"{t['total_s']:>6.1f} {t['loss']:>8}  {load0:.2f}/{load1:.2f}", flush=True)
+                print(
+                    f"{rep:>3} {mode:>9} {t['wall_s']:>9.2f} {t['wall_s'] / plain['wall_s']:>8.2f} {t['cpu_s']:>7.2f} "
+                    f"{t['cpu_s'] / plain['cpu_s']:>8.2f} {t['child_cpu_s']:>8.2f} "
+                    f"{(t['cpu_s'] + t['child_cpu_s']) / plain['cpu_s']:>8.2f} "
+                    f"{t['wait_s']:>7.2f} {t['end_s']:>6.2f} {t['maxrss_mb']:>7.0f} {t['log_mb']:>7.1f} "
+                    f"{t['blob_mb']:>8.1f} "
+                    f"{t['total_s']:>6.1f} {t['loss']:>8}  {load0:.2f}/{load1:.2f}",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

@@ -22,8 +22,19 @@ from simulated_worlds import check_peak, du, timed  # the same measurements as t
 
 def one(model: str, world: int, base: str, assets: str) -> None:
     out = os.path.join(base, f"{model}-w{world}")
-    cmd = [sys.executable, "-m", "graphtrain_inspect.samples.torchtitan", "--model", model, "--world", str(world),
-           "--out", out, "--assets", assets]
+    cmd = [
+        sys.executable,
+        "-m",
+        "graphtrain_inspect.samples.torchtitan",
+        "--model",
+        model,
+        "--world",
+        str(world),
+        "--out",
+        out,
+        "--assets",
+        assets,
+    ]
     code, wall, _rss, _ = timed(cmd)
     try:
         with open(os.path.join(out, "manifest.json")) as f:
@@ -35,10 +46,14 @@ def one(model: str, world: int, base: str, assets: str) -> None:
     size = du(out)
     c_wall, c_rss, summary = check_peak(out)
     n = len(sim["ranks"])
-    print(f"{model:6s} world {world:3d}  exit {code}  ranks run {n} ({sim['ranks']})  capture {wall:6.1f} s "
-          f"({sim['at_once']} at once; per rank " f"{min(p['wall_s'] for p in per):.0f}-{max(p['wall_s'] for p in per):.0f} s, "
-          f"peak {max(p['max_rss_mb'] for p in per):.0f} MB)  bytes {size / 1e6:6.1f} MB  "
-          f"check {c_wall:5.1f} s, peak {c_rss} MB: {summary.get('error')} errors, {summary.get('warning')} warnings", flush=True)
+    print(
+        f"{model:6s} world {world:3d}  exit {code}  ranks run {n} ({sim['ranks']})  capture {wall:6.1f} s "
+        f"({sim['at_once']} at once; per rank "
+        f"{min(p['wall_s'] for p in per):.0f}-{max(p['wall_s'] for p in per):.0f} s, "
+        f"peak {max(p['max_rss_mb'] for p in per):.0f} MB)  bytes {size / 1e6:6.1f} MB  "
+        f"check {c_wall:5.1f} s, peak {c_rss} MB: {summary.get('error')} errors, {summary.get('warning')} warnings",
+        flush=True,
+    )
 
 
 def main() -> int:
@@ -50,8 +65,11 @@ def main() -> int:
     base = args.keep or tempfile.mkdtemp(prefix="gti-ttworlds-")
     os.makedirs(base, exist_ok=True)
     assets = os.path.join(base, "assets")
-    print(f"# {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f} at the start; torchtitan graph_trainer, "
-          f"simulated, default rank choice, --stop-after-passes", flush=True)
+    print(
+        f"# {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f} at the start; torchtitan graph_trainer, "
+        f"simulated, default rank choice, --stop-after-passes",
+        flush=True,
+    )
     try:
         for model in args.models.split(","):
             for world in (int(x) for x in args.worlds.split(",")):

@@ -51,7 +51,24 @@ class Term:
     def start(self, argv: list[str]) -> float:
         env = f"env PYTHONPATH={shlex.quote(str(ROOT))} TERM=xterm-256color"
         t0 = time.perf_counter()
-        subprocess.run(["tmux", "-L", self.socket, "new-session", "-d", "-s", self.name, "-x", str(self.width), "-y", str(self.height), f"exec {env} {shlex.join(argv)}"], check=True, timeout=30)
+        subprocess.run(
+            [
+                "tmux",
+                "-L",
+                self.socket,
+                "new-session",
+                "-d",
+                "-s",
+                self.name,
+                "-x",
+                str(self.width),
+                "-y",
+                str(self.height),
+                f"exec {env} {shlex.join(argv)}",
+            ],
+            check=True,
+            timeout=30,
+        )
         return t0
 
     def screen(self) -> str:
@@ -173,7 +190,9 @@ def repaint(path: str, presses: int) -> tuple[dict[str, list[float]], dict[str, 
             # a node near the end of the graph: the search runs over all 51,000 lines
             target = f"view_default_r{last - k}:"
             t.keys("/")
-            t.wait(lambda s: any(ln.startswith(" /") for ln in s.splitlines()[-4:-1]), timeout=30)  # the search field, not the footer
+            t.wait(
+                lambda s: any(ln.startswith(" /") for ln in s.splitlines()[-4:-1]), timeout=30
+            )  # the search field, not the footer
             t.keys("-l", target)  # literally, once the field has the focus: not as key bindings
             t.wait(lambda s: any(target in ln for ln in s.splitlines()[-4:-1]), timeout=30)
             t0 = time.perf_counter()
@@ -246,7 +265,10 @@ def in_process_render(path: str, presses: int) -> list[float]:
 def _stats(xs: list[float]) -> str:
     xs = sorted(xs)
     p90 = xs[min(len(xs) - 1, int(round(0.9 * (len(xs) - 1))))]
-    return f"median {statistics.median(xs) * 1000:.0f} ms, p90 {p90 * 1000:.0f} ms, max {xs[-1] * 1000:.0f} ms " f"(n={len(xs)})"
+    return (
+        f"median {statistics.median(xs) * 1000:.0f} ms, p90 {p90 * 1000:.0f} ms, max {xs[-1] * 1000:.0f} ms "
+        f"(n={len(xs)})"
+    )
 
 
 def _mem(m: dict[str, int]) -> str:
@@ -279,7 +301,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"synthesizing {path} ({gb:g} GB) from {src} ...", flush=True)
             synthesize(src, str(path), gb=gb, log=lambda m: print("  " + m, flush=True))
     size = sum(f.stat().st_size for f in big.iterdir() if f.suffix == ".log")
-    print(f"\nmachine: {os.cpu_count()} CPUs, {_meminfo()}, Python {sys.version.split()[0]}, load average at " f"start {os.getloadavg()[0]:.2f}")
+    print(
+        f"\nmachine: {os.cpu_count()} CPUs, {_meminfo()}, Python {sys.version.split()[0]}, load average at "
+        f"start {os.getloadavg()[0]:.2f}"
+    )
     print(f"capture: {big} ({size / 1e9:.2f} GB, synthesized from {src})\n")
 
     ft = first_tree(str(big), a.runs)

@@ -103,7 +103,16 @@ def synthesize(src: str, out: str, *, gb: float = 1.0, big_lines: int = 50000, l
         if table is not None:
             w.write(logformat.RANKS, table)
         passes = cap.passes(r)
-        graphs = {g: (cap.graph_code(r, g), cap.payload(r, ref.records[logformat.NODES]), cap.symbols(r, g), cap.devices(r, g), ref.nodes) for g, ref in cap.graphs(r).items()}
+        graphs = {
+            g: (
+                cap.graph_code(r, g),
+                cap.payload(r, ref.records[logformat.NODES]),
+                cap.symbols(r, g),
+                cap.devices(r, g),
+                ref.nodes,
+            )
+            for g, ref in cap.graphs(r).items()
+        }
         # the big graph: pipeline 0, traced, and one pass that edits a few of its lines
         biggest = max(graphs, key=lambda g: len(graphs[g][0] or ""))
         code, nodes_payload, symbols, devices, _ = graphs[biggest]
@@ -116,9 +125,15 @@ def synthesize(src: str, out: str, *, gb: float = 1.0, big_lines: int = 50000, l
         egid = logformat.graph_id(ecode, orjson.dumps(btable) + b"e")
         w.graph(bgid, bcode, btable, symbols, devices, bn)
         seq = 0
-        w.write(logformat.PASS_START, {"seq": seq, "name": "big_rewrite", "before": bgid, "time": time.time()}, {"seq": seq})
+        w.write(
+            logformat.PASS_START, {"seq": seq, "name": "big_rewrite", "before": bgid, "time": time.time()}, {"seq": seq}
+        )
         w.graph(egid, ecode, btable, symbols, devices, bn)
-        w.write(logformat.PASS, _pass_rec(r, seq, "big_rewrite", 0, True, bgid, {"out": egid}, bn, {"out": bn}), {"seq": seq, "status": "ok"})
+        w.write(
+            logformat.PASS,
+            _pass_rec(r, seq, "big_rewrite", 0, True, bgid, {"out": egid}, bn, {"out": bn}),
+            {"seq": seq, "status": "ok"},
+        )
         seq += 1
         pipeline = 1
         k = 0
@@ -133,21 +148,61 @@ def synthesize(src: str, out: str, *, gb: float = 1.0, big_lines: int = 50000, l
                         c, nd, sy, dv, n = graphs[g]
                         w.graph(remap[g], c or "", nd or {"graphs": []}, sy, dv, n)
                         written.add(g)
-                w.write(logformat.PASS_START, {"seq": seq, "name": p.name, "before": remap.get(p.before), "time": time.time()}, {"seq": seq})
+                w.write(
+                    logformat.PASS_START,
+                    {"seq": seq, "name": p.name, "before": remap.get(p.before), "time": time.time()},
+                    {"seq": seq},
+                )
                 nodes = p.nodes or {}
-                rec = _pass_rec(r, seq, p.name, pipeline + p.pipeline, p.traced, remap.get(p.before), {role: remap[g] for role, g in p.after.items()}, nodes.get("before"), nodes.get("after") or {})
+                rec = _pass_rec(
+                    r,
+                    seq,
+                    p.name,
+                    pipeline + p.pipeline,
+                    p.traced,
+                    remap.get(p.before),
+                    {role: remap[g] for role, g in p.after.items()},
+                    nodes.get("before"),
+                    nodes.get("after") or {},
+                )
                 rec.update({"qualname": p.qualname, "source": p.source, "wall_s": p.wall_s})
                 w.write(logformat.PASS, rec, {"seq": seq, "status": "ok"})
                 seq += 1
             pipeline += 1 + max((p.pipeline for p in passes), default=0)
             k += 1
-        w.write(logformat.END, {"records": w.records + 1, "bytes": w.f.tell(), "passes": seq, "graphs": None, "blobs": 0, "capture_errors": 0, "time": time.time()})
+        w.write(
+            logformat.END,
+            {
+                "records": w.records + 1,
+                "bytes": w.f.tell(),
+                "passes": seq,
+                "graphs": None,
+                "blobs": 0,
+                "capture_errors": 0,
+                "time": time.time(),
+            },
+        )
         size = w.f.tell()
         w.f.close()
-        info["ranks"][str(r)] = {"log": os.path.basename(path), "bytes": size, "passes": seq, "copies": k, "big_lines": len(bcode.splitlines())}
-        log(f"rank {r}: {size / 1e6:.0f} MB, {seq} passes ({k} copies of the source's pipelines), big graph " f"{len(bcode.splitlines())} lines, {time.perf_counter() - t0:.1f}s")
+        info["ranks"][str(r)] = {
+            "log": os.path.basename(path),
+            "bytes": size,
+            "passes": seq,
+            "copies": k,
+            "big_lines": len(bcode.splitlines()),
+        }
+        log(
+            f"rank {r}: {size / 1e6:.0f} MB, {seq} passes ({k} copies of the source's pipelines), big graph "
+            f"{len(bcode.splitlines())} lines, {time.perf_counter() - t0:.1f}s"
+        )
     manifest = dict(cap.manifest or {})
-    manifest.update({"status": "finished", "ranks": {k: {"log": v["log"], "bytes": v["bytes"]} for k, v in info["ranks"].items()}, "synthesized_from": info["source"]})
+    manifest.update(
+        {
+            "status": "finished",
+            "ranks": {k: {"log": v["log"], "bytes": v["bytes"]} for k, v in info["ranks"].items()},
+            "synthesized_from": info["source"],
+        }
+    )
     with open(os.path.join(out, logformat.MANIFEST_NAME), "wb") as f:
         f.write(orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
     cap.close()

@@ -90,14 +90,30 @@ def synthesize(src: str, out: str, ranks: int, log=print) -> dict[str, Any]:
                     payload = text if logformat.KINDS[rec.kind] == "json" else text.decode("utf-8", "surrogatepass")
                 meta = {k: v for k, v in rec.meta.items() if k not in ("name", "encoding", logformat.PAYLOAD_BYTES)}
                 compile_id = {k: rec.env[k] for k in logformat.COMPILE_ID_KEYS if k in rec.env}
-                f.write(logformat.encode_record(rec.kind, payload, rank=r, meta=meta, compile_id=compile_id or None, pid=1000 + r))
+                f.write(
+                    logformat.encode_record(
+                        rec.kind, payload, rank=r, meta=meta, compile_id=compile_id or None, pid=1000 + r
+                    )
+                )
                 n += 1
             size = f.tell()
         total += size
-        manifest_ranks[str(r)] = {"log": os.path.basename(path), "log_present": True, "bytes": size, "records": n, "complete": True, "end_record": True}
-        log(f"rank {r} (from rank {s}): {size / 1e6:.1f} MB, {n} records, {len(names)} group names renamed, " f"{time.perf_counter() - t0:.2f} s")
+        manifest_ranks[str(r)] = {
+            "log": os.path.basename(path),
+            "log_present": True,
+            "bytes": size,
+            "records": n,
+            "complete": True,
+            "end_record": True,
+        }
+        log(
+            f"rank {r} (from rank {s}): {size / 1e6:.1f} MB, {n} records, {len(names)} group names renamed, "
+            f"{time.perf_counter() - t0:.2f} s"
+        )
     manifest = {k: v for k, v in (cap.manifest or {}).items() if k not in ("ranks", "simulated")}
-    manifest.update({"status": "finished", "ranks": manifest_ranks, "synthesized_from": os.path.abspath(src), "world_size": ranks})
+    manifest.update(
+        {"status": "finished", "ranks": manifest_ranks, "synthesized_from": os.path.abspath(src), "world_size": ranks}
+    )
     with open(os.path.join(out, logformat.MANIFEST_NAME), "wb") as f:
         f.write(orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
     log(f"{ranks} ranks from {len(sources)}: {total / 1e6:.0f} MB in {out}")

@@ -246,7 +246,15 @@ class Children:
         self.failed += 1
         err = msg.get("error") if isinstance(msg, dict) else None
         if isinstance(err, dict):
-            return Result(child, None, str(err.get("message")), str(err.get("traceback") or ""), cpu, wall, str(err.get("type") or "BlobChildError"))
+            return Result(
+                child,
+                None,
+                str(err.get("message")),
+                str(err.get("traceback") or ""),
+                cpu,
+                wall,
+                str(err.get("type") or "BlobChildError"),
+            )
         if status is None:
             how = "was reaped by someone else"
         elif os.WIFSIGNALED(status):
@@ -333,8 +341,13 @@ def _child_dump(directory: str, gm: Any, shape_env: Any) -> dict[str, Any]:
     try:
         return {"ref": blobs.dump(directory, gm, shape_env)}
     except BaseException as e:  # noqa: BLE001
-        return {"error": {"type": type(e).__name__, "message": str(e)[:600],
-                          "traceback": "".join(traceback.format_exception(type(e), e, e.__traceback__))[-2400:]}}
+        return {
+            "error": {
+                "type": type(e).__name__,
+                "message": str(e)[:600],
+                "traceback": "".join(traceback.format_exception(type(e), e, e.__traceback__))[-2400:],
+            }
+        }
 
 
 def _encode_message(msg: dict[str, Any]) -> bytes:

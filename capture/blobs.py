@@ -106,7 +106,11 @@ def _on_c_pickler(graph_pickler: Any) -> Any:
 
     if issubclass(graph_pickler, pickle.Pickler):
         return None
-    own = {k: v for k, v in vars(graph_pickler).items() if k not in ("__init__", "__dict__", "__weakref__", "__module__", "__doc__", "__qualname__")}
+    own = {
+        k: v
+        for k, v in vars(graph_pickler).items()
+        if k not in ("__init__", "__dict__", "__weakref__", "__module__", "__doc__", "__qualname__")
+    }
     for v in own.values():
         fn = getattr(v, "__func__", v)
         code = getattr(fn, "__code__", None)

@@ -57,14 +57,24 @@ def _patch_c10d(c10d: Any) -> None:
         return
 
     @functools.wraps(original_init)
-    def init_process_group(backend: Any = None, init_method: Any = None, timeout: Any = None, world_size: int = -1,
-                           rank: int = -1, store: Any = None, *args: Any, **kwargs: Any) -> Any:
+    def init_process_group(
+        backend: Any = None,
+        init_method: Any = None,
+        timeout: Any = None,
+        world_size: int = -1,
+        rank: int = -1,
+        store: Any = None,
+        *args: Any,
+        **kwargs: Any,
+    ) -> Any:
         # torch's fake backend registers itself on import; FakeStore is the store it expects.
         try:
             from torch.testing._internal.distributed.fake_pg import FakeStore
         except ImportError as e:  # a real rendezvous would wait forever for peers that never come
-            raise RuntimeError(f"graphtrain-inspect --simulate-world: torch {_torch_version()} has no fake process-group "
-                               f"backend (torch.testing._internal.distributed.fake_pg: {e})") from e
+            raise RuntimeError(
+                f"graphtrain-inspect --simulate-world: torch {_torch_version()} has no fake process-group "
+                f"backend (torch.testing._internal.distributed.fake_pg: {e})"
+            ) from e
 
         r = _env_int("RANK", 0)
         n = _env_int(ENV_WORLD, _env_int("WORLD_SIZE", 1))
@@ -167,7 +177,10 @@ def _maybe_stop_at_call(gm: Any) -> None:
     if s is None or s.passes == 0 or s.stack:
         return  # a pass running the graph it got (to estimate, to check) is part of the pipeline
     frame = sys._getframe(2)
-    while frame is not None and frame.f_globals.get("__name__", "") in ("torch.fx.graph_module", "torch.nn.modules.module"):
+    while frame is not None and frame.f_globals.get("__name__", "") in (
+        "torch.fx.graph_module",
+        "torch.nn.modules.module",
+    ):
         frame = frame.f_back
     caller = frame.f_globals.get("__name__", "") if frame is not None else ""
     if caller.startswith(_COMPILE_RUNTIME):

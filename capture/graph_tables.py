@@ -35,14 +35,18 @@ def readable_code(gm: torch.fx.GraphModule) -> str:
     return gm.print_readable(print_output=False, **_PRINT_READABLE_KW)
 
 
-def iter_graph_modules(gm: torch.fx.GraphModule, path: str = "") -> Iterator[tuple[str, torch.fx.GraphModule, str | None]]:
+def iter_graph_modules(
+    gm: torch.fx.GraphModule, path: str = ""
+) -> Iterator[tuple[str, torch.fx.GraphModule, str | None]]:
     """(path, module, name of the node in the parent that refers to it) for gm and every nested graph."""
     yield path, gm, None
     seen: set[int] = {id(gm)}
     yield from _nested(gm, path, seen)
 
 
-def _nested(gm: torch.fx.GraphModule, path: str, seen: set[int]) -> Iterator[tuple[str, torch.fx.GraphModule, str | None]]:
+def _nested(
+    gm: torch.fx.GraphModule, path: str, seen: set[int]
+) -> Iterator[tuple[str, torch.fx.GraphModule, str | None]]:
     for node in gm.graph.nodes:
         if node.op not in ("get_attr", "call_module"):
             continue
@@ -258,9 +262,19 @@ def node_key(gm: torch.fx.GraphModule, node: torch.fx.Node) -> tuple:
     val = meta["val"] if "val" in meta else meta.get("example_value")
     attr = id(_resolve_attr(gm, node.target)) if node.op == "get_attr" else 0
     return (
-        id(node), node.op, node.name, id(node.target), id(node._args), id(node._kwargs), id(val),
-        id(meta.get("unbacked_bindings")), id(meta.get("stack_trace")), str(meta.get("recompute")),
-        meta.get("autograd_backward"), meta.get("partitioner_tag"), attr,
+        id(node),
+        node.op,
+        node.name,
+        id(node.target),
+        id(node._args),
+        id(node._kwargs),
+        id(val),
+        id(meta.get("unbacked_bindings")),
+        id(meta.get("stack_trace")),
+        str(meta.get("recompute")),
+        meta.get("autograd_backward"),
+        meta.get("partitioner_tag"),
+        attr,
     )
 
 
@@ -297,9 +311,19 @@ class TableCache:
                 hit = self.rows.get(id(n))
                 row = hit[1] if hit is not None and hit[0] == key else node_row(sub, n)
                 rows[id(n)] = (key, row)
-                refs.append((sub, n, n._args, n._kwargs, n.meta.get("val"), n.meta.get("example_value"),
-                             n.meta.get("unbacked_bindings"), n.meta.get("stack_trace"),
-                             _resolve_attr(sub, n.target) if n.op == "get_attr" else None))
+                refs.append(
+                    (
+                        sub,
+                        n,
+                        n._args,
+                        n._kwargs,
+                        n.meta.get("val"),
+                        n.meta.get("example_value"),
+                        n.meta.get("unbacked_bindings"),
+                        n.meta.get("stack_trace"),
+                        _resolve_attr(sub, n.target) if n.op == "get_attr" else None,
+                    )
+                )
                 out.append(row)
             graphs.append({"path": path, "parent_node": parent_node, "nodes": out})
         self.rows = rows
@@ -378,8 +402,18 @@ def symbol_map(gm: torch.fx.GraphModule, tables: dict[str, Any], shape_env: Any 
     asserts = []
     for sym, ras in (getattr(shape_env, "deferred_runtime_asserts", {}) or {}).items():
         for ra in ras:
-            if sym is None or str(sym) in symbols or any(str(s) in symbols for s in getattr(ra.expr, "free_symbols", ())):
-                asserts.append({"symbol": str(sym) if sym is not None else None, "expr": str(ra.expr), "msg": str(getattr(ra, "msg", ""))[:200]})
+            if (
+                sym is None
+                or str(sym) in symbols
+                or any(str(s) in symbols for s in getattr(ra.expr, "free_symbols", ()))
+            ):
+                asserts.append(
+                    {
+                        "symbol": str(sym) if sym is not None else None,
+                        "expr": str(ra.expr),
+                        "msg": str(getattr(ra, "msg", ""))[:200],
+                    }
+                )
     out["deferred_asserts"] = asserts
     return out
 
@@ -420,7 +454,15 @@ def device_table(gm: torch.fx.GraphModule) -> dict[str, Any]:
             _device_literals(node.args, "args", found)
             _device_literals(dict(node.kwargs), "kwargs", found)
             for where, dev in found:
-                literals.append({"graph": path, "node": node.name, "target": target_name(node.target), "where": where, "device": dev})
+                literals.append(
+                    {
+                        "graph": path,
+                        "node": node.name,
+                        "target": target_name(node.target),
+                        "where": where,
+                        "device": dev,
+                    }
+                )
             if node.op == "placeholder":
                 v = _node_val(node)
                 if isinstance(v, torch.Tensor):
@@ -428,8 +470,11 @@ def device_table(gm: torch.fx.GraphModule) -> dict[str, Any]:
             elif node.op == "get_attr":
                 attr = _resolve_attr(sub, node.target)
                 if isinstance(attr, torch.Tensor):
-                    kind = "parameter" if isinstance(attr, torch.nn.Parameter) else (
-                        "buffer" if str(node.target) in dict(sub.named_buffers()) else "constant")
+                    kind = (
+                        "parameter"
+                        if isinstance(attr, torch.nn.Parameter)
+                        else ("buffer" if str(node.target) in dict(sub.named_buffers()) else "constant")
+                    )
                     d = _constant_desc(attr)
                     values.append({"graph": path, "node": node.name, "kind": kind, **d})
     return {

@@ -75,7 +75,14 @@ def _partitioner(original: Callable, name: str) -> Callable:
             fw, bw = result[0], result[1]
             return {"fw": fw, "bw": bw}
 
-        return sess.run_pass(name, _qualname(original), "partitioner", joint_module, lambda: original(joint_module, *args, **kwargs), outputs)
+        return sess.run_pass(
+            name,
+            _qualname(original),
+            "partitioner",
+            joint_module,
+            lambda: original(joint_module, *args, **kwargs),
+            outputs,
+        )
 
     partition._gti_original = original  # type: ignore[attr-defined]
     return partition

@@ -71,21 +71,52 @@ class _CommandFormatter(argparse.HelpFormatter):
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.formatter_class = _CommandFormatter
     p.add_argument("--out", metavar="DIR", help="capture directory (default: a fresh ./gti-capture-<time>)")
-    p.add_argument("--pass", dest="passes", action="append", default=[], metavar="MODULE:FUNC",
-                   help="capture this pass function (or Class.method, or a module-level list of passes); repeatable")
+    p.add_argument(
+        "--pass",
+        dest="passes",
+        action="append",
+        default=[],
+        metavar="MODULE:FUNC",
+        help="capture this pass function (or Class.method, or a module-level list of passes); repeatable",
+    )
     p.add_argument("--no-inductor", action="store_true", help="do not capture Inductor's own passes")
     p.add_argument("--no-blobs", action="store_true", help="do not store GraphPickler copies (no replay)")
-    p.add_argument("--torch-trace", action="store_true", help="also write torch's own TORCH_TRACE logs to DIR/torch_trace, beside ours: torch.compile's own events " "(graph breaks, recompiles, failed compiles) for ls, check and the TUI")
+    p.add_argument(
+        "--torch-trace",
+        action="store_true",
+        help="also write torch's own TORCH_TRACE logs to DIR/torch_trace, beside ours: torch.compile's own events "
+        "(graph breaks, recompiles, failed compiles) for ls, check and the TUI",
+    )
     sim = p.add_argument_group("simulated world (no GPUs, no real communication: torch's fake process group)")
-    sim.add_argument("--simulate-world", type=int, metavar="N",
-                     help="run the ranks of an N-rank job here, each its own process with torchrun's environment, "
-                          "init_process_group and init_device_mesh on the fake backend; COMMAND is the worker (python " "train.py), not torchrun")
-    sim.add_argument("--simulate-ranks", metavar="LIST", help="which ranks (0,3,9-15); default: a few that cover every mesh coordinate and local rank")
-    sim.add_argument("--local-world-size", type=int, default=None, metavar="K", help="GPUs per simulated host (default 8)")
-    sim.add_argument("--mesh", metavar="NAME=SIZE,...", help="the job's device mesh (dp=4,tp=2,ep=2) for the default rank choice; default: rank 0's own mesh, " "read from its capture")
-    sim.add_argument("--stop-after-passes", action="store_true",
-                     help="end each simulated rank once its passes ran: at the first call of a graph a named pass returned "
-                          "(a graph trainer's step), or at its first optimizer step (torch.compile); what runs later on a fake " "backend computes garbage")
+    sim.add_argument(
+        "--simulate-world",
+        type=int,
+        metavar="N",
+        help="run the ranks of an N-rank job here, each its own process with torchrun's environment, "
+        "init_process_group and init_device_mesh on the fake backend; COMMAND is the worker (python "
+        "train.py), not torchrun",
+    )
+    sim.add_argument(
+        "--simulate-ranks",
+        metavar="LIST",
+        help="which ranks (0,3,9-15); default: a few that cover every mesh coordinate and local rank",
+    )
+    sim.add_argument(
+        "--local-world-size", type=int, default=None, metavar="K", help="GPUs per simulated host (default 8)"
+    )
+    sim.add_argument(
+        "--mesh",
+        metavar="NAME=SIZE,...",
+        help="the job's device mesh (dp=4,tp=2,ep=2) for the default rank choice; default: rank 0's own mesh, "
+        "read from its capture",
+    )
+    sim.add_argument(
+        "--stop-after-passes",
+        action="store_true",
+        help="end each simulated rank once its passes ran: at the first call of a graph a named pass returned "
+        "(a graph trainer's step), or at its first optimizer step (torch.compile); what runs later on a fake "
+        "backend computes garbage",
+    )
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="COMMAND", help="the command to run, after --")
 
 
@@ -190,7 +221,12 @@ def run(args: argparse.Namespace) -> int:
         "exit_code": None,
         "signal": None,
         "status": "running",
-        "options": {"passes": args.passes, "inductor": not args.no_inductor, "blobs": not args.no_blobs, "torch_trace": args.torch_trace},
+        "options": {
+            "passes": args.passes,
+            "inductor": not args.no_inductor,
+            "blobs": not args.no_blobs,
+            "torch_trace": args.torch_trace,
+        },
         "ranks": {},
     }
     try:
@@ -224,7 +260,11 @@ def run(args: argparse.Namespace) -> int:
         manifest["simulated"]["stopped_after_passes"] = [s.rank for s in summaries if s.stopped_after_passes]
     signed = ""
     if not os.path.isdir(out):
-        print(f"graphtrain-inspect capture: the capture directory {out} was removed while the command ran; " "nothing was kept", file=sys.stderr)
+        print(
+            f"graphtrain-inspect capture: the capture directory {out} was removed while the command ran; "
+            "nothing was kept",
+            file=sys.stderr,
+        )
     else:
         try:
             write_manifest(out, manifest)
@@ -269,7 +309,9 @@ def claim(out: str) -> bool:
             raise ClaimRefused(f"{out} already exists and is not a directory; choose another --out") from None
         try:
             if os.listdir(out):
-                raise ClaimRefused(f"{out} already exists and is not an empty directory (another capture's?); choose another --out")
+                raise ClaimRefused(
+                    f"{out} already exists and is not an empty directory (another capture's?); choose another --out"
+                )
         except OSError as e:
             raise ClaimRefused(f"cannot list {out}: {e.strerror or e}") from None
     except OSError as e:
@@ -278,7 +320,9 @@ def claim(out: str) -> bool:
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
     except FileExistsError:
-        raise ClaimRefused(f"{out} was just claimed by another capture started at the same time; choose another --out") from None
+        raise ClaimRefused(
+            f"{out} was just claimed by another capture started at the same time; choose another --out"
+        ) from None
     except OSError as e:
         if made:
             _rmdir(out)
@@ -366,7 +410,9 @@ def _fmt_bytes(n: int) -> str:
     return f"{n} B"
 
 
-def _print_summary(out: str, args: argparse.Namespace, summaries: list[RankSummary], code: int, sig: str | None, signed: str = "") -> None:
+def _print_summary(
+    out: str, args: argparse.Namespace, summaries: list[RankSummary], code: int, sig: str | None, signed: str = ""
+) -> None:
     p = lambda s="": print(s, file=sys.stderr)  # noqa: E731 - the summary goes where logs go
     p()
     p(f"graphtrain-inspect capture: command exited with {code}" + (f" ({sig})" if sig else ""))
@@ -381,8 +427,10 @@ def _print_summary(out: str, args: argparse.Namespace, summaries: list[RankSumma
             state = f"incomplete: still running (pid {', '.join(map(str, s.alive))})"
         else:
             state = "incomplete: no end record (the process was killed or crashed)"
-        p(f"  rank {s.rank}: {s.passes} passes, {s.graphs} graphs, {s.records} records, {_fmt_bytes(s.bytes)}, "
-          f"{s.capture_errors} capture errors, {s.raised} passes raised; {state}")
+        p(
+            f"  rank {s.rank}: {s.passes} passes, {s.graphs} graphs, {s.records} records, {_fmt_bytes(s.bytes)}, "
+            f"{s.capture_errors} capture errors, {s.raised} passes raised; {state}"
+        )
         if not s.has_log:
             p(f"    no log: {s.log} is missing")
         if s.problems:
@@ -399,19 +447,28 @@ def _print_summary(out: str, args: argparse.Namespace, summaries: list[RankSumma
     sim = manifest_simulated(out)
     if sim:
         stopped = [s.rank for s in summaries if s.stopped_after_passes]
-        p(f"  simulated: {len(sim.get('ranks') or [])} of {sim.get('world_size')} ranks " f"({simulate.format_ranks(sim.get('ranks') or [])}), "
-          f"hosts of {sim.get('local_world_size')}, fake process group")
+        p(
+            f"  simulated: {len(sim.get('ranks') or [])} of {sim.get('world_size')} ranks "
+            f"({simulate.format_ranks(sim.get('ranks') or [])}), "
+            f"hosts of {sim.get('local_world_size')}, fake process group"
+        )
         if stopped:
             where = sorted({s.stopped_at for s in summaries if s.stopped_after_passes and s.stopped_at})
-            p(f"  stopped after their passes ({'; '.join(where) or 'at the first optimizer step'}; the " "rest of training "
-              f"did not run): ranks {simulate.format_ranks(stopped)}")
+            p(
+                f"  stopped after their passes ({'; '.join(where) or 'at the first optimizer step'}; the "
+                "rest of training "
+                f"did not run): ranks {simulate.format_ranks(stopped)}"
+            )
     total = sum(s.passes for s in summaries)
     if total == 0:
         p("  no graph pass fired. Possible reasons:")
         if not args.passes:
             p("   - no --pass MODULE:FUNC was named, so only Inductor's passes and record_pass() are captured;")
         else:
-            p(f"   - the modules of {', '.join(args.passes)} were never imported, or the functions were " "never called with a GraphModule;")
+            p(
+                f"   - the modules of {', '.join(args.passes)} were never imported, or the functions were "
+                "never called with a GraphModule;"
+            )
         if args.no_inductor:
             p("   - --no-inductor: torch.compile's passes were not hooked;")
         else:
@@ -461,14 +518,24 @@ def manifest_simulated(out: str) -> dict[str, Any] | None:
     return sim if isinstance(sim, dict) else None
 
 
-def simulated_run(cmd: list[str], env: dict[str, str], args: argparse.Namespace, out: str, manifest: dict[str, Any]) -> tuple[int, str | None]:
+def simulated_run(
+    cmd: list[str], env: dict[str, str], args: argparse.Namespace, out: str, manifest: dict[str, Any]
+) -> tuple[int, str | None]:
     """Run the chosen ranks of the simulated world, a few at a time; rank 0 first and alone
     (its peak memory sizes the rest, and its rank table gives the mesh for the default choice)."""
     n, k = args.simulate_world, args.local_world_size
     say = lambda s: print(f"graphtrain-inspect capture: {s}", file=sys.stderr, flush=True)  # noqa: E731
     sim: dict[str, Any] = {
-        "world_size": n, "local_world_size": k, "backend": "fake", "ranks": [], "chosen_by": None, "reasons": [],
-        "mesh_source": None, "stop_after_passes": bool(args.stop_after_passes), "at_once": None, "per_rank": {},
+        "world_size": n,
+        "local_world_size": k,
+        "backend": "fake",
+        "ranks": [],
+        "chosen_by": None,
+        "reasons": [],
+        "mesh_source": None,
+        "stop_after_passes": bool(args.stop_after_passes),
+        "at_once": None,
+        "per_rank": {},
     }
     manifest["simulated"] = sim
     os.makedirs(os.path.join(out, "simulate"), exist_ok=True)
@@ -486,10 +553,17 @@ def simulated_run(cmd: list[str], env: dict[str, str], args: argparse.Namespace,
         return e
 
     def record(rr: simulate.RankRun) -> None:
-        sim["per_rank"][str(rr.rank)] = {"exit_code": rr.code, "signal": rr.signal, "wall_s": round(rr.wall_s, 3),
-                                         "max_rss_mb": round(rr.max_rss_kb / 1024, 1)}
+        sim["per_rank"][str(rr.rank)] = {
+            "exit_code": rr.code,
+            "signal": rr.signal,
+            "wall_s": round(rr.wall_s, 3),
+            "max_rss_mb": round(rr.max_rss_kb / 1024, 1),
+        }
         state = f"exit {rr.code}" + (f" ({rr.signal})" if rr.signal else "")
-        say(f"rank {rr.rank} done: {state}, {rr.wall_s:.1f} s, {rr.max_rss_kb // 1024} MB peak; output in " f"{os.path.join(out, 'simulate', f'rank_{rr.rank}.out')}")
+        say(
+            f"rank {rr.rank} done: {state}, {rr.wall_s:.1f} s, {rr.max_rss_kb // 1024} MB peak; output in "
+            f"{os.path.join(out, 'simulate', f'rank_{rr.rank}.out')}"
+        )
         if rr.code:
             _print_tail(os.path.join(out, "simulate", f"rank_{rr.rank}.out"))
         try:
@@ -523,8 +597,7 @@ def simulated_run(cmd: list[str], env: dict[str, str], args: argparse.Namespace,
             sim["chosen_by"] = "default"
             sim["mesh_source"] = meshes.source or None
             how = meshes.source or "no mesh spanning the world in rank 0's capture: ranks, local ranks and hosts only"
-            say(f"ranks chosen ({how}): "
-                f"{simulate.format_ranks(ranks)}")
+            say(f"ranks chosen ({how}): {simulate.format_ranks(ranks)}")
             for line in sim["reasons"]:
                 say(f"  {line}")
         sim["ranks"] = ranks

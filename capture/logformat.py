@@ -65,7 +65,9 @@ RANKS = "gti_ranks"  # json: process groups, meshes and coordinates of this rank
 ERROR = "gti_error"  # json: an error inside the instrumentation (training went on)
 END = "gti_end"  # json: the process finished cleanly; totals
 OUTPUT_CODE = "gti_output_code"  # string: Inductor's generated wrapper and kernels, once per distinct code
-CODEGEN = "gti_codegen"  # json: one Inductor compile: its code (oid), post-grad graph (gid), compile id, kernels' FX nodes
+CODEGEN = (
+    "gti_codegen"  # json: one Inductor compile: its code (oid), post-grad graph (gid), compile id, kernels' FX nodes
+)
 BLOB = "gti_blob"  # json: the blob of one graph, written when its child process finished (format 3)
 
 KINDS: dict[str, str] = {
@@ -164,8 +166,11 @@ def blob_ref(value: Any) -> dict[str, Any] | None:
     if not isinstance(value, dict):
         return None
     sha, path, size = value.get("sha256"), value.get("path"), value.get("bytes")
-    return {"sha256": sha if isinstance(sha, str) else None, "path": path if isinstance(path, str) else None,
-            "bytes": size if type(size) is int else None}
+    return {
+        "sha256": sha if isinstance(sha, str) else None,
+        "path": path if isinstance(path, str) else None,
+        "bytes": size if type(size) is int else None,
+    }
 
 
 def graph_id(code: str, node_table_json: bytes = b"") -> str:
@@ -319,7 +324,10 @@ def encode_record(
     when = time.time() if when is None else when
     tm = time.localtime(when)
     micros = int((when % 1) * 1_000_000)
-    prefix = f"V{tm.tm_mon:02d}{tm.tm_mday:02d} {tm.tm_hour:02d}:{tm.tm_min:02d}:{tm.tm_sec:02d}.{micros:06d} {pid} " f"{pathname}:{lineno}] "
+    prefix = (
+        f"V{tm.tm_mon:02d}{tm.tm_mday:02d} {tm.tm_hour:02d}:{tm.tm_min:02d}:{tm.tm_sec:02d}.{micros:06d} {pid} "
+        f"{pathname}:{lineno}] "
+    )
     return prefix.encode() + orjson.dumps(envelope) + b"\n\t" + body + b"\n"
 
 

@@ -16,7 +16,10 @@ class TargetError(ValueError):
 def parse_target(text: str) -> tuple[str, str]:
     module, sep, qual = text.strip().partition(":")
     if not sep or not module or not qual or not all(p.isidentifier() for p in (*module.split("."), *qual.split("."))):
-        raise TargetError(f"--pass {text!r}: expected MODULE:FUNCTION or MODULE:Class.method (e.g. " "samples.passes.dce:remove_dead_code)")
+        raise TargetError(
+            f"--pass {text!r}: expected MODULE:FUNCTION or MODULE:Class.method (e.g. "
+            "samples.passes.dce:remove_dead_code)"
+        )
     return module, qual
 
 
@@ -48,7 +51,15 @@ def _wrap_in(module: Any, qual: str, target: str) -> None:
                 f = getattr(fn, "func", fn)  # functools.partial keeps its function in .func
                 if callable(f) and not getattr(f, "_gti_original", None):
                     name = getattr(f, "__name__", repr(f))
-                    rebind_references(f, wrap_pass(f, name=name, qualname=f"{getattr(f, '__module__', '?')}:{getattr(f, '__qualname__', name)}", target=target))
+                    rebind_references(
+                        f,
+                        wrap_pass(
+                            f,
+                            name=name,
+                            qualname=f"{getattr(f, '__module__', '?')}:{getattr(f, '__qualname__', name)}",
+                            target=target,
+                        ),
+                    )
         elif callable(raw):
             wrapper = wrap_pass(raw, name=attr, qualname=qualname, target=target)
             setattr(owner, attr, wrapper)

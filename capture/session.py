@@ -135,8 +135,13 @@ class Session:
 
     def error(self, where: str, exc: BaseException, frame: _Frame | None = None) -> None:
         """An instrumentation failure: recorded, counted, and otherwise ignored."""
-        self._error_record(where, type(exc).__name__, str(exc),
-                           "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)), frame)
+        self._error_record(
+            where,
+            type(exc).__name__,
+            str(exc),
+            "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
+            frame,
+        )
 
     def _error_record(self, where: str, type_name: str, message: str, tb: str, frame: _Frame | None) -> None:
         self.capture_errors += 1
@@ -207,7 +212,9 @@ class Session:
             self._write(logformat.NODES, logformat.node_table_payload(gid, tables_json), meta)
             with self.recorded(f"symbol map ({role})", frame):
                 shape_env = graph_tables.find_shape_env(gm)
-                self._write(logformat.SYMBOLS, {"gid": gid, **graph_tables.symbol_map(gm, tables, shape_env)}, {"gid": gid})
+                self._write(
+                    logformat.SYMBOLS, {"gid": gid, **graph_tables.symbol_map(gm, tables, shape_env)}, {"gid": gid}
+                )
         with self.recorded(f"device table ({role})", frame):
             self._write(logformat.DEVICES, {"gid": gid, **graph_tables.device_table(gm)}, {"gid": gid})
         with self.recorded(f"blob ({role})", frame):
@@ -268,14 +275,22 @@ class Session:
                     info.blob, info.blob_state = res.ref, "done"
                 self._write(
                     logformat.BLOB,
-                    {"gid": child.gid, **res.ref, "seq": child.frame.seq, "pass": child.frame.name,
-                     "cpu_s": round(res.cpu_s, 6), "wall_s": round(res.wall_s, 6)},
+                    {
+                        "gid": child.gid,
+                        **res.ref,
+                        "seq": child.frame.seq,
+                        "pass": child.frame.name,
+                        "cpu_s": round(res.cpu_s, 6),
+                        "wall_s": round(res.wall_s, 6),
+                    },
                     {"gid": child.gid},
                 )
             else:
                 if info is not None:
                     info.blob_state = "failed"
-                self._error_record(child.where, res.error_type, res.error or "blob child failed", res.detail, child.frame)
+                self._error_record(
+                    child.where, res.error_type, res.error or "blob child failed", res.detail, child.frame
+                )
 
     def _maybe_rank_table(self) -> None:
         from graphtrain_inspect.capture import rank_table
@@ -298,7 +313,11 @@ class Session:
             with _quiet():
                 self._maybe_rank_table()
                 frame.before = self.snapshot(gm, frame, "before")
-                self._write(logformat.PASS_START, {"seq": frame.seq, "name": name, "before": frame.before, "time": time.time()}, {"seq": frame.seq})
+                self._write(
+                    logformat.PASS_START,
+                    {"seq": frame.seq, "name": name, "before": frame.before, "time": time.time()},
+                    {"seq": frame.seq},
+                )
             self.stack.append(frame)
             frame.t0 = time.perf_counter()
             if len(self.stack) > 1:
@@ -369,7 +388,9 @@ class Session:
                     "capture_errors": frame.errors,
                 }
                 frame.recorded = True
-                self._write(logformat.PASS, record, {"seq": frame.seq, "status": record["status"]}, _compile_id_fields())
+                self._write(
+                    logformat.PASS, record, {"seq": frame.seq, "status": record["status"]}, _compile_id_fields()
+                )
             if self.stack:
                 self.stack[-1].child_capture_s += time.perf_counter() - t_start + frame.child_capture_s
 
@@ -397,14 +418,31 @@ class Session:
         except BaseException as exc:
             wall = time.perf_counter() - frame.t0
             with self.recorded("pass end", frame):
-                self.end(frame, qualname=qualname, source=source, outputs={}, exc=exc, subsystem=subsystem, t_wall=wall, target=target)
+                self.end(
+                    frame,
+                    qualname=qualname,
+                    source=source,
+                    outputs={},
+                    exc=exc,
+                    subsystem=subsystem,
+                    t_wall=wall,
+                    target=target,
+                )
             raise
         wall = time.perf_counter() - frame.t0
         outputs: dict[str, Any] = {}
         with self.recorded("pass outputs", frame):
             outputs = outputs_of(result)
         with self.recorded("pass end", frame):
-            self.end(frame, qualname=qualname, source=source, outputs=outputs, subsystem=subsystem, t_wall=wall, target=target)
+            self.end(
+                frame,
+                qualname=qualname,
+                source=source,
+                outputs=outputs,
+                subsystem=subsystem,
+                t_wall=wall,
+                target=target,
+            )
         return result
 
     # -- lifetime --------------------------------------------------------------------------------
@@ -458,9 +496,16 @@ class Session:
         c = self.children
         if c is None:
             return {}
-        return {"blob_children": {"forked": c.forked, "failed": c.failed, "killed": c.killed,
-                                  "cpu_s": round(c.cpu_s, 6), "waited_s": round(self.blob_limit_wait_s, 6),
-                                  "waited_at_end_s": round(self.blob_wait_s, 6)}}
+        return {
+            "blob_children": {
+                "forked": c.forked,
+                "failed": c.failed,
+                "killed": c.killed,
+                "cpu_s": round(c.cpu_s, 6),
+                "waited_s": round(self.blob_limit_wait_s, 6),
+                "waited_at_end_s": round(self.blob_wait_s, 6),
+            }
+        }
 
 
 LIMIT_WAIT_S = 60.0  # the most a pass waits for a blob child to finish before making its blob itself

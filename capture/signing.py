@@ -95,8 +95,10 @@ def _read_key(path: str) -> bytes:
         if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid():
             raise KeyProblem(f"the signing key {path} is not a regular file of yours; remove it to make a new one")
         if st.st_mode & 0o077:
-            raise KeyProblem(f"the signing key {path} can be read or written by others (mode {stat.S_IMODE(st.st_mode):04o}): "
-                             f"anyone who reads it can sign captures you would load; chmod 600 it, or remove it to make a new one")
+            raise KeyProblem(
+                f"the signing key {path} can be read or written by others (mode {stat.S_IMODE(st.st_mode):04o}): "
+                f"anyone who reads it can sign captures you would load; chmod 600 it, or remove it to make a new one"
+            )
         text = f.read(200).strip()
     try:
         key = bytes.fromhex(text.decode("ascii"))
@@ -152,8 +154,14 @@ def sign(directory: str, key: bytes | None = None) -> str:
     key = load_key() if key is None else key
     kid = key_id(key)
     files = digests(directory)
-    doc = {"format": SIGNATURE_FORMAT, "version": SIGNATURE_VERSION, "key_id": kid, "signed": time.time(),
-           "files": files, "hmac": _mac(key, kid, files)}
+    doc = {
+        "format": SIGNATURE_FORMAT,
+        "version": SIGNATURE_VERSION,
+        "key_id": kid,
+        "signed": time.time(),
+        "files": files,
+        "hmac": _mac(key, kid, files),
+    }
     path = os.path.join(directory, logformat.SIGNATURE_NAME)
     tmp = f"{path}.tmp{os.getpid()}"
     try:
@@ -186,25 +194,40 @@ def verify(directory: str) -> Verdict:
                 return Verdict(False, f"its {logformat.SIGNATURE_NAME} is not a regular file", "damaged")
             data = f.read(_SIGNATURE_LIMIT)
     except FileNotFoundError:
-        return Verdict(False, "it is unsigned (no signature of yours: made by someone else, elsewhere, or by an older version)", "unsigned")
+        return Verdict(
+            False,
+            "it is unsigned (no signature of yours: made by someone else, elsewhere, or by an older version)",
+            "unsigned",
+        )
     except OSError as e:
         return Verdict(False, f"its {logformat.SIGNATURE_NAME} cannot be read ({e.strerror or e})", "damaged")
     try:
         doc = orjson.loads(data)
     except orjson.JSONDecodeError:
         doc = None
-    if not isinstance(doc, dict) or doc.get("format") != SIGNATURE_FORMAT or not isinstance(doc.get("files"), dict) \
-            or not isinstance(doc.get("key_id"), str) or not isinstance(doc.get("hmac"), str):
+    if (
+        not isinstance(doc, dict)
+        or doc.get("format") != SIGNATURE_FORMAT
+        or not isinstance(doc.get("files"), dict)
+        or not isinstance(doc.get("key_id"), str)
+        or not isinstance(doc.get("hmac"), str)
+    ):
         return Verdict(False, f"its {logformat.SIGNATURE_NAME} is damaged", "damaged")
     try:
         key = load_key(create=False)
     except KeyProblem as e:
         if not os.path.lexists(key_path()):
-            return Verdict(False, f"it is signed by another key ({str(doc['key_id'])[:16]}; you have no key yet)", "other-key")
+            return Verdict(
+                False, f"it is signed by another key ({str(doc['key_id'])[:16]}; you have no key yet)", "other-key"
+            )
         return Verdict(False, f"your key cannot be used: {e}", "no-key")
     kid = key_id(key)
     if doc["key_id"] != kid:
-        return Verdict(False, f"it is signed by another key ({doc['key_id'][:16]}, not yours: another user or machine)", "other-key")
+        return Verdict(
+            False,
+            f"it is signed by another key ({doc['key_id'][:16]}, not yours: another user or machine)",
+            "other-key",
+        )
     if not hmac.compare_digest(_mac(key, kid, doc["files"]), doc["hmac"]):
         return Verdict(False, f"its {logformat.SIGNATURE_NAME} was changed after it was signed", "changed")
     now = digests(directory)

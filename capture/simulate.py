@@ -35,6 +35,7 @@ class SimulateError(ValueError):
 
 # -- options -----------------------------------------------------------------------------------
 
+
 def parse_ranks(text: str, world: int) -> list[int]:
     try:
         return rank_ranges.parse_ranks(text, world)
@@ -60,7 +61,9 @@ def parse_mesh(text: str, world: int) -> tuple[list[str], list[int]]:
     for n in shape:
         prod *= n
     if prod != world:
-        raise SimulateError(f"--mesh {text}: {' x '.join(map(str, shape))} = {prod} ranks, not the {world} of --simulate-world")
+        raise SimulateError(
+            f"--mesh {text}: {' x '.join(map(str, shape))} = {prod} ranks, not the {world} of --simulate-world"
+        )
     return names, shape
 
 
@@ -68,6 +71,7 @@ format_ranks = rank_ranges.format_ranks
 
 
 # -- the torchrun environment ------------------------------------------------------------------
+
 
 def torchrun_env(rank: int, world: int, local_world_size: int, run_id: str) -> dict[str, str]:
     """What torchrun's local elastic agent sets in a worker (torch/distributed/elastic/agent/server/
@@ -95,6 +99,7 @@ def torchrun_env(rank: int, world: int, local_world_size: int, run_id: str) -> d
 
 
 # -- which ranks ---------------------------------------------------------------------------------
+
 
 @dataclass
 class Meshes:
@@ -158,7 +163,9 @@ def meshes_from_table(table: dict[str, Any], world: int) -> Meshes:
     return m
 
 
-def choose_ranks(world: int, local_world_size: int, meshes: Meshes, always: tuple[int, ...] = (0,)) -> tuple[list[int], list[str]]:
+def choose_ranks(
+    world: int, local_world_size: int, meshes: Meshes, always: tuple[int, ...] = (0,)
+) -> tuple[list[int], list[str]]:
     """A small set of ranks on which every rank-derived value takes its first and last value and no
     two of them agree everywhere (so a literal is attributed to exactly one); with reasons."""
     k = local_world_size
@@ -194,10 +201,11 @@ def choose_ranks(world: int, local_world_size: int, meshes: Meshes, always: tupl
     # k * v and v + c; two vectors so related on the chosen ranks need a rank that breaks it
     names = [n for n in vectors if min(vectors[n]) != max(vectors[n])]
     # (rank and local rank on one host are the same thing: no rank tells them apart)
-    apart = [(a, b) for i, a in enumerate(names) for b in names[i + 1:] if not _confusable(vectors[a], vectors[b])]
+    apart = [(a, b) for i, a in enumerate(names) for b in names[i + 1 :] if not _confusable(vectors[a], vectors[b])]
     for _ in range(world):
-        pairs = [(a, b) for a, b in apart
-                 if _confusable([vectors[a][r] for r in chosen], [vectors[b][r] for r in chosen])]
+        pairs = [
+            (a, b) for a, b in apart if _confusable([vectors[a][r] for r in chosen], [vectors[b][r] for r in chosen])
+        ]
         if not pairs:
             break
         best, best_n = None, 0
@@ -253,6 +261,7 @@ def rank_table_of(directory: str, rank: int) -> dict[str, Any] | None:
 
 # -- running ranks -------------------------------------------------------------------------------
 
+
 @dataclass
 class RankRun:
     rank: int
@@ -270,7 +279,9 @@ def parallelism(max_rss_kb: int) -> tuple[int, str]:
     avail_kb = _mem_available_kb()
     by_mem = max(1, int(avail_kb * 0.7) // max_rss_kb) if avail_kb and max_rss_kb else cores
     n = max(1, min(cores, by_mem))
-    why = f"{cores} cores" + (f", {avail_kb // 1024} MB available at {max_rss_kb // 1024} MB per rank" if avail_kb and max_rss_kb else "")
+    why = f"{cores} cores" + (
+        f", {avail_kb // 1024} MB available at {max_rss_kb // 1024} MB per rank" if avail_kb and max_rss_kb else ""
+    )
     return n, why
 
 
@@ -301,8 +312,14 @@ def signal_running(signum: int) -> None:
             pass
 
 
-def run_ranks(cmd: list[str], ranks: list[int], env_of: Callable[[int], dict[str, str]], at_once: int,
-              stop_flag: Callable[[], bool], on_done: Callable[[RankRun], None] | None = None) -> list[RankRun]:
+def run_ranks(
+    cmd: list[str],
+    ranks: list[int],
+    env_of: Callable[[int], dict[str, str]],
+    at_once: int,
+    stop_flag: Callable[[], bool],
+    on_done: Callable[[RankRun], None] | None = None,
+) -> list[RankRun]:
     """Run the command once per rank, at most `at_once` at a time, each its own process; a rank's
     stdout and stderr go to the file `env_of(rank)["__GTI_OUTPUT__"]` names. Peak memory per rank
     comes from wait4 (ru_maxrss of that child)."""
@@ -351,7 +368,11 @@ def run_ranks(cmd: list[str], ranks: list[int], env_of: Callable[[int], dict[str
 def command_problem(cmd: list[str]) -> str | None:
     """--simulate-world starts each rank itself: a launcher in the command would start its own."""
     base = os.path.basename(cmd[0])
-    if base in ("torchrun", "mpirun", "srun") or (len(cmd) > 2 and cmd[1] == "-m" and cmd[2] in ("torch.distributed.run", "torch.distributed.launch")):
-        return (f"--simulate-world runs the command once per simulated rank itself: give the worker command "
-                f"(`python train.py ...`), not {shlex.join(cmd[:3])}")
+    if base in ("torchrun", "mpirun", "srun") or (
+        len(cmd) > 2 and cmd[1] == "-m" and cmd[2] in ("torch.distributed.run", "torch.distributed.launch")
+    ):
+        return (
+            f"--simulate-world runs the command once per simulated rank itself: give the worker command "
+            f"(`python train.py ...`), not {shlex.join(cmd[:3])}"
+        )
     return None

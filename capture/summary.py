@@ -77,7 +77,9 @@ def summarize(directory: str) -> list[RankSummary]:
     for rank, status in read_statuses(directory):
         s = out.get(rank)
         if s is None:  # the process wrote a status but its log is gone (deleted) or never opened
-            s = out[rank] = RankSummary(rank=rank, log=os.path.join(directory, logformat.log_file_name(rank)), has_log=False)
+            s = out[rank] = RankSummary(
+                rank=rank, log=os.path.join(directory, logformat.log_file_name(rank)), has_log=False
+            )
         s.processes.append(status)
         if status.get("state") == "stopped" and not s.stopped:
             s.stopped = str(status.get("reason") or "stopped writing")
@@ -104,14 +106,19 @@ def read_statuses(directory: str) -> list[tuple[int, dict]]:
             continue
         rank, pid = who
         state = doc.get("state")
-        out.append((rank, {
-            "pid": pid,
-            "state": state,
-            "records": doc.get("records"),
-            "reason": doc.get("reason"),
-            # a writer still running after the command ended (an orphaned worker) has not finished
-            "alive": state == "writing" and _alive(pid),
-        }))
+        out.append(
+            (
+                rank,
+                {
+                    "pid": pid,
+                    "state": state,
+                    "records": doc.get("records"),
+                    "reason": doc.get("reason"),
+                    # a writer still running after the command ended (an orphaned worker) has not finished
+                    "alive": state == "writing" and _alive(pid),
+                },
+            )
+        )
     return sorted(out, key=lambda x: (x[0], x[1]["pid"]))
 
 

@@ -39,7 +39,14 @@ def outputs_of(gm: Any) -> Callable[[Any], dict[str, Any]]:
     return outputs
 
 
-def wrap_pass(fn: Callable, *, name: str | None = None, qualname: str | None = None, source: str = "named", target: str | None = None) -> Callable:
+def wrap_pass(
+    fn: Callable,
+    *,
+    name: str | None = None,
+    qualname: str | None = None,
+    source: str = "named",
+    target: str | None = None,
+) -> Callable:
     """A function that behaves exactly like `fn` and records each call made on a GraphModule."""
     if getattr(fn, _WRAPPED, None) is not None:
         return fn

@@ -125,7 +125,10 @@ class RankLog:
     def stop(self, reason: str) -> None:
         if self.stopped is None:
             self.stopped = reason
-            print(f"graphtrain-inspect: rank {self.rank} stopped capturing to {self.path}: {reason}; training goes on", file=sys.stderr)
+            print(
+                f"graphtrain-inspect: rank {self.rank} stopped capturing to {self.path}: {reason}; training goes on",
+                file=sys.stderr,
+            )
             self._set_status("stopped", reason)
         self.close()
 

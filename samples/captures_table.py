@@ -31,15 +31,27 @@ def row(name: str) -> str:
     findings = run_checks(cap)
     serious = Counter((f.kind, f.severity, f.introduced_by) for f in findings if f.severity in ("error", "warning"))
     info = sum(1 for f in findings if f.severity == "info")
-    found = "; ".join(f"{c} {sev} {kind} (introduced by {by})" for (kind, sev, by), c in sorted(serious.items())) or "no errors or warnings"
+    found = (
+        "; ".join(f"{c} {sev} {kind} (introduced by {by})" for (kind, sev, by), c in sorted(serious.items()))
+        or "no errors or warnings"
+    )
     found += f"; {info} info"
     # what `check --shared-graph` adds (the graph to be loaded by every rank: own-device literals)
-    shared = Counter((f.kind, f.severity, f.introduced_by) for f in run_checks(cap, shared_graph=True) if f.severity in ("error", "warning"))
+    shared = Counter(
+        (f.kind, f.severity, f.introduced_by)
+        for f in run_checks(cap, shared_graph=True)
+        if f.severity in ("error", "warning")
+    )
     extra = shared - serious
     if extra:
-        found += "; with `--shared-graph` " + "; ".join(f"{c} {sev} {kind} (introduced by {by})" for (kind, sev, by), c in sorted(extra.items()))
+        found += "; with `--shared-graph` " + "; ".join(
+            f"{c} {sev} {kind} (introduced by {by})" for (kind, sev, by), c in sorted(extra.items())
+        )
     date = time.strftime("%Y-%m-%d", time.gmtime(manifest["started"]))
-    return f"| `{name}` | `graphtrain-inspect capture{capture_options(manifest)} -- {cmd}` | {n} × H200, NCCL | " f"{manifest['torch_version']} | {date} | {found} |"
+    return (
+        f"| `{name}` | `graphtrain-inspect capture{capture_options(manifest)} -- {cmd}` | {n} × H200, NCCL | "
+        f"{manifest['torch_version']} | {date} | {found} |"
+    )
 
 
 def capture_options(manifest: dict) -> str:
@@ -48,8 +60,15 @@ def capture_options(manifest: dict) -> str:
     opts = manifest.get("options")
     if opts is None:
         return " --pass graphtrain_inspect.samples.pipeline:PIPELINE --no-inductor"
-    passes = [p.replace("samples.", "graphtrain_inspect.samples.", 1) if p.startswith("samples.") else p for p in opts.get("passes") or []]
-    return "".join(f" --pass {p}" for p in passes) + ("" if opts.get("inductor", True) else " --no-inductor") + ("" if opts.get("blobs", True) else " --no-blobs")
+    passes = [
+        p.replace("samples.", "graphtrain_inspect.samples.", 1) if p.startswith("samples.") else p
+        for p in opts.get("passes") or []
+    ]
+    return (
+        "".join(f" --pass {p}" for p in passes)
+        + ("" if opts.get("inductor", True) else " --no-inductor")
+        + ("" if opts.get("blobs", True) else " --no-blobs")
+    )
 
 
 def main() -> None:

@@ -100,7 +100,12 @@ def main() -> int:
     dist.all_reduce(flag)
     dist.destroy_process_group()
     if rank == 0:
-        print(f"{int(flag.item())} of {world} ranks failed " f"({'per-rank compile' if a.per_rank else 'compiled on rank 0, loaded by every rank'}, " f"{a.device})", flush=True)
+        print(
+            f"{int(flag.item())} of {world} ranks failed "
+            f"({'per-rank compile' if a.per_rank else 'compiled on rank 0, loaded by every rank'}, "
+            f"{a.device})",
+            flush=True,
+        )
     return 0 if flag.item() == 0 else 1
 
 

@@ -69,8 +69,11 @@ def _all_to_all(x, group: str):
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(prog="python -m graphtrain_inspect.samples.mesh3d", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m graphtrain_inspect.samples.mesh3d",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--tp", type=int, default=2)
     p.add_argument("--ep", type=int, default=2)
@@ -119,14 +122,14 @@ def main(argv=None) -> None:
 
     # Full weights from one seed on every rank, then this rank's shards (eagerly, before tracing).
     g = torch.Generator().manual_seed(args.seed)
-    w_in = torch.randn(D, H, generator=g) / D ** 0.5
+    w_in = torch.randn(D, H, generator=g) / D**0.5
     b_in = torch.randn(tp, hs, generator=g) * 0.1  # bias shards, one row per tp coordinate
-    w_out = torch.randn(H, D, generator=g) / H ** 0.5
-    experts = torch.randn(ep, D, D, generator=g) / D ** 0.5
+    w_out = torch.randn(H, D, generator=g) / H**0.5
+    experts = torch.randn(ep, D, D, generator=g) / D**0.5
     params = {
-        "w_in": w_in[:, tp_rank * hs:(tp_rank + 1) * hs].clone(),
+        "w_in": w_in[:, tp_rank * hs : (tp_rank + 1) * hs].clone(),
         "b_in": (b_in.clone() if "tp-coordinate" in args.bug else b_in[tp_rank].clone()),
-        "w_out": w_out[tp_rank * hs:(tp_rank + 1) * hs].clone(),
+        "w_out": w_out[tp_rank * hs : (tp_rank + 1) * hs].clone(),
         "expert": experts[ep_rank].clone(),
     }
     params = {k: v.to(dev) for k, v in params.items()}
@@ -134,7 +137,9 @@ def main(argv=None) -> None:
     plist = [params[n].requires_grad_(True) for n in names]
 
     def step(w_in, b_in, w_out, expert, x, target):
-        bias = b_in.select(0, tp_rank) if "tp-coordinate" in args.bug else b_in  # the tp coordinate, a Python int, baked
+        bias = (
+            b_in.select(0, tp_rank) if "tp-coordinate" in args.bug else b_in
+        )  # the tp coordinate, a Python int, baked
         h = _ReduceBackward.apply(x, groups["tp"]) @ w_in + bias
         h = torch.relu(h)
         y = _ReduceForward.apply(h @ w_out, groups["tp"])
@@ -161,8 +166,12 @@ def main(argv=None) -> None:
     x0, t0 = batch(0)
     gm, fake_args = trace_train_step(step, plist + [x0, t0], names + ["x", "target"])
     gm = mesh3d_passes.run_pipeline(gm, fake_args)
-    print(f"# [rank{rank}] mesh (dp, tp, ep) = ({dp}, {tp}, {ep}) coordinate {mesh.get_coordinate()} "
-          f"groups {groups} traced {len(gm.graph.nodes)} nodes", file=sys.stderr, flush=True)
+    print(
+        f"# [rank{rank}] mesh (dp, tp, ep) = ({dp}, {tp}, {ep}) coordinate {mesh.get_coordinate()} "
+        f"groups {groups} traced {len(gm.graph.nodes)} nodes",
+        file=sys.stderr,
+        flush=True,
+    )
 
     opt = torch.optim.SGD(plist, lr=0.1)
     for i in range(args.steps):

@@ -15,8 +15,13 @@ def fold_scale_by_one(gm, example_inputs):
     """`x * 1.0` (the gradient scale 1 / dp of a world without data parallelism) -> x. Only the float
     scale: an int factor is the model's (and folding `* 1` on one rank only would make ranks diverge)."""
     for node in list(gm.graph.nodes):
-        if (node.op == "call_function" and node.target is aten.mul.Tensor and len(node.args) == 2
-                and isinstance(node.args[1], float) and node.args[1] == 1.0):
+        if (
+            node.op == "call_function"
+            and node.target is aten.mul.Tensor
+            and len(node.args) == 2
+            and isinstance(node.args[1], float)
+            and node.args[1] == 1.0
+        ):
             node.replace_all_uses_with(node.args[0])
             gm.graph.erase_node(node)
     gm.graph.lint()

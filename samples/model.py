@@ -46,6 +46,7 @@ class ModelConfig:
 # parameters
 # ---------------------------------------------------------------------------
 
+
 def param_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
     D, V, E, H = cfg.dim, cfg.vocab, cfg.n_experts, cfg.expert_hidden
     shapes = {"tok_emb": (V, D), "pos_emb": (cfg.seq_len, D)}
@@ -108,6 +109,7 @@ def shard_params(full: dict[str, torch.Tensor], cfg: ModelConfig, pc: ParallelCo
 # ---------------------------------------------------------------------------
 # model
 # ---------------------------------------------------------------------------
+
 
 def rms_norm(x, w, eps):
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
@@ -256,6 +258,7 @@ class TrainStep:
 # ---------------------------------------------------------------------------
 # data
 # ---------------------------------------------------------------------------
+
 
 def global_batch(cfg: ModelConfig, world: int, step: int, device):
     """A learnable synthetic task: each sequence follows a fixed random

@@ -31,6 +31,7 @@ import torch.distributed._functional_collectives as funcol
 # functional collectives, feature-detected across torch versions
 # ---------------------------------------------------------------------------
 
+
 def _pick(*names):
     for n in names:
         fn = getattr(funcol, n, None)
@@ -82,6 +83,7 @@ def all_reduce_sum(x: torch.Tensor, group: str) -> torch.Tensor:
 # ---------------------------------------------------------------------------
 # process-group / mesh setup
 # ---------------------------------------------------------------------------
+
 
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -202,6 +204,7 @@ def _group_ranks(group_name: str) -> list[int]:
 # ---------------------------------------------------------------------------
 # mesh coordinates: the rank-agnostic way and the rank-baked bug
 # ---------------------------------------------------------------------------
+
 
 def mesh_coordinate(mesh, dim: int, *, baked: bool):
     """The coordinate of this rank on mesh dimension ``dim``.

@@ -67,9 +67,11 @@ BUGS = {
 PIPELINE_TARGET = "torchtitan.experiments.graph_trainer.passes:compile_time_passes"
 
 ASSETS_VERSION = "1"  # bump when make_assets makes something else
-_WORDS = ("the a graph pass rank mesh tensor shard expert token layer gradient step loss model data "
-          "parallel fsdp group reduce gather scatter all to compile trace node fake process world device "
-          "memory bucket overlap schedule pipeline attention norm weight bias router capacity").split()
+_WORDS = (
+    "the a graph pass rank mesh tensor shard expert token layer gradient step loss model data "
+    "parallel fsdp group reduce gather scatter all to compile trace node fake process world device "
+    "memory bucket overlap schedule pipeline attention norm weight bias router capacity"
+).split()
 
 
 def make_assets(directory: str) -> tuple[str, str]:
@@ -95,13 +97,26 @@ def make_assets(directory: str) -> tuple[str, str]:
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     # 512 < the debug models' vocabulary (2048): every id is an embedding row
-    tok.train_from_iterator(lines, trainers.BpeTrainer(
-        vocab_size=512, special_tokens=["<|begin_of_text|>", "<|end_of_text|>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False))
+    tok.train_from_iterator(
+        lines,
+        trainers.BpeTrainer(
+            vocab_size=512,
+            special_tokens=["<|begin_of_text|>", "<|end_of_text|>"],
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            show_progress=False,
+        ),
+    )
     tok.save(os.path.join(tok_dir, "tokenizer.json"))
     with open(os.path.join(tok_dir, "tokenizer_config.json"), "w") as f:
-        json.dump({"bos_token": "<|begin_of_text|>", "eos_token": "<|end_of_text|>",
-                   "add_bos_token": True, "add_eos_token": False}, f)
+        json.dump(
+            {
+                "bos_token": "<|begin_of_text|>",
+                "eos_token": "<|end_of_text|>",
+                "add_bos_token": True,
+                "add_eos_token": False,
+            },
+            f,
+        )
     # "data.json": a file name with "test" in it would make `datasets` call the split "test"
     with open(os.path.join(data_dir, "data.json"), "w") as f:
         for line in lines:
@@ -116,7 +131,12 @@ def parallelism(model: str, world: int) -> list[str]:
     if world < 2 or world % 2:
         raise SystemExit(f"--world {world}: an even number of ranks, at least 2 (tp or ep is 2)")
     if model == "llama3":
-        return ["--parallelism.data_parallel_shard_degree", str(world // 2), "--parallelism.tensor_parallel_degree", "2"]
+        return [
+            "--parallelism.data_parallel_shard_degree",
+            str(world // 2),
+            "--parallelism.tensor_parallel_degree",
+            "2",
+        ]
     return ["--parallelism.data_parallel_shard_degree", str(world), "--parallelism.expert_parallel_degree", "2"]
 
 
@@ -125,12 +145,27 @@ def command(args: argparse.Namespace, tok_dir: str, data_dir: str, python: str, 
     cap = [gti, "capture", "--out", args.out, "--pass", PIPELINE_TARGET]
     worker = [python, "-m", "graphtrain_inspect.samples.torchtitan_cpu"]
     disabled = list(CPU_DISABLED)
-    tt = ["--module", module, "--config", config,
-          "--hf_assets_path", tok_dir, "--dataloader.dataset_path", data_dir,
-          "--dump_folder", os.path.join(args.assets, "outputs"),
-          "--training.steps", str(args.steps), "--training.seq_len", "128", "--training.local_batch_size", "2",
-          *parallelism(args.model, args.world),
-          "--compile.disable_passes", ",".join(disabled)]
+    tt = [
+        "--module",
+        module,
+        "--config",
+        config,
+        "--hf_assets_path",
+        tok_dir,
+        "--dataloader.dataset_path",
+        data_dir,
+        "--dump_folder",
+        os.path.join(args.assets, "outputs"),
+        "--training.steps",
+        str(args.steps),
+        "--training.seq_len",
+        "128",
+        "--training.local_batch_size",
+        "2",
+        *parallelism(args.model, args.world),
+        "--compile.disable_passes",
+        ",".join(disabled),
+    ]
     if args.model == "moe":
         # its all-to-all token dispatcher synchronizes with the CPU, which torchtitan refuses
         # under CUDA graphs (on by default); cudagraph_pass is disabled here anyway
@@ -141,27 +176,42 @@ def command(args: argparse.Namespace, tok_dir: str, data_dir: str, python: str, 
         worker += ["--gti-bug", args.bug]
         tt += ["--compile.pass_pipeline", pipeline]
     if args.real:
-        launch = [os.path.join(os.path.dirname(python), "torchrun"), "--standalone", "--nproc-per-node", str(args.world), "-m",
-                  "graphtrain_inspect.samples.torchtitan_cpu"] + worker[3:]
+        launch = [
+            os.path.join(os.path.dirname(python), "torchrun"),
+            "--standalone",
+            "--nproc-per-node",
+            str(args.world),
+            "-m",
+            "graphtrain_inspect.samples.torchtitan_cpu",
+        ] + worker[3:]
         return [*cap, "--", *launch, *tt]
     return [*cap, "--simulate-world", str(args.world), "--stop-after-passes", "--", *worker, *tt]
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m graphtrain_inspect.samples.torchtitan", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m graphtrain_inspect.samples.torchtitan", description=__doc__.split("\n\n")[0]
+    )
     ap.add_argument("--model", choices=sorted(MODELS), default="llama3")
     ap.add_argument("--world", type=int, default=8, help="ranks of the job (simulated unless --real)")
     ap.add_argument("--out", required=True, help="the capture directory (graphtrain-inspect capture --out)")
-    ap.add_argument("--assets", default="gti-torchtitan-assets", help="where the tokenizer and data set are made (once)")
+    ap.add_argument(
+        "--assets", default="gti-torchtitan-assets", help="where the tokenizer and data set are made (once)"
+    )
     ap.add_argument("--bug", choices=sorted(BUGS), help="add a pass of our own with a planted bug to the pipeline")
-    ap.add_argument("--real", action="store_true", help="run the ranks with torchrun on gloo instead of simulating them")
+    ap.add_argument(
+        "--real", action="store_true", help="run the ranks with torchrun on gloo instead of simulating them"
+    )
     ap.add_argument("--steps", type=int, default=3, help="training steps (a simulated rank stops after its passes)")
     ap.add_argument("--dry-run", action="store_true", help="print the command, run nothing")
     args = ap.parse_args(argv)
     try:
         import torchtitan  # noqa: F401
     except ImportError:
-        print("graphtrain_inspect.samples.torchtitan: torchtitan is not installed: pip install -e '.[torchtitan]'", file=sys.stderr)
+        print(
+            "graphtrain_inspect.samples.torchtitan: torchtitan is not installed: pip install -e '.[torchtitan]'",
+            file=sys.stderr,
+        )
         return 2
     args.assets = os.path.abspath(args.assets)
     tok_dir, data_dir = make_assets(args.assets)
@@ -169,7 +219,10 @@ def main(argv: list[str] | None = None) -> int:
     gti = shutil.which("graphtrain-inspect", path=os.path.dirname(python)) or "graphtrain-inspect"
     cmd = command(args, tok_dir, data_dir, python, gti)
     module, config = MODELS[args.model]
-    print(f"# {config}: graph_trainer's default {args.model} config uses FlexAttention, whose backward torch " "does not implement on CPU")
+    print(
+        f"# {config}: graph_trainer's default {args.model} config uses FlexAttention, whose backward torch "
+        "does not implement on CPU"
+    )
     for name, why in CPU_DISABLED.items():
         print(f"# disabled on CPU: {name}: {why}")
     # Everything torchtitan reads through HuggingFace stays in --assets: no hub, no home cache.

@@ -76,7 +76,7 @@ def main(argv: list[str]) -> None:
     if "--gti-bug" in argv:
         i = argv.index("--gti-bug")
         bug = argv[i + 1] if i + 1 < len(argv) else ""
-        del argv[i:i + 2]
+        del argv[i : i + 2]
     use_cpu_device()
     if bug is not None:
         os.environ["GTI_TORCHTITAN_BUG"] = bug

@@ -32,7 +32,9 @@ def _loss_node(gm: torch.fx.GraphModule) -> tuple[torch.fx.Node, torch.fx.Node]:
     return out, loss
 
 
-def bake_tp_coordinate_pass(gm: torch.fx.GraphModule, example_inputs: Any, *, tp_coordinate: int) -> torch.fx.GraphModule:
+def bake_tp_coordinate_pass(
+    gm: torch.fx.GraphModule, example_inputs: Any, *, tp_coordinate: int
+) -> torch.fx.GraphModule:
     out, loss = _loss_node(gm)
     with gm.graph.inserting_before(out):
         shifted = gm.graph.call_function(aten.add.Tensor, (loss, tp_coordinate))
@@ -44,7 +46,9 @@ def bake_tp_coordinate_pass(gm: torch.fx.GraphModule, example_inputs: Any, *, tp
     return gm
 
 
-def ep_divergent_pass(gm: torch.fx.GraphModule, example_inputs: Any, *, ep_coordinate: int, ep_size: int) -> torch.fx.GraphModule:
+def ep_divergent_pass(
+    gm: torch.fx.GraphModule, example_inputs: Any, *, ep_coordinate: int, ep_size: int
+) -> torch.fx.GraphModule:
     if ep_coordinate != ep_size - 1:
         return gm
     out, loss = _loss_node(gm)
@@ -82,4 +86,6 @@ def tp_coordinate_pipeline(traced_result: Any, config: Any, *, parallel_dims: An
 def ep_divergent_pipeline(traced_result: Any, config: Any, *, parallel_dims: Any = None) -> list:
     ep, ep_size = _coordinate(parallel_dims, "ep")
     passes = construct_default_graph_passes(traced_result, config, parallel_dims=parallel_dims)
-    return _insert_after_canonicalize(passes, functools.partial(globals()["ep_divergent_pass"], ep_coordinate=ep, ep_size=ep_size))
+    return _insert_after_canonicalize(
+        passes, functools.partial(globals()["ep_divergent_pass"], ep_coordinate=ep, ep_size=ep_size)
+    )

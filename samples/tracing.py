@@ -41,7 +41,12 @@ def keep_model_frames() -> bool:
         return False
     from graphtrain_inspect.samples import model, parallel
 
-    fns = [obj for mod in (model, parallel) for obj in vars(mod).values() if inspect.isfunction(obj) and obj.__module__ == mod.__name__]
+    fns = [
+        obj
+        for mod in (model, parallel)
+        for obj in vars(mod).values()
+        if inspect.isfunction(obj) and obj.__module__ == mod.__name__
+    ]
     fns.append(model.TrainStep.__call__)
     try:
         for fn in fns:

@@ -32,32 +32,57 @@ from graphtrain_inspect.samples.parallel import init_parallel
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(prog="python -m graphtrain_inspect.samples.train", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m graphtrain_inspect.samples.train",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--mode", choices=("traced", "eager"), default="traced")
-    p.add_argument("--coor", action="store_true",
-                   help="compile on one rank: rank 0 traces + runs the passes, every rank loads that graph")
-    p.add_argument("--bug", action="append", default=[], choices=bugs.ALL,
-                   help="plant a bug (repeatable); see samples/README.md")
+    p.add_argument(
+        "--coor",
+        action="store_true",
+        help="compile on one rank: rank 0 traces + runs the passes, every rank loads that graph",
+    )
+    p.add_argument(
+        "--bug", action="append", default=[], choices=bugs.ALL, help="plant a bug (repeatable); see samples/README.md"
+    )
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    p.add_argument("--dump-graphs", metavar="DIR", default=None,
-                   help="write print_readable of the traced graph and of each pass's output to DIR/rank<R>/")
-    p.add_argument("--artifact-dir", metavar="DIR", default=None,
-                   help="--coor: where rank 0 writes the serialized graph (default: a temp dir, path broadcast)")
+    p.add_argument(
+        "--dump-graphs",
+        metavar="DIR",
+        default=None,
+        help="write print_readable of the traced graph and of each pass's output to DIR/rank<R>/",
+    )
+    p.add_argument(
+        "--artifact-dir",
+        metavar="DIR",
+        default=None,
+        help="--coor: where rank 0 writes the serialized graph (default: a temp dir, path broadcast)",
+    )
     p.add_argument("--optimizer", choices=("adam", "sgd"), default="adam")
     p.add_argument("--lr", type=float, default=None)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--losses-json", metavar="PATH", default=None,
-                   help="rank 0 also writes the losses (floats) to PATH")
+    p.add_argument("--losses-json", metavar="PATH", default=None, help="rank 0 also writes the losses (floats) to PATH")
     p.add_argument("--quiet", action="store_true", help="no '# ...' info lines")
-    p.add_argument("--inductor-passes", action="store_true",
-                   help="after the pipeline, run Inductor's joint-graph and post-grad passes on the graph (dozens of passes)")
-    p.add_argument("--experts", type=int, default=4,
-                   help="experts per MoE layer (8 ranks need 8: the router's rows are sharded over every rank)")
+    p.add_argument(
+        "--inductor-passes",
+        action="store_true",
+        help="after the pipeline, run Inductor's joint-graph and post-grad passes on the graph (dozens of passes)",
+    )
+    p.add_argument(
+        "--experts",
+        type=int,
+        default=4,
+        help="experts per MoE layer (8 ranks need 8: the router's rows are sharded over every rank)",
+    )
     p.add_argument("--layers", type=int, default=2, help="transformer layers (about 450 graph nodes each)")
-    p.add_argument("--timings-json", metavar="PATH", default=None,
-                   help="rank 0 writes trace, pipeline and per-step wall times to PATH (benchmarks)")
+    p.add_argument(
+        "--timings-json",
+        metavar="PATH",
+        default=None,
+        help="rank 0 writes trace, pipeline and per-step wall times to PATH (benchmarks)",
+    )
     return p.parse_args(argv)
 
 
@@ -86,8 +111,14 @@ def build_graph(step, params, names, cfg, pc, args):
     TIMINGS["traced_nodes"] = len(gm.graph.nodes)
     _log(pc, args.quiet, f"traced joint graph: {len(gm.graph.nodes)} nodes in {time.perf_counter() - t0:.2f}s")
     t1, c1 = time.perf_counter(), time.process_time()
-    gm = pipeline.run_pipeline(gm, fake_args, dump_dir=args.dump_graphs, rank=pc.rank,
-                               log=lambda m: _log(pc, args.quiet, m), inductor=args.inductor_passes)
+    gm = pipeline.run_pipeline(
+        gm,
+        fake_args,
+        dump_dir=args.dump_graphs,
+        rank=pc.rank,
+        log=lambda m: _log(pc, args.quiet, m),
+        inductor=args.inductor_passes,
+    )
     TIMINGS["pipeline_s"] = time.perf_counter() - t1
     TIMINGS["pipeline_cpu_s"] = time.process_time() - c1
     gm.meta["gti_trace_info"] = {"traced_on": pc.describe(), "bugs": bugs.active()}
@@ -184,8 +215,12 @@ def main(argv=None):
     params = [shards[n].requires_grad_(True) for n in names]
     opt = make_optimizer(params, args)
     step = TrainStep(cfg, pc, names)
-    _log(pc, args.quiet, f"mesh {pc.mesh_dim_names}={tuple(pc.mesh.shape)} mode={args.mode} "
-         f"coor={args.coor} bugs={bugs.active()} device={pc.device}")
+    _log(
+        pc,
+        args.quiet,
+        f"mesh {pc.mesh_dim_names}={tuple(pc.mesh.shape)} mode={args.mode} "
+        f"coor={args.coor} bugs={bugs.active()} device={pc.device}",
+    )
 
     if args.mode == "traced":
         if args.coor:

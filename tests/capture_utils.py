@@ -14,7 +14,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def torchrun(nproc: int, *module_and_args: str) -> list[str]:
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}", "-m", *module_and_args]
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc-per-node={nproc}",
+        "-m",
+        *module_and_args,
+    ]
 
 
 def run_cli(*args: str, timeout: int = 300, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -23,7 +31,14 @@ def run_cli(*args: str, timeout: int = 300, env: dict | None = None) -> subproce
     e["PYTHONPATH"] = os.pathsep.join([str(ROOT), *[p for p in e.get("PYTHONPATH", "").split(os.pathsep) if p]])
     if env:
         e.update(env)
-    return subprocess.run([sys.executable, "-m", "graphtrain_inspect.inspector.cli", *args], cwd=ROOT, env=e, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "graphtrain_inspect.inspector.cli", *args],
+        cwd=ROOT,
+        env=e,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def run_plain(cmd: list[str], timeout: int = 300) -> subprocess.CompletedProcess:

@@ -54,11 +54,33 @@ def sample_capture(tmp_path_factory):
     def get(*bugs: str, coor: bool = False, blobs: bool = True, nproc: int = 2) -> Path:
         key = (tuple(sorted(bugs)), coor, blobs, nproc)
         if key not in cache:
-            name = "-".join([*key[0], *(["coor"] if coor else []), *([] if blobs else ["noblobs"]), f"n{nproc}"]) or "clean"
+            name = (
+                "-".join([*key[0], *(["coor"] if coor else []), *([] if blobs else ["noblobs"]), f"n{nproc}"])
+                or "clean"
+            )
             out = tmp_path_factory.mktemp("sample") / name
-            args = ["--steps", SAMPLE_STEPS, "--quiet", *[a for b in key[0] for a in ("--bug", b)], *(["--coor"] if coor else [])]
-            opts = ["--pass", "graphtrain_inspect.samples.pipeline:PIPELINE", "--no-inductor", *([] if blobs else ["--no-blobs"])]
-            r = run_cli("capture", "--out", str(out), *opts, "--", *torchrun(nproc, "graphtrain_inspect.samples.train", *args), timeout=600)
+            args = [
+                "--steps",
+                SAMPLE_STEPS,
+                "--quiet",
+                *[a for b in key[0] for a in ("--bug", b)],
+                *(["--coor"] if coor else []),
+            ]
+            opts = [
+                "--pass",
+                "graphtrain_inspect.samples.pipeline:PIPELINE",
+                "--no-inductor",
+                *([] if blobs else ["--no-blobs"]),
+            ]
+            r = run_cli(
+                "capture",
+                "--out",
+                str(out),
+                *opts,
+                "--",
+                *torchrun(nproc, "graphtrain_inspect.samples.train", *args),
+                timeout=600,
+            )
             assert r.returncode == 0, f"sample capture {name} failed:\n{r.stderr[-4000:]}"
             cache[key] = out
         return cache[key]
@@ -78,7 +100,14 @@ def compile_events_trace(tmp_path_factory) -> Path:
 
     out = tmp_path_factory.mktemp("compile_events") / "trace"
     env = {**os.environ, "TORCH_TRACE": str(out), "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    r = subprocess.run([sys.executable, "-m", "tests.programs.compile_events"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "tests.programs.compile_events"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0 and "g failed: Unsupported" in r.stdout, r.stderr[-3000:]
     return out
 

@@ -46,11 +46,13 @@ GARBAGE = [
     b"garbage line\n",
     b"\x00\xff\xfe binary \x80\n",
     b"V1121 20:55:01.123456 4242 graphtrain_inspect/capture.py:1] {\n",
-    b'V1121 20:55:01.123456 4242 graphtrain_inspect/capture.py:1] '
+    b"V1121 20:55:01.123456 4242 graphtrain_inspect/capture.py:1] "
     b'{"artifact":{"name":"gti_pass","encoding":"json","seq":99},'
     b'"rank":0,"has_payload":"00000000000000000000000000000000"}\n\t{}\n',
-    b'V1121 20:55:01.123456 4242 graphtrain_inspect/capture.py:1] ' b'{"artifact":{"name":"gti_future","encoding":"json"},"rank":0}\n',
-    b'V1121 20:55:01.123456 4242 graphtrain_inspect/capture.py:1] ' b'{"artifact":{"name":"gti_pass","encoding":"base64"},"rank":0}\n\tAAAA\n',
+    b"V1121 20:55:01.123456 4242 graphtrain_inspect/capture.py:1] "
+    b'{"artifact":{"name":"gti_future","encoding":"json"},"rank":0}\n',
+    b"V1121 20:55:01.123456 4242 graphtrain_inspect/capture.py:1] "
+    b'{"artifact":{"name":"gti_pass","encoding":"base64"},"rank":0}\n\tAAAA\n',
     b'V1121 20:55:01.123456 4242 graphtrain_inspect/capture.py:1] {"dynamo_start":{"stack":[]},"rank":0}\n',
     b"\r\n",
 ]
@@ -248,7 +250,13 @@ class Baseline:
                 if end > d or not semantic:
                     continue
                 a, b = self.passes[seq], passes.get(seq)
-                if b is None or (a.name, a.before, a.after, a.status, a.traced) != (b.name, b.before, b.after, b.status, b.traced):
+                if b is None or (a.name, a.before, a.after, a.status, a.traced) != (
+                    b.name,
+                    b.before,
+                    b.after,
+                    b.status,
+                    b.traced,
+                ):
                     res.lost.append(f"capture: pass #{seq} {a.name}: {'missing' if b is None else 'differs'}")
             for gid, end in self.graph_end.items():
                 if end > d:

@@ -27,7 +27,15 @@ from graphtrain_inspect.capture import graph_tables, logformat
 
 
 class RankWriter:
-    def __init__(self, parent: "CaptureWriter", rank: int, *, local_rank: int | None = None, own_device: str | None = None, rank_table: dict | None = None):
+    def __init__(
+        self,
+        parent: "CaptureWriter",
+        rank: int,
+        *,
+        local_rank: int | None = None,
+        own_device: str | None = None,
+        rank_table: dict | None = None,
+    ):
         self.parent = parent
         self.rank = rank
         self.local_rank = rank if local_rank is None else local_rank
@@ -40,12 +48,27 @@ class RankWriter:
         self.produced: set[str] = set()
         self.records = 0
         self.passes = 0
-        self._write(logformat.HEADER, {
-            "format": logformat.FORMAT_NAME, "format_version": logformat.FORMAT_VERSION, "rank": rank,
-            "local_rank": self.local_rank, "world_size": parent.world_size, "group_rank": 0, "pid": 1000 + rank,
-            "host": "testhost", "user": "test", "argv": ["test"], "torch_version": _torch_version(), "python": "3",
-            "cuda_visible_devices": None, "time": time.time(), "sources": ["named"], "blobs": False,
-        })
+        self._write(
+            logformat.HEADER,
+            {
+                "format": logformat.FORMAT_NAME,
+                "format_version": logformat.FORMAT_VERSION,
+                "rank": rank,
+                "local_rank": self.local_rank,
+                "world_size": parent.world_size,
+                "group_rank": 0,
+                "pid": 1000 + rank,
+                "host": "testhost",
+                "user": "test",
+                "argv": ["test"],
+                "torch_version": _torch_version(),
+                "python": "3",
+                "cuda_visible_devices": None,
+                "time": time.time(),
+                "sources": ["named"],
+                "blobs": False,
+            },
+        )
         if rank_table is not None:
             self._write(logformat.RANKS, rank_table)
 
@@ -74,7 +97,15 @@ class RankWriter:
         self._write(logformat.DEVICES, {"gid": gid, **dev}, {"gid": gid})
         return gid
 
-    def apply(self, name: str, before: Any, after: Any = None, *, exception: BaseException | None = None, qualname: str | None = None) -> int:
+    def apply(
+        self,
+        name: str,
+        before: Any,
+        after: Any = None,
+        *,
+        exception: BaseException | None = None,
+        qualname: str | None = None,
+    ) -> int:
         """Record one pass application: `after` is a GraphModule, {role: GraphModule}, or None when it raised."""
         seq = self.seq
         self.seq += 1
@@ -88,24 +119,54 @@ class RankWriter:
             self.pipeline += 1
         status = "raised" if exception is not None else "ok"
         rec = {
-            "seq": seq, "name": name, "qualname": qualname or f"tests:{name}", "source": "named", "target": None,
-            "subsystem": None, "parent": None, "rank": self.rank, "local_rank": self.local_rank,
-            "world_size": self.parent.world_size, "compile_id": None, "pipeline": max(self.pipeline, 0),
-            "traced": traced, "time": time.time(), "wall_s": 0.001, "status": status,
-            "exception": {"type": type(exception).__name__, "message": str(exception), "traceback": ""} if exception else None,
-            "before": b, "after": after_ids,
+            "seq": seq,
+            "name": name,
+            "qualname": qualname or f"tests:{name}",
+            "source": "named",
+            "target": None,
+            "subsystem": None,
+            "parent": None,
+            "rank": self.rank,
+            "local_rank": self.local_rank,
+            "world_size": self.parent.world_size,
+            "compile_id": None,
+            "pipeline": max(self.pipeline, 0),
+            "traced": traced,
+            "time": time.time(),
+            "wall_s": 0.001,
+            "status": status,
+            "exception": {"type": type(exception).__name__, "message": str(exception), "traceback": ""}
+            if exception
+            else None,
+            "before": b,
+            "after": after_ids,
             "nodes": {"before": self.graphs[b], "after": {r: self.graphs[g] for r, g in after_ids.items()}},
-            "blobs": {}, "capture_errors": 0,
+            "blobs": {},
+            "capture_errors": 0,
         }
         self._write(logformat.PASS, rec, {"seq": seq, "status": status})
         self.passes += 1
         return seq
 
     def error(self, where: str, message: str) -> None:
-        self._write(logformat.ERROR, {"where": where, "seq": None, "pass": None, "type": "RuntimeError", "message": message, "traceback": ""})
+        self._write(
+            logformat.ERROR,
+            {"where": where, "seq": None, "pass": None, "type": "RuntimeError", "message": message, "traceback": ""},
+        )
 
     def end(self) -> None:
-        self._write(logformat.END, {"records": self.records + 1, "bytes": self.f.tell(), "passes": self.passes, "graphs": len(self.graphs), "blobs": 0, "capture_errors": 0, "time": time.time()})
+        self._write(
+            logformat.END,
+            {
+                "records": self.records + 1,
+                "bytes": self.f.tell(),
+                "passes": self.passes,
+                "graphs": len(self.graphs),
+                "blobs": 0,
+                "capture_errors": 0,
+                "time": time.time(),
+            },
+        )
 
     def close(self) -> None:
         if not self.f.closed:
@@ -127,12 +188,27 @@ class CaptureWriter:
     def finish(self, status: str = "finished") -> str:
         for w in self.writers.values():
             w.close()
-        ranks = {str(r): {"log": logformat.log_file_name(r), "bytes": os.path.getsize(w.path)} for r, w in self.writers.items()}
+        ranks = {
+            str(r): {"log": logformat.log_file_name(r), "bytes": os.path.getsize(w.path)}
+            for r, w in self.writers.items()
+        }
         manifest = {
-            "format": logformat.FORMAT_NAME, "format_version": logformat.FORMAT_VERSION, "command": ["test"],
-            "command_line": "test", "cwd": self.directory, "env": self.env, "torch_version": _torch_version(),
-            "host": "testhost", "user": "test", "uid": 0, "started": time.time(), "ended": time.time(),
-            "exit_code": 0, "signal": None, "status": status, "options": {"passes": [], "inductor": False, "blobs": False},
+            "format": logformat.FORMAT_NAME,
+            "format_version": logformat.FORMAT_VERSION,
+            "command": ["test"],
+            "command_line": "test",
+            "cwd": self.directory,
+            "env": self.env,
+            "torch_version": _torch_version(),
+            "host": "testhost",
+            "user": "test",
+            "uid": 0,
+            "started": time.time(),
+            "ended": time.time(),
+            "exit_code": 0,
+            "signal": None,
+            "status": status,
+            "options": {"passes": [], "inductor": False, "blobs": False},
             "ranks": ranks,
         }
         with open(os.path.join(self.directory, logformat.MANIFEST_NAME), "wb") as f:
@@ -140,7 +216,9 @@ class CaptureWriter:
         return self.directory
 
 
-def mesh_rank_table(rank: int, shape: tuple[int, ...], dim_names: tuple[str, ...], *, group_base: int = 1, world_group: str = "0") -> dict[str, Any]:
+def mesh_rank_table(
+    rank: int, shape: tuple[int, ...], dim_names: tuple[str, ...], *, group_base: int = 1, world_group: str = "0"
+) -> dict[str, Any]:
     """A `gti_ranks` table for a row-major device mesh over range(prod(shape)). Group names are
     numbered as torch numbers them: per dimension, one name per group, so the same dimension's
     group has a different name on ranks in different groups (rank 0's dp group "1", rank 1's "2")."""
@@ -170,7 +248,16 @@ def mesh_rank_table(rank: int, shape: tuple[int, ...], dim_names: tuple[str, ...
         "world_size": world,
         "backend": "gloo",
         "groups": groups,
-        "meshes": [{"dim_names": list(dim_names), "shape": list(shape), "mesh": _nest(list(range(world)), shape), "device_type": "cpu", "coordinate": coord, "group_names": group_names}],
+        "meshes": [
+            {
+                "dim_names": list(dim_names),
+                "shape": list(shape),
+                "mesh": _nest(list(range(world)), shape),
+                "device_type": "cpu",
+                "coordinate": coord,
+                "group_names": group_names,
+            }
+        ],
     }
 
 

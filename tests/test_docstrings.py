@@ -110,7 +110,11 @@ def example_problems(module: str, doc: str) -> list[str]:
                 if not hasattr(cls, node.attr) and node.attr not in fields and node.attr not in _init_attrs(cls):
                     problems.append(f"{code!r}: {cls.__name__} has no attribute {node.attr}")
         for stmt in tree.body:
-            if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call) and isinstance(stmt.value.func, ast.Name):
+            if (
+                isinstance(stmt, ast.Assign)
+                and isinstance(stmt.value, ast.Call)
+                and isinstance(stmt.value.func, ast.Name)
+            ):
                 cls = _class_named(stmt.value.func.id, mod)
                 for t in stmt.targets:
                     if isinstance(t, ast.Name) and cls is not None:
@@ -155,7 +159,10 @@ def test_the_resolver_catches_what_does_not_exist():
     assert not resolve("inspector.replay_plan")
     assert not resolve("inspector.replay.graph_view")
     doc = "Example:\n\n    r = Replayer(cap, target)\n    out = r.run()\n    r.check_outcome(out)\n"
-    assert example_problems(f"{NS}.inspector.replay.replayer", doc) == ["'r.check_outcome(out)': Replayer has no attribute check_outcome"]
+    assert example_problems(f"{NS}.inspector.replay.replayer", doc) == [
+        "'r.check_outcome(out)': Replayer has no attribute check_outcome"
+    ]
     assert example_problems(f"{NS}.inspector.read.capture_index", "    cap = no_such_opener(DIR)\n") == [
-        f"'cap = no_such_opener(DIR)': no_such_opener is not defined in {NS}.inspector.read.capture_index, its package or the API"
+        f"'cap = no_such_opener(DIR)': no_such_opener is not defined in {NS}.inspector.read.capture_index, "
+        "its package or the API"
     ]

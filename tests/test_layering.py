@@ -31,20 +31,47 @@ ALLOWED: dict[str, set[str]] = {
     "inspector.read": {"inspector.errors", "inspector.read"},  # + capture.logformat / capture.symbol_usage, below
     "inspector.diff": {"inspector.errors", "inspector.read", "inspector.diff"},
     "inspector.checks": {"inspector.errors", "inspector.read", "inspector.diff", "inspector.checks"},
-    "inspector.replay": {"capture", "inspector.errors", "inspector.read", "inspector.diff", "inspector.checks", "inspector.replay"},
-    "inspector.cli": {"capture", "inspector.errors", "inspector.read", "inspector.diff", "inspector.checks", "inspector.replay",
-                      "inspector.cli"},
+    "inspector.replay": {
+        "capture",
+        "inspector.errors",
+        "inspector.read",
+        "inspector.diff",
+        "inspector.checks",
+        "inspector.replay",
+    },
+    "inspector.cli": {
+        "capture",
+        "inspector.errors",
+        "inspector.read",
+        "inspector.diff",
+        "inspector.checks",
+        "inspector.replay",
+        "inspector.cli",
+    },
     "inspector": set(),
-    "tui": {"capture", "inspector.errors", "inspector.read", "inspector.diff", "inspector.checks", "inspector.replay",
-            "inspector.cli", "tui"},
+    "tui": {
+        "capture",
+        "inspector.errors",
+        "inspector.read",
+        "inspector.diff",
+        "inspector.checks",
+        "inspector.replay",
+        "inspector.cli",
+        "tui",
+    },
     "samples": {"capture", "inspector.errors", "inspector.read", "inspector.diff", "inspector.checks", "samples"},
 }
 # What read, diff and checks may take from capture: the log format and the symbol rules the writer
 # and the reader share, the signature the launcher writes and replay verifies (signing), and the
 # one escaping of capture text for terminals the launcher's summary and the commands share
 # (terminal_text). Nothing that runs inside training.
-SHARED_FORMAT = {f"{NS}.capture.logformat", f"{NS}.capture.symbol_usage", f"{NS}.capture.rank_ranges",
-                 f"{NS}.capture.signing", f"{NS}.capture.terminal_text"}
+SHARED_FORMAT = {
+    f"{NS}.capture.logformat",
+    f"{NS}.capture.symbol_usage",
+    f"{NS}.capture.rank_ranges",
+    f"{NS}.capture.signing",
+    f"{NS}.capture.terminal_text",
+}
 # The one place the core reaches the UI: the `tui` command's launcher, inside its run function.
 LAZY_UI = {("inspector/cli/tui.py", "tui")}
 UI_LIBRARIES = ("textual", "rich")
@@ -138,7 +165,8 @@ def test_the_table_catches_a_wrong_direction():
     """The checker itself: an import against the flow is reported, the allowed ones are not."""
     assert violations("inspector/read/logscan.py", "from graphtrain_inspect.inspector.checks import run_checks\n") == [
         "inspector/read/logscan.py: inspector.read imports graphtrain_inspect.inspector.checks (inspector.checks)",
-        "inspector/read/logscan.py: inspector.read imports graphtrain_inspect.inspector.checks.run_checks (inspector.checks)",
+        "inspector/read/logscan.py: inspector.read imports "
+        "graphtrain_inspect.inspector.checks.run_checks (inspector.checks)",
     ]
     assert violations("inspector/read/logscan.py", "from graphtrain_inspect.capture import session\n")
     assert violations("inspector/read/logscan.py", "from graphtrain_inspect.capture import logformat\n") == []
@@ -149,8 +177,17 @@ def test_the_table_catches_a_wrong_direction():
     assert violations("capture/wrap.py", "import inspector\n")  # outside the namespace
     assert violations("inspector/cli/tui.py", "def run(a):\n    from graphtrain_inspect.tui.app import App\n") == []
     assert violations("inspector/cli/tui.py", "from graphtrain_inspect.tui.app import App\n")
-    assert violations("inspector/read/x.py", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from graphtrain_inspect.inspector.checks import Finding\n") == []
-    assert violations("inspector/read/x.py", "from graphtrain_inspect.inspector.errors import CaptureUnreadable\n") == []
+    assert (
+        violations(
+            "inspector/read/x.py",
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+            "    from graphtrain_inspect.inspector.checks import Finding\n",
+        )
+        == []
+    )
+    assert (
+        violations("inspector/read/x.py", "from graphtrain_inspect.inspector.errors import CaptureUnreadable\n") == []
+    )
     assert violations("inspector/errors.py", "from graphtrain_inspect.inspector.read import logscan\n")
     assert violations("capture/wrap.py", "from graphtrain_inspect.inspector.errors import CaptureUnreadable\n")
 
@@ -174,7 +211,9 @@ def _modules(folder: str) -> list[str]:
     return sorted(mods)
 
 
-@pytest.mark.parametrize("folder,heavy", [("inspector", ("textual", "rich", "torch")), ("capture", ("textual", "rich"))])
+@pytest.mark.parametrize(
+    "folder,heavy", [("inspector", ("textual", "rich", "torch")), ("capture", ("textual", "rich"))]
+)
 def test_core_imports_without_ui_or_torch(folder, heavy):
     """Each module imported alone in a fresh interpreter: no textual or rich (nor torch for the inspector)."""
     mods = [m for m in _modules(folder) if m not in NEEDS_TORCH]

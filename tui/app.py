@@ -72,8 +72,16 @@ class InspectApp(CaptureLoading, ViewActions, CompileActions, TorchNodeCounts, A
         Binding("s", "toggle_diff_mode", "Split/unified", id="diff.toggle-mode"),
         Binding("z", "expand_folds", "Diff: open every folded stretch", show=False, id="diff.expand-all"),
         Binding("b", "cycle_base_rank", "Rank diff: take the next rank as base", show=False, id="rankdiff.base-rank"),
-        Binding("left_square_bracket", "other_rank(-1)", "The same pass on the previous rank", show=False, id="app.rank-previous"),
-        Binding("right_square_bracket", "other_rank(1)", "The same pass on the next rank", show=False, id="app.rank-next"),
+        Binding(
+            "left_square_bracket",
+            "other_rank(-1)",
+            "The same pass on the previous rank",
+            show=False,
+            id="app.rank-previous",
+        ),
+        Binding(
+            "right_square_bracket", "other_rank(1)", "The same pass on the next rank", show=False, id="app.rank-next"
+        ),
         Binding("y", "copy_line", "Copy the line (or table row)", show=False, id="app.copy-line"),
         Binding("Y", "copy_hunk", "Copy the diff hunk around the cursor", show=False, id="app.copy-hunk"),
         Binding("e", "export", "Export", id="app.export"),
@@ -92,16 +100,31 @@ class InspectApp(CaptureLoading, ViewActions, CompileActions, TorchNodeCounts, A
         Binding("7", "show_view('problems')", "Problems", show=False, id="view.problems"),
         Binding("8", "show_view('output-code')", "Output code (Inductor)", show=False, id="view.output-code"),
         Binding("9", "show_view('compile')", "Compile events (torch.compile)", show=False, id="view.compile"),
-        Binding("i", "goto_kernel", "Code view: the Inductor kernel computing the node", show=False, id="app.goto-kernel"),
+        Binding(
+            "i", "goto_kernel", "Code view: the Inductor kernel computing the node", show=False, id="app.goto-kernel"
+        ),
         Binding("I", "goto_fx_node", "Output code: the FX node the kernel computes", show=False, id="app.goto-fx-node"),
     ]
 
-    def __init__(self, path: str, *, source: str = "auto", keymap: dict[str, str] | None = None, keymap_problems: list[str] | None = None, poll_seconds: float = 1.0, replay_runner=None, label: str | None = None, shared_graph: bool = False) -> None:
+    def __init__(
+        self,
+        path: str,
+        *,
+        source: str = "auto",
+        keymap: dict[str, str] | None = None,
+        keymap_problems: list[str] | None = None,
+        poll_seconds: float = 1.0,
+        replay_runner=None,
+        label: str | None = None,
+        shared_graph: bool = False,
+    ) -> None:
         super().__init__()
         self.path = str(path)
         self.label = label or self.path
         self.source = source
-        self.shared_graph = shared_graph  # check --shared-graph: the device policy for a graph compiled once, loaded by every rank
+        self.shared_graph = (
+            shared_graph  # check --shared-graph: the device policy for a graph compiled once, loaded by every rank
+        )
         self.user_keymap = dict(keymap or {})
         self.keymap_problems = list(keymap_problems or [])
         self.poll_seconds = poll_seconds
@@ -117,7 +140,9 @@ class InspectApp(CaptureLoading, ViewActions, CompileActions, TorchNodeCounts, A
         self.stale: set[str] = set(VIEWS)
         self.shown: dict[str, Any] = {}  # view -> key of what it shows
         self.pending_jump: tuple[str, str, str | None, Place | None] | None = None  # (view, node, subgraph, place)
-        self.pending_code_line: tuple[int | None, str | None, str] | None = None  # a codegen finding's (line, kernel, caption)
+        self.pending_code_line: tuple[int | None, str | None, str] | None = (
+            None  # a codegen finding's (line, kernel, caption)
+        )
         self.search_query = ""
         self.jobs: dict[str, str] = {}
         self.signature: tuple = ()
@@ -265,7 +290,10 @@ class InspectApp(CaptureLoading, ViewActions, CompileActions, TorchNodeCounts, A
         n = len(self.findings)
         live = " · live: watching for new records" if o.live else ""
         place = f" · {self.place.label(o)}" if self.place else ""
-        return f"{o.name}: {plural(len(o.ranks), 'rank')} · {plural(sum(len(r.passes) for r in o.ranks), 'pass')} · " f"{plural(n, 'finding')}{place}{live}"
+        return (
+            f"{o.name}: {plural(len(o.ranks), 'rank')} · {plural(sum(len(r.passes) for r in o.ranks), 'pass')} · "
+            f"{plural(n, 'finding')}{place}{live}"
+        )
 
     @on(Progress)
     def on_progress(self, m: Progress) -> None:
@@ -458,7 +486,13 @@ class InspectApp(CaptureLoading, ViewActions, CompileActions, TorchNodeCounts, A
         if m.error:
             self._show_error(m.view, m.error)
             return
-        ctx = ResultContext(m.place, m.place.label(outline), self.session, lambda what: self._unreadable(m.place, what), self.shown.get(m.view))
+        ctx = ResultContext(
+            m.place,
+            m.place.label(outline),
+            self.session,
+            lambda what: self._unreadable(m.place, what),
+            self.shown.get(m.view),
+        )
         drawn = self.query_one(f"#{m.view}-view").show_result(m.payload, m.extra, ctx)
         if drawn.key is not None:
             self.shown[m.view] = drawn.key
@@ -496,12 +530,19 @@ class InspectApp(CaptureLoading, ViewActions, CompileActions, TorchNodeCounts, A
             return self.open_compile_event(ranks, label, COMPILE_FINDING_ROWS[f.kind])
         target = finding_target(f, self.session.index, prefer_rank=self.place.rank if self.place else None)
         if target is None:
-            self.notify(f"cannot place this finding in the capture ({f.introduced_by}, ranks {f.ranks})", severity="warning")
+            self.notify(
+                f"cannot place this finding in the capture ({f.introduced_by}, ranks {f.ranks})", severity="warning"
+            )
             return False
         if target.base_rank is not None:
             self.base_rank = target.base_rank
         # the traced graph's place has no role: the same Place the tree's entry holds
-        place = Place(target.rank, target.pipeline if target.pipeline is not None else 0, target.seq, target.role if target.seq is not None else None)
+        place = Place(
+            target.rank,
+            target.pipeline if target.pipeline is not None else 0,
+            target.seq,
+            target.role if target.seq is not None else None,
+        )
         if target.view == "output-code":
             self.pending_code_line = (target.line, target.kernel, code_caption(f))
             self.pending_jump = (target.view, target.node or target.kernel or "", None, place)
@@ -587,7 +628,15 @@ class InspectApp(CaptureLoading, ViewActions, CompileActions, TorchNodeCounts, A
                     sub, _, value = value.rpartition(":")
                 self.goto_node(value, sub or None)
 
-        self.push_screen(PromptScreen("Go to node (name, or subgraph:name)", placeholder="a node of the graph in view; → completes", suggestions=names[:50000], id="goto-prompt"), done)
+        self.push_screen(
+            PromptScreen(
+                "Go to node (name, or subgraph:name)",
+                placeholder="a node of the graph in view; → completes",
+                suggestions=names[:50000],
+                id="goto-prompt",
+            ),
+            done,
+        )
 
     @on(Input.Submitted, "#search-input")
     def on_search_submitted(self, event: Input.Submitted) -> None:
@@ -607,8 +656,22 @@ class InspectApp(CaptureLoading, ViewActions, CompileActions, TorchNodeCounts, A
             return [b for b in bs if isinstance(b, Binding)]
 
         return [
-            ("everywhere", only(self.BINDINGS) + [Binding("ctrl+p", "command_palette", "Command palette: open a rank, pass or node by name", id="app.command-palette")]),
-            ("code and diff views", only(LineView.BINDINGS) + [Binding("enter", "", "Open a folded stretch (diff)", id="diff.unfold")]),
+            (
+                "everywhere",
+                only(self.BINDINGS)
+                + [
+                    Binding(
+                        "ctrl+p",
+                        "command_palette",
+                        "Command palette: open a rank, pass or node by name",
+                        id="app.command-palette",
+                    )
+                ],
+            ),
+            (
+                "code and diff views",
+                only(LineView.BINDINGS) + [Binding("enter", "", "Open a folded stretch (diff)", id="diff.unfold")],
+            ),
             ("tree", only(CaptureTree.BINDINGS)),
             ("findings", only(FindingsView.BINDINGS)),
         ]
@@ -636,15 +699,29 @@ class InspectApp(CaptureLoading, ViewActions, CompileActions, TorchNodeCounts, A
         self.call_after_refresh(lambda: self.call_after_refresh(self.fit_tabs))
 
     # the tab names that shorten when the tab bar would not show every tab whole
-    SHORT_TABS = {"pass-diff": ("Pass diff", "Pass Δ"), "rank-diff": ("Rank diff", "Rank Δ"), "output-code": ("Output code", "Output"),
-                  "symbols": ("Symbols", "Syms"), "devices": ("Devices", "Devs"), "compile": ("Compile", "Comp")}
+    SHORT_TABS = {
+        "pass-diff": ("Pass diff", "Pass Δ"),
+        "rank-diff": ("Rank diff", "Rank Δ"),
+        "output-code": ("Output code", "Output"),
+        "symbols": ("Symbols", "Syms"),
+        "devices": ("Devices", "Devs"),
+        "compile": ("Compile", "Comp"),
+    }
 
     def fit_tabs(self) -> None:
         tabbed = self.query_one(TabbedContent)
         tabs = [tabbed.get_tab(p.id) for p in tabbed.query(TabPane) if p.id]
         # each tab is its label and one cell either side; room kept for counts added later
-        need = sum(len(self.SHORT_TABS[t.id.removeprefix("--content-tab-")][0]) if t.id.removeprefix("--content-tab-") in self.SHORT_TABS
-                   else len(t.label_text) for t in tabs) + 2 * len(tabs) + 6
+        need = (
+            sum(
+                len(self.SHORT_TABS[t.id.removeprefix("--content-tab-")][0])
+                if t.id.removeprefix("--content-tab-") in self.SHORT_TABS
+                else len(t.label_text)
+                for t in tabs
+            )
+            + 2 * len(tabs)
+            + 6
+        )
         short = need > tabbed.size.width
         for pane_id, names in self.SHORT_TABS.items():
             tab = tabbed.get_tab(pane_id)

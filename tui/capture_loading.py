@@ -69,7 +69,14 @@ class CaptureLoading:
                         # would otherwise share the interpreter with it
                         self.tree_shown.wait(timeout=2.0)
                 total = loader.total_bytes or 1
-                self.post_message(Progress("load", f"indexing {mb(loader.scanned_bytes)} of {mb(total)}", fraction=loader.scanned_bytes / total, done=done))
+                self.post_message(
+                    Progress(
+                        "load",
+                        f"indexing {mb(loader.scanned_bytes)} of {mb(total)}",
+                        fraction=loader.scanned_bytes / total,
+                        done=done,
+                    )
+                )
                 if done:
                     break
         except CaptureUnreadable as e:
@@ -133,7 +140,9 @@ class CaptureLoading:
             if place is not None:
                 tree.reveal(place)
             elif not m.session.outline.ranks:
-                self.code_view.clear("no records yet: the capture has just started; they appear here as they are written")
+                self.code_view.clear(
+                    "no records yet: the capture has just started; they appear here as they are written"
+                )
         else:
             added = tree.sync(m.session.outline)
             if m.reload and added:
@@ -234,7 +243,9 @@ class CaptureLoading:
             return
         size = self.loader.total_bytes if self.loader is not None else 0
         if not asked and size > self.AUTO_CHECK_BYTES and not self.findings:
-            self.findings_view.set_status(f"the capture is {mb(size)}: the checks read every graph (minutes, GBs of memory); press c to run them")
+            self.findings_view.set_status(
+                f"the capture is {mb(size)}: the checks read every graph (minutes, GBs of memory); press c to run them"
+            )
             return
         if "checks" in self.jobs:
             self.checks_dirty = True
@@ -253,14 +264,20 @@ class CaptureLoading:
 
         self.post_message(Progress("checks", "running checks…"))
         t0 = time.perf_counter()
-        result = run_checks(path, source, shared_graph=self.shared_graph, started=lambda proc: setattr(self, "checks_process", proc))
+        result = run_checks(
+            path, source, shared_graph=self.shared_graph, started=lambda proc: setattr(self, "checks_process", proc)
+        )
         self.checks_process = None
         badges: dict = {}
         session = self.session
         if result.error is None and session is not None:
             with session.lock:
                 badges = finding_badges(result.findings, session.index)
-        self.post_message(FindingsReady(result.findings, badges, result.notes, result.not_run, time.perf_counter() - t0, error=result.error))
+        self.post_message(
+            FindingsReady(
+                result.findings, badges, result.notes, result.not_run, time.perf_counter() - t0, error=result.error
+            )
+        )
         self.post_message(Progress("checks", "", done=True))
 
     def show_finding_counts(self) -> None:
@@ -293,4 +310,3 @@ class CaptureLoading:
         self.show_finding_counts()
         if self.checks_dirty:
             self.run_checks()
-

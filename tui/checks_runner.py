@@ -26,16 +26,35 @@ class CheckResult:
 
 
 def check_argv(path: str, source: str = "auto", shared_graph: bool = False) -> list[str]:
-    return [sys.executable, "-m", "graphtrain_inspect.inspector.cli", "check", path, "--json", "--source", source,
-            *(["--shared-graph"] if shared_graph else [])]
+    return [
+        sys.executable,
+        "-m",
+        "graphtrain_inspect.inspector.cli",
+        "check",
+        path,
+        "--json",
+        "--source",
+        source,
+        *(["--shared-graph"] if shared_graph else []),
+    ]
 
 
 def finding_from_json(d: dict[str, Any]) -> Finding:
     return Finding(
-        kind=d["kind"], severity=d["severity"], message=d.get("message") or "", introduced_by=d.get("introduced_by"),
-        pass_=d.get("pass"), ranks=list(d.get("ranks") or []), graph=d.get("graph"), subgraph=d.get("subgraph"),
-        node=d.get("node"), evidence=d.get("evidence") or {}, pipeline=d.get("pipeline"),
-        introduced_seq=d.get("introduced_seq"), last_seq=d.get("last_seq"), layer=d.get("layer") or "graph",
+        kind=d["kind"],
+        severity=d["severity"],
+        message=d.get("message") or "",
+        introduced_by=d.get("introduced_by"),
+        pass_=d.get("pass"),
+        ranks=list(d.get("ranks") or []),
+        graph=d.get("graph"),
+        subgraph=d.get("subgraph"),
+        node=d.get("node"),
+        evidence=d.get("evidence") or {},
+        pipeline=d.get("pipeline"),
+        introduced_seq=d.get("introduced_seq"),
+        last_seq=d.get("last_seq"),
+        layer=d.get("layer") or "graph",
         source=d.get("source") if isinstance(d.get("source"), dict) else None,
     )
 
@@ -43,13 +62,22 @@ def finding_from_json(d: dict[str, Any]) -> Finding:
 def parse_report(stdout: bytes) -> CheckResult:
     doc = orjson.loads(stdout)
     summary = doc.get("summary") or {}
-    return CheckResult([finding_from_json(f) for f in doc.get("findings") or []], list(summary.get("notes") or []), list(summary.get("not_run") or []))
+    return CheckResult(
+        [finding_from_json(f) for f in doc.get("findings") or []],
+        list(summary.get("notes") or []),
+        list(summary.get("not_run") or []),
+    )
 
 
 def run_checks(path: str, source: str = "auto", *, shared_graph: bool = False, started=None) -> CheckResult:
     """Run the checks; `started(proc)` is called with the child so the caller can stop it."""
     try:
-        proc = subprocess.Popen(check_argv(path, source, shared_graph), stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            check_argv(path, source, shared_graph),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+        )
     except OSError as e:
         return CheckResult(error=f"cannot run the checks: {e}")
     if started is not None:

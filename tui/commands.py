@@ -33,11 +33,25 @@ class CaptureCommands(Provider):
             return out
         o = session.outline
         for r in o.ranks:
-            out.append((f"rank {r.rank}", partial(app.open_rank, r.rank), f"{len(r.passes)} passes, {r.own_device or ''}"))
+            out.append(
+                (f"rank {r.rank}", partial(app.open_rank, r.rank), f"{len(r.passes)} passes, {r.own_device or ''}")
+            )
             for pl in r.pipelines:
-                out.append((f"rank {r.rank} · graph {pl.index} · trace", partial(app.open_place, Place(r.rank, pl.index)), f"traced graph, {pl.traced_nodes} nodes"))
+                out.append(
+                    (
+                        f"rank {r.rank} · graph {pl.index} · trace",
+                        partial(app.open_place, Place(r.rank, pl.index)),
+                        f"traced graph, {pl.traced_nodes} nodes",
+                    )
+                )
                 for p in pl.passes:
-                    out.append((f"rank {r.rank} · #{p.seq} {p.name}", partial(app.open_place, Place(r.rank, pl.index, p.seq, p.first_role())), "pass"))
+                    out.append(
+                        (
+                            f"rank {r.rank} · #{p.seq} {p.name}",
+                            partial(app.open_place, Place(r.rank, pl.index, p.seq, p.first_role())),
+                            "pass",
+                        )
+                    )
         code = app.code_view
         place = getattr(app, "place", None)
         here: set[tuple[str, str]] = set()

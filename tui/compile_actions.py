@@ -12,12 +12,19 @@ from graphtrain_inspect.tui.widgets.capture_tree import CompileData
 from graphtrain_inspect.tui.widgets.compile_view import CompileView
 
 # finding kind -> the compile view's row it opens (None: the compile's own row)
-COMPILE_FINDING_ROWS = {"compile-failure": "failed", "graph-break": "break", "recompile": "recompile", "rank-divergent-compile": None}
+COMPILE_FINDING_ROWS = {
+    "compile-failure": "failed",
+    "graph-break": "break",
+    "recompile": "recompile",
+    "rank-divergent-compile": None,
+}
 COMPILE_FINDING_KINDS = frozenset(COMPILE_FINDING_ROWS)
 
 
 class CompileActions:
-    pending_compile: tuple[list[int], str, str | None] | None = None  # (ranks, label, row kind) to show once the view is filled
+    pending_compile: tuple[list[int], str, str | None] | None = (
+        None  # (ranks, label, row kind) to show once the view is filled
+    )
 
     def apply_pending_compile(self) -> None:
         """The compile view was just filled: show the event asked for before it was."""
@@ -33,7 +40,11 @@ class CompileActions:
         r = self.session.outline.rank(rank) if self.session else None
         if r is None:
             return []
-        return [Place(rank, pl.index) for pl in r.pipelines if pl.compile_id and base_compile_id(pl.compile_id) == compile_id]
+        return [
+            Place(rank, pl.index)
+            for pl in r.pipelines
+            if pl.compile_id and base_compile_id(pl.compile_id) == compile_id
+        ]
 
     def compile_graphs(self, rank: int, compile_id: str) -> list[str]:
         r = self.session.outline.rank(rank) if self.session else None

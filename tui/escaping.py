@@ -22,8 +22,10 @@ class EscapeControls(LineFilter):
         if not any(not control and escape_controls(text) != text for text, _, control in segments):
             return segments
         width = Segment.get_line_length(segments)
-        out = [Segment(escape_controls(text), style, control) if not control else Segment(text, style, control)
-               for text, style, control in segments]
+        out = [
+            Segment(escape_controls(text), style, control) if not control else Segment(text, style, control)
+            for text, style, control in segments
+        ]
         return Segment.adjust_line_length(out, width)
 
 

@@ -36,5 +36,5 @@ def load_keymap(path: str | None = None) -> tuple[dict[str, str], list[str]]:
         if isinstance(v, str):
             out[str(k)] = v
         else:
-            problems.append(f"{p}: {k}: keys must be a string like \"ctrl+r\"")
+            problems.append(f'{p}: {k}: keys must be a string like "ctrl+r"')
     return out, problems

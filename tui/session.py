@@ -114,7 +114,9 @@ class CaptureSession:
             return rows, story.note or "no compile events"
         n = {k: len(story.events(kinds=(k,))) for k in ("failure", "break", "restart", "recompile")}
         compiles = sum(len(story.compiles(r)) for r in story.by_rank)
-        return rows, f"{compiles} compiles on {len(story.by_rank)} rank(s) · " + " · ".join(f"{v} {k}{'s' if v != 1 else ''}" for k, v in n.items()) + f" · from {story.source}"
+        return rows, f"{compiles} compiles on {len(story.by_rank)} rank(s) · " + " · ".join(
+            f"{v} {k}{'s' if v != 1 else ''}" for k, v in n.items()
+        ) + f" · from {story.source}"
 
     @classmethod
     def open(cls, path: str, source: str = "auto") -> "CaptureSession":
@@ -168,7 +170,9 @@ class CaptureSession:
         if code is None:
             return None
         lines = code.splitlines()
-        return GraphText(place.rank, gid, lines, CodeIndex(lines), f"{place.label(self.outline)} · {gid} · {len(lines)} lines")
+        return GraphText(
+            place.rank, gid, lines, CodeIndex(lines), f"{place.label(self.outline)} · {gid} · {len(lines)} lines"
+        )
 
     def node_places(self, rank: int) -> list[tuple[str, str, Place]]:
         """(subgraph, node name, the latest place showing it) for every node of every graph state
@@ -210,7 +214,11 @@ class CaptureSession:
         """(the last code Inductor generated from the place's pipeline on its rank, how many it
         generated from it): a recompile replaces the code, so the last one is what ran last."""
         with self.lock:
-            mine = [oc for oc in output_codes(self.cap, place.rank) if (pl := pipeline_of(self.cap, oc)) is not None and pl.index == place.pipeline]
+            mine = [
+                oc
+                for oc in output_codes(self.cap, place.rank)
+                if (pl := pipeline_of(self.cap, oc)) is not None and pl.index == place.pipeline
+            ]
             if not mine:
                 return None, 0
             oc = mine[-1]
@@ -222,7 +230,10 @@ class CaptureSession:
         graph = self.place_of_gid(place.rank, place.pipeline, oc.graph) if oc.graph else None
         cid = f" · compile {oc.compile_id}" if oc.compile_id else ""
         more = f" · last of {len(mine)}" if len(mine) > 1 else ""
-        title = f"rank {place.rank} · graph {place.pipeline}{cid} · {oc.oid} · {len(kernels)} " f"kernel{'' if len(kernels) == 1 else 's'} · {len(lines)} lines{more}"
+        title = (
+            f"rank {place.rank} · graph {place.pipeline}{cid} · {oc.oid} · {len(kernels)} "
+            f"kernel{'' if len(kernels) == 1 else 's'} · {len(lines)} lines{more}"
+        )
         return OutputCodeText(place.rank, oc.oid, lines, kernels, dict(oc.origins), graph, title), len(mine)
 
     def pass_diff(self, place: Place) -> DiffResult | None:
@@ -245,7 +256,16 @@ class CaptureSession:
         role_txt = f" ({role})" if role != "out" else ""
         title = f"#{p.seq} {p.name}{role_txt} on rank {place.rank}: {p.before} → {gid}"
         summary = f"{nodes} · −{c['removed']} +{c['added']} lines" + (" · no text changes" if model.empty else "")
-        return DiffResult(model, f"before {p.name}", f"after {p.name}{role_txt}", CodeIndex(la), CodeIndex(lb), title, summary, ("pass", place.rank, p.before, gid))
+        return DiffResult(
+            model,
+            f"before {p.name}",
+            f"after {p.name}{role_txt}",
+            CodeIndex(la),
+            CodeIndex(lb),
+            title,
+            summary,
+            ("pass", place.rank, p.before, gid),
+        )
 
     def rank_diff(self, place: Place, base: int) -> tuple[DiffResult | None, list[str]]:
         """The place's graph on the base rank against place.rank (the next rank when place is on the
@@ -288,7 +308,16 @@ class CaptureSession:
         c = model.counts
         title = f"{place.label(self.outline)} against base rank {base}, normalized"
         summary = "ranks agree (after normalization)" if model.empty else f"−{c['removed']} +{c['added']} lines"
-        return DiffResult(model, f"rank {base} {bgid}", f"rank {place.rank} {here}", CodeIndex(la), CodeIndex(lb), title, summary, ("rank", base, bgid, place.rank, here)), status
+        return DiffResult(
+            model,
+            f"rank {base} {bgid}",
+            f"rank {place.rank} {here}",
+            CodeIndex(la),
+            CodeIndex(lb),
+            title,
+            summary,
+            ("rank", base, bgid, place.rank, here),
+        ), status
 
     def symbols(self, place: Place) -> list[SymbolRow]:
         gid = self.gid_of(place)
@@ -320,11 +349,24 @@ class CaptureSession:
                 for st in statuses:
                     if st.get("state") == "stopped":
                         where = os.path.join(self.path, "status", f"rank_{r}.{st.get('pid')}.json")
-                        out.append((where, str(r), f"the capture stopped on this rank (pid {st.get('pid')}): " f"{st.get('reason') or 'no reason given'}; records after that are missing"))
+                        out.append(
+                            (
+                                where,
+                                str(r),
+                                f"the capture stopped on this rank (pid {st.get('pid')}): "
+                                f"{st.get('reason') or 'no reason given'}; records after that are missing",
+                            )
+                        )
             for r in self.cap.ranks:
                 log = self.cap.log_file(r)
                 for ce in self.cap.capture_errors(r):
                     p = f" in pass #{ce.get('seq')} {ce.get('pass')}" if ce.get("pass") else ""
                     msg = str(ce.get("message") or "").splitlines()
-                    out.append((log.path if log else "", str(r), f"capture error{p} ({ce.get('where')}): {ce.get('type')}: {msg[0] if msg else ''}"))
+                    out.append(
+                        (
+                            log.path if log else "",
+                            str(r),
+                            f"capture error{p} ({ce.get('where')}): {ce.get('type')}: {msg[0] if msg else ''}",
+                        )
+                    )
         return out

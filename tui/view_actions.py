@@ -99,7 +99,11 @@ class ViewActions:
         k = w.kernel_at_cursor() if self.active_view == "output-code" else None
         nodes = code.origins.get(k.name, []) if k is not None and code is not None else []
         if not nodes:
-            what = f"kernel {k.name} has no recorded FX nodes" if k is not None else "I: put the cursor on a kernel in the output code view"
+            what = (
+                f"kernel {k.name} has no recorded FX nodes"
+                if k is not None
+                else "I: put the cursor on a kernel in the output code view"
+            )
             self.notify(what, severity="warning", timeout=3)
             return
         node = self.kernel_from_node if self.kernel_from_node in nodes else nodes[0]
@@ -155,7 +159,14 @@ class ViewActions:
             if value:
                 self.export_to(value)
 
-        self.push_screen(PromptScreen(f"Export the {self.VIEW_TITLES[self.active_view].lower()} view to a file", value=self.default_export_name(), id="export-prompt"), done)
+        self.push_screen(
+            PromptScreen(
+                f"Export the {self.VIEW_TITLES[self.active_view].lower()} view to a file",
+                value=self.default_export_name(),
+                id="export-prompt",
+            ),
+            done,
+        )
 
     def export_to(self, path: str) -> str | None:
         text, _ = self.export_text()
@@ -174,12 +185,19 @@ class ViewActions:
 
     def action_replay(self) -> None:
         if self.place is not None and self.place.seq is None:
-            self.notify("the traced graph is the input of the passes, not a pass: select a pass (#N) to replay", severity="warning")
+            self.notify(
+                "the traced graph is the input of the passes, not a pass: select a pass (#N) to replay",
+                severity="warning",
+            )
             return
         if self.session is None or self.place is None:
             loading = "load" in getattr(self, "jobs", {})
-            self.notify("the capture is still being read: r replays the selected pass once it is open" if loading
-                        else "select a pass in the tree to replay", severity="warning")
+            self.notify(
+                "the capture is still being read: r replays the selected pass once it is open"
+                if loading
+                else "select a pass in the tree to replay",
+                severity="warning",
+            )
             return
         p = self.session.pass_entry(self.place)
         if p is None:
@@ -197,6 +215,7 @@ class ViewActions:
             except SuspendNotSupported:  # no terminal to hand over (headless, web): run it in the background
                 rc, msg = run_captured(argv)
         sev = "information" if rc == 0 else "warning"
-        self.notify(f"replay of #{p.seq} {p.name} on rank {p.rank} exited with {rc}" + (f": {msg}" if msg else ""), severity=sev)
+        self.notify(
+            f"replay of #{p.seq} {p.name} on rank {p.rank} exited with {rc}" + (f": {msg}" if msg else ""), severity=sev
+        )
         self.refresh()
-

@@ -37,7 +37,9 @@ def _load_capture_package(home: "str | None") -> None:
         ns = types.ModuleType("graphtrain_inspect")
         ns.__path__ = []
         sys.modules["graphtrain_inspect"] = ns
-    spec = importlib.util.spec_from_file_location("graphtrain_inspect.capture", os.path.join(home, "__init__.py"), submodule_search_locations=[home])
+    spec = importlib.util.spec_from_file_location(
+        "graphtrain_inspect.capture", os.path.join(home, "__init__.py"), submodule_search_locations=[home]
+    )
     if spec is None or spec.loader is None:
         return
     module = importlib.util.module_from_spec(spec)
@@ -58,7 +60,10 @@ def _chain(here: str) -> None:
     try:
         spec.loader.exec_module(module)
     except Exception as e:  # noqa: BLE001 - theirs failing is theirs; report as Python would
-        print(f"Error in sitecustomize ({spec.origin}); set PYTHONVERBOSE for traceback: {type(e).__name__}: {e}", file=sys.stderr)
+        print(
+            f"Error in sitecustomize ({spec.origin}); set PYTHONVERBOSE for traceback: {type(e).__name__}: {e}",
+            file=sys.stderr,
+        )
 
 
 _start()

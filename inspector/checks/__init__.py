@@ -70,8 +70,17 @@ def check_modules() -> dict[str, ModuleType]:
     )
 
     modules = (
-        codegen_device_baked, codegen_divergent, codegen_rank_baked, compile_failure, device_baked, graph_break,
-        incomplete_capture, rank_baked_constant, rank_divergent_compile, rank_divergent_graph, recompile,
+        codegen_device_baked,
+        codegen_divergent,
+        codegen_rank_baked,
+        compile_failure,
+        device_baked,
+        graph_break,
+        incomplete_capture,
+        rank_baked_constant,
+        rank_divergent_compile,
+        rank_divergent_graph,
+        recompile,
         stale_unbacked_symbol,
     )
     by_name = {m.__name__.rpartition(".")[2].replace("_", "-"): m for m in modules}
@@ -170,7 +179,14 @@ class Report:
 
 
 def _sort_key(f: Finding) -> tuple:
-    return (SEVERITY_RANK.get(f.severity, 9), list(CHECKS).index(f.kind) if f.kind in CHECKS else 99, f.pipeline or "", f.introduced_seq if f.introduced_seq is not None else -1, f.subgraph or "", f.node or "")
+    return (
+        SEVERITY_RANK.get(f.severity, 9),
+        list(CHECKS).index(f.kind) if f.kind in CHECKS else 99,
+        f.pipeline or "",
+        f.introduced_seq if f.introduced_seq is not None else -1,
+        f.subgraph or "",
+        f.node or "",
+    )
 
 
 def check_report(cap: "Capture", only: list[str] | None = None, *, shared_graph: bool = False, jobs: int = 1) -> Report:

@@ -58,7 +58,10 @@ def run(ctx: CheckContext) -> list[Finding]:
                 loaders = [x for x in all_ranks if x != r] if shared else [r]
                 if shared:
                     sev = "error"
-                    why = f"is pinned in code compiled on rank {r} and loaded by ranks {all_ranks}: ranks " f"{loaders} launch on device index {idx}"
+                    why = (
+                        f"is pinned in code compiled on rank {r} and loaded by ranks {all_ranks}: ranks "
+                        f"{loaders} launch on device index {idx}"
+                    )
                 elif own is not None and idx != own:
                     sev = "error"
                     why = f"is not rank {r}'s own device index {own}"
@@ -73,9 +76,18 @@ def run(ctx: CheckContext) -> list[Finding]:
                 fx = fx_node(ctx, {r: site}, kernel)
                 msg = f"device index {idx} ({first[1]}, {len(where)} line(s)) in generated code of {place} {why}"
                 ev = {
-                    "index": idx, "own_index": own, "shared": shared, "compiled_on": r, "loaded_by": loaders if shared else [r],
-                    "kernel": kernel.name if kernel else None, "line": first[0], "code": first[2],
-                    "lines": [{"line": ln, "what": w, "code": c, "kernel": k} for ln, w, c, k in where[:20]], **fx,
+                    "index": idx,
+                    "own_index": own,
+                    "shared": shared,
+                    "compiled_on": r,
+                    "loaded_by": loaders if shared else [r],
+                    "kernel": kernel.name if kernel else None,
+                    "line": first[0],
+                    "code": first[2],
+                    "lines": [{"line": ln, "what": w, "code": c, "kernel": k} for ln, w, c, k in where[:20]],
+                    **fx,
                 }
-                out.append(finding(KIND, sev, msg, {r: site}, all_ranks if shared else [r], node=fx["fx_node"], evidence=ev))
+                out.append(
+                    finding(KIND, sev, msg, {r: site}, all_ranks if shared else [r], node=fx["fx_node"], evidence=ev)
+                )
     return out

@@ -51,7 +51,10 @@ def run(ctx: CheckContext) -> list[Finding]:
         others = [r for r, _ in differ]
         first = differ[0][1]
         changed = [l for l in first if l[:1] in "+-" and not l.startswith(("+++", "---"))]
-        msg = f"generated code of ranks {others} differs in shape from rank {ranks[0]}'s ({len(changed)} line(s)) " "although their FX graphs agree"
+        msg = (
+            f"generated code of ranks {others} differs in shape from rank {ranks[0]}'s ({len(changed)} line(s)) "
+            "although their FX graphs agree"
+        )
         ev = {"differing_ranks": others, "diff": first[:40]}
         out.append(finding(KIND, "error", msg, sites, ranks, node=None, evidence=ev))
     return out

@@ -64,21 +64,34 @@ def run(ctx: CheckContext) -> list[Finding]:
                 if matches:
                     rel = matches[0]
                     form = rel.get("form") or rel["vector"]
-                    msg = f"literal in generated code of {where} differs across ranks ({vals}) and equals {form}: " "baked at compile time"
+                    msg = (
+                        f"literal in generated code of {where} differs across ranks ({vals}) and equals {form}: "
+                        "baked at compile time"
+                    )
                     sev = "error"
                 else:
                     msg = f"literal in generated code of {where} differs across ranks ({vals})"
                     sev = "warning"
                 if node:
-                    msg += f"; computed from FX node {node}" + (f" ({fx['source_node']} in the model)" if fx["source_node"] and fx["source_node"] != node else "")
+                    msg += f"; computed from FX node {node}" + (
+                        f" ({fx['source_node']} in the model)"
+                        if fx["source_node"] and fx["source_node"] != node
+                        else ""
+                    )
                 raw = ref.lines[i] if i < len(ref.lines) else ""
                 span = literal_span(raw, j)
                 ev = {
-                    "kernel": kname, "line": i + 1, "column": span[0] + 1 if span else None,
+                    "kernel": kname,
+                    "line": i + 1,
+                    "column": span[0] + 1 if span else None,
                     "code": clip_code(raw, *span) if span else clip_code(raw, 0, 0),
-                    "values": {str(r): values[r] for r in ranks}, "literals": {str(r): texts[r] for r in ranks},
-                    "matches": matches, **fx,
+                    "values": {str(r): values[r] for r in ranks},
+                    "literals": {str(r): texts[r] for r in ranks},
+                    "matches": matches,
+                    **fx,
                 }
                 out.append(finding(KIND, sev, msg, sites, ranks, node=node, evidence=ev))
     # several ranks generated code for one compile: each for itself, unless the user says it is shared
-    return grade_per_rank(ctx, out, shared=ctx.shared_graph, traced_by=(CODEGEN_PASS,), where="code each rank generated")
+    return grade_per_rank(
+        ctx, out, shared=ctx.shared_graph, traced_by=(CODEGEN_PASS,), where="code each rank generated"
+    )

@@ -98,7 +98,11 @@ def clip_code(line: str, start: int, end: int, width: int = CODE_WIDTH) -> str:
         return text
     lo = max(0, min(start - (width - (end - start)) // 2, len(text) - width))
     hi = lo + width
-    return ("…" if lo > 0 else "") + text[lo + (1 if lo > 0 else 0) : hi - (1 if hi < len(text) else 0)] + ("…" if hi < len(text) else "")
+    return (
+        ("…" if lo > 0 else "")
+        + text[lo + (1 if lo > 0 else 0) : hi - (1 if hi < len(text) else 0)]
+        + ("…" if hi < len(text) else "")
+    )
 
 
 def aligned(ctx: CheckContext) -> dict[str, dict[int, CodeSite]]:
@@ -134,7 +138,9 @@ def fx_node(ctx: CheckContext, sites: dict[int, CodeSite], kernel: Kernel | None
     if stack is None:
         # the node has none (a pass made it): the nearest of the kernel's nodes that has one
         # (same source node first), said as such
-        near = sorted((n for n in names if n != pick), key=lambda n: (mapping.get(n) != out["source_node"], names.index(n)))
+        near = sorted(
+            (n for n in names if n != pick), key=lambda n: (mapping.get(n) != out["source_node"], names.index(n))
+        )
         for n in near:
             stack = next((x.get("stack") for x in rows.get(n, []) if isinstance(x, dict) and x.get("stack")), None)
             if stack is not None:
@@ -148,13 +154,29 @@ def _args(row: Any) -> Any:
     return (row.get("args"), row.get("kwargs")) if isinstance(row, dict) else row
 
 
-def finding(kind: str, severity: str, message: str, sites: dict[int, CodeSite], ranks: list[int], *, node: str | None, evidence: dict[str, Any]) -> Finding:
+def finding(
+    kind: str,
+    severity: str,
+    message: str,
+    sites: dict[int, CodeSite],
+    ranks: list[int],
+    *,
+    node: str | None,
+    evidence: dict[str, Any],
+) -> Finding:
     ref = sites[min(sites)]
     pl = pipeline_of(ref.ctx.cap, ref.oc)
     ev = {"compile_id": ref.oc.compile_id, "output_code": {r: s.oc.oid for r, s in sorted(sites.items())}, **evidence}
     f = Finding(
-        kind=kind, severity=severity, message=message, introduced_by=CODEGEN_PASS, pass_=CODEGEN_PASS,
-        ranks=sorted(ranks), graph=ref.oc.graph, node=node, evidence=ev,
+        kind=kind,
+        severity=severity,
+        message=message,
+        introduced_by=CODEGEN_PASS,
+        pass_=CODEGEN_PASS,
+        ranks=sorted(ranks),
+        graph=ref.oc.graph,
+        node=node,
+        evidence=ev,
         pipeline=pl.key if pl is not None else (f"{ref.oc.compile_id or ''}#codegen"),
         introduced_seq=pl.passes[-1].seq if pl is not None and pl.passes else None,
         last_seq=pl.passes[-1].seq if pl is not None and pl.passes else None,

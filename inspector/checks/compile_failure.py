@@ -19,6 +19,10 @@ def run(ctx) -> list[Finding]:
     for e, ranks, _ in fold(story(ctx).events(kinds=("failure",)), where_key):
         fullgraph = e.fail_type in BREAK_FAIL_TYPES and not e.fell_back
         how = "fell back to eager" if e.fell_back else "raised" if e.fell_back is False else "fallback unknown"
-        head = f"graph break under fullgraph=True, compile {e.label} failed ({how})" if fullgraph else f"compile {e.label} failed ({how})"
+        head = (
+            f"graph break under fullgraph=True, compile {e.label} failed ({how})"
+            if fullgraph
+            else f"compile {e.label} failed ({how})"
+        )
         out.append(finding(KIND, "error", e, ranks, f"{head}: {e.reason}", ctx, fullgraph_break=fullgraph))
     return out

@@ -60,7 +60,9 @@ def pipeline_key(cap: Any, rank: int, compile_id: str) -> str:
     return f"{compile_id}#0"
 
 
-def finding(kind: str, severity: str, e: CompileEvent, ranks: list[int], message: str, ctx: Any = None, **extra: Any) -> Finding:
+def finding(
+    kind: str, severity: str, e: CompileEvent, ranks: list[int], message: str, ctx: Any = None, **extra: Any
+) -> Finding:
     st = compile_story_fn_name(e)
     src = e.frame.to_json() if e.frame is not None else None
     return Finding(
@@ -89,5 +91,11 @@ def evidence_line(f: Finding) -> str:
             parts.append("analysis restarted " + " ".join(ev["restarts"]))
         return "; ".join(parts)
     if f.kind == "compile-failure":
-        return f"{ev.get('fail_type')}: " + ("fell back to eager" if ev.get("fell_back") else "raised to the caller" if ev.get("fell_back") is False else "fallback unknown")
+        return f"{ev.get('fail_type')}: " + (
+            "fell back to eager"
+            if ev.get("fell_back")
+            else "raised to the caller"
+            if ev.get("fell_back") is False
+            else "fallback unknown"
+        )
     return ""

@@ -33,7 +33,9 @@ from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext, O
 from graphtrain_inspect.inspector.read.graphmodel import device_of_leaf, split_device
 
 KIND = "device-baked"
-DESCRIPTION = "device literals, constants or buffers on another rank's device, or device literals that differ across ranks"
+DESCRIPTION = (
+    "device literals, constants or buffers on another rank's device, or device literals that differ across ranks"
+)
 
 _HOST = ("cpu", "meta")
 
@@ -67,9 +69,26 @@ def per_graph(devices: dict[str, Any], own: str | None, *, shared: bool) -> list
             continue
         sev = "error"
         msg = f"device literal {dev} in {lit.get('target')} {lit.get('where')} {why}"
-        ev = {"device": dev, "own_device": own, "where": lit.get("where"), "target": lit.get("target"), "source": "literal"}
+        ev = {
+            "device": dev,
+            "own_device": own,
+            "where": lit.get("where"),
+            "target": lit.get("target"),
+            "source": "literal",
+        }
         key = ("literal", lit.get("graph") or "", lit.get("target"), lit.get("where"), dev)
-        out.append(Observation(key, sev, msg, node=lit.get("node"), subgraph=lit.get("graph") or None, evidence=ev, loose_key=("literal", dev), severity_if_fixed=fixed))
+        out.append(
+            Observation(
+                key,
+                sev,
+                msg,
+                node=lit.get("node"),
+                subgraph=lit.get("graph") or None,
+                evidence=ev,
+                loose_key=("literal", dev),
+                severity_if_fixed=fixed,
+            )
+        )
     for val in devices.get("values") or []:
         kind = val.get("kind")
         if kind == "input":
@@ -83,11 +102,28 @@ def per_graph(devices: dict[str, Any], own: str | None, *, shared: bool) -> list
             continue
         sev = "error"
         msg = f"{kind} {val.get('node')} ({val.get('dtype')}{val.get('shape')}) lives on {dev}, which {why}"
-        ev = {"device": dev, "own_device": own, "kind": kind, "dtype": val.get("dtype"), "shape": val.get("shape"), "source": kind}
+        ev = {
+            "device": dev,
+            "own_device": own,
+            "kind": kind,
+            "dtype": val.get("dtype"),
+            "shape": val.get("shape"),
+            "source": kind,
+        }
         if "value" in val:
             ev["value"] = val["value"]
         key = ("value", val.get("graph") or "", kind, dev, val.get("dtype"), repr(val.get("shape")))
-        out.append(Observation(key, sev, msg, node=val.get("node"), subgraph=val.get("graph") or None, evidence=ev, severity_if_fixed=fixed))
+        out.append(
+            Observation(
+                key,
+                sev,
+                msg,
+                node=val.get("node"),
+                subgraph=val.get("graph") or None,
+                evidence=ev,
+                severity_if_fixed=fixed,
+            )
+        )
     return out
 
 
@@ -105,17 +141,35 @@ def _observe_across(ctx: CheckContext, key, group: list[int]) -> list[Observatio
         if any(_foreign(d, ctx.cap.own_device(r, stages[r].gid)) for r, d in devs.items() if r in stages):
             continue
         idx = {r: split_device(d)[1] for r, d in devs.items()}
-        matches = match_vectors({r: i for r, i in idx.items() if i is not None}, vectors) if all(i is not None for i in idx.values()) else []
+        matches = (
+            match_vectors({r: i for r, i in idx.items() if i is not None}, vectors)
+            if all(i is not None for i in idx.values())
+            else []
+        )
         vals = values_by_rank(devs, str)
         if matches:
-            msg = f"device literal in {s.target} {s.where} differs across ranks ({vals}): the index is the " f"{matches[0]['vector']}"
+            msg = (
+                f"device literal in {s.target} {s.where} differs across ranks ({vals}): the index is the "
+                f"{matches[0]['vector']}"
+            )
             sev = "error"
         else:
             msg = f"device literal in {s.target} {s.where} differs across ranks ({vals})"
             sev = "warning"
         ev = cross_rank_evidence(s.where, s.target, devs, s.nodes, matches, source="cross-rank")
         vals_key = tuple(devs[r] for r in sorted(devs))
-        out.append(Observation(("across", s.subgraph, s.target, s.where, vals_key), sev, msg, node=s.node, subgraph=s.subgraph or None, evidence=ev, loose_key=("across", vals_key), severity_if_fixed="warning"))
+        out.append(
+            Observation(
+                ("across", s.subgraph, s.target, s.where, vals_key),
+                sev,
+                msg,
+                node=s.node,
+                subgraph=s.subgraph or None,
+                evidence=ev,
+                loose_key=("across", vals_key),
+                severity_if_fixed="warning",
+            )
+        )
     return out
 
 
@@ -158,10 +212,28 @@ def _observe_own(ctx: CheckContext, key, group: list[int]) -> list[Observation]:
         vals = ", ".join(f"rank {r}: {devs[r]}" for r in present)
         msg = (
             f"device literal in {lit.get('target')} {lit.get('where')} is each rank's own device ({vals}): "
-            "right for a graph each rank compiles for itself, wrong if one rank's graph is loaded by the " "others (check --shared-graph)"
+            "right for a graph each rank compiles for itself, wrong if one rank's graph is loaded by the "
+            "others (check --shared-graph)"
         )
-        ev = cross_rank_evidence(lit.get("where"), lit.get("target"), devs, {r: per_rank[r][k].get("node") for r in present}, matches, source="own-device")
-        out.append(Observation(("own", *k[:3], tuple(devs[r] for r in present)), "info", msg, node=lit.get("node"), subgraph=k[0] or None, evidence=ev, loose_key=("own", tuple(devs[r] for r in present))))
+        ev = cross_rank_evidence(
+            lit.get("where"),
+            lit.get("target"),
+            devs,
+            {r: per_rank[r][k].get("node") for r in present},
+            matches,
+            source="own-device",
+        )
+        out.append(
+            Observation(
+                ("own", *k[:3], tuple(devs[r] for r in present)),
+                "info",
+                msg,
+                node=lit.get("node"),
+                subgraph=k[0] or None,
+                evidence=ev,
+                loose_key=("own", tuple(devs[r] for r in present)),
+            )
+        )
     return out
 
 
@@ -183,7 +255,10 @@ def run(ctx: CheckContext) -> list:
 
     findings = ctx.blame_per_rank(KIND, observe)
     if unknown_own:
-        ctx.skip(f"{KIND} (own device)", f"rank(s) {sorted(unknown_own)}: own device unknown (no device table, no inputs with a device)")
+        ctx.skip(
+            f"{KIND} (own device)",
+            f"rank(s) {sorted(unknown_own)}: own device unknown (no device table, no inputs with a device)",
+        )
     if any(len([r for r in g if ctx.index.by_rank.get(r)]) >= 2 for g in ctx.rank_groups()):
         own = (lambda key, group: []) if ctx.shared_graph else (lambda key, group: _observe_own(ctx, key, group))
         findings.extend(ctx.blame_across(KIND, lambda key, group: _observe_across(ctx, key, group) + own(key, group)))

@@ -61,7 +61,9 @@ def literal_sites(ctx: CheckContext, key: StageKey, group: list[int]) -> list[Si
                 target = n.a.get("target")
                 if str(target).startswith(_IGNORED_TARGET_PREFIXES):
                     continue
-                changes = [(w, x, y) for w, x, y in n.args if w not in ("op", "target") and not is_ref(x) and not is_ref(y)]
+                changes = [
+                    (w, x, y) for w, x, y in n.args if w not in ("op", "target") and not is_ref(x) and not is_ref(y)
+                ]
                 for w, x, y in n.meta:
                     if w == "attr" and isinstance(x, dict) and isinstance(y, dict) and x.get("value") != y.get("value"):
                         vx, vy = x.get("value"), y.get("value")
@@ -79,7 +81,9 @@ def literal_sites(ctx: CheckContext, key: StageKey, group: list[int]) -> list[Si
                         k = (sub.path, n.a["name"], wx)
                         s = sites.get(k)
                         if s is None:
-                            s = sites[k] = Site(sub.path, n.a["name"], target, wx, {ref: lx}, {ref: n.a["name"]}, bool(n.a.get("bwd")))
+                            s = sites[k] = Site(
+                                sub.path, n.a["name"], target, wx, {ref: lx}, {ref: n.a["name"]}, bool(n.a.get("bwd"))
+                            )
                         s.values[other] = ly
                         s.nodes[other] = n.b["name"]
     # a leaf equal to the reference on some rank did not show up in its diff: fill it in, at the
@@ -94,7 +98,9 @@ def literal_sites(ctx: CheckContext, key: StageKey, group: list[int]) -> list[Si
                 if d.renamed is not None:
                     gone = removed.get(r)
                     if gone is None:
-                        gone = removed[r] = {(sub.path, n.a["name"]) for sub in d.subgraphs for n in sub.nodes if n.status == "removed"}
+                        gone = removed[r] = {
+                            (sub.path, n.a["name"]) for sub in d.subgraphs for n in sub.nodes if n.status == "removed"
+                        }
                     if (s.subgraph, s.node) in gone:
                         continue
                 s.nodes[r] = d.renamed.get((s.subgraph, s.node), s.node) if d.renamed else s.node
@@ -139,7 +145,9 @@ def _leaf_at(y: Any, base: str, path: str) -> Any:
     return _ABSENT
 
 
-def cross_rank_evidence(where: Any, target: Any, values: dict[int, Any], nodes: dict[int, Any], matches: list, **extra: Any) -> dict[str, Any]:
+def cross_rank_evidence(
+    where: Any, target: Any, values: dict[int, Any], nodes: dict[int, Any], matches: list, **extra: Any
+) -> dict[str, Any]:
     """The evidence of a finding about one place whose value differs across ranks (a literal, a
     device): the value and node on each rank, the rank-derived vectors it equals, what the check
     adds (`extra`), and the ranks it was seen on (`_ranks`, for blame; not printed)."""
@@ -153,4 +161,3 @@ def cross_rank_evidence(where: Any, target: Any, values: dict[int, Any], nodes: 
         **extra,
         "_ranks": ranks,
     }
-

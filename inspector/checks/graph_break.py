@@ -20,11 +20,44 @@ def run(ctx) -> list[Finding]:
     breaks = s.events(kinds=("break",))
     restarts = s.events(kinds=("restart",))
     for e, ranks, evs in fold(breaks, where_key):
-        mine = sorted({r.label for b in evs for r in restarts if r.rank == b.rank and r.compile_id == b.compile_id and r.attempt > b.attempt and r.reason == b.reason})
-        explained.update((r.rank, r.compile_id, r.reason) for b in evs for r in restarts if r.rank == b.rank and r.compile_id == b.compile_id and r.reason == b.reason)
+        mine = sorted(
+            {
+                r.label
+                for b in evs
+                for r in restarts
+                if r.rank == b.rank and r.compile_id == b.compile_id and r.attempt > b.attempt and r.reason == b.reason
+            }
+        )
+        explained.update(
+            (r.rank, r.compile_id, r.reason)
+            for b in evs
+            for r in restarts
+            if r.rank == b.rank and r.compile_id == b.compile_id and r.reason == b.reason
+        )
         resume = f"; resumes in {e.resume}" if e.resume else ""
-        out.append(finding(KIND, "warning", e, ranks, f"graph break in {e.frame.name if e.frame and e.frame.name else 'compiled code'} {e.label}: " f"{e.reason}{resume}", ctx, restarts=mine))
+        out.append(
+            finding(
+                KIND,
+                "warning",
+                e,
+                ranks,
+                f"graph break in {e.frame.name if e.frame and e.frame.name else 'compiled code'} {e.label}: "
+                f"{e.reason}{resume}",
+                ctx,
+                restarts=mine,
+            )
+        )
     lone = [r for r in restarts if (r.rank, r.compile_id, r.reason) not in explained]
     for e, ranks, _ in fold(lone, where_key):
-        out.append(finding(KIND, "warning", e, ranks, f"analysis restarted {e.label} (graph break): {e.reason}", ctx, restarts=[e.label]))
+        out.append(
+            finding(
+                KIND,
+                "warning",
+                e,
+                ranks,
+                f"analysis restarted {e.label} (graph break): {e.reason}",
+                ctx,
+                restarts=[e.label],
+            )
+        )
     return out

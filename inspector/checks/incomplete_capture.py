@@ -40,7 +40,9 @@ from graphtrain_inspect.inspector.checks import Finding
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
 
 KIND = "incomplete-capture"
-DESCRIPTION = "ranks, records, passes or blobs the capture is missing (killed rank, full disk, damaged log, copied without blobs)"
+DESCRIPTION = (
+    "ranks, records, passes or blobs the capture is missing (killed rank, full disk, damaged log, copied without blobs)"
+)
 
 
 def _finding(rank: int | None, problem: str, message: str, severity: str = "warning", **evidence: Any) -> Finding:
@@ -89,14 +91,25 @@ def run(ctx: CheckContext) -> list[Finding]:
     base = cap.path if os.path.isdir(cap.path) else os.path.dirname(os.path.abspath(cap.path))
 
     if ours and manifest is None:
-        why = next((e.message for e in cap.errors if os.path.basename(e.path) == logformat.MANIFEST_NAME), "no manifest.json")
-        findings.append(_finding(None, "no-manifest", f"{why}: which command ran and how it ended are unknown", "info", detail=why))
+        why = next(
+            (e.message for e in cap.errors if os.path.basename(e.path) == logformat.MANIFEST_NAME), "no manifest.json"
+        )
+        findings.append(
+            _finding(None, "no-manifest", f"{why}: which command ran and how it ended are unknown", "info", detail=why)
+        )
     left_out = getattr(cap, "left_out", {})
     blob_dir = os.path.join(base, logformat.BLOB_DIR)
     if ours and os.path.islink(blob_dir):
         target = os.readlink(blob_dir)
-        findings.append(_finding(None, "linked-blobs", f"{logformat.BLOB_DIR}/ is a link (to {target[:200]}): replay refuses every blob "
-                                                       "in it (blobs must be files inside the capture)", detail=target[:200]))
+        findings.append(
+            _finding(
+                None,
+                "linked-blobs",
+                f"{logformat.BLOB_DIR}/ is a link (to {target[:200]}): replay refuses every blob "
+                "in it (blobs must be files inside the capture)",
+                detail=target[:200],
+            )
+        )
     for r, (path, problem, why) in sorted(left_out.items()):
         findings.append(_finding(r, problem, f"{os.path.basename(path)}: {why}", log=path, detail=why))
     for r in expected_ranks(cap) if ours else cap.ranks:
@@ -111,29 +124,66 @@ def run(ctx: CheckContext) -> list[Finding]:
                 why = f"{os.path.basename(path)} is missing"
             else:
                 why = f"no readable record: {log.errors[0].message if log.errors else 'empty'}"
-            findings.append(_finding(r, "missing-rank", f"rank {r}'s capture log: {why}; nothing of this rank can be compared{how}",
-                                     log=path, detail=why))
+            findings.append(
+                _finding(
+                    r,
+                    "missing-rank",
+                    f"rank {r}'s capture log: {why}; nothing of this rank can be compared{how}",
+                    log=path,
+                    detail=why,
+                )
+            )
         if stopped:
-            findings.append(_finding(r, "stopped", f"rank {r}'s capture stopped writing while training went on: {stopped}; later passes of " "this rank are missing",
-                                     reason=stopped, records=len(records)))
+            findings.append(
+                _finding(
+                    r,
+                    "stopped",
+                    f"rank {r}'s capture stopped writing while training went on: {stopped}; later passes of "
+                    "this rank are missing",
+                    reason=stopped,
+                    records=len(records),
+                )
+            )
         if ours and records and cap.end(r) is None and not stopped:
             last = records[-1]
-            findings.append(_finding(
-                r, "no-end-record",
-                f"rank {r}'s log has no end record: its process was killed, crashed or is still " f"running{how}; it ends after {len(records)} records",
-                "info" if running else "warning", log=log.path, records=len(records), last_record=last.kind,
-                detail=f"last record: {last.kind} at line {log.line_of(last.offset)}",
-            ))
+            findings.append(
+                _finding(
+                    r,
+                    "no-end-record",
+                    f"rank {r}'s log has no end record: its process was killed, crashed or is still "
+                    f"running{how}; it ends after {len(records)} records",
+                    "info" if running else "warning",
+                    log=log.path,
+                    records=len(records),
+                    last_record=last.kind,
+                    detail=f"last record: {last.kind} at line {log.line_of(last.offset)}",
+                )
+            )
         if log is not None and log.errors and records:
             first = log.errors[0]
-            findings.append(_finding(r, "damaged", f"{len(log.errors)} damaged or unreadable line(s) in rank {r}'s log; everything else is " f"read (first: {first})",
-                                     log=log.path, count=len(log.errors), first=str(first), detail=str(first)))
+            findings.append(
+                _finding(
+                    r,
+                    "damaged",
+                    f"{len(log.errors)} damaged or unreadable line(s) in rank {r}'s log; everything else is "
+                    f"read (first: {first})",
+                    log=log.path,
+                    count=len(log.errors),
+                    first=str(first),
+                    detail=str(first),
+                )
+            )
         if not ours or not records:
             continue
         for p in cap.passes(r):
             if p.status == "incomplete" and not stopped:  # a stopped capture misses its records, not a dead rank
-                f = _finding(r, "pass-unfinished", f"pass {p.label} started on rank {r} and never finished: the rank stopped inside it{how}",
-                             seq=p.seq, pass_name=p.name)
+                f = _finding(
+                    r,
+                    "pass-unfinished",
+                    f"pass {p.label} started on rank {r} and never finished: the rank stopped inside it{how}",
+                    seq=p.seq,
+                    pass_name=p.name,
+                )
                 f.introduced_by = f.pass_ = p.name
                 f.introduced_seq = f.last_seq = p.seq
                 findings.append(f)
@@ -159,8 +209,17 @@ def _blob_findings(cap: Any, rank: int, base: str) -> list[Finding]:
             refs.setdefault(sha, ref)
     out = []
     if bad:
-        out.append(_finding(rank, "bad-blob-reference", f"{len(bad)} blob reference(s) of rank {rank} are not " f"{logformat.BLOB_DIR}/<sha256>{logformat.BLOB_SUFFIX}: "
-                                                       f"refused, never opened (first: {bad[0]})", references=bad[:20], detail=bad[0]))
+        out.append(
+            _finding(
+                rank,
+                "bad-blob-reference",
+                f"{len(bad)} blob reference(s) of rank {rank} are not "
+                f"{logformat.BLOB_DIR}/<sha256>{logformat.BLOB_SUFFIX}: "
+                f"refused, never opened (first: {bad[0]})",
+                references=bad[:20],
+                detail=bad[0],
+            )
+        )
     missing, linked = [], []
     for sha in refs:
         try:
@@ -171,10 +230,27 @@ def _blob_findings(cap: Any, rank: int, base: str) -> list[Finding]:
         if not stat.S_ISREG(st.st_mode):
             linked.append(logformat.blob_relpath(sha))
     if linked:
-        out.append(_finding(rank, "linked-blobs", f"{len(linked)} blob file(s) named by rank {rank}'s passes are links or not regular files: "
-                                                 f"replay refuses them (first: {linked[0]})", blobs=linked[:20], count=len(linked), detail=linked[0]))
+        out.append(
+            _finding(
+                rank,
+                "linked-blobs",
+                f"{len(linked)} blob file(s) named by rank {rank}'s passes are links or not regular files: "
+                f"replay refuses them (first: {linked[0]})",
+                blobs=linked[:20],
+                count=len(linked),
+                detail=linked[0],
+            )
+        )
     if missing:
-        out.append(_finding(rank, "missing-blob", f"{len(missing)} of {len(refs)} blobs named by rank {rank}'s passes are missing from "
-                                                 f"{logformat.BLOB_DIR}/: replay cannot load those graphs",
-                            missing=[logformat.blob_relpath(s) for s in missing[:20]], count=len(missing), detail=logformat.blob_relpath(missing[0])))
+        out.append(
+            _finding(
+                rank,
+                "missing-blob",
+                f"{len(missing)} of {len(refs)} blobs named by rank {rank}'s passes are missing from "
+                f"{logformat.BLOB_DIR}/: replay cannot load those graphs",
+                missing=[logformat.blob_relpath(s) for s in missing[:20]],
+                count=len(missing),
+                detail=logformat.blob_relpath(missing[0]),
+            )
+        )
     return out

@@ -38,21 +38,26 @@ def explain(ctx: "CheckContext", ran: list[str]) -> None:
             if name in ran:
                 ctx.skip(name, f"generated code on rank {with_code[0]} only: nothing to compare across ranks")
     if "incomplete-capture" in ran and cap.kind == "capture" and not _any_blob(cap):
-        opts = ((cap.manifest or {}).get("options") or {})
+        opts = (cap.manifest or {}).get("options") or {}
         how = "captured with --no-blobs" if opts.get("blobs") is False else "no pass record names a blob"
-        ctx.skip("incomplete-capture (blobs)", f"no GraphPickler blobs ({how}): missing blobs not checked, nothing can be replayed")
+        ctx.skip(
+            "incomplete-capture (blobs)",
+            f"no GraphPickler blobs ({how}): missing blobs not checked, nothing can be replayed",
+        )
     world = cap.world_size or 0
     absent = [r for r in range(world) if r not in cap.ranks]
     simulated = isinstance((cap.manifest or {}).get("simulated"), dict)  # said by its own note
     if absent and not simulated:
-        ctx.notes.append(f"rank(s) {format_ranks(absent)} of world size {world} left no log (never ran a captured pass): "
-                         f"checked ranks {format_ranks(list(cap.ranks))} only")
+        ctx.notes.append(
+            f"rank(s) {format_ranks(absent)} of world size {world} left no log (never ran a captured pass): "
+            f"checked ranks {format_ranks(list(cap.ranks))} only"
+        )
 
 
 def _no_code_reason(cap) -> str:
     if cap.kind != "capture":
         return "no generated code: the logs have no inductor_output_code records"
-    opts = ((cap.manifest or {}).get("options") or {})
+    opts = (cap.manifest or {}).get("options") or {}
     if opts.get("inductor") is False:
         return "no generated code: captured with --no-inductor"
     return "no generated code in the capture (nothing was compiled by Inductor, or the log format predates it)"

@@ -62,7 +62,11 @@ def rank_diff_tasks(ctx: "CheckContext") -> list[tuple[Any, int, int, int]]:
                 if other not in across:
                     continue
                 ga, gb = st.gid, across[other].gid
-                if ctx.identical(ref, ga, other, gb) or (ref, ga, other, gb) in seen or not diff_of_its_own(ctx, st.key, ref, other):
+                if (
+                    ctx.identical(ref, ga, other, gb)
+                    or (ref, ga, other, gb) in seen
+                    or not diff_of_its_own(ctx, st.key, ref, other)
+                ):
                     continue
                 seen.add((ref, ga, other, gb))
                 weight = (ctx.cap.node_count(ref, ga) or 1) + (ctx.cap.node_count(other, gb) or 1)
@@ -78,7 +82,9 @@ def contiguous(groups: list[list[tuple]], n: int) -> list[list[tuple]]:
     run's share is cut into its tasks first: with many ranks one stage holds several rank diffs
     (7 with 8 ranks), and kept together they would bound the whole by one process's work."""
     total = sum(t[-1] for g in groups for t in g)
-    groups = [part for g in groups for part in ([[t] for t in g] if len(g) > 1 and sum(t[-1] for t in g) > total / n else [g])]
+    groups = [
+        part for g in groups for part in ([[t] for t in g] if len(g) > 1 and sum(t[-1] for t in g) > total / n else [g])
+    ]
     out: list[list[tuple]] = [[]]
     acc = 0
     for g in groups:

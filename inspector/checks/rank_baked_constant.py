@@ -80,14 +80,28 @@ def match_vectors(values: dict[int, Any], vectors: dict[str, dict[int, int]]) ->
                 if len(ks) == 1 and zero_ok:
                     k = ks.pop()
                     if k != 0 and not (k == 1 and shift == 0):
-                        out.append({"vector": name, "relation": "multiple", "factor": _fmt(k), "form": label.format(k=_fmt(k), v=name)})
+                        out.append(
+                            {
+                                "vector": name,
+                                "relation": "multiple",
+                                "factor": _fmt(k),
+                                "form": label.format(k=_fmt(k), v=name),
+                            }
+                        )
                         found = True
                         break
             if not found:
                 offs = {n - v for n, v in zip(nums, vs)}  # type: ignore[operator]
                 if len(offs) == 1:
                     c = offs.pop()
-                    out.append({"vector": name, "relation": "offset", "offset": _fmt(c), "form": f"{name} + {_fmt(c)}" if c >= 0 else f"{name} - {_fmt(-c)}"})
+                    out.append(
+                        {
+                            "vector": name,
+                            "relation": "offset",
+                            "offset": _fmt(c),
+                            "form": f"{name} + {_fmt(c)}" if c >= 0 else f"{name} - {_fmt(-c)}",
+                        }
+                    )
                     found = True
             if not found and len(set(vs)) >= 3:
                 v0, v1 = vs[0], next(v for v in vs if v != vs[0])
@@ -95,7 +109,15 @@ def match_vectors(values: dict[int, Any], vectors: dict[str, dict[int, int]]) ->
                 k = (n1 - n0) / (v1 - v0)  # type: ignore[operator]
                 a = n0 - k * v0  # type: ignore[operator]
                 if k != 0 and all(n == a + k * v for n, v in zip(nums, vs)):
-                    out.append({"vector": name, "relation": "affine", "offset": _fmt(a), "factor": _fmt(k), "form": f"{_fmt(a)} + {_fmt(k)} * {name}"})
+                    out.append(
+                        {
+                            "vector": name,
+                            "relation": "affine",
+                            "offset": _fmt(a),
+                            "factor": _fmt(k),
+                            "form": f"{_fmt(a)} + {_fmt(k)} * {name}",
+                        }
+                    )
             continue
         if all(isinstance(x, bool) for x in xs):
             for c in sorted(set(vs)):
@@ -129,9 +151,15 @@ def _observe_sites(ctx: CheckContext, key, group: list[int]) -> list[Observation
         else:
             msg = f"{what} differs across ranks ({vals}); equals no rank-derived value"
             sev = "warning"
-        ev = cross_rank_evidence(s.where, s.target, values, s.nodes, matches,
-                                 vectors={m["vector"]: {str(r): vectors[m["vector"]][r] for r in sorted(values)} for m in matches},
-                                 backward=s.bwd)
+        ev = cross_rank_evidence(
+            s.where,
+            s.target,
+            values,
+            s.nodes,
+            matches,
+            vectors={m["vector"]: {str(r): vectors[m["vector"]][r] for r in sorted(values)} for m in matches},
+            backward=s.bwd,
+        )
         k = ("lit", s.subgraph, s.target, s.where, tuple(repr(values[r]) for r in sorted(values)))
         loose = ("lit", tuple(repr(values[r]) for r in sorted(values)))
         out.append(Observation(k, sev, msg, node=s.node, subgraph=s.subgraph or None, evidence=ev, loose_key=loose))
@@ -191,7 +219,13 @@ def _shape(rows_by_name: dict[str, dict], leaf: Any) -> list | None:
     return None
 
 
-def shared_graph_observations(tables, coords: dict[int, int], rank: int, vectors: dict[str, dict[int, int]], mesh_sizes: dict[str, int] | None = None) -> list[Observation]:
+def shared_graph_observations(
+    tables,
+    coords: dict[int, int],
+    rank: int,
+    vectors: dict[str, dict[int, int]],
+    mesh_sizes: dict[str, int] | None = None,
+) -> list[Observation]:
     """In a graph compiled on `rank` and loaded by every rank: literals that are `rank`'s own values.
 
     1. A select/slice/narrow that takes one mesh-sized chunk of a dimension at the compiling
@@ -211,7 +245,13 @@ def shared_graph_observations(tables, coords: dict[int, int], rank: int, vectors
         for row in g.nodes:
             t = str(row.get("target"))
             args = row.get("args") or []
-            if t in _INDEX_OPS and len(args) >= 3 and is_ref(args[0]) and isinstance(args[1], int) and not any(is_ref(x) for x in args[2:]):
+            if (
+                t in _INDEX_OPS
+                and len(args) >= 3
+                and is_ref(args[0])
+                and isinstance(args[1], int)
+                and not any(is_ref(x) for x in args[2:])
+            ):
                 taken.setdefault((args[0]["n"], args[1]), set()).add(repr(args[2:]))
         for row in g.nodes:
             t = str(row.get("target"))
@@ -228,7 +268,11 @@ def shared_graph_observations(tables, coords: dict[int, int], rank: int, vectors
             chunk = index = None
             if t == "aten.select.int" and isinstance(args[2], int) and not isinstance(args[2], bool):
                 chunk, index = 1, args[2]
-            elif t == "aten.slice.Tensor" and len(args) >= 4 and all(isinstance(x, int) and not isinstance(x, bool) for x in args[2:4]):
+            elif (
+                t == "aten.slice.Tensor"
+                and len(args) >= 4
+                and all(isinstance(x, int) and not isinstance(x, bool) for x in args[2:4])
+            ):
                 length = min(args[3], size) - args[2]
                 if length > 0 and args[2] % length == 0:
                     chunk, index = length, args[2] // length
@@ -239,16 +283,40 @@ def shared_graph_observations(tables, coords: dict[int, int], rank: int, vectors
                 continue
             pieces = size // chunk if size % chunk == 0 else None
             for dim, n in sizes.items():
-                vec = f"coordinate[{dim}]" if f"coordinate[{dim}]" in rank_values else ("rank" if dim == "world" else None)
+                vec = (
+                    f"coordinate[{dim}]"
+                    if f"coordinate[{dim}]" in rank_values
+                    else ("rank" if dim == "world" else None)
+                )
                 if vec is None or pieces != n or rank_values.get(vec) != index:
                     continue
                 msg = (
-                    f"{t} takes chunk {index} of {n} of a dimension (size {size}) at a literal equal to the " "compiling rank's "
+                    f"{t} takes chunk {index} of {n} of a dimension (size {size}) at a literal equal to the "
+                    "compiling rank's "
                     f"{vec}: every rank that loads this graph takes rank {rank}'s chunk"
                 )
-                ev = {"where": "args[2]", "target": t, "value": args[2], "chunk_index": index, "chunks": n, "dim_size": size,
-                      "compiling_rank": rank, "equals": vec, "backward": bool(row.get("bwd"))}
-                out.append(Observation(("coor-chunk", g.path, t, index, n), "error", msg, node=row["name"], subgraph=g.path or None, evidence=ev, loose_key=("coor-chunk", t, index, n)))
+                ev = {
+                    "where": "args[2]",
+                    "target": t,
+                    "value": args[2],
+                    "chunk_index": index,
+                    "chunks": n,
+                    "dim_size": size,
+                    "compiling_rank": rank,
+                    "equals": vec,
+                    "backward": bool(row.get("bwd")),
+                }
+                out.append(
+                    Observation(
+                        ("coor-chunk", g.path, t, index, n),
+                        "error",
+                        msg,
+                        node=row["name"],
+                        subgraph=g.path or None,
+                        evidence=ev,
+                        loose_key=("coor-chunk", t, index, n),
+                    )
+                )
                 break
         # (2) runtime-coordinate twins
         value: dict[str, Any] = {}
@@ -287,16 +355,42 @@ def shared_graph_observations(tables, coords: dict[int, int], rank: int, vectors
                 tw = twins.get((target, where))
                 if tw is None or is_ref(leaf) or isinstance(leaf, bool) or not isinstance(leaf, int):
                     continue
-                if target in _INDEX_OPS and len(args) >= 2 and is_ref(args[0]) and len(taken.get((args[0]["n"], args[1]), ())) > 1:
+                if (
+                    target in _INDEX_OPS
+                    and len(args) >= 2
+                    and is_ref(args[0])
+                    and len(taken.get((args[0]["n"], args[1]), ())) > 1
+                ):
                     continue  # enumerates every chunk of the dimension
                 twin_name, twin_value = tw
                 if twin_value is None or leaf != twin_value:
                     continue
                 hits = [n for n, v in rank_values.items() if v == leaf]
-                msg = f"{target} {where} is the literal {leaf!r}, the compiling rank's value; {twin_name} computes " "it at run time from the mesh coordinate"
-                ev = {"where": where, "target": target, "value": leaf, "compiling_rank": rank, "runtime_twin": twin_name,
-                      "twin_value_on_compiling_rank": twin_value, "equals": hits, "backward": bool(row.get("bwd"))}
-                out.append(Observation(("coor", g.path, target, where, leaf), "error", msg, node=row["name"], subgraph=g.path or None, evidence=ev, loose_key=("coor", target, where, leaf)))
+                msg = (
+                    f"{target} {where} is the literal {leaf!r}, the compiling rank's value; {twin_name} computes "
+                    "it at run time from the mesh coordinate"
+                )
+                ev = {
+                    "where": where,
+                    "target": target,
+                    "value": leaf,
+                    "compiling_rank": rank,
+                    "runtime_twin": twin_name,
+                    "twin_value_on_compiling_rank": twin_value,
+                    "equals": hits,
+                    "backward": bool(row.get("bwd")),
+                }
+                out.append(
+                    Observation(
+                        ("coor", g.path, target, where, leaf),
+                        "error",
+                        msg,
+                        node=row["name"],
+                        subgraph=g.path or None,
+                        evidence=ev,
+                        loose_key=("coor", target, where, leaf),
+                    )
+                )
     return out
 
 
@@ -310,7 +404,10 @@ def _mesh_sizes(ctx: CheckContext, rank: int) -> dict[str, int]:
     return sizes
 
 
-PER_RANK_NOTE = "right for a graph each rank traces for itself; wrong if one rank's graph is loaded by the others (check " "--shared-graph)"
+PER_RANK_NOTE = (
+    "right for a graph each rank traces for itself; wrong if one rank's graph is loaded by the others (check "
+    "--shared-graph)"
+)
 
 
 def _torch_own(ctx: CheckContext, f: Any) -> bool:
@@ -323,7 +420,14 @@ def _torch_own(ctx: CheckContext, f: Any) -> bool:
     return rec is not None and (rec.synthetic or (rec.qualname or "").startswith("torch."))
 
 
-def grade_per_rank(ctx: CheckContext, findings: list, *, shared: bool, traced_by: tuple[str, ...] = (TRACE,), where: str = "graphs each rank traced") -> list:
+def grade_per_rank(
+    ctx: CheckContext,
+    findings: list,
+    *,
+    shared: bool,
+    traced_by: tuple[str, ...] = (TRACE,),
+    where: str = "graphs each rank traced",
+) -> list:
     """A rank-derived literal from tracing, torch's own passes or codegen (`introduced_by` in
     `traced_by`) in graphs each rank made for itself: info, with why, and a note counting them;
     kept an error where the graph is shared. One a pass of the user's put there stays an error."""
@@ -339,8 +443,10 @@ def grade_per_rank(ctx: CheckContext, findings: list, *, shared: bool, traced_by
         f.message += f"; {PER_RANK_NOTE}"
         graded += 1
     if graded:
-        ctx.notes.append(f"{graded} rank-derived literal(s) in {where} for itself: info; "
-                         "--shared-graph grades them as errors (compile on one rank, precompiled graphs)")
+        ctx.notes.append(
+            f"{graded} rank-derived literal(s) in {where} for itself: info; "
+            "--shared-graph grades them as errors (compile on one rank, precompiled graphs)"
+        )
     return findings
 
 
@@ -354,7 +460,9 @@ def run(ctx: CheckContext) -> list:
     elif not coor:
         ctx.skip(KIND, f"needs graphs of at least two ranks to compare (found {len(compiling)})")
     if coor:
-        ctx.notes.append(f"compile on one rank: rank(s) {compiling} compiled; their graphs are checked as shared graphs")
+        ctx.notes.append(
+            f"compile on one rank: rank(s) {compiling} compiled; their graphs are checked as shared graphs"
+        )
         vectors = ctx.vectors()
         cache: dict[tuple[int, str], list[Observation]] = {}
 
@@ -364,7 +472,13 @@ def run(ctx: CheckContext) -> list:
             k = (stage.rank, stage.gid)
             if k not in cache:
                 t = ctx.tables(stage.rank, stage.gid)
-                cache[k] = shared_graph_observations(t, _coord_values(ctx, stage.rank), stage.rank, vectors, _mesh_sizes(ctx, stage.rank)) if t is not None else []
+                cache[k] = (
+                    shared_graph_observations(
+                        t, _coord_values(ctx, stage.rank), stage.rank, vectors, _mesh_sizes(ctx, stage.rank)
+                    )
+                    if t is not None
+                    else []
+                )
             return cache[k]
 
         findings.extend(ctx.blame_per_rank(KIND, observe))

@@ -240,7 +240,7 @@ class RankClasses:
         return out
 
     def summary_line(self, ranks: Iterable[int] | None = None) -> str | None:
-        """"ranks 0-31,33-63 agree; rank 32 differs (from pass X)": None for fewer than 2 ranks,
+        """ "ranks 0-31,33-63 agree; rank 32 differs (from pass X)": None for fewer than 2 ranks,
         or where a graph has no hash."""
         groups = self.agreement(ranks)
         if groups is None or sum(len(g) for g, _ in groups) < 2:
@@ -283,7 +283,9 @@ def _row_swap(row: dict[str, Any] | None, groups: dict[str, str], devices: dict[
     return devices
 
 
-def translated_diff(d: "GraphDiff", swap: tuple[dict[str, str], dict[str, str]], b_label: str, b_gid: str | None) -> "GraphDiff":
+def translated_diff(
+    d: "GraphDiff", swap: tuple[dict[str, str], dict[str, str]], b_label: str, b_gid: str | None
+) -> "GraphDiff":
     """A rank diff made against one rank of a class (its changes only), as it reads against
     another rank of that class: the other rank's own device and group names where the first
     rank's stand (`swap`: (groups, devices), from `Rewrites.swap_to`). The two ranks' rows are
@@ -301,7 +303,17 @@ def translated_diff(d: "GraphDiff", swap: tuple[dict[str, str], dict[str, str]],
             if not sw:
                 nodes.append(n)
                 continue
-            nodes.append(NodeDiff(n.status, n.subgraph, n.a, _swapped(n.b, sw), [(w, x, _swapped(y, sw)) for w, x, y in n.args], [(w, x, _swapped(y, sw)) for w, x, y in n.meta], n.structural))
+            nodes.append(
+                NodeDiff(
+                    n.status,
+                    n.subgraph,
+                    n.a,
+                    _swapped(n.b, sw),
+                    [(w, x, _swapped(y, sw)) for w, x, y in n.args],
+                    [(w, x, _swapped(y, sw)) for w, x, y in n.meta],
+                    n.structural,
+                )
+            )
         subs.append(SubgraphDiff(sub.path, sub.status, nodes))
     return GraphDiff(d.a_label, b_label, d.a_gid, b_gid, subs, d.unlisted_same, d.renamed)
 

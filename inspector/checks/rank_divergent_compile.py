@@ -39,7 +39,11 @@ def _what(c: CompileInfo | None) -> str:
         if e.kind == "recompile":
             parts.append(f"recompiled, guard failed: {e.guard}")
         elif e.kind == "break":
-            parts.append(f"graph break at {short_path(e.frame.file)}:{e.frame.line}: {e.reason}" if e.frame else f"graph break: {e.reason}")
+            parts.append(
+                f"graph break at {short_path(e.frame.file)}:{e.frame.line}: {e.reason}"
+                if e.frame
+                else f"graph break: {e.reason}"
+            )
         elif e.kind == "failure":
             parts.append(f"failed ({'fell back to eager' if e.fell_back else 'raised'}): {e.reason}")
     if len(parts) == 1:
@@ -64,7 +68,14 @@ def run(ctx) -> list[Finding]:
     for seq, members in groups.items():
         if seq is ref_seq:
             continue
-        i = next((k for k in range(max(len(seq), len(ref_seq))) if k >= len(seq) or k >= len(ref_seq) or seq[k] != ref_seq[k]), 0)
+        i = next(
+            (
+                k
+                for k in range(max(len(seq), len(ref_seq)))
+                if k >= len(seq) or k >= len(ref_seq) or seq[k] != ref_seq[k]
+            ),
+            0,
+        )
         mine = s.compiles(members[0])
         theirs = s.compiles(ref)
         a = theirs[i] if i < len(theirs) else None
@@ -114,4 +125,9 @@ def _sides(s: Any, ref: int, other: int, a: CompileInfo | None, b: CompileInfo |
 def _side(compiles: list[CompileInfo], i: int, cid: str, s: Any, rank: int) -> dict[str, Any]:
     at = compiles[i] if i < len(compiles) else None
     same = s.compile(rank, cid)
-    return {"rank": rank, "at_index": at.to_json() if at else None, "same_compile_id": same.to_json() if same else None, "summary": _what(same or at)}
+    return {
+        "rank": rank,
+        "at_index": at.to_json() if at else None,
+        "same_compile_id": same.to_json() if same else None,
+        "summary": _what(same or at),
+    }

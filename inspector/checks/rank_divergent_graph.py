@@ -67,7 +67,8 @@ def run(ctx: CheckContext) -> list:
                 o = Observation(
                     ("missing", key),
                     "error",
-                    f"pass {key.label()} ran on rank(s) {format_ranks(have)} but not on rank(s) " f"{format_ranks(lack)} of the same pipeline",
+                    f"pass {key.label()} ran on rank(s) {format_ranks(have)} but not on rank(s) "
+                    f"{format_ranks(lack)} of the same pipeline",
                     evidence={"ran_on": have, "not_on": lack, "stage": key.label()},
                 )
                 findings.append(ctx._finding(KIND, st, st, o, sorted(have + lack)))
@@ -120,7 +121,9 @@ def run(ctx: CheckContext) -> list:
             if first_change is not None:
                 node = first_change.name
                 sub = first_change.subgraph or None
-            o = Observation(("divergent", key), "warning" if intro else "error", msg, node=node, subgraph=sub, evidence=ev)
+            o = Observation(
+                ("divergent", key), "warning" if intro else "error", msg, node=node, subgraph=sub, evidence=ev
+            )
             findings.append(ctx._finding(KIND, st, last, o, sorted([ref, *diverged])))
     return findings
 

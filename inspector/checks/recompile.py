@@ -12,7 +12,9 @@ DESCRIPTION = "a frame compiled again because a guard failed (the guard)"
 
 def run(ctx) -> list[Finding]:
     out = []
-    for e, ranks, _ in fold(story(ctx).events(kinds=("recompile",)), lambda e: (e.compile_id, e.frame and e.frame.where(), e.guard)):
+    for e, ranks, _ in fold(
+        story(ctx).events(kinds=("recompile",)), lambda e: (e.compile_id, e.frame and e.frame.where(), e.guard)
+    ):
         fn = e.frame.name if e.frame and e.frame.name else "a frame"
         out.append(finding(KIND, "info", e, ranks, f"{fn} recompiled {e.label}: guard failed: {e.guard}", ctx))
     return out

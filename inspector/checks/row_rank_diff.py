@@ -65,7 +65,9 @@ def _device_tokens(*ctxs: RankContext) -> list[bytes]:
     return out
 
 
-def rows_with(rows: list[bytes], tokens: list[bytes] = (), pattern: "re.Pattern[bytes] | None" = None, accept=None) -> set[int]:
+def rows_with(
+    rows: list[bytes], tokens: list[bytes] = (), pattern: "re.Pattern[bytes] | None" = None, accept=None
+) -> set[int]:
     """Positions of the rows containing any of `tokens`, or a match of `pattern` that `accept`
     (joined bytes, match) takes. The joined rows are searched at C speed; give `pattern` a literal
     first byte (a per-row search, or a lookbehind, costs ~30x more)."""
@@ -130,7 +132,9 @@ def _knows_groups(row: dict[str, Any], ctx: RankContext) -> bool:
     return all(leaf in REDUCE_OPS or leaf in ctx.group_keys for _, leaf in _str_leaves(row))
 
 
-def positional_rank_diff(cap: "Capture", ra: int, ga: str, ctx_a: RankContext, rb: int, gb: str, ctx_b: RankContext) -> GraphDiff | None:
+def positional_rank_diff(
+    cap: "Capture", ra: int, ga: str, ctx_a: RankContext, rb: int, gb: str, ctx_b: RankContext
+) -> GraphDiff | None:
     if not ENABLED:
         return None
     a_subs, b_subs = cap.node_rows(ra, ga), cap.node_rows(rb, gb)

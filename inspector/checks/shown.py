@@ -37,7 +37,10 @@ def summary(shown: list[Any], hidden: int, how: str) -> tuple[str, str | None]:
     """(`N findings: E errors, W warnings[, I info]`, `H info findings not shown (HOW)` or None):
     info is counted in the headline only when it is shown."""
     c = counts(shown)
-    parts = [f"{c['error']} error{'s' if c['error'] != 1 else ''}", f"{c['warning']} warning{'s' if c['warning'] != 1 else ''}"]
+    parts = [
+        f"{c['error']} error{'s' if c['error'] != 1 else ''}",
+        f"{c['warning']} warning{'s' if c['warning'] != 1 else ''}",
+    ]
     if c["info"] or not hidden:
         parts.append(f"{c['info']} info")
     head = (f"{len(shown)} finding{'s' if len(shown) != 1 else ''}: " if shown else "no findings: ") + ", ".join(parts)

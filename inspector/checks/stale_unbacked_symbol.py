@@ -150,7 +150,15 @@ def stale_symbols(tables: GraphTables, symmap: dict[str, Any] | None) -> list[Ob
                     "shape_env_known": (info.get(s) or {}).get("known") if shape_env else None,
                     "bindings": "inferred from graph text" if text else "captured (unbacked_bindings)",
                 }
-                o = Observation(key=("stale", g.path, s), severity="warning" if text else "error", message=msg, node=row["name"], subgraph=g.path or None, evidence=ev, loose_key=("stale", s))
+                o = Observation(
+                    key=("stale", g.path, s),
+                    severity="warning" if text else "error",
+                    message=msg,
+                    node=row["name"],
+                    subgraph=g.path or None,
+                    evidence=ev,
+                    loose_key=("stale", s),
+                )
                 found[s] = o
                 out.append(o)
             if binds:
@@ -192,6 +200,8 @@ def stale_symbols(tables: GraphTables, symmap: dict[str, Any] | None) -> list[Ob
 # a row that may name an unbacked symbol (u0, zuf1; "zuf1" holds "f1", not "u1", hence two
 # literals): the others cannot make one stale. Each pattern starts with a literal: fast to search.
 _UNBACKED_BYTES = re.compile(rb"u[0-9]|zuf[0-9]")
+
+
 def _scope_pattern(names: set[bytes]):
     """A search for the rows naming (`"name":`) or taking as input (`{"n":`) one of `names`, and
     the test of a match. The names' common prefix goes into the pattern: a graph refers to other
@@ -223,7 +233,13 @@ def scope_rows(rows: list[bytes], names: set[bytes]) -> set[int]:
     while at >= 0:
         m = tail(joined, at + len(quoted))
         if m is not None:
-            key = at - 4 if at >= 4 and joined[at - 4 : at] == b'"n":' else at - 7 if at >= 7 and joined[at - 7 : at] == b'"name":' else -1
+            key = (
+                at - 4
+                if at >= 4 and joined[at - 4 : at] == b'"n":'
+                else at - 7
+                if at >= 7 and joined[at - 7 : at] == b'"name":'
+                else -1
+            )
             if key >= 0 and prefix + m.group(1) in names:
                 offsets.append(key)
                 nl = find(b"\n", m.end())
@@ -315,7 +331,9 @@ def _kept(ctx: CheckContext, rank: int, gid: str) -> list[tuple[bytes, dict[str,
     return out
 
 
-def _kept_tables(ctx: CheckContext, gid: str, kept: list[tuple[bytes, dict[str, Any], list[bytes]]]) -> GraphTables | None:
+def _kept_tables(
+    ctx: CheckContext, gid: str, kept: list[tuple[bytes, dict[str, Any], list[bytes]]]
+) -> GraphTables | None:
     """The graph of the kept rows, each decoded through the capture's row pool; None when one
     does not parse."""
     row = ctx.cap.decoded_row  # shared with the node tables and rank diffs of the run
@@ -412,7 +430,12 @@ def _same_symbols_as_ref(ctx: CheckContext, stage) -> object | None:
     for n in d.changes():
         # the same node with the same symbols, bindings and value: only other literals differ
         a, b = n.a or {}, n.b or {}
-        if n.structural or row_symbols(a) != row_symbols(b) or a.get("unbacked_bindings") != b.get("unbacked_bindings") or a.get("val") != b.get("val"):
+        if (
+            n.structural
+            or row_symbols(a) != row_symbols(b)
+            or a.get("unbacked_bindings") != b.get("unbacked_bindings")
+            or a.get("val") != b.get("val")
+        ):
             return None
     return ref
 
@@ -448,7 +471,9 @@ def _graph_observations(ctx: CheckContext, rank: int, gid: str) -> tuple[list[Ob
         if seen[2][0] is not None and seen[2][0] == _symbol_map_key(ctx, rank, gid):
             return seen[3]
     symmap = ctx.cap.symbols(rank, gid)
-    renamed_to_unbacked = any(is_unbacked(str(v)) and not is_unbacked(str(k)) for k, v in ((symmap or {}).get("renamings") or {}).items())
+    renamed_to_unbacked = any(
+        is_unbacked(str(v)) and not is_unbacked(str(k)) for k, v in ((symmap or {}).get("renamings") or {}).items()
+    )
     tables = None if renamed_to_unbacked or kept is None else _kept_tables(ctx, gid, kept)
     if tables is None:
         rows_key = None
@@ -515,7 +540,9 @@ def run(ctx: CheckContext) -> list:
 
     findings = ctx.blame_per_rank(KIND, observe)
     if text_graphs:
-        ctx.notes.append(f"{KIND}: {text_graphs} graph(s) have only text: bindings inferred from the ops, findings are warnings")
+        ctx.notes.append(
+            f"{KIND}: {text_graphs} graph(s) have only text: bindings inferred from the ops, findings are warnings"
+        )
     if ctx.cap.kind == "torch_trace":
         ctx.skip(f"{KIND} (ShapeEnv)", "TORCH_TRACE logs carry no ShapeEnv: symbols unknown to it cannot be found")
     return findings

@@ -78,9 +78,17 @@ def symbol_rows(symmap: dict[str, Any] | None, tables: GraphTables | None) -> li
                 break
         rows.append(
             SymbolRow(
-                symbol=name, unbacked=bool(e.get("unbacked", is_unbacked(name))), bound_by=bound, inputs=inputs,
-                used_by=used, uses=int(e.get("uses") or len(used)), range=_range(e.get("range")), known=e.get("known"),
-                replacement=e.get("replacement"), stale=stale.get(name), first_node=first,
+                symbol=name,
+                unbacked=bool(e.get("unbacked", is_unbacked(name))),
+                bound_by=bound,
+                inputs=inputs,
+                used_by=used,
+                uses=int(e.get("uses") or len(used)),
+                range=_range(e.get("range")),
+                known=e.get("known"),
+                replacement=e.get("replacement"),
+                stale=stale.get(name),
+                first_node=first,
             )
         )
     return rows

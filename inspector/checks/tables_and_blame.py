@@ -63,7 +63,13 @@ class _Chain:
     okey: Hashable = None  # the observation's key and its occurrence in the first state
 
 
-def _chains(points: list[Any], parent: Callable[[Any], Any], observe: Callable[[Any], Iterable[Observation]], order: Callable[[Any], int], rank: int | None) -> list[_Chain]:
+def _chains(
+    points: list[Any],
+    parent: Callable[[Any], Any],
+    observe: Callable[[Any], Iterable[Observation]],
+    order: Callable[[Any], int],
+    rank: int | None,
+) -> list[_Chain]:
     """Observations linked to the same one in the parent state: first the same key at the same
     node (a partitioner sends two literals of one key to two graphs: each continues its own chain),
     then the same key at the same occurrence, then the loose key; else a new chain."""
@@ -165,7 +171,12 @@ class CheckContext:
     def rank_ctx(self, rank: int) -> RankContext:
         ctx = self._rank_ctx.get(rank)
         if ctx is None:
-            ctx = RankContext.from_table(rank, self.cap.rank_table(rank), local_rank=self.cap.local_rank(rank), own_device=self.cap.own_device(rank))
+            ctx = RankContext.from_table(
+                rank,
+                self.cap.rank_table(rank),
+                local_rank=self.cap.local_rank(rank),
+                own_device=self.cap.own_device(rank),
+            )
             self._rank_ctx[rank] = ctx
         return ctx
 
@@ -277,13 +288,22 @@ class CheckContext:
             else:
                 d = class_rank_diff(self, key, ref, other) if CLASSES else None
             if d is None:
-                d = positional_rank_diff(self.cap, ref, ga, self._stage_ctx(ref, ga), other, gb, self._stage_ctx(other, gb))
+                d = positional_rank_diff(
+                    self.cap, ref, ga, self._stage_ctx(ref, ga), other, gb, self._stage_ctx(other, gb)
+                )
             if d is None:
                 ta, tb = self.tables(ref, ga), self.tables(other, gb)
                 if ta is not None and tb is not None and ga == gb:
                     d = _same_code_diff(ta, tb, ref, other)
                 elif ta is not None and tb is not None:
-                    d = diff_tables(ta, tb, a_label=f"rank {ref}", b_label=f"rank {other}", norm_a=self.normalizer(ref, ga), norm_b=self.normalizer(other, gb))
+                    d = diff_tables(
+                        ta,
+                        tb,
+                        a_label=f"rank {ref}",
+                        b_label=f"rank {other}",
+                        norm_a=self.normalizer(ref, ga),
+                        norm_b=self.normalizer(other, gb),
+                    )
             # kept as the checks read it: its changes (a diff of every node of two graphs would
             # crowd the others out of the cache: 8 ranks of a 50k-node graph make 7 per stage)
             d = d.only_changes() if d is not None else None
@@ -294,7 +314,9 @@ class CheckContext:
     def keep_rank_diff(self, key: StageKey, ref: int, other: int, d: GraphDiff | None) -> None:
         """Keep a rank diff made elsewhere (`check -j`: in another process) for `rank_diff`."""
         stages = self.index.across(key)
-        self._rdiff.put(("graphs", ref, stages[ref].gid, other, stages[other].gid), d, 1 + (d.size if d is not None else 0))
+        self._rdiff.put(
+            ("graphs", ref, stages[ref].gid, other, stages[other].gid), d, 1 + (d.size if d is not None else 0)
+        )
         self._rdiff.put((key, ref, other), d, 1)
 
     def parent_key(self, key: StageKey, rank: int) -> StageKey | None:
@@ -316,7 +338,9 @@ class CheckContext:
         for group in merged.values():
             group.sort(key=lambda c: c.rank)
             first = group[0]
-            out.append(self._finding(kind, first.first, first.last, first.obs, sorted({c.rank for c in group}), fixed=True))  # type: ignore[arg-type]
+            out.append(
+                self._finding(kind, first.first, first.last, first.obs, sorted({c.rank for c in group}), fixed=True)
+            )  # type: ignore[arg-type]
         return out
 
     def blame_across(self, kind: str, observe: Callable[[StageKey, list[int]], Iterable[Observation]]) -> list[Finding]:
@@ -353,7 +377,9 @@ class CheckContext:
                         kids.setdefault(id(x.parent), []).append(x)
         return kids.get(id(st), [])
 
-    def _finding(self, kind: str, first: Stage, last: Stage, o: Observation, ranks: list[int], *, fixed: bool = False) -> Finding:
+    def _finding(
+        self, kind: str, first: Stage, last: Stage, o: Observation, ranks: list[int], *, fixed: bool = False
+    ) -> Finding:
         """A Finding from a chain of observations. With `fixed`, a chain that ends before the
         pipeline does (a later pass received the graph and its output no longer has it) is
         downgraded to info: the graph that runs does not have the problem."""

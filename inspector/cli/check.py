@@ -69,19 +69,36 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     add_capture_argument(p)
     p.add_argument("--json", action="store_true", help="one JSON document: findings and summary")
-    p.add_argument("--severity", choices=_LEVELS, default=None,
-                   help="show findings of at least this severity (default: warning in the table, all in --json)")
-    p.add_argument("--sarif", metavar="FILE", default=None,
-                   help="also write the findings as SARIF 2.1.0 to FILE (code scanning), each at its source line; "
-                        "the findings the table shows (errors and warnings unless --severity)")
+    p.add_argument(
+        "--severity",
+        choices=_LEVELS,
+        default=None,
+        help="show findings of at least this severity (default: warning in the table, all in --json)",
+    )
+    p.add_argument(
+        "--sarif",
+        metavar="FILE",
+        default=None,
+        help="also write the findings as SARIF 2.1.0 to FILE (code scanning), each at its source line; "
+        "the findings the table shows (errors and warnings unless --severity)",
+    )
     p.add_argument("--check", action="append", choices=list(CHECKS), help="run only this check (repeatable)")
     p.add_argument("--width", type=int, default=None, help="line width of the table (default: the terminal's)")
-    p.add_argument("--shared-graph", action="store_true",
-                   help="every graph is shared: compiled on one rank and loaded by the others (device literals equal to a "
-                        "rank's own device and rank literals from the trace become errors; a compile-on-one-rank "
-                        "capture is recognised without this)")
-    p.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
-                   help="processes for the rank diffs (default: the machine's cores, at most 16; 1: this process only)")
+    p.add_argument(
+        "--shared-graph",
+        action="store_true",
+        help="every graph is shared: compiled on one rank and loaded by the others (device literals equal to a "
+        "rank's own device and rank literals from the trace become errors; a compile-on-one-rank "
+        "capture is recognised without this)",
+    )
+    p.add_argument(
+        "-j",
+        "--jobs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="processes for the rank diffs (default: the machine's cores, at most 16; 1: this process only)",
+    )
     add_common_arguments(p)
 
 
@@ -96,7 +113,10 @@ def _evidence_line(f) -> str:
             m = ev.get("matches") or []
             return s + (f"  = {m[0].get('form') or m[0]['vector']}" if m else "")
         if "chunk_index" in ev:
-            return f"literal {ev['value']!r} = compiling rank {ev.get('compiling_rank')}'s {ev.get('equals')}; dim " f"size {ev.get('dim_size')} in {ev.get('chunks')} chunks"
+            return (
+                f"literal {ev['value']!r} = compiling rank {ev.get('compiling_rank')}'s {ev.get('equals')}; dim "
+                f"size {ev.get('dim_size')} in {ev.get('chunks')} chunks"
+            )
         if "value" in ev:
             return f"literal {ev['value']!r}; computed at run time by {ev.get('runtime_twin')}"
     if f.kind == "device-baked":
@@ -131,7 +151,10 @@ def _codegen_evidence(kind: str, ev: dict) -> str:
     parts = []
     if ev.get("literals"):
         m = ev.get("matches") or []
-        parts.append(", ".join(f"r{r}={v}" for r, v in ev["literals"].items()) + (f" = {m[0].get('form') or m[0]['vector']}" if m else ""))
+        parts.append(
+            ", ".join(f"r{r}={v}" for r, v in ev["literals"].items())
+            + (f" = {m[0].get('form') or m[0]['vector']}" if m else "")
+        )
     if kind == "device-baked" and ev.get("lines"):
         parts.append(f"line {ev['lines'][0]['line']}: {ev['lines'][0]['code']}")
     elif ev.get("code"):
@@ -155,7 +178,9 @@ def render(report, st: Style, width: int, hidden: int = 0) -> list[str]:
     colours = {"error": "red", "warning": "yellow", "info": "blue"}
     kinds = list(CHECKS) + [k for k in by_kind if k not in CHECKS]
     # The most serious kinds first: an error must not scroll away under pages of info.
-    kinds.sort(key=lambda k: min((_LEVELS.index(f.severity) for f in by_kind.get(k, ()) if f.severity in _LEVELS), default=9))
+    kinds.sort(
+        key=lambda k: min((_LEVELS.index(f.severity) for f in by_kind.get(k, ()) if f.severity in _LEVELS), default=9)
+    )
     for kind in kinds:
         fs = by_kind.get(kind)
         if not fs:
@@ -238,7 +263,9 @@ def run(args: argparse.Namespace) -> int:
     with cap:
         from graphtrain_inspect.inspector.checks.parallel import default_jobs
 
-        report = check_report(cap, args.check, shared_graph=args.shared_graph, jobs=args.jobs if args.jobs is not None else default_jobs())
+        report = check_report(
+            cap, args.check, shared_graph=args.shared_graph, jobs=args.jobs if args.jobs is not None else default_jobs()
+        )
         sim = simulated_line(getattr(cap, "manifest", None))
         if sim:  # findings compare only the ranks that ran; say which, of how many
             report.notes.append(sim)
@@ -250,7 +277,9 @@ def run(args: argparse.Namespace) -> int:
             _write_sarif(args.sarif, report, at_least(everything, args.severity))
         print_read_errors(cap)
         if args.json:
-            sys.stdout.write(orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode() + "\n")
+            sys.stdout.write(
+                orjson.dumps(report.to_json(), option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode() + "\n"
+            )
         else:
             tty = want_color("auto")
             width = args.width or (shutil.get_terminal_size((120, 40)).columns if tty else 100_000)

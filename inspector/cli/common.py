@@ -20,7 +20,9 @@ def add_capture_argument(p: Any, name: str = "dir", metavar: str = "DIR") -> Non
     use as the TUI does), and `--list-samples`. `resolve_capture` fills args.<name> in."""
     p.add_argument(name, nargs="?", metavar=metavar, help="capture directory, TORCH_TRACE directory or log file")
     p.add_argument("--sample", metavar="NAME", help="a bundled sample capture instead of DIR (see --list-samples)")
-    p.add_argument("--list-samples", action="store_true", help="list the bundled sample captures, a line each, and exit")
+    p.add_argument(
+        "--list-samples", action="store_true", help="list the bundled sample captures, a line each, and exit"
+    )
 
 
 def list_samples() -> list[str]:
@@ -29,7 +31,10 @@ def list_samples() -> list[str]:
 
     names = bundled.names()
     width = max(map(len, names), default=0)
-    return [f"{n:<{width}}  {bundled.describe(n)}" + ("  (tui opens it by default)" if n == bundled.DEFAULT else "") for n in names]
+    return [
+        f"{n:<{width}}  {bundled.describe(n)}" + ("  (tui opens it by default)" if n == bundled.DEFAULT else "")
+        for n in names
+    ]
 
 
 def resolve_capture(args: Any, command: str, name: str = "dir") -> None:
@@ -40,7 +45,9 @@ def resolve_capture(args: Any, command: str, name: str = "dir") -> None:
     if given:
         return
     if not sample:
-        raise CommandError(f"a capture to read: graphtrain-inspect {command} DIR, or --sample NAME (--list-samples lists them)")
+        raise CommandError(
+            f"a capture to read: graphtrain-inspect {command} DIR, or --sample NAME (--list-samples lists them)"
+        )
     from graphtrain_inspect.inspector.read import bundled
 
     setattr(args, name, str(bundled.path_of(sample)))  # BundledError: `main` prints its one line

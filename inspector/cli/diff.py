@@ -33,9 +33,22 @@ from graphtrain_inspect.inspector.diff.render import (
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_capture_argument(p)
-    p.add_argument("--pass", dest="pass_name", metavar="NAME", help="pass name, module:qualname, #SEQ, or 'trace' (required unless --output-code)")
-    p.add_argument("--output-code", action="store_true", help="Inductor's generated code instead of a pass: --ranks A,B, or --compiles K1,K2 on one rank")
-    p.add_argument("--compiles", metavar="K1,K2", help="with --output-code: two compiles' generated code on one rank (keys as 0/0#0)")
+    p.add_argument(
+        "--pass",
+        dest="pass_name",
+        metavar="NAME",
+        help="pass name, module:qualname, #SEQ, or 'trace' (required unless --output-code)",
+    )
+    p.add_argument(
+        "--output-code",
+        action="store_true",
+        help="Inductor's generated code instead of a pass: --ranks A,B, or --compiles K1,K2 on one rank",
+    )
+    p.add_argument(
+        "--compiles",
+        metavar="K1,K2",
+        help="with --output-code: two compiles' generated code on one rank (keys as 0/0#0)",
+    )
     g = p.add_mutually_exclusive_group()
     g.add_argument("--rank", type=int, help="pass diff on this rank (default: lowest rank)")
     g.add_argument("--ranks", metavar="A,B", help="rank diff of the pass's output between ranks A and B")
@@ -62,7 +75,12 @@ def _node_lines(d, st: Style, limit: int = 400) -> list[str]:
         if not changes:
             continue
         if sub.path:
-            out.append(st(f"  subgraph {sub.path}" + (f" ({sub.status})" if sub.status in ("added", "removed") else ""), "cyan"))
+            out.append(
+                st(
+                    f"  subgraph {sub.path}" + (f" ({sub.status})" if sub.status in ("added", "removed") else ""),
+                    "cyan",
+                )
+            )
         for ch in changes:
             n += 1
             if n > limit:
@@ -161,7 +179,9 @@ def run(args: argparse.Namespace) -> int:
                 out.append(st(title, "bold", "magenta"))
                 missing = [r for r in (ra, rb) if r not in stages]
                 if missing:
-                    out.append(st(f"  rank {missing[0]} has no such graph (the pass did not run there, or raised)", "red"))
+                    out.append(
+                        st(f"  rank {missing[0]} has no such graph (the pass did not run there, or raised)", "red")
+                    )
                     docs.append({"stage": key.label(), "pipeline": key.pipeline, "missing_on": missing})
                     continue
                 d = gdiff.rank_diff(cap, key, ra, rb, index=index)
@@ -177,7 +197,9 @@ def run(args: argparse.Namespace) -> int:
                 if not args.nodes:
                     la = gdiff.rank_text(cap, ra, stages[ra].gid) or []
                     lb = gdiff.rank_text(cap, rb, stages[rb].gid) or []
-                    out.extend(_text_lines(la, lb, f"rank {ra} {stages[ra].gid}", f"rank {rb} {stages[rb].gid}", args, st))
+                    out.extend(
+                        _text_lines(la, lb, f"rank {ra} {stages[ra].gid}", f"rank {rb} {stages[rb].gid}", args, st)
+                    )
         else:
             rank = args.rank if args.rank is not None else (cap.ranks[0] if cap.ranks else 0)
             if rank not in cap.ranks:
@@ -193,15 +215,23 @@ def run(args: argparse.Namespace) -> int:
             elif not passes:
                 cut = [p for p in found if p.status == "incomplete"]
                 if cut:  # listed by name below, so say why it cannot be diffed
-                    raise CommandError(f"pass #{cut[0].seq} {cut[0].name} started on rank {rank} and never finished "
-                                       "(the rank stopped inside it): no graph after it to diff")
+                    raise CommandError(
+                        f"pass #{cut[0].seq} {cut[0].name} started on rank {rank} and never finished "
+                        "(the rank stopped inside it): no graph after it to diff"
+                    )
                 raise CommandError(f"no pass {args.pass_name!r} on rank {rank} ({_pass_choices(cap, rank)})")
             for p in passes:
                 roles = [r for r in p.after if not args.role or r == args.role]
                 title = diff_title(f"#{p.seq} {p.name} on rank {rank}", _where(p), "before", "after")
                 out.append(st(title, "bold", "magenta"))
                 if p.status != "ok":
-                    out.append(st(f"  {p.status}" + (f": {p.exception.get('type')}: {p.exception.get('message')}" if p.exception else ""), "red"))
+                    out.append(
+                        st(
+                            f"  {p.status}"
+                            + (f": {p.exception.get('type')}: {p.exception.get('message')}" if p.exception else ""),
+                            "red",
+                        )
+                    )
                     if not p.after:
                         continue
                 for role, d in gdiff.pass_diffs(cap, rank, p, stack=args.stack):
@@ -223,9 +253,20 @@ def run(args: argparse.Namespace) -> int:
                     if not args.nodes:
                         texts = gdiff.pass_text_diff(cap, rank, p, role)
                         if texts is not None:
-                            out.extend(_text_lines(texts[0], texts[1], f"before #{p.seq} {p.name}", f"after #{p.seq} {p.name}" + ("" if role == "out" else f" [{role}]"), args, st))
+                            out.extend(
+                                _text_lines(
+                                    texts[0],
+                                    texts[1],
+                                    f"before #{p.seq} {p.name}",
+                                    f"after #{p.seq} {p.name}" + ("" if role == "out" else f" [{role}]"),
+                                    args,
+                                    st,
+                                )
+                            )
     if args.json:
-        sys.stdout.write(orjson.dumps({"diffs": docs}, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode() + "\n")
+        sys.stdout.write(
+            orjson.dumps({"diffs": docs}, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode() + "\n"
+        )
     else:
         sys.stdout.write("\n".join(out) + "\n")
     return 0
@@ -252,9 +293,21 @@ def _first_graph_lines(cap, rank: int, passes, args, st: Style) -> list[str]:
         for role, gid in p.after.items():
             if args.role and role != args.role:
                 continue
-            out.append(st(diff_title(f"#{p.seq} {p.name} on rank {rank}", _where(p), "nothing", "its graph"), "bold", "magenta"))
-            out.append(st(f"  #{p.seq} {p.name} made the first graph of its pipeline ({gid}, " f"{cap.node_count(rank, gid)} nodes): "
-                          "shown whole; --ranks A,B compares it across ranks", "dim"))
+            out.append(
+                st(
+                    diff_title(f"#{p.seq} {p.name} on rank {rank}", _where(p), "nothing", "its graph"),
+                    "bold",
+                    "magenta",
+                )
+            )
+            out.append(
+                st(
+                    f"  #{p.seq} {p.name} made the first graph of its pipeline ({gid}, "
+                    f"{cap.node_count(rank, gid)} nodes): "
+                    "shown whole; --ranks A,B compares it across ranks",
+                    "dim",
+                )
+            )
             code = cap.graph_code(rank, gid)
             if code is None:
                 out.append(st("  graph code unreadable", "red"))
@@ -265,7 +318,13 @@ def _first_graph_lines(cap, rank: int, passes, args, st: Style) -> list[str]:
 
 def _select(keys, args):
     if args.pipeline is not None:
-        keys = [k for k in keys if k.pipeline.split("#")[0] == args.pipeline or k.pipeline == args.pipeline or k.pipeline.endswith("#" + args.pipeline)]
+        keys = [
+            k
+            for k in keys
+            if k.pipeline.split("#")[0] == args.pipeline
+            or k.pipeline == args.pipeline
+            or k.pipeline.endswith("#" + args.pipeline)
+        ]
     if args.role:
         keys = [k for k in keys if k.role == args.role]
     if args.occurrence is not None:

@@ -41,14 +41,18 @@ def run(args: argparse.Namespace, text_lines: Any) -> int:
         print_read_errors(cap)
         by_key = compile_keys(cap)
         if not by_key:
-            raise CommandError(f"no generated code in {args.dir} (capture with Inductor hooks on, or TORCH_TRACE a torch.compile run)")
+            raise CommandError(
+                f"no generated code in {args.dir} (capture with Inductor hooks on, or TORCH_TRACE a torch.compile run)"
+            )
         ctxs: dict[tuple, RankContext] = {}
 
         def norm(r: int, oc: Any) -> list[str] | None:
             key = (r, oc.graph)
             if key not in ctxs:
                 # the own device of the graph the code was made from (torch's logs: inferred from its inputs)
-                ctxs[key] = RankContext.from_table(r, cap.rank_table(r), local_rank=cap.local_rank(r), own_device=cap.own_device(r, oc.graph))
+                ctxs[key] = RankContext.from_table(
+                    r, cap.rank_table(r), local_rank=cap.local_rank(r), own_device=cap.own_device(r, oc.graph)
+                )
             text = code_text(cap, oc)
             return None if text is None else CodeNormalizer(ctxs[key]).lines(text)
 
@@ -63,9 +67,19 @@ def run(args: argparse.Namespace, text_lines: Any) -> int:
                 ks = _pick(sorted(by_key), k)
                 oc = next((by_key[x][rank] for x in ks if rank in by_key[x]), None)
                 if oc is None:
-                    raise CommandError(f"no generated code of compile {k!r} on rank {rank} (compiles: {', '.join(sorted(by_key))})")
+                    raise CommandError(
+                        f"no generated code of compile {k!r} on rank {rank} (compiles: {', '.join(sorted(by_key))})"
+                    )
                 got.append(oc)
-            pairs.append((diff_title("generated code", f"rank {rank}", f"compile {parts[0]}", f"compile {parts[1]}"), rank, got[0], rank, got[1]))
+            pairs.append(
+                (
+                    diff_title("generated code", f"rank {rank}", f"compile {parts[0]}", f"compile {parts[1]}"),
+                    rank,
+                    got[0],
+                    rank,
+                    got[1],
+                )
+            )
         else:
             try:
                 ra, rb = (int(x) for x in (args.ranks or "").split(","))
@@ -83,7 +97,13 @@ def run(args: argparse.Namespace, text_lines: Any) -> int:
                 missing = [r for r in (ra, rb) if r not in per]
                 if missing:
                     out.append(st(title, "bold", "magenta"))
-                    out.append(st(f"  rank {missing[0]} has no generated code for this compile (compiled " "elsewhere, or not at all)", "red"))
+                    out.append(
+                        st(
+                            f"  rank {missing[0]} has no generated code for this compile (compiled "
+                            "elsewhere, or not at all)",
+                            "red",
+                        )
+                    )
                     docs.append({"compile": k, "missing_on": missing})
                     continue
                 pairs.append((title, ra, per[ra], rb, per[rb]))
@@ -96,13 +116,23 @@ def run(args: argparse.Namespace, text_lines: Any) -> int:
             from graphtrain_inspect.inspector.diff.graph_diff import text_diff
 
             d = text_diff(la, lb, f"rank {ra} {a.oid}", f"rank {rb} {b.oid}", context=args.context)
-            docs.append({"title": title, "a": {"rank": ra, "oid": a.oid, "compile_id": a.compile_id}, "b": {"rank": rb, "oid": b.oid, "compile_id": b.compile_id}, "empty": not d, "diff": d})
+            docs.append(
+                {
+                    "title": title,
+                    "a": {"rank": ra, "oid": a.oid, "compile_id": a.compile_id},
+                    "b": {"rank": rb, "oid": b.oid, "compile_id": b.compile_id},
+                    "empty": not d,
+                    "diff": d,
+                }
+            )
             if not d:
                 out.append(st("  the generated code agrees (after normalization)", "green"))
                 continue
             out.extend(text_lines(la, lb, f"rank {ra} {a.oid}", f"rank {rb} {b.oid}", args, st))
     if args.json:
-        sys.stdout.write(orjson.dumps({"diffs": docs}, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode() + "\n")
+        sys.stdout.write(
+            orjson.dumps({"diffs": docs}, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode() + "\n"
+        )
     else:
         sys.stdout.write("\n".join(out) + "\n")
     return 0

@@ -33,7 +33,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--all", action="store_true", help="list every rank in full (no folding of identical ranks)")
     p.add_argument("--verify", action="store_true", help="decode every payload and check its md5")
     p.add_argument("--json", action="store_true", help="one JSON document")
-    p.add_argument("--classes", action="store_true", help="compare every rank's graphs after rank normalization (which ranks agree) whatever the node tables weigh")
+    p.add_argument(
+        "--classes",
+        action="store_true",
+        help="compare every rank's graphs after rank normalization (which ranks agree) whatever the node tables weigh",
+    )
     add_common_arguments(p)
 
 
@@ -58,7 +62,12 @@ def listing(cap, ranks: list[int] | None = None, *, classes: bool | None = None)
             for role, gid in p.after.items():
                 ref = cap.graph(r, gid)
                 n = cap.node_count(r, gid)
-                after[role] = {"gid": gid, "nodes": n, "delta": (n - before_n) if n is not None and before_n is not None else None, "bytes": ref.bytes if ref else None}
+                after[role] = {
+                    "gid": gid,
+                    "nodes": n,
+                    "delta": (n - before_n) if n is not None and before_n is not None else None,
+                    "bytes": ref.bytes if ref else None,
+                }
             blob_bytes = sum((b or {}).get("bytes") or 0 for b in (p.blobs or {}).values())
             passes.append(
                 {
@@ -95,7 +104,13 @@ def listing(cap, ranks: list[int] | None = None, *, classes: bool | None = None)
                 "graphs": len(cap.graphs(r)),
                 "passes": passes,
                 "capture_errors": [
-                    {"where": e.get("where"), "pass": e.get("pass"), "seq": e.get("seq"), "type": e.get("type"), "message": str(e.get("message", "")).splitlines()[0][:200] if e.get("message") else ""}
+                    {
+                        "where": e.get("where"),
+                        "pass": e.get("pass"),
+                        "seq": e.get("seq"),
+                        "type": e.get("type"),
+                        "message": str(e.get("message", "")).splitlines()[0][:200] if e.get("message") else "",
+                    }
                     for e in cap.capture_errors(r)
                 ],
                 "complete": end is not None if cap.kind == "capture" else None,
@@ -131,24 +146,52 @@ def rank_agreement(cap, ranks: list[int], *, force: bool | None = None) -> dict[
                     tables[(gid, md5) if isinstance(md5, str) and md5 else (r, gid)] = rec.end - rec.payload_start
         weight = sum(tables.values())
         if weight > CLASSES_AUTO_BYTES:
-            return {"line": None, "skipped": f"not compared across ranks: {fmt_bytes(weight)} of node tables to read (ls --classes)"}
+            return {
+                "line": None,
+                "skipped": f"not compared across ranks: {fmt_bytes(weight)} of node tables to read (ls --classes)",
+            }
     from graphtrain_inspect.inspector.checks.rank_classes import RankClasses
     from graphtrain_inspect.inspector.read.stages import StageIndex
 
     classes = RankClasses(cap, StageIndex(cap))
     groups = classes.agreement(ranks)
     if groups is None:
-        return {"line": None, "skipped": "not compared across ranks: node tables not laid out one row per line (log format 1)"}
+        return {
+            "line": None,
+            "skipped": "not compared across ranks: node tables not laid out one row per line (log format 1)",
+        }
     return {
         "line": classes.summary_line(ranks),
-        "groups": [{"ranks": list(members), "differs_from": first.label() if first is not None else None, "pipeline": first.pipeline if first is not None else None} for members, first in groups],
+        "groups": [
+            {
+                "ranks": list(members),
+                "differs_from": first.label() if first is not None else None,
+                "pipeline": first.pipeline if first is not None else None,
+            }
+            for members, first in groups
+        ],
     }
 
 
 def _manifest_summary(m: dict | None) -> dict | None:
     if not m:
         return None
-    return {k: m.get(k) for k in ("status", "exit_code", "signal", "command_line", "torch_version", "host", "started", "ended", "format_version", "simulated") if k in m}
+    return {
+        k: m.get(k)
+        for k in (
+            "status",
+            "exit_code",
+            "signal",
+            "command_line",
+            "torch_version",
+            "host",
+            "started",
+            "ended",
+            "format_version",
+            "simulated",
+        )
+        if k in m
+    }
 
 
 def simulated_line(m: dict | None) -> str | None:
@@ -157,8 +200,10 @@ def simulated_line(m: dict | None) -> str | None:
     if not isinstance(sim, dict):
         return None
     ranks = [r for r in sim.get("ranks") or [] if isinstance(r, int)]
-    line = (f"simulated: {len(ranks)} of {sim.get('world_size')} ranks ({format_ranks(ranks)}), hosts of "
-            f"{sim.get('local_world_size')}, fake process group (no communication, no GPUs)")
+    line = (
+        f"simulated: {len(ranks)} of {sim.get('world_size')} ranks ({format_ranks(ranks)}), hosts of "
+        f"{sim.get('local_world_size')}, fake process group (no communication, no GPUs)"
+    )
     stopped = [r for r in sim.get("stopped_after_passes") or [] if isinstance(r, int)]
     if stopped:
         line += f"; ranks {format_ranks(stopped)} stopped after their passes"
@@ -169,7 +214,20 @@ def simulated_line(m: dict | None) -> str | None:
 
 
 def _rank_signature(rank_entry: dict) -> tuple:
-    return ls_compile.signature(rank_entry.get("compile")) + tuple(o["oid"] for o in rank_entry.get("output_code") or []) + tuple((p["seq"], p["name"], p["status"], p["before"]["gid"], tuple(sorted((k, v["gid"]) for k, v in p["after"].items()))) for p in rank_entry["passes"])
+    return (
+        ls_compile.signature(rank_entry.get("compile"))
+        + tuple(o["oid"] for o in rank_entry.get("output_code") or [])
+        + tuple(
+            (
+                p["seq"],
+                p["name"],
+                p["status"],
+                p["before"]["gid"],
+                tuple(sorted((k, v["gid"]) for k, v in p["after"].items())),
+            )
+            for p in rank_entry["passes"]
+        )
+    )
 
 
 def render(data: dict[str, Any], st: Style, fold: bool = True) -> list[str]:
@@ -199,7 +257,10 @@ def render(data: dict[str, Any], st: Style, fold: bool = True) -> list[str]:
     for entry in data["ranks"]:
         r = entry["rank"]
         sig = _rank_signature(entry)
-        info = f"{len(entry['passes'])} passes, {entry['graphs']} graphs, {entry['records']} records, " f"{fmt_bytes(entry['bytes'])}"
+        info = (
+            f"{len(entry['passes'])} passes, {entry['graphs']} graphs, {entry['records']} records, "
+            f"{fmt_bytes(entry['bytes'])}"
+        )
         errs = entry["capture_errors"]
         raised = sum(1 for p in entry["passes"] if p["status"] == "raised")
         incomplete = sum(1 for p in entry["passes"] if p["status"] == "incomplete")
@@ -217,11 +278,17 @@ def render(data: dict[str, Any], st: Style, fold: bool = True) -> list[str]:
         where = f"  pid {entry['pid']} on {entry['host']}" if entry.get("pid") else ""
         lines.append("")
         if fold and sig in seen and sig:
-            lines.append(st(f"rank {r}", "bold", "cyan") + f": {info}{where}; same passes and graphs as rank {seen[sig]}" + (f"  [{', '.join(extra)}]" if extra else ""))
+            lines.append(
+                st(f"rank {r}", "bold", "cyan")
+                + f": {info}{where}; same passes and graphs as rank {seen[sig]}"
+                + (f"  [{', '.join(extra)}]" if extra else "")
+            )
             lines.extend(_error_lines(errs, st))
             continue
         seen.setdefault(sig, r)
-        lines.append(st(f"rank {r}", "bold", "cyan") + f": {info}{where}" + (f"  [{', '.join(extra)}]" if extra else ""))
+        lines.append(
+            st(f"rank {r}", "bold", "cyan") + f": {info}{where}" + (f"  [{', '.join(extra)}]" if extra else "")
+        )
         cols = Columns.measure(entry)
         pipeline = None
         for p in entry["passes"]:
@@ -246,7 +313,13 @@ def render(data: dict[str, Any], st: Style, fold: bool = True) -> list[str]:
         lines.extend(_error_lines(errs, st))
     if any(e["passes"] for e in data["ranks"]):
         lines.append("")
-        lines.append(st("nodes: each graph's nodes and those of its nested subgraphs (higher-order ops' bodies), " "counted together", "dim"))
+        lines.append(
+            st(
+                "nodes: each graph's nodes and those of its nested subgraphs (higher-order ops' bodies), "
+                "counted together",
+                "dim",
+            )
+        )
     if data.get("compile_note"):
         lines.extend(["", st(data["compile_note"], "dim")])
     if data.get("read_errors"):
@@ -273,7 +346,7 @@ def elide_middle(text: str, width: int) -> str:
     if len(text) <= width:
         return text
     head = (width - 1 + 1) // 2
-    return text[:head] + "…" + text[len(text) - (width - 1 - head):]
+    return text[:head] + "…" + text[len(text) - (width - 1 - head) :]
 
 
 @dataclass
@@ -305,7 +378,20 @@ class Columns:
             nodes=max(4, *map(len, counts)),
         )
 
-    def row(self, name: str, role: str, gid: str, before: str, after: str, delta: str, size: str, tail: str, st: Style, delta_style: tuple = (), name_style: tuple = ()) -> str:
+    def row(
+        self,
+        name: str,
+        role: str,
+        gid: str,
+        before: str,
+        after: str,
+        delta: str,
+        size: str,
+        tail: str,
+        st: Style,
+        delta_style: tuple = (),
+        name_style: tuple = (),
+    ) -> str:
         name = elide_middle(name, self.name)
         n = self.nodes
         return (
@@ -322,7 +408,12 @@ class Columns:
 
     def header(self, st: Style) -> str:
         nodes = "nodes".rjust(self.nodes) if self.nodes >= 5 else "nodes"
-        return st(self.row("pass", "role", "graph", nodes, "", "delta", "size", "time / source", Style(False)).replace("->", "  "), "dim")
+        return st(
+            self.row("pass", "role", "graph", nodes, "", "delta", "size", "time / source", Style(False)).replace(
+                "->", "  "
+            ),
+            "dim",
+        )
 
 
 def _pass_lines(p: dict, st: Style, cols: Columns) -> list[str]:
@@ -338,7 +429,13 @@ def _pass_lines(p: dict, st: Style, cols: Columns) -> list[str]:
     if p.get("capture_errors"):
         tail.append(st(f"{p['capture_errors']} capture errors", "yellow"))
     if p["status"] == "raised":
-        out.append("    " + _pad(name, cols.name, st(name, "red")) + " " + st(f"raised {p.get('exception') or ''}", "red") + ("  " + "  ".join(tail) if tail else ""))
+        out.append(
+            "    "
+            + _pad(name, cols.name, st(name, "red"))
+            + " "
+            + st(f"raised {p.get('exception') or ''}", "red")
+            + ("  " + "  ".join(tail) if tail else "")
+        )
         return out
     if p["status"] == "incomplete":
         out.append("    " + _pad(name, cols.name, st(name, "red")) + " " + st("started, never finished", "red"))
@@ -347,7 +444,9 @@ def _pass_lines(p: dict, st: Style, cols: Columns) -> list[str]:
         # a graph torch logged on its own (traced)
         for role, a in p["after"].items():
             r = "" if role == "out" else role
-            out.append(cols.row(name, r, a["gid"], "", _n(a["nodes"]), "", fmt_bytes(a["bytes"]), p.get("source") or "", st))
+            out.append(
+                cols.row(name, r, a["gid"], "", _n(a["nodes"]), "", fmt_bytes(a["bytes"]), p.get("source") or "", st)
+            )
         return out
     first = True
     for role, a in p["after"].items():
@@ -361,7 +460,20 @@ def _pass_lines(p: dict, st: Style, cols: Columns) -> list[str]:
         else:
             d = f"{delta:+d}"
             ds = ("green",) if delta > 0 else ("yellow",)
-        out.append(cols.row(name if first else "", "" if role == "out" else role, a["gid"], _n(p["before"]["nodes"]), _n(a["nodes"]), d, fmt_bytes(a["bytes"]), "  ".join(tail) if first else "", st, ds))
+        out.append(
+            cols.row(
+                name if first else "",
+                "" if role == "out" else role,
+                a["gid"],
+                _n(p["before"]["nodes"]),
+                _n(a["nodes"]),
+                d,
+                fmt_bytes(a["bytes"]),
+                "  ".join(tail) if first else "",
+                st,
+                ds,
+            )
+        )
         first = False
     if not p["after"]:
         out.append("    " + name + " (no output graph)")

@@ -26,7 +26,10 @@ def entry(cap: Any, rank: int) -> dict[str, Any] | None:
         "counts": story.counts(rank),
         "compiles": [c.to_json() for c in compiles],
         "events": [e.to_json() for e in story.events(rank)],
-        "trie": [{"depth": d, "frame": f.to_json(), "compile_ids": [c.compile_id for c in cs]} for d, f, cs in story.trie(rank)],
+        "trie": [
+            {"depth": d, "frame": f.to_json(), "compile_ids": [c.compile_id for c in cs]}
+            for d, f, cs in story.trie(rank)
+        ],
     }
 
 
@@ -40,7 +43,16 @@ def signature(e: dict[str, Any] | None) -> tuple:
     """What must agree for two ranks' listings to be folded into one."""
     if not e:
         return ()
-    return tuple((c["compile_id"], c["status"], c["function"], c["line"], tuple((ev["kind"], ev["label"], ev["reason"]) for ev in c["events"])) for c in e["compiles"])
+    return tuple(
+        (
+            c["compile_id"],
+            c["status"],
+            c["function"],
+            c["line"],
+            tuple((ev["kind"], ev["label"], ev["reason"]) for ev in c["events"]),
+        )
+        for c in e["compiles"]
+    )
 
 
 def rows(e: dict[str, Any] | None, st: Any) -> list[str]:
@@ -50,14 +62,26 @@ def rows(e: dict[str, Any] | None, st: Any) -> list[str]:
     counts = e["counts"]
     what = ", ".join(f"{counts[k]} {_plural(k, counts[k])}" for k in EVENT_ORDER if counts.get(k))
     total = sum(c["times_s"].get("total") or 0.0 for c in e["compiles"])
-    lines = [st(f"  compile events: {counts['compiles']} compile{'s' if counts['compiles'] != 1 else ''}" + (f", {what}" if what else ", no breaks, restarts, recompiles or failures")
-                + (f"; {total:.2f} s compiling" if total else ""), "bold")]
+    lines = [
+        st(
+            f"  compile events: {counts['compiles']} compile{'s' if counts['compiles'] != 1 else ''}"
+            + (f", {what}" if what else ", no breaks, restarts, recompiles or failures")
+            + (f"; {total:.2f} s compiling" if total else ""),
+            "bold",
+        )
+    ]
     status = {c["compile_id"]: c["status"] for c in e["compiles"]}
     for t in e["trie"]:
         f = t["frame"]
         ids = " ".join(st(f"[{cid}]", *_STATUS_STYLE.get(status.get(cid, ""), ())) for cid in t["compile_ids"])
         code = f"  {f['code']}" if f.get("code") else ""
-        lines.append("    " + "  " * t["depth"] + (ids + " " if ids else "") + f"{short_path(f['file'])}:{f['line']} in {f['fn'] or '?'}" + st(code, "dim"))
+        lines.append(
+            "    "
+            + "  " * t["depth"]
+            + (ids + " " if ids else "")
+            + f"{short_path(f['file'])}:{f['line']} in {f['fn'] or '?'}"
+            + st(code, "dim")
+        )
     events = sorted(e["events"], key=lambda ev: (EVENT_ORDER.index(ev["kind"]), _order(e, ev)))
     for ev in events:
         if ev["kind"] == "cache":
@@ -85,7 +109,9 @@ def _phases_line(e: dict[str, Any]) -> str | None:
 def event_line(ev: dict[str, Any], st: Any) -> str:
     """One event in one line: label, kind, where, code, reason (and resume function, fallback)."""
     kind = ev["kind"]
-    style = {"failure": ("red", "bold"), "break": ("yellow",), "restart": ("yellow",), "recompile": ("cyan",)}.get(kind, ())
+    style = {"failure": ("red", "bold"), "break": ("yellow",), "restart": ("yellow",), "recompile": ("cyan",)}.get(
+        kind, ()
+    )
     fr = ev.get("frame") or {}
     where = f"{short_path(fr['file'])}:{fr['line']}" if fr.get("file") else ""
     code = f"  {fr['code']}" if fr.get("code") else ""
@@ -94,7 +120,13 @@ def event_line(ev: dict[str, Any], st: Any) -> str:
     if kind == "break" and ev.get("resume"):
         tail = f"  (resumes in {ev['resume']})"
     elif kind == "failure":
-        tail = "  (fell back to eager)" if ev.get("fell_back") else "  (raised: not run eagerly)" if ev.get("fell_back") is False else ""
+        tail = (
+            "  (fell back to eager)"
+            if ev.get("fell_back")
+            else "  (raised: not run eagerly)"
+            if ev.get("fell_back") is False
+            else ""
+        )
     head = f"{ev['label']:<8} " + st(f"{kind:<9}", *style)
     if kind == "recompile":
         return head + f" {fr.get('fn') or ''} {where}  guard failed: {_cut(text or '?')}"
@@ -117,7 +149,13 @@ def _order(e: dict[str, Any], ev: dict[str, Any]) -> int:
 
 
 def _plural(kind: str, n: int) -> str:
-    word = {"failure": "failure", "break": "graph break", "restart": "restart", "recompile": "recompile", "cache": "cache event"}[kind]
+    word = {
+        "failure": "failure",
+        "break": "graph break",
+        "restart": "restart",
+        "recompile": "recompile",
+        "cache": "cache event",
+    }[kind]
     return word + ("s" if n != 1 else "")
 
 

@@ -35,8 +35,12 @@ def rows(entry: dict[str, Any], pipeline: Any, st: Any, row: Any, fmt_bytes: Any
         if oc["pipeline"] != pipeline:
             continue
         k = oc["kernels"]
-        tail = f"generated code, {k} kernel{'s' if k != 1 else ''}" + (f", from {oc['graph']}" if oc.get("graph") and pipeline is None else "")
+        tail = f"generated code, {k} kernel{'s' if k != 1 else ''}" + (
+            f", from {oc['graph']}" if oc.get("graph") and pipeline is None else ""
+        )
         if oc.get("compile_id") and pipeline is None:
             tail += f" (compile {oc['compile_id']})"
-        out.append(row("inductor codegen", "", oc["oid"], "", "code", "", fmt_bytes(oc["bytes"]), tail, st, (), ("magenta",)))
+        out.append(
+            row("inductor codegen", "", oc["oid"], "", "code", "", fmt_bytes(oc["bytes"]), tail, st, (), ("magenta",))
+        )
     return out

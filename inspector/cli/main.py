@@ -12,12 +12,21 @@ import importlib
 import sys
 
 COMMANDS: dict[str, tuple[str, str]] = {
-    "capture": ("graphtrain_inspect.capture.launcher", "run a training command with every graph pass captured on every rank"),
+    "capture": (
+        "graphtrain_inspect.capture.launcher",
+        "run a training command with every graph pass captured on every rank",
+    ),
     "ls": ("graphtrain_inspect.inspector.cli.ls", "list ranks, graphs and passes of a capture or TORCH_TRACE log"),
     "diff": ("graphtrain_inspect.inspector.cli.diff", "diff a pass's graphs, before/after or across ranks"),
-    "check": ("graphtrain_inspect.inspector.cli.check", "find rank-baked constants, device literals, stale symbols, divergent passes"),
+    "check": (
+        "graphtrain_inspect.inspector.cli.check",
+        "find rank-baked constants, device literals, stale symbols, divergent passes",
+    ),
     "replay": ("graphtrain_inspect.inspector.cli.replay", "re-run one captured pass on its captured input graph"),
-    "trust": ("graphtrain_inspect.inspector.cli.trust", "sign a capture with your key, so replay loads it without --trust"),
+    "trust": (
+        "graphtrain_inspect.inspector.cli.trust",
+        "sign a capture with your key, so replay loads it without --trust",
+    ),
     "tui": ("graphtrain_inspect.inspector.cli.tui", "browse a capture interactively"),
 }
 

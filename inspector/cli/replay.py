@@ -31,27 +31,69 @@ from typing import Any
 
 from graphtrain_inspect.inspector.cli.common import CommandError, open_or_fail
 from graphtrain_inspect.inspector.diff.render import Style, want_color
-from graphtrain_inspect.inspector.replay.report import check_lines, header_line, outcome_ids, outcome_json, outcome_lines
+from graphtrain_inspect.inspector.replay.report import (
+    check_lines,
+    header_line,
+    outcome_ids,
+    outcome_json,
+    outcome_lines,
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("dir", metavar="DIR", help="capture directory (made with `graphtrain-inspect capture`, blobs on)")
-    p.add_argument("--pass", dest="pass_name", required=True, metavar="NAME", help="pass name, module:qualname, or #SEQ (on the rank)")
+    p.add_argument(
+        "--pass",
+        dest="pass_name",
+        required=True,
+        metavar="NAME",
+        help="pass name, module:qualname, or #SEQ (on the rank)",
+    )
     p.add_argument("--rank", type=int, help="replay the graph this rank's pass received (default: the lowest rank)")
-    p.add_argument("--occurrence", type=int, metavar="K", help="the K-th application (0-based) of the pass on the rank (default 0)")
-    p.add_argument("--fn", metavar="MODULE:FUNC", help="run this function instead of the captured pass (path/to/file.py:FUNC works too)")
-    p.add_argument("--batch", action="store_true", help="no REPL: print the verdict; exit 0 reproduced, 1 differs, 2 cannot load")
-    p.add_argument("--trust", action="store_true", help="load a capture made by another user or on another host (pickle can run code)")
-    p.add_argument("--setup", action="append", default=[], metavar="MODULE:FUNC",
-                   help="call FUNC() in the rank's environment before the pass (repeatable), e.g. to set flags the training " "parsed from argv")
-    p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
-                   help="import MODULE before loading (a library defining the graph's custom operators); repeatable")
-    p.add_argument("--peers", choices=("all", "none"), default="all",
-                   help="for the checks, also replay the pass on the other ranks (default all; none: only --rank)")
+    p.add_argument(
+        "--occurrence", type=int, metavar="K", help="the K-th application (0-based) of the pass on the rank (default 0)"
+    )
+    p.add_argument(
+        "--fn",
+        metavar="MODULE:FUNC",
+        help="run this function instead of the captured pass (path/to/file.py:FUNC works too)",
+    )
+    p.add_argument(
+        "--batch", action="store_true", help="no REPL: print the verdict; exit 0 reproduced, 1 differs, 2 cannot load"
+    )
+    p.add_argument(
+        "--trust",
+        action="store_true",
+        help="load a capture made by another user or on another host (pickle can run code)",
+    )
+    p.add_argument(
+        "--setup",
+        action="append",
+        default=[],
+        metavar="MODULE:FUNC",
+        help="call FUNC() in the rank's environment before the pass (repeatable), e.g. to set flags the training "
+        "parsed from argv",
+    )
+    p.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import MODULE before loading (a library defining the graph's custom operators); repeatable",
+    )
+    p.add_argument(
+        "--peers",
+        choices=("all", "none"),
+        default="all",
+        help="for the checks, also replay the pass on the other ranks (default all; none: only --rank)",
+    )
     p.add_argument("--no-check", action="store_true", help="do not run the checks on the result")
     p.add_argument("--limit", type=int, default=20, help="node changes to list (default 20)")
     p.add_argument("--json", action="store_true", help="with --batch: one JSON document instead of text")
-    p.add_argument("--color", choices=("auto", "always", "never"), default="auto", help="colour output (default: when a terminal)")
+    p.add_argument(
+        "--color", choices=("auto", "always", "never"), default="auto", help="colour output (default: when a terminal)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -62,8 +104,10 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError("--json needs --batch")
     cap = open_or_fail(args.dir, "capture")
     if cap.kind != "capture":
-        raise CommandError(f"{args.dir} holds torch's own TORCH_TRACE logs, not a graphtrain-inspect capture: nothing to replay "
-                     "(capture the training with `graphtrain-inspect capture`)")
+        raise CommandError(
+            f"{args.dir} holds torch's own TORCH_TRACE logs, not a graphtrain-inspect capture: nothing to replay "
+            "(capture the training with `graphtrain-inspect capture`)"
+        )
     with cap:
         target = select(cap, args.pass_name, args.rank, args.occurrence)  # NotFound: `main` says why
         rec = target.rec
@@ -73,14 +117,17 @@ def run(args: argparse.Namespace) -> int:
             # Verified before torch is even imported: a refused capture runs nothing.
             read_blob(cap, rec, rec.before, trust=args.trust, what="before")
         except Refused as e:
-            raise CommandError(f"refused: {e}")
+            raise CommandError(f"refused: {e}") from e
         if args.fn:
             problem = fn_problem(args.fn)
             if problem:
                 raise CommandError(problem)
         if rec.source == "partitioner":
-            raise CommandError(f"#{rec.seq} {rec.name} is the joint-graph partitioner: it takes the joint inputs and the number of "
-                         "forward outputs, which the capture does not record; it cannot be replayed (its fw/bw " "outputs' passes can)")
+            raise CommandError(
+                f"#{rec.seq} {rec.name} is the joint-graph partitioner: it takes the joint inputs and the number of "
+                "forward outputs, which the capture does not record; it cannot be replayed (its fw/bw "
+                "outputs' passes can)"
+            )
         return _replay(cap, target, peer_recs, origin, args)
 
 
@@ -103,12 +150,12 @@ def _replay(cap: Any, target: Any, peer_recs: dict, origin: str, args: argparse.
     except (ReplayError, Refused) as e:
         if args.json:
             _print_json({"verdict": "cannot-load", "reason": str(e), **outcome_ids(target)})
-        raise CommandError(str(e))
-    except Exception as e:  # noqa: BLE001 - never a traceback: say what failed in one line
+        raise CommandError(str(e)) from e
+    except Exception as e:
         msg = f"replay failed outside the pass: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
         if args.json:
             _print_json({"verdict": "cannot-load", "reason": msg, **outcome_ids(target)})
-        raise CommandError(msg)
+        raise CommandError(msg) from e
     for line in outcome_lines(r, out, origin, st, args.limit, with_fn=args.fn is not None):
         say(line)
     peer_outs: dict[int, Any] = {}
@@ -118,9 +165,16 @@ def _replay(cap: Any, target: Any, peer_recs: dict, origin: str, args: argparse.
             try:
                 peer_outs[pr] = r.run(None, prec)
             except Exception as e:  # noqa: BLE001 - ReplayError, Refused, or anything else: one line
-                say(st(f"checks: rank {pr} not replayed ({type(e).__name__}: {e}); its captured output is used", "yellow"))
+                say(
+                    st(
+                        f"checks: rank {pr} not replayed ({type(e).__name__}: {e}); its captured output is used",
+                        "yellow",
+                    )
+                )
         try:
-            delta = check_delta(cap, target, {target.rank: out, **peer_outs}, {k: v for k, v in peer_recs.items() if k in peer_outs})
+            delta = check_delta(
+                cap, target, {target.rank: out, **peer_outs}, {k: v for k, v in peer_recs.items() if k in peer_outs}
+            )
         except Exception as e:  # noqa: BLE001 - the verdict stands without the checks
             say(st(f"checks could not run: {type(e).__name__}: {e}", "yellow"))
         else:

@@ -29,7 +29,10 @@ def _rules() -> tuple[list[dict[str, Any]], dict[str, int]]:
     for name, module in check_modules().items():
         kind = KIND_OF_CHECK.get(name, name)
         descriptions.setdefault(kind, []).append(module.DESCRIPTION)
-    rules = [{"id": kind, "name": kind, "shortDescription": {"text": "; ".join(descriptions.get(kind, [kind]))}} for kind in FINDING_KINDS]
+    rules = [
+        {"id": kind, "name": kind, "shortDescription": {"text": "; ".join(descriptions.get(kind, [kind]))}}
+        for kind in FINDING_KINDS
+    ]
     return rules, {r["id"]: i for i, r in enumerate(rules)}
 
 
@@ -74,14 +77,24 @@ def to_sarif(report, version: str | None = None, root: str | None = None) -> dic
             "ruleId": f.kind,
             "level": LEVELS.get(f.severity, "note"),
             "message": {"text": f.message},
-            "properties": {k: v for k, v in f.to_json().items() if k not in ("kind", "severity", "message", "source") and v is not None},
+            "properties": {
+                k: v
+                for k, v in f.to_json().items()
+                if k not in ("kind", "severity", "message", "source") and v is not None
+            },
         }
         if f.kind in index:
             res["ruleIndex"] = index[f.kind]
         loc = _location(f, report.cap, base)
         if loc is not None:
             if f.node:
-                loc["logicalLocations"] = [{"name": f.node, "fullyQualifiedName": ":".join(x for x in (f.pipeline, f.subgraph, f.node) if x), "kind": "variable"}]
+                loc["logicalLocations"] = [
+                    {
+                        "name": f.node,
+                        "fullyQualifiedName": ":".join(x for x in (f.pipeline, f.subgraph, f.node) if x),
+                        "kind": "variable",
+                    }
+                ]
             res["locations"] = [loc]
         results.append(res)
     driver: dict[str, Any] = {"name": "graphtrain-inspect", "rules": rules}
@@ -91,8 +104,14 @@ def to_sarif(report, version: str | None = None, root: str | None = None) -> dic
         "tool": {"driver": driver},
         "originalUriBaseIds": {SRCROOT: {"uri": base.as_uri() + "/"}},
         "results": results,
-        "invocations": [{"executionSuccessful": True, "toolExecutionNotifications": [
-            {"level": "note", "message": {"text": f"not run: {n.check}: {n.reason}"}} for n in report.not_run
-        ] + [{"level": "note", "message": {"text": n}} for n in report.notes]}],
+        "invocations": [
+            {
+                "executionSuccessful": True,
+                "toolExecutionNotifications": [
+                    {"level": "note", "message": {"text": f"not run: {n.check}: {n.reason}"}} for n in report.not_run
+                ]
+                + [{"level": "note", "message": {"text": n}} for n in report.notes],
+            }
+        ],
     }
     return {"$schema": SCHEMA, "version": "2.1.0", "runs": [run]}

@@ -16,7 +16,9 @@ from graphtrain_inspect.inspector.cli.common import CommandError, open_or_fail
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("dir", metavar="DIR", help="capture directory to sign with your key (replay then loads it without --trust)")
+    p.add_argument(
+        "dir", metavar="DIR", help="capture directory to sign with your key (replay then loads it without --trust)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -26,7 +28,10 @@ def run(args: argparse.Namespace) -> int:
     cap = open_or_fail(args.dir, "capture")
     with cap:
         if cap.kind != "capture":
-            raise CommandError(f"{args.dir} holds torch's own TORCH_TRACE logs, not a graphtrain-inspect capture: replay " "never loads it")
+            raise CommandError(
+                f"{args.dir} holds torch's own TORCH_TRACE logs, not a graphtrain-inspect capture: replay "
+                "never loads it"
+            )
         base = capture_dir(cap)
         claims = manifest_claims(cap)
         command = cap.manifest.get("command_line") if isinstance(cap.manifest, dict) else None
@@ -38,8 +43,10 @@ def run(args: argparse.Namespace) -> int:
         except OSError as e:
             raise CommandError(f"cannot write the signature into {base}: {e.strerror or e}") from None
     say = lambda s: print(s, file=sys.stderr)  # noqa: E731 - where the other commands' notes go
-    say(f"graphtrain-inspect trust: {base}: {'signed again' if before.ok else 'signed'} with your key ({kid}); "
-        f"replay loads it without --trust until any of its logs or its manifest changes")
+    say(
+        f"graphtrain-inspect trust: {base}: {'signed again' if before.ok else 'signed'} with your key ({kid}); "
+        f"replay loads it without --trust until any of its logs or its manifest changes"
+    )
     say(f"  {claims}" + (f"; command: {command}" if isinstance(command, str) else ""))
     if not before.ok:
         say(f"  before: {before.why}")

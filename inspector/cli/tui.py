@@ -11,14 +11,40 @@ from graphtrain_inspect.inspector.cli.common import CommandError
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("path", nargs="?", metavar="DIR|LOG", help="capture directory, TORCH_TRACE directory or log file (default: the bundled sample capture)")
-    p.add_argument("--source", choices=("auto", "capture", "torch"), default="auto", help="read our capture logs, or torch's TORCH_TRACE logs")
+    p.add_argument(
+        "path",
+        nargs="?",
+        metavar="DIR|LOG",
+        help="capture directory, TORCH_TRACE directory or log file (default: the bundled sample capture)",
+    )
+    p.add_argument(
+        "--source",
+        choices=("auto", "capture", "torch"),
+        default="auto",
+        help="read our capture logs, or torch's TORCH_TRACE logs",
+    )
     p.add_argument("--sample", metavar="NAME", help="open the bundled sample capture NAME (see --list-samples)")
-    p.add_argument("--list-samples", action="store_true", help="list the bundled sample captures, a line each, and exit")
-    p.add_argument("--keymap", metavar="FILE", help="key bindings by binding id (TOML); default ~/.config/graphtrain-inspect/keymap.toml")
-    p.add_argument("--shared-graph", action="store_true",
-                   help="run the checks as check --shared-graph does: the graphs are compiled on one rank and loaded by the " "others")
-    p.add_argument("--poll", type=float, default=1.0, metavar="SECONDS", help="how often to look for new records in a capture still being written")
+    p.add_argument(
+        "--list-samples", action="store_true", help="list the bundled sample captures, a line each, and exit"
+    )
+    p.add_argument(
+        "--keymap",
+        metavar="FILE",
+        help="key bindings by binding id (TOML); default ~/.config/graphtrain-inspect/keymap.toml",
+    )
+    p.add_argument(
+        "--shared-graph",
+        action="store_true",
+        help="run the checks as check --shared-graph does: the graphs are compiled on one rank and loaded by the "
+        "others",
+    )
+    p.add_argument(
+        "--poll",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
+        help="how often to look for new records in a capture still being written",
+    )
 
 
 def resolve_path(args: argparse.Namespace) -> str:
@@ -39,7 +65,9 @@ def describe(args: argparse.Namespace, path: str) -> str:
         return path
     import os
 
-    return f"bundled sample capture {os.path.basename(path)} (recorded on GPUs) · graphtrain-inspect tui DIR opens yours"
+    return (
+        f"bundled sample capture {os.path.basename(path)} (recorded on GPUs) · graphtrain-inspect tui DIR opens yours"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -51,6 +79,14 @@ def run(args: argparse.Namespace) -> int:
     from graphtrain_inspect.tui.keymap import load_keymap
 
     keymap, problems = load_keymap(args.keymap)
-    app = InspectApp(path, source=args.source, keymap=keymap, keymap_problems=problems, poll_seconds=args.poll, label=describe(args, path), shared_graph=args.shared_graph)
+    app = InspectApp(
+        path,
+        source=args.source,
+        keymap=keymap,
+        keymap_problems=problems,
+        poll_seconds=args.poll,
+        label=describe(args, path),
+        shared_graph=args.shared_graph,
+    )
     app.run()
     return app.return_code or 0

@@ -101,9 +101,33 @@ class Parts:
     literal, whose keys are rendered by type, and no leaf that either side normalizes);
     `same_as[i]` is then that row's index in `like`, else -1."""
 
-    __slots__ = ("rows", "sigs", "wheres", "names", "ins", "dup", "lits", "index", "names_unique", "same_as", "_row_names", "_info", "_flags", "_normalized", "_calls", "_spans", "_users", "_refs")
+    __slots__ = (
+        "rows",
+        "sigs",
+        "wheres",
+        "names",
+        "ins",
+        "dup",
+        "lits",
+        "index",
+        "names_unique",
+        "same_as",
+        "_row_names",
+        "_info",
+        "_flags",
+        "_normalized",
+        "_calls",
+        "_spans",
+        "_users",
+        "_refs",
+    )
 
-    def __init__(self, rows: Sequence[dict[str, Any]], leaf_norm: Callable[[Any, Any], Any] | None = None, like: "Parts | None" = None):
+    def __init__(
+        self,
+        rows: Sequence[dict[str, Any]],
+        leaf_norm: Callable[[Any, Any], Any] | None = None,
+        like: "Parts | None" = None,
+    ):
         self.rows = rows
         n = len(rows)
         self._row_names = row_names = list(map(_NAME, rows))
@@ -121,7 +145,9 @@ class Parts:
         todo: Iterable[int] = range(n)
         same_as: list[int] | None = None
         if like is None:
-            self.index = index = dict(zip(row_names, range(n)))  # a name twice: its last row, as the index always had it
+            self.index = index = dict(
+                zip(row_names, range(n))
+            )  # a name twice: its last row, as the index always had it
             self.names_unique = len(index) == n
             info = [None] * n
         else:
@@ -385,7 +411,9 @@ def _memo_leaf(leaf_norm: Callable[[Any, Any], Any], calls: list | None = None) 
     return leaf
 
 
-def _unique_pairs(ka: Sequence[int], kb: Sequence[int], ia: Sequence[int], ib: Sequence[int], nkeys: int) -> list[tuple[int, int]]:
+def _unique_pairs(
+    ka: Sequence[int], kb: Sequence[int], ia: Sequence[int], ib: Sequence[int], nkeys: int
+) -> list[tuple[int, int]]:
     """(i, j) for each key id that occurs once in `ka` and once in `kb` (the keys of rows `ia`
     and `ib`), sorted."""
     count_a = [0] * nkeys
@@ -482,7 +510,11 @@ def _align(pa: Parts, pb: Parts) -> tuple[list[int], list[int], list[tuple[int, 
     # their pieces too
     twin = [*same_as, -1].__getitem__
     i, j = na - 1, nb - 1
-    while i >= pre and j >= pre and (same_as[j] == i and (not ins_a[i] or tuple(map(twin, ins_b[j])) == ins_a[i]) or same(i, j)):
+    while (
+        i >= pre
+        and j >= pre
+        and (same_as[j] == i and (not ins_a[i] or tuple(map(twin, ins_b[j])) == ins_a[i]) or same(i, j))
+    ):
         ma[i] = j
         mb[j] = i
         add((i, j))
@@ -585,7 +617,17 @@ def _users_of(p: Parts, rows: list[int]) -> dict[int, list[tuple[int, str]]]:
     return us
 
 
-def _propagate(pa: Parts, pb: Parts, ma: list[int], mb: list[int], order: list[tuple[int, int]], queue: list[tuple[int, int]], near: set[int], ua: dict[int, list[tuple[int, str]]], ub: dict[int, list[tuple[int, str]]]) -> None:
+def _propagate(
+    pa: Parts,
+    pb: Parts,
+    ma: list[int],
+    mb: list[int],
+    order: list[tuple[int, int]],
+    queue: list[tuple[int, int]],
+    near: set[int],
+    ua: dict[int, list[tuple[int, str]]],
+    ub: dict[int, list[tuple[int, str]]],
+) -> None:
     """Match along edges from each pair of `queue` in turn (pairs it matches are appended to
     `order` and followed in turn). Only rows that may still be unmatched can be matched: `ua`,
     `ub` are users() among them (_users_of), `near` the a rows next to one; a pair of another row

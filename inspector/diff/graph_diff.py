@@ -171,7 +171,7 @@ def _short(v: Any, n: int = 80) -> str:
 def render_value(v: Any) -> str:
     if isinstance(v, dict):
         if len(v) == 1:
-            (k, x), = v.items()
+            ((k, x),) = v.items()
             if k == "n":
                 return str(x)
             if k == "dev":
@@ -262,7 +262,18 @@ def compare_rows(
     return _compare(0, 0, pa, pb, name_map, na, nb, meta=meta, stack=stack)
 
 
-def _compare(i: int, j: int, pa: Parts, pb: Parts, name_map: dict[str, str], na: GraphNormalizer, nb: GraphNormalizer, *, meta: bool, stack: bool) -> tuple[list, list, bool]:
+def _compare(
+    i: int,
+    j: int,
+    pa: Parts,
+    pb: Parts,
+    name_map: dict[str, str],
+    na: GraphNormalizer,
+    nb: GraphNormalizer,
+    *,
+    meta: bool,
+    stack: bool,
+) -> tuple[list, list, bool]:
     a, b = pa.rows[i], pb.rows[j]
     ra, rb = tuple(zip(pa.wheres[i], pa.names[i])), tuple(zip(pb.wheres[j], pb.names[j]))
     same_refs = len(ra) == len(rb)
@@ -287,7 +298,13 @@ def _compare(i: int, j: int, pa: Parts, pb: Parts, name_map: dict[str, str], na:
             x, y = da.get(where), db.get(where)
             if x is None or y is None or name_map.get(x) != y:
                 structural = True
-                args.append((where, {"n": x} if x is not None else _leaf_or_none(a, where), {"n": y} if y is not None else _leaf_or_none(b, where)))
+                args.append(
+                    (
+                        where,
+                        {"n": x} if x is not None else _leaf_or_none(a, where),
+                        {"n": y} if y is not None else _leaf_or_none(b, where),
+                    )
+                )
     la, lb = pa.lits[i], pb.lits[j]
     if la != lb:
         da, db = dict(la), dict(lb)
@@ -363,8 +380,25 @@ def diff_subgraph(
     # its inputs: _compare's first test holds, "same" (computed for all rows, kept for those)
     same_as = pb.same_as if pb.same_as is not None else [-1] * n_b
     ins_of = [*ins_a, ()].__getitem__  # -1: none
-    fast = list(map(and_, map(and_, map(eq, same_as, mbl), map((-1).__lt__, mbl)), map(eq, map(tuple, map(map, repeat(mget), map(ins_of, mbl))), ins_b)))
-    nodes_b = list(map(NodeDiff, repeat("same"), repeat(path), map(rows_a.__getitem__, mbl), rows_b, repeat(_NONE), repeat(_NONE), repeat(False)))
+    fast = list(
+        map(
+            and_,
+            map(and_, map(eq, same_as, mbl), map((-1).__lt__, mbl)),
+            map(eq, map(tuple, map(map, repeat(mget), map(ins_of, mbl))), ins_b),
+        )
+    )
+    nodes_b = list(
+        map(
+            NodeDiff,
+            repeat("same"),
+            repeat(path),
+            map(rows_a.__getitem__, mbl),
+            rows_b,
+            repeat(_NONE),
+            repeat(_NONE),
+            repeat(False),
+        )
+    )
     changed = False
     for j in compress(range(n_b), map(not_, fast)):
         i = mbl[j]
@@ -418,7 +452,18 @@ def diff_subgraph(
     return SubgraphDiff(path, "changed" if changed else "same", nodes)
 
 
-def _diff_rows(path: str, pa: Parts, pb: Parts, ma: list[int], mb: list[int], pairs: list[tuple[int, int]], na: GraphNormalizer, nb: GraphNormalizer, meta: bool, stack: bool) -> SubgraphDiff:
+def _diff_rows(
+    path: str,
+    pa: Parts,
+    pb: Parts,
+    ma: list[int],
+    mb: list[int],
+    pairs: list[tuple[int, int]],
+    na: GraphNormalizer,
+    nb: GraphNormalizer,
+    meta: bool,
+    stack: bool,
+) -> SubgraphDiff:
     """diff_subgraph's nodes, pair by pair, as they always were: for a side with a name twice."""
     rows_a, rows_b = pa.rows, pb.rows
     name_map = {rows_a[i]["name"]: rows_b[j]["name"] for i, j in pairs}
@@ -469,7 +514,16 @@ def diff_tables(
         return _diff_tables(a, b, a_label, b_label, norm_a or IDENTITY, norm_b or IDENTITY, meta, stack)
 
 
-def _diff_tables(a: GraphTables, b: GraphTables, a_label: str, b_label: str, na: GraphNormalizer, nb: GraphNormalizer, meta: bool, stack: bool) -> GraphDiff:
+def _diff_tables(
+    a: GraphTables,
+    b: GraphTables,
+    a_label: str,
+    b_label: str,
+    na: GraphNormalizer,
+    nb: GraphNormalizer,
+    meta: bool,
+    stack: bool,
+) -> GraphDiff:
     subs: list[SubgraphDiff] = []
     b_paths = {g.path: g for g in b.graphs}
     a_paths = {g.path: g for g in a.graphs}
@@ -498,7 +552,9 @@ _STACK_LINE = re.compile(r"^\s*# (File: |No stacktrace found|graph id: )")
 _DEAD = re.compile(r";\s+[A-Za-z_][A-Za-z0-9_]*( = [A-Za-z_][A-Za-z0-9_]*)* = None\s*$")
 
 
-def normalize_code(code: str, norm: GraphNormalizer | None = None, *, drop_stack: bool = True, drop_dead: bool = True) -> list[str]:
+def normalize_code(
+    code: str, norm: GraphNormalizer | None = None, *, drop_stack: bool = True, drop_dead: bool = True
+) -> list[str]:
     """Lines of FX code without stack comments and dead-value `x = None` tails; with `norm`, group
     names and the own device rewritten as in a rank diff."""
     out = []
@@ -519,18 +575,24 @@ def normalize_code(code: str, norm: GraphNormalizer | None = None, *, drop_stack
                 line = line.replace(f"device(type='{typ}', index={own_idx})", f"device(type='{typ}', index=<own>)")
                 line = re.sub(rf"\b{typ}:{own_idx}\b", "<own>", line)
             if groups and ("c10d" in line or "_dtensor" in line or "device_mesh" in line):
-                line = re.sub(r"'([^']*)'", lambda m: f"'{groups[m.group(1)]}'" if m.group(1) in groups else m.group(0), line)
+                line = re.sub(
+                    r"'([^']*)'", lambda m: f"'{groups[m.group(1)]}'" if m.group(1) in groups else m.group(0), line
+                )
         out.append(line.rstrip())
     while out and not out[-1]:
         out.pop()
     return out
 
 
-def text_diff(a_lines: list[str], b_lines: list[str], a_label: str = "a", b_label: str = "b", context: int = 3) -> list[str]:
+def text_diff(
+    a_lines: list[str], b_lines: list[str], a_label: str = "a", b_label: str = "b", context: int = 3
+) -> list[str]:
     return list(difflib.unified_diff(a_lines, b_lines, a_label, b_label, n=context, lineterm=""))
 
 
-def side_by_side(a_lines: list[str], b_lines: list[str], width: int = 160, context: int = 3) -> list[tuple[str, str, str]]:
+def side_by_side(
+    a_lines: list[str], b_lines: list[str], width: int = 160, context: int = 3
+) -> list[tuple[str, str, str]]:
     """(marker, left, right) rows: marker ' ' same, '|' changed, '<' only left, '>' only right,
     '~' a skipped run of equal lines."""
     sm = difflib.SequenceMatcher(None, a_lines, b_lines, autojunk=False)
@@ -559,10 +621,14 @@ def side_by_side(a_lines: list[str], b_lines: list[str], width: int = 160, conte
 
 
 def rank_context(cap: "Capture", rank: int, gid: str | None = None) -> RankContext:
-    return RankContext.from_table(rank, cap.rank_table(rank), local_rank=cap.local_rank(rank), own_device=cap.own_device(rank, gid))
+    return RankContext.from_table(
+        rank, cap.rank_table(rank), local_rank=cap.local_rank(rank), own_device=cap.own_device(rank, gid)
+    )
 
 
-def pass_diffs(cap: "Capture", rank: int, p: "PassRecord", *, meta: bool = True, stack: bool = False) -> list[tuple[str, GraphDiff | None]]:
+def pass_diffs(
+    cap: "Capture", rank: int, p: "PassRecord", *, meta: bool = True, stack: bool = False
+) -> list[tuple[str, GraphDiff | None]]:
     """(role, diff of the pass's input and that output) for each output; None where unreadable."""
     out: list[tuple[str, GraphDiff | None]] = []
     before = cap.node_table(rank, p.before) if p.before else None
@@ -571,7 +637,19 @@ def pass_diffs(cap: "Capture", rank: int, p: "PassRecord", *, meta: bool = True,
         if before is None or after is None:
             out.append((role, None))
             continue
-        out.append((role, diff_tables(before, after, a_label=f"before {p.name}", b_label=f"after {p.name}" + ("" if role == "out" else f" ({role})"), meta=meta, stack=stack)))
+        out.append(
+            (
+                role,
+                diff_tables(
+                    before,
+                    after,
+                    a_label=f"before {p.name}",
+                    b_label=f"after {p.name}" + ("" if role == "out" else f" ({role})"),
+                    meta=meta,
+                    stack=stack,
+                ),
+            )
+        )
     return out
 
 
@@ -612,7 +690,9 @@ def graph_normalizer(tables: GraphTables | None, ctx: RankContext | None) -> Gra
     return GraphNormalizer(_CollectiveRows(tables) if tables is not None else None, ctx)  # type: ignore[arg-type]
 
 
-def normalizers(cap: "Capture", rank_a: int, gid_a: str, rank_b: int, gid_b: str) -> tuple[GraphTables | None, GraphTables | None, GraphNormalizer, GraphNormalizer]:
+def normalizers(
+    cap: "Capture", rank_a: int, gid_a: str, rank_b: int, gid_b: str
+) -> tuple[GraphTables | None, GraphTables | None, GraphNormalizer, GraphNormalizer]:
     ta = cap.node_table(rank_a, gid_a)
     tb = cap.node_table(rank_b, gid_b)
     na = graph_normalizer(ta, rank_context(cap, rank_a, gid_a))
@@ -620,14 +700,18 @@ def normalizers(cap: "Capture", rank_a: int, gid_a: str, rank_b: int, gid_b: str
     return ta, tb, na, nb
 
 
-def rank_diff_gids(cap: "Capture", rank_a: int, gid_a: str, rank_b: int, gid_b: str, *, meta: bool = True) -> GraphDiff | None:
+def rank_diff_gids(
+    cap: "Capture", rank_a: int, gid_a: str, rank_b: int, gid_b: str, *, meta: bool = True
+) -> GraphDiff | None:
     ta, tb, na, nb = normalizers(cap, rank_a, gid_a, rank_b, gid_b)
     if ta is None or tb is None:
         return None
     return diff_tables(ta, tb, a_label=f"rank {rank_a}", b_label=f"rank {rank_b}", norm_a=na, norm_b=nb, meta=meta)
 
 
-def rank_diff(cap: "Capture", key: "StageKey", rank_a: int, rank_b: int, *, index=None, meta: bool = True) -> GraphDiff | None:
+def rank_diff(
+    cap: "Capture", key: "StageKey", rank_a: int, rank_b: int, *, index=None, meta: bool = True
+) -> GraphDiff | None:
     """The graph of one stage on two ranks, normalized; None if a rank lacks it or it is unreadable."""
     from graphtrain_inspect.inspector.read.stages import StageIndex
 

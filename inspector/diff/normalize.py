@@ -18,7 +18,9 @@ from typing import Any
 
 from graphtrain_inspect.inspector.read.graphmodel import GraphTables, device_of_leaf, split_device
 
-REDUCE_OPS = frozenset({"sum", "avg", "product", "prod", "min", "max", "band", "bor", "bxor", "premul_sum", "SUM", "AVG", "MAX", "MIN"})
+REDUCE_OPS = frozenset(
+    {"sum", "avg", "product", "prod", "min", "max", "band", "bor", "bxor", "premul_sum", "SUM", "AVG", "MAX", "MIN"}
+)
 _COLLECTIVE_PREFIXES = (
     "_c10d_functional.",
     "c10d_functional.",
@@ -59,7 +61,9 @@ class RankContext:
     group_positions: dict[str, int] = field(default_factory=dict)  # invariant key -> rank's index in it
 
     @classmethod
-    def from_table(cls, rank: int, table: dict[str, Any] | None, *, local_rank: int | None = None, own_device: str | None = None) -> "RankContext":
+    def from_table(
+        cls, rank: int, table: dict[str, Any] | None, *, local_rank: int | None = None, own_device: str | None = None
+    ) -> "RankContext":
         ctx = cls(rank=rank, local_rank=local_rank, own_device=own_device)
         if not isinstance(table, dict):
             return ctx
@@ -93,9 +97,14 @@ def table_meshes(table: dict[str, Any]) -> list[dict[str, Any]]:
         names = mesh.get("dim_names") or [str(i) for i in range(len(shape))]
         coord = mesh.get("coordinate")
         groups = mesh.get("group_names")
-        out.append({"dim_names": [str(n) for n in names], "shape": shape,
-                    "coordinate": list(coord) if isinstance(coord, (list, tuple)) else None,
-                    "group_names": groups if isinstance(groups, dict) else {}})
+        out.append(
+            {
+                "dim_names": [str(n) for n in names],
+                "shape": shape,
+                "coordinate": list(coord) if isinstance(coord, (list, tuple)) else None,
+                "group_names": groups if isinstance(groups, dict) else {},
+            }
+        )
     out.sort(key=lambda m: (-len(m["shape"]), m["dim_names"], [s if isinstance(s, int) else -1 for s in m["shape"]]))
     return out
 

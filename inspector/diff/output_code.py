@@ -33,9 +33,13 @@ _AOT_ID = re.compile(r"^# AOT ID: .*$")
 _STREAM = re.compile(r"\bstream\d+\b")
 _NUMBERED = re.compile(r"^(?P<stem>.*?)_?(?P<n>\d+)$")
 _QUOTED = re.compile(r"'([^'\\]*)'|\"([^\"\\]*)\"")
-_COLLECTIVE_LINE = re.compile(r"c10d|_functional|group_name|symm_mem|all_reduce|all_gather|reduce_scatter|all_to_all|broadcast")
+_COLLECTIVE_LINE = re.compile(
+    r"c10d|_functional|group_name|symm_mem|all_reduce|all_gather|reduce_scatter|all_to_all|broadcast"
+)
 # numeric literals: 3, 3.0, 1e-05, 16L, 0.5f, 0x1F; not inside identifiers (tmp4, buf0, x0)
-NUMBER = re.compile(r"(?<![\w.])(?:0x[0-9a-fA-F]+|\d+\.\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?|\d+(?:[eE][+-]?\d+)?)(?:[uU]?[lL]{0,2}|[fF])?(?![\w.])")
+NUMBER = re.compile(
+    r"(?<![\w.])(?:0x[0-9a-fA-F]+|\d+\.\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?|\d+(?:[eE][+-]?\d+)?)(?:[uU]?[lL]{0,2}|[fF])?(?![\w.])"
+)
 
 # what pins a device index in Inductor's wrappers (C++ and Python)
 DEVICE_PINS = (
@@ -82,7 +86,9 @@ def pinned_spans(line: str) -> list[tuple[str, int, int, int]]:
     out = []
     for what, rx in DEVICE_PINS:
         for m in rx.finditer(line):
-            idx = m.group("idx") if "idx" in rx.groupindex and m.group("idx") is not None else (m.groupdict().get("idx2"))
+            idx = (
+                m.group("idx") if "idx" in rx.groupindex and m.group("idx") is not None else (m.groupdict().get("idx2"))
+            )
             if idx is not None:
                 out.append((what, int(idx), m.start(), m.end()))
     return out
@@ -97,7 +103,11 @@ class CodeNormalizer:
     def lines(self, code: str) -> list[str]:
         kernels = kernels_of(code)
         renames = kernel_renames(code, kernels)
-        name_rx = re.compile(r"\b(" + "|".join(re.escape(n) for n in sorted(renames, key=len, reverse=True)) + r")\b") if renames else None
+        name_rx = (
+            re.compile(r"\b(" + "|".join(re.escape(n) for n in sorted(renames, key=len, reverse=True)) + r")\b")
+            if renames
+            else None
+        )
         own = own_index(self.ctx)
         groups = self.ctx.group_keys if self.ctx is not None else {}
         out = []
@@ -161,6 +171,14 @@ def literal_value(text: str) -> int | float | None:
         return None
 
 
-def diff_code(a: str, b: str, a_ctx: RankContext | None, b_ctx: RankContext | None, a_label: str = "a", b_label: str = "b", context: int = 3) -> list[str]:
+def diff_code(
+    a: str,
+    b: str,
+    a_ctx: RankContext | None,
+    b_ctx: RankContext | None,
+    a_label: str = "a",
+    b_label: str = "b",
+    context: int = 3,
+) -> list[str]:
     """Unified diff of two pieces of generated code after normalization: empty when they agree."""
     return text_diff(CodeNormalizer(a_ctx).lines(a), CodeNormalizer(b_ctx).lines(b), a_label, b_label, context=context)

@@ -65,9 +65,15 @@ def truncate(text: str, width: int) -> str:
 
 
 def add_common_arguments(p) -> None:
-    p.add_argument("--source", choices=("auto", "capture", "torch"), default="auto",
-                   help="read our capture logs, or torch's TORCH_TRACE logs (a capture's torch_trace/ subdirectory)")
-    p.add_argument("--color", choices=("auto", "always", "never"), default="auto", help="colour output (default: when a terminal)")
+    p.add_argument(
+        "--source",
+        choices=("auto", "capture", "torch"),
+        default="auto",
+        help="read our capture logs, or torch's TORCH_TRACE logs (a capture's torch_trace/ subdirectory)",
+    )
+    p.add_argument(
+        "--color", choices=("auto", "always", "never"), default="auto", help="colour output (default: when a terminal)"
+    )
 
 
 def print_read_errors(cap, stream: IO | None = None, limit: int = 20) -> None:

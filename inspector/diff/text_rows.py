@@ -72,7 +72,9 @@ class DiffModel:
     blocks: list[_Block] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        sm = difflib.SequenceMatcher(None, self.a_lines, self.b_lines, autojunk=len(self.a_lines) + len(self.b_lines) > 40000)
+        sm = difflib.SequenceMatcher(
+            None, self.a_lines, self.b_lines, autojunk=len(self.a_lines) + len(self.b_lines) > 40000
+        )
         n_fold = 0
         for tag, i1, i2, j1, j2 in sm.get_opcodes():
             b = _Block(tag, i1, i2, j1, j2)
@@ -106,14 +108,19 @@ class DiffModel:
         for blk in self.blocks:
             if blk.tag == "equal":
                 if blk.fold is None or blk.fold in expanded:
-                    out.extend(Row("same", i, j, a[i], b[j]) for i, j in zip(range(blk.i1, blk.i2), range(blk.j1, blk.j2)))
+                    out.extend(
+                        Row("same", i, j, a[i], b[j]) for i, j in zip(range(blk.i1, blk.i2), range(blk.j1, blk.j2))
+                    )
                     continue
                 head = 0 if blk.i1 == 0 else self.context
                 tail = 0 if blk.i2 == len(a) else self.context
                 out.extend(Row("same", blk.i1 + k, blk.j1 + k, a[blk.i1 + k], b[blk.j1 + k]) for k in range(head))
                 n = blk.i2 - blk.i1 - head - tail
                 out.append(Row("fold", blk.i1 + head, blk.j1 + head, fold=blk.fold, count=n))
-                out.extend(Row("same", blk.i2 - tail + k, blk.j2 - tail + k, a[blk.i2 - tail + k], b[blk.j2 - tail + k]) for k in range(tail))
+                out.extend(
+                    Row("same", blk.i2 - tail + k, blk.j2 - tail + k, a[blk.i2 - tail + k], b[blk.j2 - tail + k])
+                    for k in range(tail)
+                )
                 continue
             la = list(range(blk.i1, blk.i2))
             lb = list(range(blk.j1, blk.j2))

@@ -31,7 +31,9 @@ def captures_dir() -> Path:
     # The samples package's folder, found without importing it (read imports no later stage).
     spec = importlib.util.find_spec("graphtrain_inspect.samples")
     locations = list(spec.submodule_search_locations or []) if spec is not None else []
-    return Path(locations[0]) / "captures" if locations else Path(__file__).resolve().parents[2] / "samples" / "captures"
+    return (
+        Path(locations[0]) / "captures" if locations else Path(__file__).resolve().parents[2] / "samples" / "captures"
+    )
 
 
 def names() -> list[str]:

@@ -56,7 +56,9 @@ def open_capture(path: str, *, source: str = "auto") -> Capture:
         if not ours:
             other = [n for n in names if n.endswith(".log")]
             hint = f" (found {', '.join(other[:3])})" if other else ""
-            raise CaptureUnreadable(f"{path}: not a capture: no {logformat.LOG_PREFIX}<R>{logformat.LOG_SUFFIX} logs{hint}")
+            raise CaptureUnreadable(
+                f"{path}: not a capture: no {logformat.LOG_PREFIX}<R>{logformat.LOG_SUFFIX} logs{hint}"
+            )
         cap = _open_files(path, ours, manifest, "capture")
         if os.path.isdir(torch_dir):
             cap.torch_trace_dir = torch_dir
@@ -105,7 +107,11 @@ def read_statuses(cap: Capture, path: str) -> None:
             with open_regular(spath, base=path) as f:
                 doc = logformat.decode_status(f.read(logformat.STATUS_BYTES * 4))
         except (OSError, logformat.FormatError) as e:
-            cap.errors.append(ReadError(spath, None, f"status file unreadable: {e.strerror if isinstance(e, OSError) and e.strerror else e}"))
+            cap.errors.append(
+                ReadError(
+                    spath, None, f"status file unreadable: {e.strerror if isinstance(e, OSError) and e.strerror else e}"
+                )
+            )
             continue
         rank, pid = who
         cap.statuses.setdefault(rank, []).append({
@@ -120,11 +126,24 @@ def _check_manifest(cap: Capture, path: str) -> None:
     m = cap.manifest
     if m is None:
         if cap.kind == "capture":
-            cap.errors.append(ReadError(os.path.join(path, logformat.MANIFEST_NAME), None, "no manifest (capture still running or copied without it)"))
+            cap.errors.append(
+                ReadError(
+                    os.path.join(path, logformat.MANIFEST_NAME),
+                    None,
+                    "no manifest (capture still running or copied without it)",
+                )
+            )
         return
     version = m.get("format_version")
     if isinstance(version, int) and version > logformat.FORMAT_VERSION:
-        cap.errors.append(ReadError(os.path.join(path, logformat.MANIFEST_NAME), None, f"format version {version} is newer than this reader's {logformat.FORMAT_VERSION}; reading what is understood"))
+        cap.errors.append(
+            ReadError(
+                os.path.join(path, logformat.MANIFEST_NAME),
+                None,
+                f"format version {version} is newer than this reader's {logformat.FORMAT_VERSION}; "
+                "reading what is understood",
+            )
+        )
     ranks = m.get("ranks")
     if isinstance(ranks, dict):
         for key, info in ranks.items():
@@ -134,7 +153,9 @@ def _check_manifest(cap: Capture, path: str) -> None:
                 continue
             if r not in cap._ranks and r not in cap.left_out:
                 log = info.get("log") if isinstance(info, dict) else None
-                cap.errors.append(ReadError(os.path.join(path, log or logformat.log_file_name(r)), None, f"rank {r}: log missing", r))
+                cap.errors.append(
+                    ReadError(os.path.join(path, log or logformat.log_file_name(r)), None, f"rank {r}: log missing", r)
+                )
 
 
 def _open_files(path: str, files: list[str], manifest: dict | None, source: str) -> Capture:
@@ -153,7 +174,11 @@ def _open_files(path: str, files: list[str], manifest: dict | None, source: str)
         if len(fs) > 1:
             fs = sorted(fs, key=lambda p: os.path.getsize(p), reverse=True)
             for extra in fs[1:]:
-                errors.append(ReadError(extra, None, f"another log for rank {r}; reading the largest, {os.path.basename(fs[0])}", r))
+                errors.append(
+                    ReadError(
+                        extra, None, f"another log for rank {r}; reading the largest, {os.path.basename(fs[0])}", r
+                    )
+                )
         logs[r] = LogFile(fs[0], rank=r, base=base)
     for f in unranked:
         log = LogFile(f, base=base)
@@ -170,7 +195,11 @@ def _open_files(path: str, files: list[str], manifest: dict | None, source: str)
         raise CaptureUnreadable(f"{path}: no logs to read")
     kind = "torch_trace" if source == "torch" else "capture"
     if source == "auto":
-        kind = "capture" if any(rec.kind == logformat.HEADER for lg in logs.values() for rec in lg.records[:50]) else "torch_trace"
+        kind = (
+            "capture"
+            if any(rec.kind == logformat.HEADER for lg in logs.values() for rec in lg.records[:50])
+            else "torch_trace"
+        )
         if kind == "capture" and not any(rec.kind.startswith("gti_") for lg in logs.values() for rec in lg.records):
             kind = "torch_trace"
     cap = Capture(path, kind)
@@ -228,7 +257,10 @@ def leave_out_strays(cap: Capture) -> None:
             if owner is None or owner == r:
                 continue
             problem = "stray-log"
-            why = f"its records say they are rank {owner}'s (a copy or a misnamed log?): left out, not compared as rank {r}"
+            why = (
+                f"its records say they are rank {owner}'s (a copy or a misnamed log?): "
+                f"left out, not compared as rank {r}"
+            )
         del cap._ranks[r]
         cap.left_out[r] = (log.path, problem, why)
         cap.errors.append(ReadError(log.path, None, why, r))
@@ -244,7 +276,14 @@ def _index_capture_rank(cap: Capture, rd: _Rank) -> None:
         if rec.rank is None and kind.startswith("gti_"):
             log.errors.append(ReadError(log.path, log.line_of(rec.offset), f"{kind} record without a rank", rd.rank))
         elif rec.rank is not None and rec.rank != rd.rank and kind.startswith("gti_"):
-            log.errors.append(ReadError(log.path, log.line_of(rec.offset), f"{kind} record of rank {rec.rank} in the log of rank {rd.rank}", rd.rank))
+            log.errors.append(
+                ReadError(
+                    log.path,
+                    log.line_of(rec.offset),
+                    f"{kind} record of rank {rec.rank} in the log of rank {rd.rank}",
+                    rd.rank,
+                )
+            )
         if kind in logformat.GRAPH_KINDS:
             gid = rec.meta.get("gid")
             if not isinstance(gid, str):
@@ -283,6 +322,14 @@ def _index_capture_rank(cap: Capture, rd: _Rank) -> None:
     if rd.header is not None and rd.header_rec is not None:
         v = rd.header.get("format_version")
         if isinstance(v, int) and v > logformat.FORMAT_VERSION:
-            log.errors.append(ReadError(log.path, log.line_of(rd.header_rec.offset), f"format version {v} is newer than this reader's {logformat.FORMAT_VERSION}; reading what is understood", rd.rank))
+            log.errors.append(
+                ReadError(
+                    log.path,
+                    log.line_of(rd.header_rec.offset),
+                    f"format version {v} is newer than this reader's {logformat.FORMAT_VERSION}; "
+                    "reading what is understood",
+                    rd.rank,
+                )
+            )
     elif log.records and not headers:
         log.errors.append(ReadError(log.path, None, "no gti_header record", rd.rank))

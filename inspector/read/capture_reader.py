@@ -14,7 +14,16 @@ import orjson
 
 from graphtrain_inspect.capture import logformat
 from graphtrain_inspect.inspector.read import torch_trace
-from graphtrain_inspect.inspector.read.capture_records import GraphRef, PassRecord, Pipeline, _int, _num, _Rank, _recompute_pipelines, _str
+from graphtrain_inspect.inspector.read.capture_records import (
+    GraphRef,
+    PassRecord,
+    Pipeline,
+    _int,
+    _num,
+    _Rank,
+    _recompute_pipelines,
+    _str,
+)
 from graphtrain_inspect.inspector.read.fxtext import parse_graph_code
 from graphtrain_inspect.inspector.read.graphmodel import GraphTables, SubGraph, _row_ok, derive_devices, derive_symbols
 from graphtrain_inspect.inspector.read.logscan import LogFile, ReadError, Record
@@ -158,7 +167,9 @@ class Capture:
         out = []
         for r in [rank] if rank is not None else self.ranks:
             for p in self.passes(r):
-                if name in (p.name, p.qualname, f"#{p.seq}", str(p.seq)) or (p.qualname and p.qualname.endswith(":" + name)):
+                if name in (p.name, p.qualname, f"#{p.seq}", str(p.seq)) or (
+                    p.qualname and p.qualname.endswith(":" + name)
+                ):
                     out.append(p)
         return out
 
@@ -409,7 +420,11 @@ class Capture:
                     for i, row in zip(todo, rows):
                         got[i] = pool[lines[i]] = row if _row_ok(row) else False
                 parent = h.get("parent_node")
-                graphs.append(SubGraph(str(h.get("path") or ""), parent if isinstance(parent, str) else None, list(filter(None, got))))
+                graphs.append(
+                    SubGraph(
+                        str(h.get("path") or ""), parent if isinstance(parent, str) else None, list(filter(None, got))
+                    )
+                )
         except orjson.JSONDecodeError:
             return None
         if not graphs:

@@ -302,8 +302,19 @@ def _read_rank(src: "Capture", rank: int) -> list[CompileInfo]:
         elif kind == "recompile_reasons":
             guards = _text_or_json_lines(log, rec)
             c = info(cid)
-            c.events.append(CompileEvent(rank, "recompile", cid, attempt, _guard_line(guards), "\n".join(guards), frame=_last_tb_frame(guards[0].splitlines()) if guards else None,
-                                         guard=_guard_line(guards), line=line))
+            c.events.append(
+                CompileEvent(
+                    rank,
+                    "recompile",
+                    cid,
+                    attempt,
+                    _guard_line(guards),
+                    "\n".join(guards),
+                    frame=_last_tb_frame(guards[0].splitlines()) if guards else None,
+                    guard=_guard_line(guards),
+                    line=line,
+                )
+            )
         elif (m := _CACHE_ARTIFACT_RE.match(kind)) and "artifact" in rec.env:
             which = f"{m.group(1)} {m.group(2)}"
             c = info(cid)
@@ -335,8 +346,12 @@ def _metrics(c: CompileInfo, m: dict[str, Any], attempt: int, line: int) -> None
     for key, name in _PHASES_US:
         if type(m.get(key)) in (int, float):
             c.times[name] = m[key] / 1e6
-    for key, which in (("inductor_fx_local_cache_hit_count", "fx_graph local hit"), ("inductor_fx_local_cache_miss_count", "fx_graph local miss"),
-                       ("aotautograd_local_cache_hit_count", "aotautograd local hit"), ("aotautograd_local_cache_miss_count", "aotautograd local miss")):
+    for key, which in (
+        ("inductor_fx_local_cache_hit_count", "fx_graph local hit"),
+        ("inductor_fx_local_cache_miss_count", "fx_graph local miss"),
+        ("aotautograd_local_cache_hit_count", "aotautograd local hit"),
+        ("aotautograd_local_cache_miss_count", "aotautograd local miss"),
+    ):
         if _int(m.get(key)):
             c.cache[which] = m[key]
     restarts = m.get("restart_reasons")
@@ -344,7 +359,9 @@ def _metrics(c: CompileInfo, m: dict[str, Any], attempt: int, line: int) -> None
     if isinstance(restarts, list):
         for r in restarts:
             text = str(r)
-            c.events.append(CompileEvent(c.rank, "restart", c.compile_id, attempt, _summary(text), text, frame=None, line=line))
+            c.events.append(
+                CompileEvent(c.rank, "restart", c.compile_id, attempt, _summary(text), text, frame=None, line=line)
+            )
     if fail_type:
         reason = _s(m.get("fail_reason")) or ""
         file, lineno = _s(m.get("fail_user_frame_filename")), _int(m.get("fail_user_frame_lineno"))
@@ -354,8 +371,20 @@ def _metrics(c: CompileInfo, m: dict[str, Any], attempt: int, line: int) -> None
             code = cm.group(4).strip()
         frame = Frame(file, lineno, _s(m.get("co_name")), code) if file else None
         suppress = m.get("config_suppress_errors")
-        c.events.append(CompileEvent(c.rank, "failure", c.compile_id, attempt, f"{fail_type}: {_summary(reason)}" if reason else fail_type, reason,
-                                     frame=frame, fail_type=fail_type, fell_back=suppress if isinstance(suppress, bool) else None, line=line))
+        c.events.append(
+            CompileEvent(
+                c.rank,
+                "failure",
+                c.compile_id,
+                attempt,
+                f"{fail_type}: {_summary(reason)}" if reason else fail_type,
+                reason,
+                frame=frame,
+                fail_type=fail_type,
+                fell_back=suppress if isinstance(suppress, bool) else None,
+                line=line,
+            )
+        )
         c.status = "failed"
     elif isinstance(restarts, list) and restarts:
         c.status = "restarted"
@@ -365,7 +394,9 @@ def _metrics(c: CompileInfo, m: dict[str, Any], attempt: int, line: int) -> None
         c.status = "ok"
     if not any(e.kind == "recompile" for e in c.events) and _s(m.get("recompile_reason")):
         g = str(m["recompile_reason"])
-        c.events.append(CompileEvent(c.rank, "recompile", c.compile_id, attempt, _first_line(g), g, guard=_first_line(g), line=line))
+        c.events.append(
+            CompileEvent(c.rank, "recompile", c.compile_id, attempt, _first_line(g), g, guard=_first_line(g), line=line)
+        )
 
 
 def _break_event(rank: int, cid: str, attempt: int, text: str, line: int) -> CompileEvent:
@@ -411,13 +442,20 @@ def _link_breaks(compiles: list[CompileInfo], breaks: list[CompileEvent]) -> Non
             if order[c.compile_id] <= order.get(b.compile_id, -1) or not c.function:
                 continue
             m = _RESUME_RE.match(c.function)
-            if m and int(m.group(2)) == b.frame.line and (c.file is None or c.file == b.frame.file) and (b.frame.name in (None, m.group(1))):
+            if (
+                m
+                and int(m.group(2)) == b.frame.line
+                and (c.file is None or c.file == b.frame.file)
+                and (b.frame.name in (None, m.group(1)))
+            ):
                 b.resume = c.function
                 break
     for c in compiles:
         for e in c.events:
             if e.kind == "restart" and e.frame is None:
-                bk = next((b for b in c.events if b.kind == "break" and b.attempt < e.attempt and b.frame is not None), None)
+                bk = next(
+                    (b for b in c.events if b.kind == "break" and b.attempt < e.attempt and b.frame is not None), None
+                )
                 e.frame = bk.frame if bk else c.frame
                 if bk is not None:
                     e.resume = bk.resume
@@ -466,7 +504,7 @@ def _summary(text: str) -> str:
     for i, l in enumerate(lines):
         if l.strip().startswith("Explanation:") and i > 0:
             head = next((lines[j].strip() for j in range(i - 1, -1, -1) if lines[j].strip()), "")
-            return f"{head}: {l.strip()[len('Explanation:'):].strip()}"
+            return f"{head}: {l.strip()[len('Explanation:') :].strip()}"
     nonblank = [l.strip() for l in lines if l.strip()]
     if len(nonblank) > 1 and nonblank[0].endswith(":"):  # "backend='x' raised:" / "RuntimeError: ..."
         return f"{nonblank[0]} {nonblank[1]}"

@@ -49,7 +49,9 @@ def _norm(dev: str | None, own: str | None) -> str | None:
     return "<own>" if dev is not None and own is not None and dev == own else dev
 
 
-def device_rows(per_rank: dict[int, tuple[dict[str, Any] | None, int | None, dict[str, Any] | None]]) -> list[DeviceRow]:
+def device_rows(
+    per_rank: dict[int, tuple[dict[str, Any] | None, int | None, dict[str, Any] | None]],
+) -> list[DeviceRow]:
     """`per_rank`: rank -> (gti_devices table of the graph, local rank, log header)."""
     # literal sites across ranks: (graph, node, where) -> {rank: normalized device}
     sites: dict[tuple, dict[int, tuple[str | None, str | None]]] = {}
@@ -87,12 +89,25 @@ def device_rows(per_rank: dict[int, tuple[dict[str, Any] | None, int | None, dic
                     why = "differs across ranks: " + raw
                 elif len({v[0] for v in across.values()}) > 1:
                     why = "each rank's own device, baked per rank: " + raw
-            rows.append(DeviceRow(r, "literal", lit.get("node"), lit.get("graph") or None, lit.get("where"), d, str(lit.get("target") or ""), why))
+            rows.append(
+                DeviceRow(
+                    r,
+                    "literal",
+                    lit.get("node"),
+                    lit.get("graph") or None,
+                    lit.get("where"),
+                    d,
+                    str(lit.get("target") or ""),
+                    why,
+                )
+            )
         for val in dev.get("values") or []:
             d = val.get("device")
             kind = str(val.get("kind") or "value")
             shape = val.get("shape")
-            detail = " ".join(str(x) for x in (val.get("dtype"), list(shape) if isinstance(shape, list) else None) if x is not None)
+            detail = " ".join(
+                str(x) for x in (val.get("dtype"), list(shape) if isinstance(shape, list) else None) if x is not None
+            )
             why = None if kind == "input" else foreign(d, own)
             rows.append(DeviceRow(r, kind, val.get("node"), val.get("graph") or None, None, d, detail, why))
     return rows

@@ -26,7 +26,20 @@ DTYPE_ABBRS = {
     "u16": "uint16", "u32": "uint32", "u64": "uint64", "f8e8m0fnu": "float8_e8m0fnu",
     "f4e2m1fnx2": "float4_e2m1fn_x2",
 }  # fmt: skip
-_DTYPE_NAMES = set(DTYPE_ABBRS.values()) | {"float", "double", "half", "long", "int", "short", "bits16", "cfloat", "cdouble", "qint8", "quint8", "qint32"}
+_DTYPE_NAMES = set(DTYPE_ABBRS.values()) | {
+    "float",
+    "double",
+    "half",
+    "long",
+    "int",
+    "short",
+    "bits16",
+    "cfloat",
+    "cdouble",
+    "qint8",
+    "quint8",
+    "qint32",
+}
 _ENUM_NAMES = {
     "strided", "sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc", "jagged", "_mkldnn",
     "contiguous_format", "channels_last", "channels_last_3d", "preserve_format", "legacy_contiguous_format",
@@ -105,7 +118,11 @@ def parse_annotation(ann: str) -> Any:
     if shape is None:
         return None
     shape_text, i = shape
-    val: dict[str, Any] = {"t": "tensor", "dtype": DTYPE_ABBRS[m.group(1)], "shape": [_dim(d) for d in split_top(shape_text)]}
+    val: dict[str, Any] = {
+        "t": "tensor",
+        "dtype": DTYPE_ABBRS[m.group(1)],
+        "shape": [_dim(d) for d in split_top(shape_text)],
+    }
     stride = _bracket(ann, i)
     if stride is not None:
         val["stride"] = [_dim(d) for d in split_top(stride[0])]
@@ -186,7 +203,16 @@ class _Parser:
             for st in stmts:
                 ast.increment_lineno(st, i - 1)
                 body.append(st)
-        fn = sig if isinstance(sig, ast.FunctionDef) else ast.FunctionDef(name="forward", args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]), body=[], decorator_list=[])
+        fn = (
+            sig
+            if isinstance(sig, ast.FunctionDef)
+            else ast.FunctionDef(
+                name="forward",
+                args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]),
+                body=[],
+                decorator_list=[],
+            )
+        )
         self._graph(fn, body, "", None)
         return {"graphs": self.graphs}
 
@@ -236,7 +262,9 @@ class _Parser:
         names: set[str] = set()
         placeholders: list[dict[str, Any]] = []
         arg_index: dict[str, dict[str, Any]] = {}
-        ann_placeholders = [st for st in body if isinstance(st, ast.AnnAssign) and st.value is None and isinstance(st.target, ast.Name)]
+        ann_placeholders = [
+            st for st in body if isinstance(st, ast.AnnAssign) and st.value is None and isinstance(st.target, ast.Name)
+        ]
         if ann_placeholders:
             # AOT's joint graph: forward(self, primals, tangents) then `primals_1: "f32[...]"` lines.
             for st in ann_placeholders:
@@ -349,9 +377,19 @@ class _Parser:
         if isinstance(e, ast.Subscript):
             return "call_function", "operator.getitem", [self._arg(e.value, names), self._arg(e.slice, names)], {}
         if isinstance(e, ast.BinOp) and type(e.op) in _BINOPS:
-            return "call_function", f"operator.{_BINOPS[type(e.op)]}", [self._arg(e.left, names), self._arg(e.right, names)], {}
+            return (
+                "call_function",
+                f"operator.{_BINOPS[type(e.op)]}",
+                [self._arg(e.left, names), self._arg(e.right, names)],
+                {},
+            )
         if isinstance(e, ast.Compare) and len(e.ops) == 1 and type(e.ops[0]) in _CMPOPS:
-            return "call_function", f"operator.{_CMPOPS[type(e.ops[0])]}", [self._arg(e.left, names), self._arg(e.comparators[0], names)], {}
+            return (
+                "call_function",
+                f"operator.{_CMPOPS[type(e.ops[0])]}",
+                [self._arg(e.left, names), self._arg(e.comparators[0], names)],
+                {},
+            )
         if isinstance(e, ast.UnaryOp) and type(e.op) in _UNARY:
             return "call_function", f"operator.{_UNARY[type(e.op)]}", [self._arg(e.operand, names)], {}
         return "call_function", _unparse(e), [], {}
@@ -373,7 +411,12 @@ class _Parser:
         if isinstance(e, (ast.List, ast.Tuple)):
             return [self._arg(x, names) for x in e.elts]
         if isinstance(e, ast.Dict):
-            return {"dict": [[self._arg(k, names) if k is not None else None, self._arg(v, names)] for k, v in zip(e.keys, e.values)]}
+            return {
+                "dict": [
+                    [self._arg(k, names) if k is not None else None, self._arg(v, names)]
+                    for k, v in zip(e.keys, e.values)
+                ]
+            }
         if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
             inner = self._arg(e.operand, names)
             if isinstance(inner, (int, float)) and not isinstance(inner, bool):

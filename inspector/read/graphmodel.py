@@ -54,7 +54,9 @@ class GraphTables:
         self._by_path = {g.path: g for g in graphs}
 
     @classmethod
-    def from_payload(cls, gid: str, payload: dict[str, Any], *, source: str = "table", warnings: list[str] | None = None) -> "GraphTables":
+    def from_payload(
+        cls, gid: str, payload: dict[str, Any], *, source: str = "table", warnings: list[str] | None = None
+    ) -> "GraphTables":
         graphs = []
         subs = payload.get("graphs")
         for g in subs if isinstance(subs, list) else []:
@@ -108,7 +110,15 @@ _ROW_TYPES: dict[str, Any] = {
     "attr": dict,
     "val": (dict, list, str, int, float, bool, type(None)),
 }
-_VAL_TYPES: dict[str, Any] = {"t": str, "dtype": str, "shape": list, "stride": list, "device": str, "type": str, "expr": str}
+_VAL_TYPES: dict[str, Any] = {
+    "t": str,
+    "dtype": str,
+    "shape": list,
+    "stride": list,
+    "device": str,
+    "type": str,
+    "expr": str,
+}
 
 
 def _row_ok(r: Any) -> bool:
@@ -168,7 +178,9 @@ def device_of_leaf(v: Any) -> str | None:
     """The device a leaf names: `{"dev": "cuda:1"}` or a plain string like "cuda:1"."""
     if isinstance(v, dict) and len(v) == 1 and "dev" in v:
         return str(v["dev"])
-    if isinstance(v, str) and (v == "cuda" or re.fullmatch(r"(cuda|xpu|mps|hpu|npu|mtia|privateuseone|meta|cpu):\d+", v)):
+    if isinstance(v, str) and (
+        v == "cuda" or re.fullmatch(r"(cuda|xpu|mps|hpu|npu|mtia|privateuseone|meta|cpu):\d+", v)
+    ):
         return v
     return None
 
@@ -199,7 +211,9 @@ def derive_devices(tables: GraphTables, own_device: str | None = None) -> dict[s
         for where, leaf in row_leaves(row):
             dev = device_of_leaf(leaf)
             if dev is not None:
-                literals.append({"graph": g.path, "node": row["name"], "target": row.get("target"), "where": where, "device": dev})
+                literals.append(
+                    {"graph": g.path, "node": row["name"], "target": row.get("target"), "where": where, "device": dev}
+                )
         val = row.get("val")
         if row["op"] == "placeholder" and isinstance(val, dict) and val.get("t") == "tensor" and val.get("device"):
             values.append({"graph": g.path, "node": row["name"], "kind": "input", "device": val["device"]})
@@ -209,10 +223,26 @@ def derive_devices(tables: GraphTables, own_device: str | None = None) -> dict[s
                 kind = "parameter" if attr.get("param") else "constant"
                 values.append({"graph": g.path, "node": row["name"], "kind": kind, **attr})
             elif isinstance(val, dict) and val.get("t") == "tensor" and val.get("device") and not row.get("subgraph"):
-                values.append({"graph": g.path, "node": row["name"], "kind": "constant", "device": val["device"], "dtype": val.get("dtype"), "shape": val.get("shape")})
+                values.append(
+                    {
+                        "graph": g.path,
+                        "node": row["name"],
+                        "kind": "constant",
+                        "device": val["device"],
+                        "dtype": val.get("dtype"),
+                        "shape": val.get("shape"),
+                    }
+                )
     if own_device is None:
         own_device = infer_own_device(tables)
-    return {"own_device": own_device, "local_rank": None, "cuda_visible_devices": None, "literals": literals, "values": values, "derived": True}
+    return {
+        "own_device": own_device,
+        "local_rank": None,
+        "cuda_visible_devices": None,
+        "literals": literals,
+        "values": values,
+        "derived": True,
+    }
 
 
 def infer_own_device(tables: GraphTables) -> str | None:

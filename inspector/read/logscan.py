@@ -33,6 +33,8 @@ def _is_blank(buf: Any, at: int) -> bool:
     """Whether the line starting at `at` is empty (LF or CRLF)."""
     c = buf[at : at + 1]
     return c == b"\n" or (c == b"\r" and buf[at + 1 : at + 2] == b"\n")
+
+
 # The longest first line of a record (the envelope: glog prefix and JSON metadata) the reader
 # reads. Ours are under 1 KB and torch's under 30 KB (tlparse's test logs: 25 KB at most); a
 # longer line (a writer killed mid-line, garbage, someone hostile) is one ReadError and is never
@@ -244,8 +246,11 @@ class LogFile:
                 break
             pos = stop
         length = (nl if nl >= 0 else end) - start
-        self._err(start, f"a line of {length / (1 << 20):.1f} MB, longer than the {ENVELOPE_LINE_LIMIT >> 20} MB a record's "
-                         f"first line may have: not read ({_preview(bytes(buf[start : start + 60]))})")
+        self._err(
+            start,
+            f"a line of {length / (1 << 20):.1f} MB, longer than the {ENVELOPE_LINE_LIMIT >> 20} MB a record's "
+            f"first line may have: not read ({_preview(bytes(buf[start : start + 60]))})",
+        )
         return nl
 
     def _release(self, start: int, end: int) -> None:
@@ -386,8 +391,11 @@ class LogFile:
             # belong to a record whose envelope line is gone, not to this one.
             if rec.index not in self._trailing_noted:
                 self._trailing_noted.add(rec.index)
-                self._err(rec.payload_start, f"payload line(s) after the {rec.kind} record at line {self.line_of(rec.offset)}, "
-                                             "which has none (a damaged or missing envelope line); ignored")
+                self._err(
+                    rec.payload_start,
+                    f"payload line(s) after the {rec.kind} record at line {self.line_of(rec.offset)}, "
+                    "which has none (a damaged or missing envelope line); ignored",
+                )
             return None
         lines = self.raw_payload(rec).split(b"\n")
         try:
@@ -423,8 +431,11 @@ class LogFile:
                     return value
                 self._trailing_noted.add(rec.index)
                 extra = sum(len(l) + 1 for l in lines[: i + 1])
-                self._err(rec.payload_start + extra, f"{len(lines) - i - 1} payload line(s) after the {rec.kind} record at line "
-                                                     f"{self.line_of(rec.offset)} do not belong to it (damaged); the record is read without them")
+                self._err(
+                    rec.payload_start + extra,
+                    f"{len(lines) - i - 1} payload line(s) after the {rec.kind} record at line "
+                    f"{self.line_of(rec.offset)} do not belong to it (damaged); the record is read without them",
+                )
                 return value
         return None
 

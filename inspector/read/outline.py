@@ -128,15 +128,29 @@ def pass_entry(cap: "Capture", p: "PassRecord", occurrence: int) -> PassEntry:
     nodes = p.nodes or {}
     before_n = nodes.get("before") if isinstance(nodes.get("before"), int) else _nodes(cap, p.rank, p.before)
     after_counts = nodes.get("after") if isinstance(nodes.get("after"), dict) else {}
-    after_n = {role: (after_counts.get(role) if isinstance(after_counts.get(role), int) else _nodes(cap, p.rank, gid)) for role, gid in p.after.items()}
+    after_n = {
+        role: (after_counts.get(role) if isinstance(after_counts.get(role), int) else _nodes(cap, p.rank, gid))
+        for role, gid in p.after.items()
+    }
     exc = None
     if p.exception:
         msg = str(p.exception.get("message") or "").splitlines()
         exc = f"{p.exception.get('type')}: {msg[0] if msg else ''}"
     return PassEntry(
-        rank=p.rank, seq=p.seq, name=p.name, status=p.status, pipeline=p.pipeline, before=p.before, after=dict(p.after),
-        before_nodes=before_n, after_nodes=after_n, wall_s=p.wall_s, source=p.source, occurrence=occurrence,
-        exception=exc, capture_errors=p.capture_errors,
+        rank=p.rank,
+        seq=p.seq,
+        name=p.name,
+        status=p.status,
+        pipeline=p.pipeline,
+        before=p.before,
+        after=dict(p.after),
+        before_nodes=before_n,
+        after_nodes=after_n,
+        wall_s=p.wall_s,
+        source=p.source,
+        occurrence=occurrence,
+        exception=exc,
+        capture_errors=p.capture_errors,
     )
 
 
@@ -173,16 +187,29 @@ def build_outline(cap: "Capture") -> Outline:
             complete = cap.end(r) is not None
         ranks.append(
             RankEntry(
-                rank=r, host=header.get("host"), pid=header.get("pid"), own_device=own, local_rank=cap.local_rank(r),
-                complete=complete, graphs=len(cap.graphs(r)), log_bytes=log.size if log is not None else 0,
-                capture_errors=len(cap.capture_errors(r)), pipelines=pipelines, failed_compiles=_failed_compiles(cap, r),
+                rank=r,
+                host=header.get("host"),
+                pid=header.get("pid"),
+                own_device=own,
+                local_rank=cap.local_rank(r),
+                complete=complete,
+                graphs=len(cap.graphs(r)),
+                log_bytes=log.size if log is not None else 0,
+                capture_errors=len(cap.capture_errors(r)),
+                pipelines=pipelines,
+                failed_compiles=_failed_compiles(cap, r),
             )
         )
     path = os.path.abspath(cap.path)
     return Outline(
-        path=path, name=os.path.basename(path.rstrip("/")) or path, kind=cap.kind, status=m.get("status"),
-        torch_version=m.get("torch_version") or next((cap.header(r).get("torch_version") for r in cap.ranks if cap.header(r)), None),
-        world_size=cap.world_size, ranks=ranks,
+        path=path,
+        name=os.path.basename(path.rstrip("/")) or path,
+        kind=cap.kind,
+        status=m.get("status"),
+        torch_version=m.get("torch_version")
+        or next((cap.header(r).get("torch_version") for r in cap.ranks if cap.header(r)), None),
+        world_size=cap.world_size,
+        ranks=ranks,
     )
 
 
@@ -273,12 +300,24 @@ def finding_target(f: "Finding", index: StageIndex, prefer_rank: int | None = No
         ev = f.evidence or {}
         line = ev.get("line") if isinstance(ev.get("line"), int) else None
         kernel = ev.get("kernel") if isinstance(ev.get("kernel"), str) else None
-        return Target(rank, pipeline, st.seq, st.key.role, st.gid, "output-code", f.node, None, line=line, kernel=kernel)
+        return Target(
+            rank, pipeline, st.seq, st.key.role, st.gid, "output-code", f.node, None, line=line, kernel=kernel
+        )
     if f.kind == "rank-divergent-graph":
         others = [r for r in stages if r != rank]
         base = min(stages)
         compare = max(stages) if rank == base else rank
         st = stages[compare]
-        return Target(compare, pipeline, st.seq, st.key.role, st.gid, "rank-diff", f.node, f.subgraph, base_rank=base if others else None)
+        return Target(
+            compare,
+            pipeline,
+            st.seq,
+            st.key.role,
+            st.gid,
+            "rank-diff",
+            f.node,
+            f.subgraph,
+            base_rank=base if others else None,
+        )
     view = "code" if st.pass_rec is None else "pass-diff"
     return Target(rank, pipeline, st.seq, st.key.role, st.gid, view, f.node, f.subgraph)

@@ -192,11 +192,18 @@ def _index(cap: "Capture", rank: int) -> list[OutputCode]:
             origins = v.get("kernels")
             out.append(
                 OutputCode(
-                    rank=rank, oid=v["oid"], record=by_oid[v["oid"]],
+                    rank=rank,
+                    oid=v["oid"],
+                    record=by_oid[v["oid"]],
                     compile_id=v.get("compile_id") if isinstance(v.get("compile_id"), str) else None,
                     graph=v.get("graph") if isinstance(v.get("graph"), str) else None,
-                    origins={k: [n for n in ns if isinstance(n, str)] for k, ns in origins.items() if isinstance(ns, list)} if isinstance(origins, dict) else {},
-                    filename=None, source="capture",
+                    origins={
+                        k: [n for n in ns if isinstance(n, str)] for k, ns in origins.items() if isinstance(ns, list)
+                    }
+                    if isinstance(origins, dict)
+                    else {},
+                    filename=None,
+                    source="capture",
                 )
             )
         elif kind in _POST_GRAD and rec.has_payload and rec.meta.get("encoding", "string") == "string":
@@ -208,8 +215,15 @@ def _index(cap: "Capture", rank: int) -> list[OutputCode]:
             oid = "t" + (md5[:16] if isinstance(md5, str) and len(md5) >= 16 else f"{rec.offset:016x}")
             cid = rec.compile_id
             fn = rec.meta.get("filename")
-            oc = OutputCode(rank=rank, oid=oid, record=rec, compile_id=cid, graph=last_post_grad.pop(cid, None),
-                            filename=fn if isinstance(fn, str) else None, source="torch")
+            oc = OutputCode(
+                rank=rank,
+                oid=oid,
+                record=rec,
+                compile_id=cid,
+                graph=last_post_grad.pop(cid, None),
+                filename=fn if isinstance(fn, str) else None,
+                source="torch",
+            )
             out.append(oc)
             pending_torch[cid] = oc
         elif kind == TORCH_PROVENANCE and rec.compile_id in pending_torch:

@@ -34,7 +34,17 @@ from graphtrain_inspect.capture import logformat
 from graphtrain_inspect.inspector.read import capture_index as ci
 from graphtrain_inspect.inspector.read.capture_dirs import _check_manifest, _index_capture_rank, _is_our_log
 from graphtrain_inspect.inspector.read.capture_records import _Rank
-from graphtrain_inspect.inspector.read.logscan import _LINE_START_RE, ENVELOPE_LINE_LIMIT, LogFile, ReadError, Record, _blank_tail, _is_blank, _preview, kind_problem
+from graphtrain_inspect.inspector.read.logscan import (
+    _LINE_START_RE,
+    ENVELOPE_LINE_LIMIT,
+    LogFile,
+    ReadError,
+    Record,
+    _blank_tail,
+    _is_blank,
+    _preview,
+    kind_problem,
+)
 
 
 class ChunkedLogFile(LogFile):
@@ -72,7 +82,11 @@ class ChunkedLogFile(LogFile):
             starts.append(0)
         # a line start at `limit` itself is found by the next call (the match needs the newline);
         # empty lines are no line starts (whether one is may look a byte past `limit`)
-        starts.extend(s for s in (m.start() + 1 for m in _LINE_START_RE.finditer(buf, max(0, self._pos - 1), limit)) if not _is_blank(buf, s))
+        starts.extend(
+            s
+            for s in (m.start() + 1 for m in _LINE_START_RE.finditer(buf, max(0, self._pos - 1), limit))
+            if not _is_blank(buf, s)
+        )
         self._pos = limit
         pending = self._open_start
         for s in starts:
@@ -118,7 +132,9 @@ class ChunkedLogFile(LogFile):
                     self._err(start, problem)
                 else:
                     payload_start = min(line_end + 1, nxt)
-                    self.records.append(Record(len(self.records), kind, start, payload_start, _blank_tail(buf, payload_start, nxt), env))
+                    self.records.append(
+                        Record(len(self.records), kind, start, payload_start, _blank_tail(buf, payload_start, nxt), env)
+                    )
         if last and self.truncated and self.records and self.records[-1].end == size:
             self._check_final(self.records[-1])
         self._tail_errors = len(self.errors) - errors_before if last else 0

@@ -29,5 +29,9 @@ def rank_states(manifest: dict[str, Any] | None) -> dict[str, list[int]] | None:
 
 def states_text(states: dict[str, list[int]], fmt) -> str:
     """'ran 0; failed 3; never ran 7,15' (the parts that are not empty)."""
-    parts = [f"{label} {fmt(states[k])}" for k, label in (("ran", "ran"), ("failed", "failed or stopped"), ("never_ran", "never ran")) if states[k]]
+    parts = [
+        f"{label} {fmt(states[k])}"
+        for k, label in (("ran", "ran"), ("failed", "failed or stopped"), ("never_ran", "never ran"))
+        if states[k]
+    ]
     return "; ".join(parts)

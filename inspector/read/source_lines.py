@@ -27,7 +27,12 @@ def parse_frame(stack: Any) -> dict[str, Any] | None:
     m = _FRAME_RE.match(stack.strip())
     if m is None:
         return None
-    return {"file": m.group("file"), "line": int(m.group("line")), "code": (m.group("code") or "").strip(), "fn": (m.group("fn") or "").strip() or None}
+    return {
+        "file": m.group("file"),
+        "line": int(m.group("line")),
+        "code": (m.group("code") or "").strip(),
+        "fn": (m.group("fn") or "").strip() or None,
+    }
 
 
 def node_source(row: dict[str, Any] | None, introduced_by: str | None) -> dict[str, Any] | None:

@@ -73,7 +73,14 @@ def index_torch_rank(rd: _Rank) -> None:
         if ref is None:
             ref = rd.graphs[gid] = GraphRef(rd.rank, gid, label=label, compile_id=rec.compile_id)
             ref.records[logformat.GRAPH_CODE] = rec
-        rd.torch_states.append((label, ref if ref.compile_id == rec.compile_id else GraphRef(rd.rank, gid, dict(ref.records), ref.nodes, label, rec.compile_id)))
+        rd.torch_states.append(
+            (
+                label,
+                ref
+                if ref.compile_id == rec.compile_id
+                else GraphRef(rd.rank, gid, dict(ref.records), ref.nodes, label, rec.compile_id),
+            )
+        )
 
 
 def torch_passes(r: _Rank) -> list[PassRecord]:
@@ -85,7 +92,9 @@ def torch_passes(r: _Rank) -> list[PassRecord]:
     pipeline = -1
     seq = 0
 
-    def add(name: str, before: str | None, after: dict[str, str], traced: bool, cid: str, subsystem: str | None = None) -> None:
+    def add(
+        name: str, before: str | None, after: dict[str, str], traced: bool, cid: str, subsystem: str | None = None
+    ) -> None:
         nonlocal seq
         out.append(
             PassRecord(

@@ -54,8 +54,10 @@ def import_op_libraries(namespaces: set[str], extra: list[str] = ()) -> list[str
         if ns in OP_LIBRARIES or ns in extra:
             continue
         if not _namespace_loaded(ns):
-            notes.append(f"operator namespace torch.ops.{ns} is not registered yet; if loading fails, "
-                         f"import its library with --import MODULE")
+            notes.append(
+                f"operator namespace torch.ops.{ns} is not registered yet; if loading fails, "
+                f"import its library with --import MODULE"
+            )
     return notes
 
 
@@ -94,7 +96,7 @@ def load_blob(blob: Blob, *, captured_torch: str | None = None) -> Loaded:
     try:
         with _main_standins(standins):
             obj = blobs.pickler().loads(blob.data, fm)
-    except Exception as e:  # noqa: BLE001 - any failure is explained in one line
+    except Exception as e:
         raise ReplayError(explain_load_error(e, blob, captured_torch)) from e
     if isinstance(obj, tuple) and len(obj) == 2:
         gm, shape_env = obj
@@ -114,8 +116,16 @@ def _standin(module: str, name: str) -> type:
     key = (module, name)
     cls = _STANDINS.get(key)
     if cls is None:
-        cls = type(name.rpartition(".")[2], (), {"__module__": module, "__qualname__": name, "_gti_standin": True,
-                                                  "__doc__": "Stands in for a class of the training's __main__ module (replay cannot import it)."})
+        cls = type(
+            name.rpartition(".")[2],
+            (),
+            {
+                "__module__": module,
+                "__qualname__": name,
+                "_gti_standin": True,
+                "__doc__": "Stands in for a class of the training's __main__ module (replay cannot import it).",
+            },
+        )
         _STANDINS[key] = cls
     return cls
 
@@ -161,16 +171,23 @@ def explain_load_error(e: BaseException, blob: Blob, captured_torch: str | None)
     here = torch.__version__
     versions = ""
     if captured_torch and major_minor(captured_torch) != major_minor(here):
-        versions = f" (captured with torch {captured_torch}, loading with torch {here}: blobs are not portable across torch versions)"
+        versions = (
+            f" (captured with torch {captured_torch}, loading with torch {here}: "
+            "blobs are not portable across torch versions)"
+        )
     msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
     if "CUDA" in msg and ("deserialize" in msg or "is_available" in msg):
-        return (f"cannot load {blob.path}: the graph holds real CUDA tensor constants (not fake tensors), and loading "
-                f"them needs a GPU; this machine has none{versions}")
+        return (
+            f"cannot load {blob.path}: the graph holds real CUDA tensor constants (not fake tensors), and loading "
+            f"them needs a GPU; this machine has none{versions}"
+        )
     m = re.search(r"_OpNamespace' '([\w.]+)' object has no attribute '(\w+)'|No such operator ([\w:.]+)", msg)
     if m:
         op = m.group(3) or f"{m.group(1)}.{m.group(2)}"
-        return (f"cannot load {blob.path}: operator {op} is not registered in this process; import the library that "
-                f"defines it with --import MODULE{versions}")
+        return (
+            f"cannot load {blob.path}: operator {op} is not registered in this process; import the library that "
+            f"defines it with --import MODULE{versions}"
+        )
     if isinstance(e, (ModuleNotFoundError, AttributeError, ImportError)):
         return f"cannot load {blob.path}: {type(e).__name__}: {msg}{versions}"
     return f"cannot load {blob.path}: {type(e).__name__}: {msg[:300]}{versions}"

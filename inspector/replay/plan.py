@@ -65,7 +65,9 @@ def select(cap: "Capture", name: str, rank: int | None, occurrence: int | None) 
         raise NotFound(f"no pass {name!r} on rank {rank}{more}")
     k = occurrence if occurrence is not None else 0
     if not 0 <= k < len(found):
-        raise NotFound(f"pass {name!r} ran {len(found)} time(s) on rank {rank}: --occurrence must be 0..{len(found) - 1}")
+        raise NotFound(
+            f"pass {name!r} ran {len(found)} time(s) on rank {rank}: --occurrence must be 0..{len(found) - 1}"
+        )
     rec = found[k]
     payload = cap.payload(rank, rec.record) if rec.record is not None else None
     tgt = payload.get("target") if isinstance(payload, dict) else None
@@ -75,6 +77,7 @@ def select(cap: "Capture", name: str, rank: int | None, occurrence: int | None) 
 def peers(cap: "Capture", t: Target) -> dict[int, "PassRecord"]:
     """The same application on the other ranks: same pipeline key, name, and occurrence of the
     name in that pipeline (how inspector.stages lines ranks up)."""
+
     def key(rank: int, rec: "PassRecord") -> tuple | None:
         pls = cap.pipelines(rank)
         for pl in pls:
@@ -122,9 +125,11 @@ def check_origin(cap: "Capture", ranks: list[int], *, trust: bool) -> str:
     v = signing.verify(base)
     if v.ok:
         return f"{v.why} ({claims})"
-    raise Refused(f"{cap.path} is not loaded: {v.why}. Replay unpickles graphs (pickle can run code) and loads only "
-                  f"captures signed with your key; {claims}, which proves nothing. If you trust it, pass --trust, or sign it "
-                  f"once with `graphtrain-inspect trust {base}`")
+    raise Refused(
+        f"{cap.path} is not loaded: {v.why}. Replay unpickles graphs (pickle can run code) and loads only "
+        f"captures signed with your key; {claims}, which proves nothing. If you trust it, pass --trust, or sign it "
+        f"once with `graphtrain-inspect trust {base}`"
+    )
 
 
 def capture_dir(cap: "Capture") -> str:
@@ -149,15 +154,22 @@ def read_blob(cap: "Capture", rec: "PassRecord", gid: str | None, *, trust: bool
         raise Refused(f"no blob of the {what} graph {gid} of #{rec.seq} {rec.name} on rank {rec.rank}: {why}")
     sha = ref.get("sha256")
     if not isinstance(sha, str) or not logformat.is_valid_sha256(sha):
-        raise Refused(f"the blob reference of {gid} in the log of rank {rec.rank} has no valid sha256; refusing to load it")
+        raise Refused(
+            f"the blob reference of {gid} in the log of rank {rec.rank} has no valid sha256; refusing to load it"
+        )
     rel = logformat.blob_relpath(sha)
     if ref.get("path") not in (None, rel):
-        raise Refused(f"the log of rank {rec.rank} names blob path {ref.get('path')!r} for {gid}, not {rel!r}; " "refusing to load it")
+        raise Refused(
+            f"the log of rank {rec.rank} names blob path {ref.get('path')!r} for {gid}, not {rel!r}; "
+            "refusing to load it"
+        )
     base = capture_dir(cap)
     path = os.path.join(base, rel)
     real, root = os.path.realpath(path), os.path.realpath(base)
     if not real.startswith(root.rstrip(os.sep) + os.sep):
-        raise Refused(f"blob {rel} resolves to {real}, outside the capture {root} (a linked directory); refusing to load it")
+        raise Refused(
+            f"blob {rel} resolves to {real}, outside the capture {root} (a linked directory); refusing to load it"
+        )
     try:
         st = os.lstat(path)
     except FileNotFoundError:
@@ -173,8 +185,10 @@ def read_blob(cap: "Capture", rec: "PassRecord", gid: str | None, *, trust: bool
         raise Refused(f"cannot read blob {rel}: {e.strerror or e}") from None
     got = hashlib.sha256(data).hexdigest()
     if got != sha:
-        raise Refused(f"blob {rel} does not match the sha256 the log recorded (file has {got[:16]}..., log says "
-                      f"{sha[:16]}...): it changed after the capture; refusing to load it")
+        raise Refused(
+            f"blob {rel} does not match the sha256 the log recorded (file has {got[:16]}..., log says "
+            f"{sha[:16]}...): it changed after the capture; refusing to load it"
+        )
     return Blob(gid, sha, rel, data)
 
 
@@ -205,14 +219,16 @@ def rank_environment(cap: "Capture", rank: int) -> dict[str, str]:
     same_host = [r for r in cap.ranks if (cap.header(r) or {}).get("host") == host] if host else []
     # Ranks of this host in the capture (all of them when every rank was captured).
     local_world = len(same_host) if same_host and len(cap.ranks) == world else None
-    env.update({
-        "RANK": str(rank),
-        "LOCAL_RANK": str(local),
-        "WORLD_SIZE": str(world),
-        "GROUP_RANK": str(h.get("group_rank", 0) if isinstance(h.get("group_rank"), int) else 0),
-        "ROLE_RANK": str(rank),
-        "ROLE_WORLD_SIZE": str(world),
-    })
+    env.update(
+        {
+            "RANK": str(rank),
+            "LOCAL_RANK": str(local),
+            "WORLD_SIZE": str(world),
+            "GROUP_RANK": str(h.get("group_rank", 0) if isinstance(h.get("group_rank"), int) else 0),
+            "ROLE_RANK": str(rank),
+            "ROLE_WORLD_SIZE": str(world),
+        }
+    )
     if local_world:
         env["LOCAL_WORLD_SIZE"] = str(local_world)
         env["LOCAL_ROLE_WORLD_SIZE"] = str(local_world)

@@ -24,20 +24,31 @@ from graphtrain_inspect.inspector.diff.render import Style, want_color
 
 def _banner(r: Any, out: Any) -> str:
     rec = out.rec
-    return "\n".join([
-        f"graphtrain-inspect replay: #{rec.seq} {rec.name} on rank {out.rank} ({out.verdict})",
-        "  before   the graph the pass received (fresh copy)      after    the captured after-graph",
-        "  result   the replayed result                           pass_fn  the function that ran",
-        "  rerun(fn=None)  run again (fn: a function or 'module:func')   diff(a, b)  node diff of two graphs",
-        "  check(gm)       findings with gm as the pass's output          show(gm)    print a graph's code",
-        "  (the rank's environment and fake process group are entered only while a pass runs)",
-    ])
+    return "\n".join(
+        [
+            f"graphtrain-inspect replay: #{rec.seq} {rec.name} on rank {out.rank} ({out.verdict})",
+            "  before   the graph the pass received (fresh copy)      after    the captured after-graph",
+            "  result   the replayed result                           pass_fn  the function that ran",
+            "  rerun(fn=None)  run again (fn: a function or 'module:func')   diff(a, b)  node diff of two graphs",
+            "  check(gm)       findings with gm as the pass's output          show(gm)    print a graph's code",
+            "  (the rank's environment and fake process group are entered only while a pass runs)",
+        ]
+    )
 
 
 class Session:
     """The REPL's state and helpers (also usable from tests and scripts)."""
 
-    def __init__(self, r: Any, out: Any, peer_outs: dict[int, Any] | None = None, *, color: bool = False, limit: int = 20, peers: bool = True):
+    def __init__(
+        self,
+        r: Any,
+        out: Any,
+        peer_outs: dict[int, Any] | None = None,
+        *,
+        color: bool = False,
+        limit: int = 20,
+        peers: bool = True,
+    ):
         self.r = r
         self.out = out
         self.peer_outs = dict(peer_outs or {})
@@ -74,12 +85,14 @@ class Session:
     # -- helpers -------------------------------------------------------------------------------
 
     def rerun(self, fn: Any = None) -> Any:
-        from graphtrain_inspect.inspector.replay.report import check_lines, outcome_lines
         from graphtrain_inspect.inspector.replay.replayer import check_delta
+        from graphtrain_inspect.inspector.replay.report import check_lines, outcome_lines
 
         out = self.r.run(fn)
         self.out = out
-        for line in outcome_lines(self.r, out, "verified", self.st, self.limit, with_fn=fn is not None or self.r.fn is not None):
+        for line in outcome_lines(
+            self.r, out, "verified", self.st, self.limit, with_fn=fn is not None or self.r.fn is not None
+        ):
             print(line)
         if self.peers:
             from graphtrain_inspect.inspector.replay.plan import peers
@@ -109,15 +122,19 @@ class Session:
         return v.tables, v.code
 
     def diff(self, a: Any, b: Any, *, text: bool = True) -> Any:
-        from graphtrain_inspect.inspector.replay.report import diff_lines
         from graphtrain_inspect.inspector.diff.graph_diff import diff_tables, text_diff
         from graphtrain_inspect.inspector.replay.replayer import code_lines
+        from graphtrain_inspect.inspector.replay.report import diff_lines
 
         ta, ca = self._tables(a)
         tb, cb = self._tables(b)
         d = diff_tables(ta, tb, a_label="a", b_label="b")
         c = d.counts
-        print(f"nodes: {c['added']} added, {c['removed']} removed, {c['changed']} changed" if not d.empty else "no node differences")
+        print(
+            f"nodes: {c['added']} added, {c['removed']} removed, {c['changed']} changed"
+            if not d.empty
+            else "no node differences"
+        )
         for line in diff_lines(d, self.st, self.limit):
             print(line)
         if text and ca is not None and cb is not None:
@@ -129,15 +146,19 @@ class Session:
         return d
 
     def check(self, gm: Any) -> Any:
-        from graphtrain_inspect.inspector.replay.report import check_lines
         from graphtrain_inspect.inspector.replay.replayer import check_delta, graph_view
+        from graphtrain_inspect.inspector.replay.report import check_lines
 
         view = graph_view(gm, devices_like=self.r.cap.devices(self.out.rank, self.out.rec.before))
         import copy
 
         mine = copy.copy(self.out)
         mine.view = view
-        delta = check_delta(self.r.cap, self.r.target, {self.out.rank: mine, **{r: o for r, o in self.peer_outs.items() if r != self.out.rank}})
+        delta = check_delta(
+            self.r.cap,
+            self.r.target,
+            {self.out.rank: mine, **{r: o for r, o in self.peer_outs.items() if r != self.out.rank}},
+        )
         for line in check_lines(delta, self.out.rec, self.st, self.peer_outs):
             print(line)
         return delta
@@ -179,7 +200,14 @@ class Session:
 def start_repl(r: Any, out: Any, peer_outs: dict, delta: Any, args: argparse.Namespace) -> int:
     from graphtrain_inspect.inspector.errors import Refused, ReplayError
 
-    s = Session(r, out, peer_outs, color=want_color(args.color), limit=args.limit, peers=args.peers == "all" and not args.no_check)
+    s = Session(
+        r,
+        out,
+        peer_outs,
+        color=want_color(args.color),
+        limit=args.limit,
+        peers=args.peers == "all" and not args.no_check,
+    )
     try:
         ns = s.namespace()
     except (ReplayError, Refused) as e:

@@ -45,8 +45,22 @@ import torch
 import torch.fx
 
 from graphtrain_inspect.capture import graph_tables, logformat
-from graphtrain_inspect.inspector.errors import ReplayError
+
+# What this module held before loading, resolving and the rank's world had their own modules:
+# still importable from here.
+from graphtrain_inspect.inspector.errors import (
+    CannotReplay,  # noqa: F401
+    ReplayError,
+)
 from graphtrain_inspect.inspector.read.graphmodel import GraphTables
+from graphtrain_inspect.inspector.replay.load import (  # noqa: F401
+    OP_LIBRARIES,
+    Loaded,
+    explain_load_error,
+    import_op_libraries,
+    load_blob,
+    new_fake_mode,
+)
 from graphtrain_inspect.inspector.replay.plan import (
     Blob,
     Target,
@@ -55,16 +69,16 @@ from graphtrain_inspect.inspector.replay.plan import (
     read_blob,
     torch_versions,
 )
-from graphtrain_inspect.inspector.replay.load import Loaded, import_op_libraries, load_blob
-from graphtrain_inspect.inspector.replay.resolve import PassFn, resolve_pass
-from graphtrain_inspect.inspector.replay.world import World, rank_world
-
-# What this module held before loading, resolving and the rank's world had their own modules:
-# still importable from here.
-from graphtrain_inspect.inspector.errors import CannotReplay  # noqa: F401
-from graphtrain_inspect.inspector.replay.load import OP_LIBRARIES, explain_load_error, new_fake_mode  # noqa: F401
-from graphtrain_inspect.inspector.replay.resolve import graph_or_gm, import_target, inductor_pass, named_pass, user_fn  # noqa: F401
-from graphtrain_inspect.inspector.replay.world import destroy_fake_world, init_fake_world  # noqa: F401
+from graphtrain_inspect.inspector.replay.resolve import (  # noqa: F401
+    PassFn,
+    graph_or_gm,
+    import_target,
+    inductor_pass,
+    named_pass,
+    resolve_pass,
+    user_fn,
+)
+from graphtrain_inspect.inspector.replay.world import World, destroy_fake_world, init_fake_world, rank_world  # noqa: F401
 
 if TYPE_CHECKING:
     from graphtrain_inspect.inspector.diff.graph_diff import GraphDiff
@@ -86,7 +100,9 @@ class GraphView:
     devices: dict[str, Any] | None
 
 
-def graph_view(gm: torch.fx.GraphModule, *, shape_env: Any = None, devices_like: dict | None = None, prefix: str = "r") -> GraphView:
+def graph_view(
+    gm: torch.fx.GraphModule, *, shape_env: Any = None, devices_like: dict | None = None, prefix: str = "r"
+) -> GraphView:
     """Turn a live GraphModule into what the capture stores (capture.graph_tables), so the
     inspector's diffs and checks read it like a captured graph. `devices_like`: the captured
     device table whose own device / local rank this graph's table takes (the replay process
@@ -192,17 +208,23 @@ def compare(cap: "Capture", rec: "PassRecord", out: Outcome, role: str = "out") 
         cap_exc = (rec.exception or {}).get("type") or "an exception"
         if out.exception is not None:
             mine = f"{type(out.exception).__module__}.{type(out.exception).__qualname__}"
-            same = cap_exc in (mine, type(out.exception).__name__) or cap_exc.endswith("." + type(out.exception).__name__)
+            same = cap_exc in (mine, type(out.exception).__name__) or cap_exc.endswith(
+                "." + type(out.exception).__name__
+            )
             out.verdict = "reproduced" if same else "differs"
-            out.reason = (f"raised {type(out.exception).__name__} as in training" if same
-                          else f"raised {type(out.exception).__name__}; in training it raised {cap_exc}")
+            out.reason = (
+                f"raised {type(out.exception).__name__} as in training"
+                if same
+                else f"raised {type(out.exception).__name__}; in training it raised {cap_exc}"
+            )
         else:
             out.verdict = "differs"
             out.reason = f"finished; in training it raised {cap_exc}: {(rec.exception or {}).get('message', '')[:200]}"
         return
     if out.exception is not None:
         out.verdict = "differs"
-        out.reason = f"raised {type(out.exception).__name__}: {str(out.exception).splitlines()[0][:300] if str(out.exception) else ''}; in training it finished"
+        first = str(out.exception).splitlines()[0][:300] if str(out.exception) else ""
+        out.reason = f"raised {type(out.exception).__name__}: {first}; in training it finished"
         return
     gid = rec.after.get(role) or next(iter(rec.after.values()))
     captured = cap.node_table(rec.rank, gid)
@@ -212,22 +234,31 @@ def compare(cap: "Capture", rec: "PassRecord", out: Outcome, role: str = "out") 
         return
     d = diff_tables(captured, out.view.tables, a_label=f"captured {gid}", b_label="replayed")
     out.diff = d
-    out.renamed = sum(1 for sub in d.subgraphs for n in sub.nodes
-                      if n.status == "same" and n.a is not None and n.b is not None and n.a.get("name") != n.b.get("name"))
+    out.renamed = sum(
+        1
+        for sub in d.subgraphs
+        for n in sub.nodes
+        if n.status == "same" and n.a is not None and n.b is not None and n.a.get("name") != n.b.get("name")
+    )
     paths_a = [g.path for g in captured.graphs]
     paths_b = [g.path for g in out.view.tables.graphs]
     if d.empty and paths_a == paths_b:
         out.verdict = "reproduced"
         n = out.view.tables.node_count
-        out.reason = f"the result matches the captured after-graph {gid} node for node ({n} nodes" + (
-            f", {len(paths_b) - 1} nested subgraphs" if len(paths_b) > 1 else "") + ")"
+        out.reason = (
+            f"the result matches the captured after-graph {gid} node for node ({n} nodes"
+            + (f", {len(paths_b) - 1} nested subgraphs" if len(paths_b) > 1 else "")
+            + ")"
+        )
         if out.renamed:
             out.reason += f"; {out.renamed} nodes carry other FX names (name counters start afresh in a loaded graph)"
     else:
         c = d.counts
         out.verdict = "differs"
-        out.reason = (f"the result differs from the captured after-graph {gid}: {c['added']} nodes added, "
-                      f"{c['removed']} removed, {c['changed']} changed")
+        out.reason = (
+            f"the result differs from the captured after-graph {gid}: {c['added']} nodes added, "
+            f"{c['removed']} removed, {c['changed']} changed"
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -237,8 +268,17 @@ def compare(cap: "Capture", rec: "PassRecord", out: Outcome, role: str = "out") 
 class Replayer:
     """Everything a replay needs, loaded once: the capture, the target, the verified blobs."""
 
-    def __init__(self, cap: "Capture", target: Target, *, trust: bool = False, fn: Any = None,
-                 setup: list[str] = (), imports: list[str] = (), log: Callable[[str], None] | None = None):
+    def __init__(
+        self,
+        cap: "Capture",
+        target: Target,
+        *,
+        trust: bool = False,
+        fn: Any = None,
+        setup: list[str] = (),
+        imports: list[str] = (),
+        log: Callable[[str], None] | None = None,
+    ):
         self.cap = cap
         self.target = target
         self.trust = trust
@@ -252,8 +292,10 @@ class Replayer:
         self.notes: list[str] = []
         mm_cap, mm_here = major_minor(self.captured_torch), major_minor(torch.__version__)
         if mm_cap and mm_here and mm_cap != mm_here:
-            self.notes.append(f"captured with torch {self.captured_torch}, replaying with torch {torch.__version__}: "
-                              "blobs and passes may not be compatible across torch versions")
+            self.notes.append(
+                f"captured with torch {self.captured_torch}, replaying with torch {torch.__version__}: "
+                "blobs and passes may not be compatible across torch versions"
+            )
 
     @property
     def rank(self) -> int:
@@ -311,7 +353,7 @@ class Replayer:
                 pf = resolved or resolve_pass(rec, self.target.target, gm, use_fn)
             except ReplayError:
                 raise
-            except Exception as e:  # noqa: BLE001 - e.g. an Inductor pattern pass that cannot register here
+            except Exception as e:
                 raise ReplayError(f"cannot prepare #{rec.seq} {rec.name} to run: {type(e).__name__}: {e}") from e
             out.pass_fn = pf
             t0 = time.perf_counter()
@@ -324,7 +366,11 @@ class Replayer:
             out.run_s = time.perf_counter() - t0
             if out.result is not None:
                 try:
-                    out.view = graph_view(out.result, shape_env=loaded.shape_env, devices_like=self.cap.devices(rec.rank, rec.before) if rec.before else None)
+                    out.view = graph_view(
+                        out.result,
+                        shape_env=loaded.shape_env,
+                        devices_like=self.cap.devices(rec.rank, rec.before) if rec.before else None,
+                    )
                 except Exception as e:  # noqa: BLE001
                     out.exception = e
                     out.exc_text = "".join(traceback.format_exception(type(e), e, e.__traceback__)[-6:])
@@ -360,7 +406,9 @@ class CheckDelta:
     notes: list[str]
 
 
-def check_delta(cap: "Capture", target: Target, outcomes: dict[int, Outcome], peer_recs: dict[int, "PassRecord"] | None = None) -> CheckDelta:
+def check_delta(
+    cap: "Capture", target: Target, outcomes: dict[int, Outcome], peer_recs: dict[int, "PassRecord"] | None = None
+) -> CheckDelta:
     """Run every check on the capture cut after the pass, once as captured and once with the
     replayed results in place (ranks whose replay raised keep their captured output)."""
     from graphtrain_inspect.inspector.checks import check_report

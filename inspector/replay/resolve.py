@@ -63,16 +63,20 @@ def import_target(spec: str) -> Any:
                 # a capture made before our packages moved under graphtrain_inspect.* names the
                 # sample's passes as samples.passes...; a module of that name here is preferred
                 parts = mod_name.split(".")
-                if parts[0] not in FLAT_PACKAGES or e.name not in {".".join(parts[:i]) for i in range(1, len(parts) + 1)}:
+                if parts[0] not in FLAT_PACKAGES or e.name not in {
+                    ".".join(parts[:i]) for i in range(1, len(parts) + 1)
+                }:
                     raise
                 module = importlib.import_module(f"graphtrain_inspect.{mod_name}")
     except ReplayError:
         raise
-    except Exception as e:  # noqa: BLE001 - an import that fails is one line, not a traceback
+    except Exception as e:
         raise ReplayError(f"cannot import {mod_name}: {type(e).__name__}: {e}") from e
     if "<locals>" in qual or "<lambda>" in qual:
-        raise CannotReplay(f"{spec} is defined inside a function (a closure or lambda): it has no importable name; "
-                           "give an equivalent module-level function with --fn MODULE:FUNC")
+        raise CannotReplay(
+            f"{spec} is defined inside a function (a closure or lambda): it has no importable name; "
+            "give an equivalent module-level function with --fn MODULE:FUNC"
+        )
     obj: Any = module
     for part in qual.split("."):
         try:
@@ -123,8 +127,10 @@ def graph_or_gm(fn: Any) -> str:
 def named_pass(rec: "PassRecord", registry: str | None) -> PassFn:
     """The recorded `module:qualname` (a --pass or record_pass function)."""
     if not rec.qualname:
-        raise CannotReplay(f"#{rec.seq} {rec.name} has no recorded module:qualname (a record_pass block or a callable "
-                           "without a name); give the function with --fn MODULE:FUNC")
+        raise CannotReplay(
+            f"#{rec.seq} {rec.name} has no recorded module:qualname (a record_pass block or a callable "
+            "without a name); give the function with --fn MODULE:FUNC"
+        )
     fn = _unwrap(import_target(rec.qualname))
     notes: list[str] = []
     desc = rec.qualname
@@ -180,25 +186,49 @@ def inductor_pass(rec: "PassRecord", gm: torch.fx.GraphModule) -> PassFn:
     name, sub, qual = rec.name, rec.subsystem, rec.qualname or ""
     modname = _INDUCTOR_MODULES.get(sub or "")
     key = (sub, name)
-    if key == ("pre_grad_passes", "group_batch_fusion_passes") or (key == ("post_grad_passes", "post_grad_custom_pre_pass") and not qual):
+    if key == ("pre_grad_passes", "group_batch_fusion_passes") or (
+        key == ("post_grad_passes", "post_grad_custom_pre_pass") and not qual
+    ):
         from torch._inductor.fx_passes.group_batch_fusion import group_batch_fusion_passes
 
         pre = sub == "pre_grad_passes"
         fn = functools.partial(group_batch_fusion_passes, pre_grad=pre)
-        notes = [] if pre else ["the recorded pass has no name: taken to be Inductor's own group_batch_fusion_passes(pre_grad=False), "
-                                "which runs under that name (a custom pass in config.post_grad_custom_pre_pass would have its own)"]
-        return PassFn(fn, "graph", f"torch._inductor.fx_passes.group_batch_fusion:group_batch_fusion_passes(pre_grad={pre})", (name, sub), notes)
+        notes = (
+            []
+            if pre
+            else [
+                "the recorded pass has no name: taken to be Inductor's own group_batch_fusion_passes(pre_grad=False), "
+                "which runs under that name (a custom pass in config.post_grad_custom_pre_pass would have its own)"
+            ]
+        )
+        return PassFn(
+            fn,
+            "graph",
+            f"torch._inductor.fx_passes.group_batch_fusion:group_batch_fusion_passes(pre_grad={pre})",
+            (name, sub),
+            notes,
+        )
     if key == ("post_grad_passes", "reinplace_inplaceable_ops"):
         from torch._inductor.fx_passes.reinplace import reinplace_inplaceable_ops
         from torch._inductor.fx_utils import FakeTensorUpdater
 
         fn = functools.partial(reinplace_inplaceable_ops, FakeTensorUpdater(gm))
-        return PassFn(fn, "graph", "torch._inductor.fx_passes.reinplace:reinplace_inplaceable_ops", (name, sub),
-                      ["its FakeTensorUpdater is made from the graph as received (Inductor makes it at the start of post_grad_passes)"])
+        return PassFn(
+            fn,
+            "graph",
+            "torch._inductor.fx_passes.reinplace:reinplace_inplaceable_ops",
+            (name, sub),
+            [
+                "its FakeTensorUpdater is made from the graph as received "
+                "(Inductor makes it at the start of post_grad_passes)"
+            ],
+        )
     m = re.fullmatch(r"pass_pattern_(\d+)", name)
     if qual.endswith(":PatternMatcherPass.apply") or m:
         if modname is None:
-            raise CannotReplay(f"#{rec.seq} {name}: a pattern-matcher pass of subsystem {sub!r}, which replay does not know")
+            raise CannotReplay(
+                f"#{rec.seq} {name}: a pattern-matcher pass of subsystem {sub!r}, which replay does not know"
+            )
         mod = importlib.import_module(modname)
         obj = None
         if m and sub in ("joint_graph_passes", "post_grad_passes"):
@@ -220,18 +250,29 @@ def inductor_pass(rec: "PassRecord", gm: torch.fx.GraphModule) -> PassFn:
         lazy = getattr(mod, "lazy_init", None)
         if callable(lazy):
             _lazy_init(lazy, gm)
-        return PassFn(obj.apply, "graph", f"{modname}:{name} (PatternMatcherPass.apply)", (name, sub),
-                      ["patterns registered by this process's Inductor config (the capture does not record the config)"])
+        return PassFn(
+            obj.apply,
+            "graph",
+            f"{modname}:{name} (PatternMatcherPass.apply)",
+            (name, sub),
+            ["patterns registered by this process's Inductor config (the capture does not record the config)"],
+        )
     if not qual:
-        raise CannotReplay(f"#{rec.seq} {name} ({sub}): the capture recorded no module:qualname (a functools.partial or a "
-                           "callable object in a config slot); give the function with --fn MODULE:FUNC")
+        raise CannotReplay(
+            f"#{rec.seq} {name} ({sub}): the capture recorded no module:qualname (a functools.partial or a "
+            "callable object in a config slot); give the function with --fn MODULE:FUNC"
+        )
     if "<locals>" in qual or "<lambda>" in qual:
-        raise CannotReplay(f"#{rec.seq} {name} ({sub}) is {qual}, a closure inside an Inductor function: it has no "
-                           "importable name; give an equivalent function with --fn MODULE:FUNC")
+        raise CannotReplay(
+            f"#{rec.seq} {name} ({sub}) is {qual}, a closure inside an Inductor function: it has no "
+            "importable name; give an equivalent function with --fn MODULE:FUNC"
+        )
     mod_name, _, attr = qual.partition(":")
     if "." in attr:
-        raise CannotReplay(f"#{rec.seq} {name} ({sub}) is the method {qual} of an object the capture did not record; "
-                           "give an equivalent function with --fn MODULE:FUNC")
+        raise CannotReplay(
+            f"#{rec.seq} {name} ({sub}) is the method {qual} of an object the capture did not record; "
+            "give an equivalent function with --fn MODULE:FUNC"
+        )
     fn = _unwrap(import_target(qual))
     return PassFn(fn, graph_or_gm(fn), qual, (name, sub))
 
@@ -253,12 +294,16 @@ def resolve_pass(rec: "PassRecord", registry: str | None, gm: torch.fx.GraphModu
     if fn is not None:
         return user_fn(fn, rec)
     if rec.source == "partitioner":
-        raise CannotReplay(f"#{rec.seq} {rec.name} is the joint-graph partitioner: it takes the joint inputs and the number "
-                           "of forward outputs, which the capture does not record; replay its fw/bw outputs' passes instead")
+        raise CannotReplay(
+            f"#{rec.seq} {rec.name} is the joint-graph partitioner: it takes the joint inputs and the number "
+            "of forward outputs, which the capture does not record; replay its fw/bw outputs' passes instead"
+        )
     if rec.source == "inductor":
         if gm is None:
             raise ReplayError("internal: Inductor passes are resolved against the loaded graph")
         return inductor_pass(rec, gm)
     if rec.source == "torch":
-        raise CannotReplay(f"{rec.name} is a stage synthesized from torch's own TORCH_TRACE logs: there is no pass to run")
+        raise CannotReplay(
+            f"{rec.name} is a stage synthesized from torch's own TORCH_TRACE logs: there is no pass to run"
+        )
     return named_pass(rec, registry)

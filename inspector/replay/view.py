@@ -26,7 +26,9 @@ if TYPE_CHECKING:
     from graphtrain_inspect.inspector.read.graphmodel import GraphTables
 
 
-def cut_points(cap: Capture, rank: int, rec: "PassRecord", peer_recs: dict[int, "PassRecord"]) -> dict[int, tuple[int, int]]:
+def cut_points(
+    cap: Capture, rank: int, rec: "PassRecord", peer_recs: dict[int, "PassRecord"]
+) -> dict[int, tuple[int, int]]:
     """Per rank: (pipeline index, seq) of the last pass to keep. Ranks where the pass did not run
     keep the pipelines before the target's and none of its own."""
     out: dict[int, tuple[int, int]] = {rank: (rec.pipeline, rec.seq)}
@@ -44,7 +46,9 @@ class ReplayView:
     `replaced`: {rank: {role: graph}} where a graph has `gid`, `tables`, `code`, `symbols`,
     `devices` (inspector.replay.GraphView)."""
 
-    def __init__(self, cap: Capture, cuts: dict[int, tuple[int, int]], replaced: dict[int, dict[str, Any]] | None = None):
+    def __init__(
+        self, cap: Capture, cuts: dict[int, tuple[int, int]], replaced: dict[int, dict[str, Any]] | None = None
+    ):
         self._cap = cap
         self._cuts = cuts
         self._replaced = replaced or {}
@@ -75,7 +79,9 @@ class ReplayView:
                     continue
                 if p.pipeline == pl and p.seq == seq and rank in self._replaced:
                     roles = self._replaced[rank]
-                    after = {role: roles[role].gid for role in p.after if role in roles} or {role: g.gid for role, g in roles.items()}
+                    after = {role: roles[role].gid for role in p.after if role in roles} or {
+                        role: g.gid for role, g in roles.items()
+                    }
                     nodes = dict(p.nodes or {})
                     nodes["after"] = {role: roles[role].tables.node_count for role in after if role in roles}
                     p = dataclasses.replace(p, after=after, nodes=nodes, status="ok", exception=None)
@@ -150,7 +156,9 @@ def at_output(f: "Finding", seqs: set[int]) -> bool:
     return f.last_seq in seqs
 
 
-def compare_findings(before: list["Finding"], after: list["Finding"], seqs: set[int] | None = None) -> tuple[list["Finding"], list["Finding"], list["Finding"]]:
+def compare_findings(
+    before: list["Finding"], after: list["Finding"], seqs: set[int] | None = None
+) -> tuple[list["Finding"], list["Finding"], list["Finding"]]:
     """(new, gone, kept) among the findings present in the pass's output (`seqs`: the pass's seq
     on each rank; None: all findings): new only after the replay, gone only in the capture, kept
     in both (as after the replay)."""

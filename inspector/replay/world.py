@@ -90,7 +90,9 @@ def init_fake_world(rank: int, world_size: int, table: dict | None) -> tuple[str
                     reg(name, pg)
                     notes.append(f"process group {name!r} recreated as {got!r} and registered under {name!r}")
                 else:
-                    notes.append(f"process group {name!r} recreated as {got!r}: passes resolving {name!r} will not find it")
+                    notes.append(
+                        f"process group {name!r} recreated as {got!r}: passes resolving {name!r} will not find it"
+                    )
             made.append(name)
         except Exception as e:  # noqa: BLE001 - the pass may not need the group at all
             notes.append(f"could not recreate process group {name!r} {members}: {type(e).__name__}: {e}")
@@ -109,8 +111,15 @@ def destroy_fake_world() -> None:
 
 
 @contextlib.contextmanager
-def rank_world(cap: "Capture", rank: int, fake_mode: Any, *, inductor: bool = False, setup: list[str] = (),
-               distributed: bool = True) -> Iterator[World]:
+def rank_world(
+    cap: "Capture",
+    rank: int,
+    fake_mode: Any,
+    *,
+    inductor: bool = False,
+    setup: list[str] = (),
+    distributed: bool = True,
+) -> Iterator[World]:
     """Enter the captured rank's environment for the duration of a pass (see the module docstring)."""
     w = World(env=rank_environment(cap, rank), argv=rank_argv(cap, rank))
     saved_env = {k: os.environ.get(k) for k in w.env}
@@ -141,8 +150,10 @@ def rank_world(cap: "Capture", rank: int, fake_mode: Any, *, inductor: bool = Fa
             fn = import_target(spec)
             try:
                 fn()
-            except Exception as e:  # noqa: BLE001 - the user's setup failed: one line
-                raise ReplayError(f"--setup {spec} raised {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
+            except Exception as e:
+                raise ReplayError(
+                    f"--setup {spec} raised {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                ) from e
         yield w
     finally:
         stack.close()

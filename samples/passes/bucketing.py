@@ -40,7 +40,11 @@ def _param_of(node: fx.Node):
     while isinstance(node, fx.Node) and seen < 8:
         if node.op == "placeholder":
             return node.meta.get("gti_input", node.name)
-        if node.op == "call_function" and node.target in (aten.view.default, aten.clone.default, aten.contiguous.default):
+        if node.op == "call_function" and node.target in (
+            aten.view.default,
+            aten.clone.default,
+            aten.contiguous.default,
+        ):
             node = node.args[0]
             seen += 1
             continue
@@ -97,17 +101,45 @@ def bucket_all_gathers(gm: fx.GraphModule, example_inputs) -> fx.GraphModule:
                 flats.append(new_node(g, aten.view.default, (shard, [n]), fake_mode=fake_mode, like=ag))
                 sizes.append(n)
             total = sum(sizes)
-            flat = new_node(g, aten.cat.default, (flats,), fake_mode=fake_mode, like=first_ag, name=f"bucket_{bkey.replace('.', '_')}_flat")
+            flat = new_node(
+                g,
+                aten.cat.default,
+                (flats,),
+                fake_mode=fake_mode,
+                like=first_ag,
+                name=f"bucket_{bkey.replace('.', '_')}_flat",
+            )
             tag = f"bucket_{bkey.replace('.', '_')}"
-            big = new_node(g, ag_target, (flat, group_size, group_name), fake_mode=fake_mode, like=first_ag, name=f"{tag}_all_gather")
+            big = new_node(
+                g,
+                ag_target,
+                (flat, group_size, group_name),
+                fake_mode=fake_mode,
+                like=first_ag,
+                name=f"{tag}_all_gather",
+            )
             big.meta["gti_bucket"] = [p for _, _, p in members]
             bwait = new_node(g, wait_target, (big,), fake_mode=fake_mode, like=first_ag, name=f"{tag}_wait")
-            rows = new_node(g, aten.view.default, (bwait, [group_size, total]), fake_mode=fake_mode, like=first_ag, name=f"{tag}_rows")
+            rows = new_node(
+                g,
+                aten.view.default,
+                (bwait, [group_size, total]),
+                fake_mode=fake_mode,
+                like=first_ag,
+                name=f"{tag}_rows",
+            )
             off = 0
             for (ag, wait, _), n in zip(members, sizes):
                 out_shape = list(wait.meta["val"].shape)
                 sl = new_node(g, aten.slice.Tensor, (rows, 1, off, off + n), fake_mode=fake_mode, like=ag)
-                cont = new_node(g, aten.clone.default, (sl,), {"memory_format": torch.contiguous_format}, fake_mode=fake_mode, like=ag)
+                cont = new_node(
+                    g,
+                    aten.clone.default,
+                    (sl,),
+                    {"memory_format": torch.contiguous_format},
+                    fake_mode=fake_mode,
+                    like=ag,
+                )
                 full = new_node(g, aten.view.default, (cont, out_shape), fake_mode=fake_mode, like=ag)
                 wait.replace_all_uses_with(full)
                 off += n

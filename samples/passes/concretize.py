@@ -55,6 +55,7 @@ _ASSERTS = {aten._assert_scalar.default, aten.sym_constrain_range_for_size.defau
 # constant evaluation of binding chains
 # ---------------------------------------------------------------------------
 
+
 def _const_eval(node: fx.Node, memo: dict):
     """Evaluate ``node`` on real CPU tensors if it depends only on literals
     through deterministic aten ops; ``None`` when it cannot be folded."""
@@ -121,6 +122,7 @@ def find_constant_symbols(gm: fx.GraphModule) -> dict:
 # ---------------------------------------------------------------------------
 # substitution in metadata
 # ---------------------------------------------------------------------------
+
 
 def _subst_int(x, mapping, shape_env):
     if isinstance(x, torch.SymInt):
@@ -199,8 +201,10 @@ def _fold_concrete_sym_nodes(gm) -> None:
     for node in list(gm.graph.nodes):
         if node.op != "call_function":
             continue
-        if node.target in _SYM_OPS and isinstance(node.meta.get("val"), (int, bool)) and not isinstance(
-            node.meta.get("val"), torch.SymInt
+        if (
+            node.target in _SYM_OPS
+            and isinstance(node.meta.get("val"), (int, bool))
+            and not isinstance(node.meta.get("val"), torch.SymInt)
         ):
             _replace_with_constant(node, node.meta["val"])
     for node in list(gm.graph.nodes):
@@ -220,12 +224,16 @@ def _dce_pure(gm):
                 continue
             if node.meta.get("unbacked_bindings"):
                 continue  # binds a symbol other metadata may still use
-            if node.op == "call_function" and (node.target in _SYM_OPS or node.target is operator.getitem or (
-                isinstance(node.target, torch._ops.OpOverload)
-                and node.target.namespace == "aten"
-                and not node.target._schema.is_mutable
-                and node.target not in _ASSERTS
-            )):
+            if node.op == "call_function" and (
+                node.target in _SYM_OPS
+                or node.target is operator.getitem
+                or (
+                    isinstance(node.target, torch._ops.OpOverload)
+                    and node.target.namespace == "aten"
+                    and not node.target._schema.is_mutable
+                    and node.target not in _ASSERTS
+                )
+            ):
                 gm.graph.erase_node(node)
                 changed = True
 
@@ -233,6 +241,7 @@ def _dce_pure(gm):
 # ---------------------------------------------------------------------------
 # the pass
 # ---------------------------------------------------------------------------
+
 
 def concretize_symbolic_shapes(gm: fx.GraphModule, example_inputs) -> fx.GraphModule:
     fake_mode = fake_mode_of(gm)

@@ -104,7 +104,11 @@ def resolve_coordinates(gm: fx.GraphModule, example_inputs) -> fx.GraphModule:
     mapping = {}
     for call in calls:
         mesh_val = _eval_const(gm, call.args[0], memo)
-        key = (tuple(mesh_val.flatten().tolist()) if mesh_val is not None else id(call), tuple(mesh_val.shape) if mesh_val is not None else (), call.args[1])
+        key = (
+            tuple(mesh_val.flatten().tolist()) if mesh_val is not None else id(call),
+            tuple(mesh_val.shape) if mesh_val is not None else (),
+            call.args[1],
+        )
         if key not in canonical:
             canonical[key] = call
             continue

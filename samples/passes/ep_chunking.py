@@ -136,9 +136,7 @@ def _inline(gm, sub, inputs, replaced, *, insert_before, tag):
             if node.op == "placeholder":
                 continue
             if node.op == "output":
-                outs = torch.utils._pytree.tree_map(
-                    lambda a: env[a] if isinstance(a, fx.Node) else a, node.args[0]
-                )
+                outs = torch.utils._pytree.tree_map(lambda a: env[a] if isinstance(a, fx.Node) else a, node.args[0])
                 continue
             if node.op == "get_attr":
                 attr = getattr(sub, node.target)

@@ -141,8 +141,11 @@ def _in_children(monkeypatch, fault) -> None:
 
 @pytest.mark.parametrize(
     "fault, wait, why",
-    [(_raise, "300", "planted pickling failure"), (_die, "300", "died of signal SIGKILL without a blob"),
-     (_hang, "0.2", "killed: still running after 0.2 s")],
+    [
+        (_raise, "300", "planted pickling failure"),
+        (_die, "300", "died of signal SIGKILL without a blob"),
+        (_hang, "0.2", "killed: still running after 0.2 s"),
+    ],
     ids=["raises", "dies", "hangs"],
 )
 def test_a_failing_child_costs_only_its_blob(tmp_path, monkeypatch, fault, wait, why):
@@ -160,7 +163,11 @@ def test_a_failing_child_costs_only_its_blob(tmp_path, monkeypatch, fault, wait,
     log = tmp_path / logformat.log_file_name(0)
     errors = payloads(log, logformat.ERROR)
     assert len(errors) == 3 and all(why in e["message"] for e in errors)
-    assert {(e["where"], e["pass"]) for e in errors} == {("blob (before)", "drop_relu"), ("blob (out)", "drop_relu"), ("blob (out)", "add_one")}
+    assert {(e["where"], e["pass"]) for e in errors} == {
+        ("blob (before)", "drop_relu"),
+        ("blob (out)", "drop_relu"),
+        ("blob (out)", "add_one"),
+    }
     assert payloads(log, logformat.BLOB) == [] and not list((tmp_path / logformat.BLOB_DIR).glob("*"))
     passes = payloads(log, logformat.PASS)
     assert [p["status"] for p in passes] == ["ok", "ok"]
@@ -188,7 +195,13 @@ def test_a_hanging_child_never_holds_the_training(tmp_path, monkeypatch):
     made_here = {g for p in passes for g in p["blobs"]}
     assert made_here == {passes[0]["after"]["out"], passes[1]["after"]["out"]}
     assert payloads(log, logformat.END)[0]["blob_children"] | {"cpu_s": 0, "waited_s": 0, "waited_at_end_s": 0} == {
-        "forked": 1, "failed": 1, "killed": 1, "cpu_s": 0, "waited_s": 0, "waited_at_end_s": 0}
+        "forked": 1,
+        "failed": 1,
+        "killed": 1,
+        "cpu_s": 0,
+        "waited_s": 0,
+        "waited_at_end_s": 0,
+    }
 
 
 def test_graphs_with_accelerator_tensors_stay_in_process():

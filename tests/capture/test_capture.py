@@ -19,7 +19,15 @@ PASSES = "tests.programs.joint_passes"
 def joint(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("cap")
     out = tmp / "joint"
-    cap = run_cli("capture", "--out", str(out), "--pass", f"{PASSES}:PIPELINE", "--", *torchrun(2, "tests.programs.joint_step", "--losses", str(tmp / "captured")))
+    cap = run_cli(
+        "capture",
+        "--out",
+        str(out),
+        "--pass",
+        f"{PASSES}:PIPELINE",
+        "--",
+        *torchrun(2, "tests.programs.joint_step", "--losses", str(tmp / "captured")),
+    )
     assert cap.returncode == 0, cap.stderr[-3000:]
     plain = run_plain(torchrun(2, "tests.programs.joint_step", "--losses", str(tmp / "plain")))
     assert plain.returncode == 0, plain.stderr[-3000:]
@@ -112,7 +120,9 @@ def test_blobs_are_content_addressed(joint):
     for b in refs.values():
         data = (out / b["path"]).read_bytes()
         assert hashlib.sha256(data).hexdigest() == b["sha256"] and len(data) == b["bytes"]
-    assert not [f for f in (out / logformat.BLOB_DIR).iterdir() if not f.name.endswith(logformat.BLOB_SUFFIX)], "no temporary file left"
+    assert not [f for f in (out / logformat.BLOB_DIR).iterdir() if not f.name.endswith(logformat.BLOB_SUFFIX)], (
+        "no temporary file left"
+    )
     for p in open_capture(str(out)).passes(1):
         assert {p.before, *p.after.values()} == set(p.blobs)
         assert all(p.blobs[g]["sha256"] == named[g]["sha256"] for g in p.blobs)
@@ -122,10 +132,24 @@ def test_tlparse_reads_every_log(joint, tmp_path):
     out, _, _ = joint
     tl = tlparse_exe()
     for rank in (0, 1):
-        r = subprocess.run([tl, str(log_of(out, rank)), "-o", str(tmp_path / f"r{rank}"), "--strict", "--strict-compile-id", "--no-browser"], capture_output=True, text=True)
+        r = subprocess.run(
+            [
+                tl,
+                str(log_of(out, rank)),
+                "-o",
+                str(tmp_path / f"r{rank}"),
+                "--strict",
+                "--strict-compile-id",
+                "--no-browser",
+            ],
+            capture_output=True,
+            text=True,
+        )
         assert r.returncode == 0, r.stderr
         assert "Unknown fields" not in r.stdout + r.stderr
-    r = subprocess.run([tl, str(out), "--all-ranks-html", "-o", str(tmp_path / "all"), "--no-browser"], capture_output=True, text=True)
+    r = subprocess.run(
+        [tl, str(out), "--all-ranks-html", "-o", str(tmp_path / "all"), "--no-browser"], capture_output=True, text=True
+    )
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "all" / "rank_1" / "index.html").exists()
 
@@ -135,10 +159,22 @@ def test_named_functions_and_failing_pass(tmp_path):
     out = tmp_path / "cap"
     flags = ["--unpicklable-meta", "--fail-pass"]
     cap = run_cli(
-        "capture", "--out", str(out),
-        "--pass", f"{PASSES}:remove_dead_code", "--pass", f"{PASSES}:scale_by_rank",
-        "--pass", f"{PASSES}:tag_with_callback", "--pass", f"{PASSES}:always_fails",
-        "--", sys.executable, "-m", "tests.programs.joint_step", *flags,
+        "capture",
+        "--out",
+        str(out),
+        "--pass",
+        f"{PASSES}:remove_dead_code",
+        "--pass",
+        f"{PASSES}:scale_by_rank",
+        "--pass",
+        f"{PASSES}:tag_with_callback",
+        "--pass",
+        f"{PASSES}:always_fails",
+        "--",
+        sys.executable,
+        "-m",
+        "tests.programs.joint_step",
+        *flags,
     )
     assert cap.returncode == 0, cap.stderr[-3000:]
     plain = run_plain([sys.executable, "-m", "tests.programs.joint_step", *flags])
@@ -204,14 +240,36 @@ def test_two_captures_at_once_on_one_out(tmp_path):
     writes nothing into the directory the first claimed."""
     out = tmp_path / "cap"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    procs = [subprocess.Popen([sys.executable, "-m", "graphtrain_inspect.inspector.cli", "capture", "--out", str(out), "--no-inductor", "--",
-                               sys.executable, "-c", f"import time; open({str(tmp_path / f'ran{i}')!r}, 'w'); time.sleep(2)"],
-                              cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "graphtrain_inspect.inspector.cli",
+                "capture",
+                "--out",
+                str(out),
+                "--no-inductor",
+                "--",
+                sys.executable,
+                "-c",
+                f"import time; open({str(tmp_path / f'ran{i}')!r}, 'w'); time.sleep(2)",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(2)
+    ]
     results = [(p.wait(timeout=120), p.stderr.read()) for p in procs]
     codes = sorted(c for c, _ in results)
     assert codes == [0, 2], results
     refused = next(err for c, err in results if c == 2)
-    assert refused.count("\n") == 1 and ("claimed by another capture" in refused or "not an empty directory" in refused), refused
+    assert refused.count("\n") == 1 and (
+        "claimed by another capture" in refused or "not an empty directory" in refused
+    ), refused
     ran = [i for i in range(2) if (tmp_path / f"ran{i}").exists()]
     assert len(ran) == 1
     import orjson
@@ -253,7 +311,7 @@ def test_a_command_that_cannot_start_leaves_out_reusable(tmp_path, made):
         assert r.returncode == 2, (cmd, r.stderr)
         assert r.stderr.count("\n") == 1 and "cannot run" in r.stderr and "nothing was run" in r.stderr, r.stderr
         assert "never imported" not in r.stderr and "mymod" not in r.stderr
-        assert (sorted(out.iterdir()) == [] if made else not out.exists()), list(out.iterdir())
+        assert sorted(out.iterdir()) == [] if made else not out.exists(), list(out.iterdir())
     r = run_cli("capture", "--out", str(out), "--no-inductor", "--", sys.executable, "-c", "pass")
     assert r.returncode == 0, r.stderr
 
@@ -275,8 +333,23 @@ def test_ctrl_c_reaches_the_command_and_logs_stay_readable(tmp_path):
     ready = tmp_path / "ready"
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
     launcher = subprocess.Popen(
-        [sys.executable, "-m", "graphtrain_inspect.inspector.cli", "capture", "--out", str(out), "--no-inductor", "--", *torchrun(2, "tests.programs.sleeper", str(ready))],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "graphtrain_inspect.inspector.cli",
+            "capture",
+            "--out",
+            str(out),
+            "--no-inductor",
+            "--",
+            *torchrun(2, "tests.programs.sleeper", str(ready)),
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
     )
     deadline = time.time() + 120
     while not all((tmp_path / f"ready.{r}").exists() for r in (0, 1)):

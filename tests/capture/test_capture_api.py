@@ -50,7 +50,10 @@ def test_decorator_and_context_manager(tmp_path):
         session.stop()
     passes = payloads(tmp_path / logformat.log_file_name(0), logformat.PASS)
     assert [(p["name"], p["source"], p["status"]) for p in passes] == [
-        ("drop-relu", "api", "ok"), ("add-one", "api", "ok"), ("boom", "api", "raised")]
+        ("drop-relu", "api", "ok"),
+        ("add-one", "api", "ok"),
+        ("boom", "api", "raised"),
+    ]
     assert passes[0]["traced"] and not passes[1]["traced"]
     assert passes[1]["before"] == passes[0]["after"]["out"] != passes[1]["after"]["out"]
     assert passes[2]["exception"]["type"] == "builtins.KeyError"
@@ -69,7 +72,10 @@ def test_a_pass_that_changes_nothing_still_starts_its_pipeline(tmp_path):
         session.stop()
     passes = payloads(tmp_path / logformat.log_file_name(0), logformat.PASS)
     assert [(p["name"], p["traced"], p["pipeline"]) for p in passes] == [
-        ("noop", True, 0), ("drop-relu", False, 0), ("noop-on-another", True, 1)]
+        ("noop", True, 0),
+        ("drop-relu", False, 0),
+        ("noop-on-another", True, 1),
+    ]
 
 
 def test_capture_side_imports_stay_light():
@@ -84,6 +90,12 @@ def test_capture_side_imports_stay_light():
         "capture.bootstrap_env.start_from_env()\n"
         "print(sorted(k for k in ('torch', 'textual', 'rich') if k in sys.modules))\n"
     )
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]"

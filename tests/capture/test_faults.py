@@ -48,9 +48,23 @@ def test_sigkill_of_one_rank_inside_a_pass(tmp_path):
     hold = tmp_path / "hold"
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
     launcher = subprocess.Popen(
-        [sys.executable, "-m", "graphtrain_inspect.inspector.cli", "capture", "--out", str(out), "--no-inductor", "--",
-         *torchrun(2, PROGRAM, "--steps", "3", "--hold", str(hold))],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "graphtrain_inspect.inspector.cli",
+            "capture",
+            "--out",
+            str(out),
+            "--no-inductor",
+            "--",
+            *torchrun(2, PROGRAM, "--steps", "3", "--hold", str(hold)),
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
     )
     deadline = time.time() + 120
     while not all((tmp_path / f"hold.{r}").exists() for r in (0, 1)):
@@ -75,12 +89,21 @@ def test_sigkill_of_one_rank_inside_a_pass(tmp_path):
     assert cap.all_errors() == []  # nothing damaged: every record before the kill is whole
     for r in (0, 1):
         passes = cap.passes(r)
-        assert [(p.name, p.status) for p in passes] == [("step_0", "ok"), ("step_1", "ok"), ("step_2", "ok"), ("hold", "incomplete")]
+        assert [(p.name, p.status) for p in passes] == [
+            ("step_0", "ok"),
+            ("step_1", "ok"),
+            ("step_2", "ok"),
+            ("hold", "incomplete"),
+        ]
         assert all(cap.node_table(r, p.after["out"]).node_count > 10 for p in passes[:3])
         assert cap.end(r) is None
     r = run_cli("check", str(out), "--json")
     assert r.returncode == 0, r.stderr  # what is incomplete is a warning, not a bug in the training
-    found = {(f["ranks"][0], f["evidence"]["problem"]) for f in json.loads(r.stdout)["findings"] if f["kind"] == "incomplete-capture"}
+    found = {
+        (f["ranks"][0], f["evidence"]["problem"])
+        for f in json.loads(r.stdout)["findings"]
+        if f["kind"] == "incomplete-capture"
+    }
     assert found == {(0, "no-end-record"), (1, "no-end-record"), (0, "pass-unfinished"), (1, "pass-unfinished")}
     r = run_cli("ls", str(out), "--color", "never")
     assert r.returncode == 0 and "started, never finished" in r.stdout and "Traceback" not in r.stderr
@@ -93,8 +116,14 @@ def test_write_failures_stop_the_capture_not_the_training(tmp_path):
     ends at a whole record (the half-written one is cut off)."""
     out = tmp_path / "cap"
     steps = 10
-    r = run_cli("capture", "--out", str(out), "--no-inductor", "--",
-                *torchrun(2, PROGRAM, "--steps", str(steps), "--fsize-rank", "1", "--fsize", "30000", "--delete-log-at", "3"))
+    r = run_cli(
+        "capture",
+        "--out",
+        str(out),
+        "--no-inductor",
+        "--",
+        *torchrun(2, PROGRAM, "--steps", str(steps), "--fsize-rank", "1", "--fsize", "30000", "--delete-log-at", "3"),
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     assert _steps(r.stdout, 0) == _steps(r.stdout, 1) == _expected(steps)
     assert "rank 1 stopped capturing" in r.stderr and "File too large; training goes on" in r.stderr
@@ -119,7 +148,11 @@ def test_write_failures_stop_the_capture_not_the_training(tmp_path):
     assert all(p.status == "ok" for p in passes[:-1]) and passes[-1].status in ("ok", "incomplete")
     r = run_cli("check", str(out), "--json")
     assert r.returncode == 0, r.stderr
-    found = {(f["ranks"][0], f["evidence"]["problem"]) for f in json.loads(r.stdout)["findings"] if f["kind"] == "incomplete-capture"}
+    found = {
+        (f["ranks"][0], f["evidence"]["problem"])
+        for f in json.loads(r.stdout)["findings"]
+        if f["kind"] == "incomplete-capture"
+    }
     assert {(0, "missing-rank"), (0, "stopped"), (1, "stopped")} <= found, found
     r = run_cli("ls", str(out), "--color", "never")
     assert r.returncode == 0 and "capture stopped writing: OSError: [Errno 27] File too large" in r.stdout
@@ -127,7 +160,14 @@ def test_write_failures_stop_the_capture_not_the_training(tmp_path):
 
 def test_capture_directory_removed_during_the_run(tmp_path):
     out = tmp_path / "cap"
-    r = run_cli("capture", "--out", str(out), "--no-inductor", "--", *torchrun(2, PROGRAM, "--steps", "4", "--remove-dir-at", "1"))
+    r = run_cli(
+        "capture",
+        "--out",
+        str(out),
+        "--no-inductor",
+        "--",
+        *torchrun(2, PROGRAM, "--steps", "4", "--remove-dir-at", "1"),
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     assert _steps(r.stdout, 0) == _steps(r.stdout, 1) == _expected(4)
     assert not out.exists()  # nothing recreated it
@@ -145,8 +185,26 @@ def test_no_room_for_the_manifest_runs_nothing(tmp_path):
 
     out = tmp_path / "cap"
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    r = subprocess.run([sys.executable, "-m", "graphtrain_inspect.inspector.cli", "capture", "--out", str(out), "--", sys.executable, "-c", f"open({str(tmp_path / 'ran')!r}, 'w')"],
-                       cwd=ROOT, env=env, capture_output=True, text=True, preexec_fn=limit, timeout=60)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "graphtrain_inspect.inspector.cli",
+            "capture",
+            "--out",
+            str(out),
+            "--",
+            sys.executable,
+            "-c",
+            f"open({str(tmp_path / 'ran')!r}, 'w')",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        preexec_fn=limit,
+        timeout=60,
+    )
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert r.stderr.count("\n") == 1 and "cannot write" in r.stderr and "nothing was run" in r.stderr, r.stderr
     assert not (tmp_path / "ran").exists() and not (out / "manifest.json.tmp").exists()

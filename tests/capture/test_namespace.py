@@ -69,17 +69,44 @@ def test_project_modules_named_like_ours_are_theirs_and_still_captured(tmp_path)
     out = tmp_path / "cap"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["OMP_NUM_THREADS"] = "1"
-    cmd = [sys.executable, "-m", "graphtrain_inspect.inspector.cli", "capture", "--out", str(out), "--pass", "passes:double_relu", "--no-inductor",
-           "--", sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", "train.py"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "graphtrain_inspect.inspector.cli",
+        "capture",
+        "--out",
+        str(out),
+        "--pass",
+        "passes:double_relu",
+        "--no-inductor",
+        "--",
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node=2",
+        "train.py",
+    ]
     r = subprocess.run(cmd, cwd=proj, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     for rank in (0, 1):
-        assert f"rank {rank} imports: the project capture.py | the project inspector.py | the project samples package" in r.stdout
+        assert (
+            f"rank {rank} imports: the project capture.py | the project inspector.py | the project samples package"
+            in r.stdout
+        )
         assert f"rank {rank} result True" in r.stdout
-    ls = subprocess.run([sys.executable, "-m", "graphtrain_inspect.inspector.cli", "ls", str(out), "--json"], cwd=proj, env=env,
-                        capture_output=True, text=True, timeout=120)
+    ls = subprocess.run(
+        [sys.executable, "-m", "graphtrain_inspect.inspector.cli", "ls", str(out), "--json"],
+        cwd=proj,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert ls.returncode == 0, ls.stderr
     doc = orjson.loads(ls.stdout)
     for rank in doc["ranks"]:
-        assert [(p["name"], p["status"], p["before"]["nodes"], p["after"]["out"]["nodes"]) for p in rank["passes"]] == [("double_relu", "ok", 4, 5)]
+        assert [(p["name"], p["status"], p["before"]["nodes"], p["after"]["out"]["nodes"]) for p in rank["passes"]] == [
+            ("double_relu", "ok", 4, 5)
+        ]
     assert [rank["rank"] for rank in doc["ranks"]] == [0, 1]

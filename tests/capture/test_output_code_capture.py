@@ -16,7 +16,15 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def captured(tmp_path_factory):
     out = tmp_path_factory.mktemp("codegen") / "cap"
-    r = run_cli("capture", "--out", str(out), "--torch-trace", "--", *torchrun(2, "tests.programs.rank_literal_compile"), timeout=600)
+    r = run_cli(
+        "capture",
+        "--out",
+        str(out),
+        "--torch-trace",
+        "--",
+        *torchrun(2, "tests.programs.rank_literal_compile"),
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr[-4000:]
     return out
 
@@ -56,13 +64,21 @@ def test_check_has_the_fx_finding_and_the_codegen_finding(captured):
         r = run_cli("check", str(captured), "--json", *opts)
         doc = json.loads(r.stdout)
         baked = [f for f in doc["findings"] if f["kind"] == "rank-baked-constant"]
-        assert {f["layer"] for f in baked} == {"graph", "codegen"} and {f["severity"] for f in baked} == {severity}, baked
+        assert {f["layer"] for f in baked} == {"graph", "codegen"} and {f["severity"] for f in baked} == {severity}, (
+            baked
+        )
         cg = [f for f in doc["findings"] if f["layer"] == "codegen"]
         assert len(cg) == 1, cg  # the rank-agnostic compile gives no codegen finding
         ev = cg[0]["evidence"]
         assert cg[0]["node"] == "mul" and ev["kernel"].startswith("cpp_fused")
-        assert ev["literals"] == {"0": "3.0", "1": "4.0"} and ev["fx_stack"] and "rank_literal_compile.py" in ev["fx_stack"]
-        assert cg[0]["source"]["file"].endswith("rank_literal_compile.py") and "get_rank() + 3" in cg[0]["source"]["code"]
+        assert (
+            ev["literals"] == {"0": "3.0", "1": "4.0"}
+            and ev["fx_stack"]
+            and "rank_literal_compile.py" in ev["fx_stack"]
+        )
+        assert (
+            cg[0]["source"]["file"].endswith("rank_literal_compile.py") and "get_rank() + 3" in cg[0]["source"]["code"]
+        )
 
 
 def test_diff_of_generated_code_across_ranks_shows_only_the_literal(captured):
@@ -71,7 +87,10 @@ def test_diff_of_generated_code_across_ranks_shows_only_the_literal(captured):
     diffs = json.loads(r.stdout)["diffs"]
     assert len(diffs) >= 3
     changed = [l for d in diffs for l in d["diff"] if l[:1] in "+-" and not l.startswith(("+++", "---"))]
-    assert [l[0] + l[1:].strip() for l in changed] == ["-auto tmp4 = static_cast<float>(3.0);", "+auto tmp4 = static_cast<float>(4.0);"]
+    assert [l[0] + l[1:].strip() for l in changed] == [
+        "-auto tmp4 = static_cast<float>(3.0);",
+        "+auto tmp4 = static_cast<float>(4.0);",
+    ]
     assert sum(1 for d in diffs if d["empty"]) == len(diffs) - 1
 
 
@@ -86,7 +105,12 @@ def test_tlparse_strict_accepts_the_logs(captured, tmp_path):
     tl = tlparse_exe()
     for rank in (0, 1):
         log = captured / logformat.log_file_name(rank)
-        p = subprocess.run([tl, str(log), "-o", str(tmp_path / f"tl{rank}"), "--strict", "--strict-compile-id", "--no-browser"], capture_output=True, text=True, timeout=300)
+        p = subprocess.run(
+            [tl, str(log), "-o", str(tmp_path / f"tl{rank}"), "--strict", "--strict-compile-id", "--no-browser"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert p.returncode == 0, p.stderr[-2000:]
         assert "Unknown fields" not in p.stdout + p.stderr
 
@@ -95,10 +119,14 @@ def test_code_compiled_on_one_rank_is_recorded_there_and_clean_on_cpu(tmp_path):
     """samples/codegen_one_rank on CPU: rank 0 compiles, both ranks run its code (right on CPU:
     C++ code pins no device); the code is recorded on rank 0 only and checks report nothing in it."""
     out = tmp_path / "cap"
-    r = run_cli("capture", "--out", str(out), "--", *torchrun(2, "graphtrain_inspect.samples.codegen_one_rank"), timeout=600)
+    r = run_cli(
+        "capture", "--out", str(out), "--", *torchrun(2, "graphtrain_inspect.samples.codegen_one_rank"), timeout=600
+    )
     assert r.returncode == 0, r.stderr[-4000:]
     assert "0 of 2 ranks failed" in r.stdout
     assert payloads(out / logformat.log_file_name(0), logformat.OUTPUT_CODE)
-    assert not (out / logformat.log_file_name(1)).exists() or not payloads(out / logformat.log_file_name(1), logformat.OUTPUT_CODE)
+    assert not (out / logformat.log_file_name(1)).exists() or not payloads(
+        out / logformat.log_file_name(1), logformat.OUTPUT_CODE
+    )
     doc = json.loads(run_cli("check", str(out), "--json").stdout)
     assert [f for f in doc["findings"] if f["layer"] == "codegen"] == []

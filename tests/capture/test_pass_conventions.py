@@ -17,7 +17,7 @@ import torch.fx
 from graphtrain_inspect.capture import logformat, named_passes, session
 from tests.capture_utils import payloads
 
-PASSES_SRC = '''
+PASSES_SRC = """
 import torch
 
 def scale_pass(gm, example_inputs=None, *, factor):
@@ -35,9 +35,9 @@ def drop_relu_pass(gm, example_inputs=None):
             gm.graph.erase_node(n)
     gm.recompile()
     return gm
-'''
+"""
 
-PIPELINE_SRC = '''
+PIPELINE_SRC = """
 import functools
 from {passes} import drop_relu_pass, scale_pass
 
@@ -66,7 +66,7 @@ def apply(gm, example_inputs, passes):
     for p in passes:
         gm = p(gm, example_inputs)
     return gm
-'''
+"""
 
 
 def _gm():
@@ -106,6 +106,7 @@ def _run(tmp_path, tag, targets, body):
 def test_partial_bound_keyword_only_passes_named_by_function(tmp_path):
     """The passes themselves named: a partial built later in a function binds the wrapper, and the
     loop's name for it is the pass's own name."""
+
     def body(mod):
         passes = mod.build_passes(None, 3, extra=True)
         assert [mod.pass_name(p) for p in passes] == ["drop_relu_pass", "scale_pass", "scale_pass"]
@@ -138,6 +139,7 @@ def test_pass_list_built_inside_a_function(tmp_path):
 def test_pipeline_function_in_a_decorator_registry(tmp_path):
     """A pipeline function registered by a decorator (torchtitan's PASS_PIPELINE_REGISTRY): the
     registry's entry is rebound, and the passes the pipeline returns are recorded."""
+
     def body(mod):
         fn = mod.PIPELINES["default"]
         assert fn is mod.default_pipeline

@@ -50,11 +50,19 @@ def test_a_node_made_below_the_pass_by_code_not_the_users_gets_no_line(tmp_path)
     # a pass whose code is not a file (as torch's own passes are not the user's): the frames
     # outside it are the pass's callers (this test), which did not make the node
     ns: dict = {}
-    exec(compile("def add_one(gm, inputs):\n"
-                 "    out = next(n for n in gm.graph.nodes if n.op == 'output')\n"
-                 "    with gm.graph.inserting_before(out):\n"
-                 "        gm.graph.call_function(torch.ops.aten.add.Tensor, (out.args[0][0], 1))\n"
-                 "    return gm\n", "<generated pass>", "exec"), {"torch": torch}, ns)
+    exec(
+        compile(
+            "def add_one(gm, inputs):\n"
+            "    out = next(n for n in gm.graph.nodes if n.op == 'output')\n"
+            "    with gm.graph.inserting_before(out):\n"
+            "        gm.graph.call_function(torch.ops.aten.add.Tensor, (out.args[0][0], 1))\n"
+            "    return gm\n",
+            "<generated pass>",
+            "exec",
+        ),
+        {"torch": torch},
+        ns,
+    )
     gm = make_fx(lambda x: ((x * 2).sum(),))(torch.randn(4))
     session.start(str(tmp_path))
     try:

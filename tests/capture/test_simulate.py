@@ -13,8 +13,14 @@ from graphtrain_inspect.capture import simulate
 from graphtrain_inspect.capture.rank_ranges import format_ranks, parse_ranks
 from tests.capture_utils import ROOT, run_cli
 
-MESHES = [(8, ["dp", "tp", "ep"], [2, 2, 2]), (16, ["dp", "tp", "ep"], [4, 2, 2]), (64, ["dp", "tp", "ep"], [16, 2, 2]),
-          (512, ["dp", "tp", "ep"], [128, 2, 2]), (1024, ["pp", "dp", "tp"], [4, 32, 8]), (48, ["dp", "tp"], [6, 8])]
+MESHES = [
+    (8, ["dp", "tp", "ep"], [2, 2, 2]),
+    (16, ["dp", "tp", "ep"], [4, 2, 2]),
+    (64, ["dp", "tp", "ep"], [16, 2, 2]),
+    (512, ["dp", "tp", "ep"], [128, 2, 2]),
+    (1024, ["pp", "dp", "tp"], [4, 32, 8]),
+    (48, ["dp", "tp"], [6, 8]),
+]
 
 
 @pytest.mark.parametrize("world,names,shape", MESHES)
@@ -22,8 +28,12 @@ def test_default_ranks_tell_every_rank_value_apart(world, names, shape):
     meshes = simulate.Meshes(simulate.mesh_coords(names, shape), "--mesh")
     ranks, reasons = simulate.choose_ranks(world, 8, meshes)
     assert len(ranks) <= 6 and len(reasons) == len(ranks)
-    vectors = {"rank": list(range(world)), "local": [r % 8 for r in range(world)], "host": [r // 8 for r in range(world)],
-               **{n: meshes.coords[n] for n in names}}
+    vectors = {
+        "rank": list(range(world)),
+        "local": [r % 8 for r in range(world)],
+        "host": [r // 8 for r in range(world)],
+        **{n: meshes.coords[n] for n in names},
+    }
     for name, col in vectors.items():
         if min(col) != max(col):  # first and last value of each on some chosen rank
             assert {min(col), max(col)} <= {col[r] for r in ranks}, name
@@ -36,16 +46,30 @@ def test_default_ranks_tell_every_rank_value_apart(world, names, shape):
 def test_mesh_coordinates_follow_init_device_mesh_layout():
     c = simulate.mesh_coords(["dp", "tp", "ep"], [2, 2, 2])
     assert [(c["dp"][r], c["tp"][r], c["ep"][r]) for r in (0, 5, 7)] == [(0, 0, 0), (1, 0, 1), (1, 1, 1)]
-    table = {"meshes": [{"dim_names": ["dp", "tp", "ep"], "shape": [2, 2, 2], "mesh": [[[0, 1], [2, 3]], [[4, 5], [6, 7]]]},
-                        {"dim_names": ["tp"], "shape": [2], "mesh": [5, 7]}]}  # a sub-mesh: only this rank's slice
+    table = {
+        "meshes": [
+            {"dim_names": ["dp", "tp", "ep"], "shape": [2, 2, 2], "mesh": [[[0, 1], [2, 3]], [[4, 5], [6, 7]]]},
+            {"dim_names": ["tp"], "shape": [2], "mesh": [5, 7]},
+        ]
+    }  # a sub-mesh: only this rank's slice
     m = simulate.meshes_from_table(table, 8)
     assert m.coords == c and "(dp, tp, ep) = (2, 2, 2)" in m.source
 
 
 def test_torchrun_environment_of_a_rank_on_the_second_host():
     env = simulate.torchrun_env(13, 16, 8, "run")
-    assert {k: env[k] for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK")} == {
-        "RANK": "13", "LOCAL_RANK": "5", "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8", "GROUP_RANK": "1", "GROUP_WORLD_SIZE": "2", "ROLE_RANK": "13"}
+    assert {
+        k: env[k]
+        for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK")
+    } == {
+        "RANK": "13",
+        "LOCAL_RANK": "5",
+        "WORLD_SIZE": "16",
+        "LOCAL_WORLD_SIZE": "8",
+        "GROUP_RANK": "1",
+        "GROUP_WORLD_SIZE": "2",
+        "ROLE_RANK": "13",
+    }
     assert env["TORCHELASTIC_RUN_ID"] == "run" and env["MASTER_ADDR"]
 
 
@@ -58,12 +82,15 @@ def test_rank_lists_compact_and_parsed():
             parse_ranks(bad, 16)
 
 
-@pytest.mark.parametrize("opts,msg", [
-    (["--simulate-world", "0"], "give a world size"),
-    (["--simulate-ranks", "0,1"], "need --simulate-world"),
-    (["--simulate-world", "16", "--simulate-ranks", "0,16"], "outside a world of 16"),
-    (["--simulate-world", "16", "--mesh", "dp=4,tp=2"], "not the 16 of --simulate-world"),
-])
+@pytest.mark.parametrize(
+    "opts,msg",
+    [
+        (["--simulate-world", "0"], "give a world size"),
+        (["--simulate-ranks", "0,1"], "need --simulate-world"),
+        (["--simulate-world", "16", "--simulate-ranks", "0,16"], "outside a world of 16"),
+        (["--simulate-world", "16", "--mesh", "dp=4,tp=2"], "not the 16 of --simulate-world"),
+    ],
+)
 def test_bad_options_are_one_line_and_run_nothing(tmp_path, opts, msg):
     out = tmp_path / "cap"
     r = run_cli("capture", "--out", str(out), *opts, "--", sys.executable, "-c", "pass")
@@ -72,7 +99,18 @@ def test_bad_options_are_one_line_and_run_nothing(tmp_path, opts, msg):
 
 
 def test_a_launcher_in_the_command_is_refused(tmp_path):
-    r = run_cli("capture", "--out", str(tmp_path / "cap"), "--simulate-world", "8", "--", "torchrun", "--nproc-per-node", "8", "x.py")
+    r = run_cli(
+        "capture",
+        "--out",
+        str(tmp_path / "cap"),
+        "--simulate-world",
+        "8",
+        "--",
+        "torchrun",
+        "--nproc-per-node",
+        "8",
+        "x.py",
+    )
     assert r.returncode == 2 and "not torchrun" in r.stderr
 
 
@@ -82,9 +120,25 @@ def test_a_launcher_in_the_command_is_refused(tmp_path):
 @pytest.fixture(scope="module")
 def world16(tmp_path_factory):
     out = tmp_path_factory.mktemp("sim") / "w16"
-    r = run_cli("capture", "--out", str(out), "--pass", "graphtrain_inspect.samples.mesh3d_passes:PIPELINE",
-                "--simulate-world", "16", "--simulate-ranks", "0,3,9,15", "--stop-after-passes",
-                "--", sys.executable, "-m", "graphtrain_inspect.samples.mesh3d", "--bug", "rank", timeout=600)
+    r = run_cli(
+        "capture",
+        "--out",
+        str(out),
+        "--pass",
+        "graphtrain_inspect.samples.mesh3d_passes:PIPELINE",
+        "--simulate-world",
+        "16",
+        "--simulate-ranks",
+        "0,3,9,15",
+        "--stop-after-passes",
+        "--",
+        sys.executable,
+        "-m",
+        "graphtrain_inspect.samples.mesh3d",
+        "--bug",
+        "rank",
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     return out, r
 
@@ -134,9 +188,23 @@ def test_default_ranks_of_the_3d_sample_and_tp_coordinate_attributed(tmp_path):
     """No --simulate-ranks: rank 0 runs first, its mesh picks the others; the baked tp coordinate
     is told apart from dp, ep, the rank and the local rank."""
     out = tmp_path / "w8"
-    r = run_cli("capture", "--out", str(out), "--pass", "graphtrain_inspect.samples.mesh3d_passes:PIPELINE",
-                "--simulate-world", "8", "--stop-after-passes",
-                "--", sys.executable, "-m", "graphtrain_inspect.samples.mesh3d", "--bug", "tp-coordinate", timeout=600)
+    r = run_cli(
+        "capture",
+        "--out",
+        str(out),
+        "--pass",
+        "graphtrain_inspect.samples.mesh3d_passes:PIPELINE",
+        "--simulate-world",
+        "8",
+        "--stop-after-passes",
+        "--",
+        sys.executable,
+        "-m",
+        "graphtrain_inspect.samples.mesh3d",
+        "--bug",
+        "tp-coordinate",
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     sim = json.loads((out / "manifest.json").read_text())["simulated"]
     assert sim["chosen_by"] == "default" and "rank 0's mesh (dp, tp, ep) = (2, 2, 2)" in sim["mesh_source"]
@@ -154,7 +222,9 @@ def test_mesh_option_parsed_and_checked():
     for bad in ("dp=4,tp", "dp=0,tp=16", "dp=3,tp=2"):
         with pytest.raises(simulate.SimulateError):
             simulate.parse_mesh(bad, 16)
-    ranks, why = simulate.choose_ranks(16, 8, simulate.Meshes(simulate.mesh_coords(*simulate.parse_mesh("dp=4,tp=2,ep=2", 16)), "--mesh"))
+    ranks, why = simulate.choose_ranks(
+        16, 8, simulate.Meshes(simulate.mesh_coords(*simulate.parse_mesh("dp=4,tp=2,ep=2", 16)), "--mesh")
+    )
     assert ranks[0] == 0 and ranks[-1] == 15 and why[0].startswith("rank 0: first rank")
 
 
@@ -164,16 +234,39 @@ def test_real_and_simulated_two_rank_worlds_give_the_same_graphs_and_findings():
     script on a 2-rank tp mesh: a real gloo torchrun against the fake process group."""
     from tests.capture_utils import run_plain
 
-    r = run_plain([sys.executable, str(ROOT / "benchmarks" / "simulated_vs_real.py"), "--nproc", "2", "--tp", "2", "--ep", "1",
-                   "--bug", "tp-coordinate"], timeout=600)
+    r = run_plain(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "simulated_vs_real.py"),
+            "--nproc",
+            "2",
+            "--tp",
+            "2",
+            "--ep",
+            "1",
+            "--bug",
+            "tp-coordinate",
+        ],
+        timeout=600,
+    )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "SAME graphs on every rank, SAME findings" in r.stdout and "findings: 2 real, 2 simulated" in r.stdout
 
 
 def test_a_failing_first_rank_stops_the_world_with_its_exit_code(tmp_path):
     out = tmp_path / "cap"
-    r = run_cli("capture", "--out", str(out), "--simulate-world", "64", "--", sys.executable, "-c",
-                "import os, sys; print('rank', os.environ['RANK'], 'of', os.environ['WORLD_SIZE'], 'local', " "os.environ['LOCAL_RANK']); sys.exit(3)")
+    r = run_cli(
+        "capture",
+        "--out",
+        str(out),
+        "--simulate-world",
+        "64",
+        "--",
+        sys.executable,
+        "-c",
+        "import os, sys; print('rank', os.environ['RANK'], 'of', os.environ['WORLD_SIZE'], 'local', "
+        "os.environ['LOCAL_RANK']); sys.exit(3)",
+    )
     assert r.returncode == 3 and "the other 2 ranks were not run" in r.stderr
     sim = json.loads((out / "manifest.json").read_text())["simulated"]
     assert sim["ranks"] == [0] and sim["not_run"] == [8, 63] and sim["per_rank"]["0"]["exit_code"] == 3
@@ -185,8 +278,18 @@ def test_a_failed_first_rank_is_not_called_a_compile_on_one_rank(tmp_path):
     """Rank 0 compiles, then fails: the other chosen ranks never ran. check and ls say so, and
     check does not take rank 0's graphs for a compile on one rank (nobody loaded them)."""
     out = tmp_path / "cap"
-    r = run_cli("capture", "--out", str(out), "--simulate-world", "4", "--", sys.executable, "-c",
-                "import sys, torch; torch.compile(lambda x: x * 2 + 1)(torch.ones(3)); sys.exit(3)", timeout=600)
+    r = run_cli(
+        "capture",
+        "--out",
+        str(out),
+        "--simulate-world",
+        "4",
+        "--",
+        sys.executable,
+        "-c",
+        "import sys, torch; torch.compile(lambda x: x * 2 + 1)(torch.ones(3)); sys.exit(3)",
+        timeout=600,
+    )
     assert r.returncode == 3 and "the other 1 ranks were not run" in r.stderr, r.stderr[-3000:]
     check = run_cli("check", str(out), "--json")
     doc = json.loads(check.stdout)
@@ -199,21 +302,41 @@ def test_a_failed_first_rank_is_not_called_a_compile_on_one_rank(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mode,printed,stopped_at", [
-    # a graph trainer: the rank ends as the step's graph is first called, not after running it
-    ("traced", ["PIPELINE DONE"], "first call of the graph run_graph_pass returned"),
-    # torch.compile: its passes run in the forward and in the backward; the graphs it compiled
-    # are called by its own runtime, so the rank ends at the optimizer step
-    ("compiled", ["FORWARD RAN", "BACKWARD RAN"], "first optimizer step"),
-])
+@pytest.mark.parametrize(
+    "mode,printed,stopped_at",
+    [
+        # a graph trainer: the rank ends as the step's graph is first called, not after running it
+        ("traced", ["PIPELINE DONE"], "first call of the graph run_graph_pass returned"),
+        # torch.compile: its passes run in the forward and in the backward; the graphs it compiled
+        # are called by its own runtime, so the rank ends at the optimizer step
+        ("compiled", ["FORWARD RAN", "BACKWARD RAN"], "first optimizer step"),
+    ],
+)
 def test_stop_after_passes_ends_where_the_passes_are_done(tmp_path, mode, printed, stopped_at):
     out = tmp_path / "cap"
-    r = run_cli("capture", "--out", str(out), "--pass", "tests.programs.stop_step:PASSES", "--simulate-world", "2",
-                "--simulate-ranks", "0", "--stop-after-passes", "--", sys.executable, "-m", "tests.programs.stop_step", mode,
-                timeout=600)
+    r = run_cli(
+        "capture",
+        "--out",
+        str(out),
+        "--pass",
+        "tests.programs.stop_step:PASSES",
+        "--simulate-world",
+        "2",
+        "--simulate-ranks",
+        "0",
+        "--stop-after-passes",
+        "--",
+        sys.executable,
+        "-m",
+        "tests.programs.stop_step",
+        mode,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     output = (out / "simulate" / "rank_0.out").read_text()
-    markers = [m for m in ("PIPELINE DONE", "FORWARD RAN", "BACKWARD RAN", "STEP RAN", "OPTIMIZER STEP RAN") if m in output]
+    markers = [
+        m for m in ("PIPELINE DONE", "FORWARD RAN", "BACKWARD RAN", "STEP RAN", "OPTIMIZER STEP RAN") if m in output
+    ]
     assert markers == printed, output[-3000:]
     from graphtrain_inspect.inspector import open_capture
 

@@ -14,12 +14,19 @@ TORCH = os.path.dirname(os.path.abspath(torch.__file__))
 def test_innermost_frame_outside_torch():
     stack = (
         '  File "/home/me/train.py", line 10, in forward\n    y = self.lin(x) * 2\n'
-        f'  File "{TORCH}/nn/modules/linear.py", line 125, in forward\n    return F.linear(input, ' 'self.weight, self.bias)\n'
+        f'  File "{TORCH}/nn/modules/linear.py", line 125, in forward\n    return F.linear(input, '
+        "self.weight, self.bias)\n"
     )
     assert _last_frame(stack) == 'File "/home/me/train.py", line 10, in forward | y = self.lin(x) * 2'
 
 
 def test_only_torch_frames_keep_the_innermost():
-    stack = f'  File "{TORCH}/distributed/_functional_collectives.py", line 1239, in forward\n    return ' '_maybe_wrap_tensor(input)\n'
-    assert _last_frame(stack) == f'File "{TORCH}/distributed/_functional_collectives.py", line 1239, in forward | return ' '_maybe_wrap_tensor(input)'
+    stack = (
+        f'  File "{TORCH}/distributed/_functional_collectives.py", line 1239, in forward\n    return '
+        "_maybe_wrap_tensor(input)\n"
+    )
+    assert (
+        _last_frame(stack) == f'File "{TORCH}/distributed/_functional_collectives.py", line 1239, in forward | return '
+        "_maybe_wrap_tensor(input)"
+    )
     assert _last_frame("") is None and _last_frame(None) is None

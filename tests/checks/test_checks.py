@@ -75,9 +75,14 @@ def test_rank_baked_int_equal_to_mesh_coordinate(tmp_path):
     assert {"vector": "coordinate[tp]", "relation": "equal"} in sel.evidence["matches"]
     assert sel.ranks == [0, 1, 2, 3]
     start = by_where[("aten.slice.Tensor", "args[2]")]
-    assert any(m["vector"] == "coordinate[tp]" and m["relation"] == "multiple" and m["factor"] == "2" for m in start.evidence["matches"])
+    assert any(
+        m["vector"] == "coordinate[tp]" and m["relation"] == "multiple" and m["factor"] == "2"
+        for m in start.evidence["matches"]
+    )
     end = by_where[("aten.slice.Tensor", "args[3]")]
-    assert any(m["vector"] == "coordinate[tp]" and m.get("form") == "2 * (coordinate[tp] + 1)" for m in end.evidence["matches"])
+    assert any(
+        m["vector"] == "coordinate[tp]" and m.get("form") == "2 * (coordinate[tp] + 1)" for m in end.evidence["matches"]
+    )
     # the per-rank group names of the all_reduce are not a finding
     assert not any("all_reduce" in str(f.evidence.get("target")) for f in fs)
 
@@ -204,7 +209,11 @@ def test_device_constant_on_foreign_device(tmp_path):
         # the device table says where the buffer lives; simulate a .cuda() to cuda:0
         rw.own_device = f"cuda:{r}"
         gid = rw.graph(gm)
-        _patch_devices(rw, gid, {"graph": "", "node": "buf", "kind": "buffer", "device": "cuda:0", "dtype": "float32", "shape": [2]})
+        _patch_devices(
+            rw,
+            gid,
+            {"graph": "", "node": "buf", "kind": "buffer", "device": "cuda:0", "dtype": "float32", "shape": [2]},
+        )
         rw.apply("to_cuda", torch.fx.GraphModule(torch.nn.Module(), _one_input_graph()), gm)
         rw.end()
     fs = [f for f in run_checks(open_capture(w.finish())) if f.kind == "device-baked"]
@@ -270,7 +279,9 @@ def test_own_device_literals_are_info_per_rank_and_once_fixed(tmp_path):
         rw.apply("place_devices", list_device_graph(r), _indexless_device_graph())
         rw.end()
     fs = run_checks(open_capture(w.finish()))
-    assert [(f.severity, f.introduced_by, f.pass_, f.evidence["fixed_by"]) for f in fs] == [("info", "trace_like", "trace_like", "place_devices")]
+    assert [(f.severity, f.introduced_by, f.pass_, f.evidence["fixed_by"]) for f in fs] == [
+        ("info", "trace_like", "trace_like", "place_devices")
+    ]
 
 
 def _indexless_device_graph():
@@ -345,7 +356,7 @@ def test_lifted_symbols_are_not_stale(tmp_path):
     gm = traced_cond()
     # the branches take u0 as a Sym(u0) placeholder and a tensor of shape (u0, 1): lifted, bound
     code = gm.print_readable(print_output=False)
-    assert 'Sym(u0)' in code
+    assert "Sym(u0)" in code
     rw.apply("noop", gm, identity_pass(gm))
     rw.end()
     assert kinds(run_checks(open_capture(w.finish()))) == []
@@ -396,7 +407,11 @@ def test_rank_divergent_pass(tmp_path):
         b = before()
         rw.apply("dce", b, before())
         # a pass whose decision depends on the rank: rank 1 fuses differently
-        after = make_fx(lambda x: (x * 2).sum())(torch.randn(4)) if r == 0 else make_fx(lambda x: (x + x).sum(0).sum())(torch.randn(4))
+        after = (
+            make_fx(lambda x: (x * 2).sum())(torch.randn(4))
+            if r == 0
+            else make_fx(lambda x: (x + x).sum(0).sum())(torch.randn(4))
+        )
         rw.apply("fuse", before(), after)
         rw.end()
     fs = run_checks(open_capture(w.finish()))
@@ -423,7 +438,11 @@ def test_pass_missing_on_a_rank(tmp_path):
         g = make_fx(lambda x: (x * 2).sum())(torch.randn(4))
         rw.apply("p", g, make_fx(lambda x: (x + x).sum())(torch.randn(4)))
         if r == 0:
-            rw.apply("only_on_rank0", make_fx(lambda x: (x + x).sum())(torch.randn(4)), make_fx(lambda x: (x + x).sum(0))(torch.randn(4)))
+            rw.apply(
+                "only_on_rank0",
+                make_fx(lambda x: (x + x).sum())(torch.randn(4)),
+                make_fx(lambda x: (x + x).sum(0))(torch.randn(4)),
+            )
         rw.end()
     fs = [f for f in run_checks(open_capture(w.finish())) if f.kind == "rank-divergent-graph"]
     assert len(fs) == 1 and fs[0].evidence["not_on"] == [1]
@@ -528,4 +547,6 @@ def test_tensor_constant_whose_value_never_shows_in_the_code(tmp_path):
     # the same code; the graph ids differ because they cover the node table, which holds the value
     assert cap.graph_code(0, gids[0]) == cap.graph_code(1, gids[1]) and gids[0] != gids[1]
     fs = run_checks(cap)
-    assert [(f.kind, f.evidence["where"], f.evidence["values"]) for f in fs] == [("rank-baked-constant", "attr.value[0]", {"0": 0, "1": 1})]
+    assert [(f.kind, f.evidence["where"], f.evidence["values"]) for f in fs] == [
+        ("rank-baked-constant", "attr.value[0]", {"0": 0, "1": 1})
+    ]

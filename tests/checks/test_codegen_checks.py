@@ -15,7 +15,9 @@ def _codegen(findings):
 
 def test_rank_baked_literal_in_kernel_is_an_error_in_shared_code_blamed_on_the_fx_node(tmp_path):
     for r in (0, 1):
-        torch_log(tmp_path, r, [{"graph": post_grad(str(r + 3)), "code": wrapper(f"{r + 3}.0", n=r), "provenance": PROV}])
+        torch_log(
+            tmp_path, r, [{"graph": post_grad(str(r + 3)), "code": wrapper(f"{r + 3}.0", n=r), "provenance": PROV}]
+        )
     # each rank compiled its own code: right for itself (info), an error once the code is shared
     per_rank = _codegen(run_checks(open_capture(str(tmp_path))))
     assert [(f.kind, f.severity, f.evidence["shared"]) for f in per_rank] == [("rank-baked-constant", "info", False)]
@@ -55,8 +57,8 @@ def test_code_compiled_on_one_rank_pins_a_device_every_rank_loads(tmp_path):
     torch_log(tmp_path, 0, [{"graph": post_grad("3", "[4, 1]cuda:0"), "code": wrapper(cuda_dev=0)}])
     # rank 1 compiled nothing: it loads rank 0's code
     (tmp_path / "dedicated_log_torch_trace_rank_1_abc.log").write_text(
-        'V1124 03:04:38.336000 4243 torch/x.py:1] {"artifact": {"name": "torch_version", "encoding": ' '"string"}, "rank": 1, "has_payload": "%s"}\n\t2.13\n'
-        % __import__("hashlib").md5(b"2.13").hexdigest()
+        'V1124 03:04:38.336000 4243 torch/x.py:1] {"artifact": {"name": "torch_version", "encoding": '
+        '"string"}, "rank": 1, "has_payload": "%s"}\n\t2.13\n' % __import__("hashlib").md5(b"2.13").hexdigest()
     )
     cg = _codegen(run_checks(open_capture(str(tmp_path))))
     assert len(cg) == 1 and cg[0].kind == "device-baked" and cg[0].severity == "error"
@@ -72,7 +74,16 @@ def test_generated_code_that_differs_in_shape_although_the_fx_graphs_agree(tmp_p
     # when the FX graphs differ too, the FX checks own it: no codegen-divergent finding
     other = tmp_path / "fxdiffers"
     torch_log(other, 0, [{"graph": post_grad("3"), "code": wrapper("3.0")}])
-    torch_log(other, 1, [{"graph": post_grad("3").replace("relu.default", "sigmoid.default"), "code": wrapper("3.0", extra_kernel=True)}])
+    torch_log(
+        other,
+        1,
+        [
+            {
+                "graph": post_grad("3").replace("relu.default", "sigmoid.default"),
+                "code": wrapper("3.0", extra_kernel=True),
+            }
+        ],
+    )
     assert not [f for f in _codegen(run_checks(open_capture(str(other)))) if f.kind == "codegen-divergent"]
 
 
@@ -82,8 +93,10 @@ def test_fx_annotations_copied_into_kernel_comments_are_not_baked_literals(tmp_p
     rank's own device and the FX graph's own literals. Seen on 2 H200s with FSDP2 + torch.compile as
     123 false errors before comments were skipped and `cuda:<own>` normalized there too."""
     for r in (0, 1):
-        comments = (f'#   %primals_1 : Tensor "f32[4][1]cuda:{r}" = PlaceHolder[target=primals_1]\n'
-                    f"#   %mul : call_function[target=torch.ops.aten.mul.Tensor](args = (%x, {r + 1}))\n")
+        comments = (
+            f'#   %primals_1 : Tensor "f32[4][1]cuda:{r}" = PlaceHolder[target=primals_1]\n'
+            f"#   %mul : call_function[target=torch.ops.aten.mul.Tensor](args = (%x, {r + 1}))\n"
+        )
         code = wrapper(cuda_dev=r, n=r).replace("\n", "\n" + comments, 1)
         torch_log(tmp_path, r, [{"graph": post_grad("3", f"[4, 1]cuda:{r}"), "code": code}])
     assert _codegen(run_checks(open_capture(str(tmp_path)))) == []

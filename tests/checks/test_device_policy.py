@@ -23,7 +23,11 @@ def _base():
 
 
 def _device(fs):
-    return [(f.severity, f.introduced_by, f.ranks, f.evidence.get("device") or f.evidence.get("values")) for f in fs if f.kind == "device-baked"]
+    return [
+        (f.severity, f.introduced_by, f.ranks, f.evidence.get("device") or f.evidence.get("values"))
+        for f in fs
+        if f.kind == "device-baked"
+    ]
 
 
 def _write(path, own, passes):
@@ -43,24 +47,43 @@ def test_accelerator_on_cpu_ranks_is_an_error_and_a_warning_once_removed(tmp_pat
     fs = run_checks(open_capture(kept))
     assert _device(fs) == [("error", "trace_like", [0], "cuda:0"), ("error", "trace_like", [1], "cuda:1")]
     assert all("accelerator on a rank that computes on cpu" in f.message for f in fs)
-    removed = _write(tmp_path / "removed", lambda r: "cpu", lambda r: [
-        ("trace_like", _base(), list_device_graph(r)), ("place_devices", list_device_graph(r), _indexless_device_graph())])
+    removed = _write(
+        tmp_path / "removed",
+        lambda r: "cpu",
+        lambda r: [
+            ("trace_like", _base(), list_device_graph(r)),
+            ("place_devices", list_device_graph(r), _indexless_device_graph()),
+        ],
+    )
     fs = run_checks(open_capture(removed))
     # the index-less `cuda` left by the placement pass is still an accelerator on a CPU rank
-    assert [(s, i) for s, i, _, d in _device(fs) if d != "cuda"] == [("warning", "trace_like"), ("warning", "trace_like")]
+    assert [(s, i) for s, i, _, d in _device(fs) if d != "cuda"] == [
+        ("warning", "trace_like"),
+        ("warning", "trace_like"),
+    ]
     assert all(f.evidence.get("fixed_by") == "place_devices" for f in fs if f.evidence.get("device") != "cuda")
 
 
 def test_another_ranks_device_is_an_error_and_a_warning_once_removed(tmp_path):
     kept = _write(tmp_path / "kept", lambda r: f"cuda:{r}", lambda r: [("hoist", _base(), list_device_graph(0))])
     assert _device(run_checks(open_capture(kept))) == [("error", "hoist", [1], "cuda:0")]
-    removed = _write(tmp_path / "removed", lambda r: f"cuda:{r}", lambda r: [
-        ("hoist", _base(), list_device_graph(0)), ("place_devices", list_device_graph(0), _indexless_device_graph())])
+    removed = _write(
+        tmp_path / "removed",
+        lambda r: f"cuda:{r}",
+        lambda r: [
+            ("hoist", _base(), list_device_graph(0)),
+            ("place_devices", list_device_graph(0), _indexless_device_graph()),
+        ],
+    )
     assert _device(run_checks(open_capture(removed))) == [("warning", "hoist", [1], "cuda:0")]
 
 
 def _check_json(path, *extra):
-    r = subprocess.run([sys.executable, "-m", "graphtrain_inspect.inspector.cli", "check", str(path), "--json", *extra], capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "graphtrain_inspect.inspector.cli", "check", str(path), "--json", *extra],
+        capture_output=True,
+        text=True,
+    )
     return r.returncode, json.loads(r.stdout)
 
 
@@ -71,7 +94,9 @@ def test_own_device_is_info_per_rank_and_an_error_in_a_shared_graph(tmp_path):
     rc, doc = _check_json(cap, "--shared-graph")
     assert rc == 1
     assert sorted((f["severity"], tuple(f["ranks"]), f["evidence"]["device"]) for f in doc["findings"]) == [
-        ("error", (0,), "cuda:0"), ("error", (1,), "cuda:1")]
+        ("error", (0,), "cuda:0"),
+        ("error", (1,), "cuda:1"),
+    ]
     assert all("compiling rank's device" in f["message"] for f in doc["findings"])
 
 

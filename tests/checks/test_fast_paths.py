@@ -21,7 +21,16 @@ def report(path, fast: bool) -> dict:
         rowdiff.ENABLED = saved
 
 
-@pytest.mark.parametrize("bugs, coor", [((), False), (("rank-baked",), False), (("stale-symbol",), False), (tuple(ALL_BUGS), False), (("rank-baked",), True)])
+@pytest.mark.parametrize(
+    "bugs, coor",
+    [
+        ((), False),
+        (("rank-baked",), False),
+        (("stale-symbol",), False),
+        (tuple(ALL_BUGS), False),
+        (("rank-baked",), True),
+    ],
+)
 def test_fast_paths_report_what_whole_tables_report(sample_capture, bugs, coor):
     path = sample_capture(*bugs, coor=coor)
     fast, slow = report(path, True), report(path, False)
@@ -70,12 +79,31 @@ def test_fast_paths_report_what_whole_tables_report_on_bundled_captures(bundled_
 # the middle of words, `zuf` floats, digits past 0, names of subgraphs by key and by reference,
 # keys with spaces (not the pattern's: never kept), a name split across two rows
 _EDGE_ROWS = [
-    b'u0', b'au0', b'_u1', b'x u9,', b'"u12"', b'zuf3', b'azuf3', b'"zuf0"', b'uzuf1', b'zu1', b'u', b'',
-    b'{"name":"mu1","syms":["u4"]},', b'{"name":"relu_1","args":[{"n":"sum_2"}]},', b'"expr":"2*u7 + zuf12"',
-    b'{"name":"body_0","op":"get_attr"},', b'{"name":"cond","args":[{"n":"body_1"},{"n":"x"}]},',
-    b'{"name":"cond_1","args":[{"n" : "body_0"}]},', b'{"name":"c2","args":[{"n":"body_01"}]},',
-    b'{"name":"c3","args":[{"n":"body_0', b'"}]},', b'{"target":"body_0","args":[{"n":"notbody_0"}]},',
-    b'{"n":"body_1"}', b'"name":"other_body"', b'xx"name":"body_1"',
+    b"u0",
+    b"au0",
+    b"_u1",
+    b"x u9,",
+    b'"u12"',
+    b"zuf3",
+    b"azuf3",
+    b'"zuf0"',
+    b"uzuf1",
+    b"zu1",
+    b"u",
+    b"",
+    b'{"name":"mu1","syms":["u4"]},',
+    b'{"name":"relu_1","args":[{"n":"sum_2"}]},',
+    b'"expr":"2*u7 + zuf12"',
+    b'{"name":"body_0","op":"get_attr"},',
+    b'{"name":"cond","args":[{"n":"body_1"},{"n":"x"}]},',
+    b'{"name":"cond_1","args":[{"n" : "body_0"}]},',
+    b'{"name":"c2","args":[{"n":"body_01"}]},',
+    b'{"name":"c3","args":[{"n":"body_0',
+    b'"}]},',
+    b'{"target":"body_0","args":[{"n":"notbody_0"}]},',
+    b'{"n":"body_1"}',
+    b'"name":"other_body"',
+    b'xx"name":"body_1"',
 ]
 
 
@@ -105,7 +133,14 @@ def test_unbacked_rows_are_rows_with_the_symbol_pattern():
 def test_scope_rows_are_rows_with_the_scope_pattern():
     from graphtrain_inspect.inspector.checks import stale_unbacked_symbol as ss
 
-    name_sets = [{b"body_0"}, {b"body_0", b"body_1"}, {b"body_1", b"other_body"}, {b"x", b"body_0"}, {b"notbody_0"}, {b"body_0\n"}]
+    name_sets = [
+        {b"body_0"},
+        {b"body_0", b"body_1"},
+        {b"body_1", b"other_body"},
+        {b"x", b"body_0"},
+        {b"notbody_0"},
+        {b"body_0\n"},
+    ]
     cases = [_EDGE_ROWS, list(reversed(_EDGE_ROWS)), [b""], *[[r] for r in _EDGE_ROWS]]
     real = _real_rows()
     for names in name_sets:
@@ -121,8 +156,17 @@ def test_walk_reads_the_references_row_leaves_yields():
     from graphtrain_inspect.inspector.read.graphmodel import is_ref, row_leaves
 
     rows = [
-        {"name": "a", "op": "call_function", "args": [{"n": "x"}, [{"n": "y"}, 1, {"n": 3}], {"dict": [["k", {"n": "z"}], ["bad"], [1, [{"n": "w"}]]]}], "kwargs": {"t": {"n": "v"}, "u": {"dict": [[2, {"n": "q"}]]}, "s": {"n": "r", "extra": 1}}},
-        {"name": "b", "op": "call_function", "args": [{"dict": [["k", {"n": "z"}]], "other": 1}, {"dict": "notalist"}, {}]},
+        {
+            "name": "a",
+            "op": "call_function",
+            "args": [{"n": "x"}, [{"n": "y"}, 1, {"n": 3}], {"dict": [["k", {"n": "z"}], ["bad"], [1, [{"n": "w"}]]]}],
+            "kwargs": {"t": {"n": "v"}, "u": {"dict": [[2, {"n": "q"}]]}, "s": {"n": "r", "extra": 1}},
+        },
+        {
+            "name": "b",
+            "op": "call_function",
+            "args": [{"dict": [["k", {"n": "z"}]], "other": 1}, {"dict": "notalist"}, {}],
+        },
         {"name": "c", "op": "get_attr"},
     ]
     for line_rows in _real_rows():

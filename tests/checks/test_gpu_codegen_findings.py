@@ -23,7 +23,9 @@ def test_triton_kernel_spans_its_source_string_and_maps_its_nodes(bundled_captur
     assert ks and all(k.kind == "triton" for k in ks)
     for k in ks:
         # the decorator's bare `)` line is inside; the string's closing line ends the kernel
-        assert lines[k.last].startswith("''', device_str=") and any(l.startswith("def " + k.name) for l in lines[k.first : k.last])
+        assert lines[k.last].startswith("''', device_str=") and any(
+            l.startswith("def " + k.name) for l in lines[k.first : k.last]
+        )
         assert lines[k.header].startswith("# kernel path:")
     k = next(k for k in ks if k.name == "triton_poi_fused_add_addmm_mul_view_3")
     assert k.first <= 311 <= k.last and "tl.full([1], 1.0" in lines[311]
@@ -34,7 +36,9 @@ def test_each_generated_code_finding_names_kernel_fx_node_and_source_line(bundle
     # each rank compiled for itself: the literals are info (right per rank); as a shared graph, errors
     per_rank = run_cli("check", str(bundled_capture(NAME)), "--json", "-j", "1")
     assert per_rank.returncode == 0, per_rank.stderr
-    assert {(f["kind"], f["severity"]) for f in json.loads(per_rank.stdout)["findings"]} == {("rank-baked-constant", "info")}
+    assert {(f["kind"], f["severity"]) for f in json.loads(per_rank.stdout)["findings"]} == {
+        ("rank-baked-constant", "info")
+    }
     r = run_cli("check", str(bundled_capture(NAME)), "--json", "-j", "1", "--shared-graph")
     assert r.returncode == 1, r.stderr
     fs = [f for f in json.loads(r.stdout)["findings"] if f["kind"] == "rank-baked-constant"]
@@ -44,26 +48,39 @@ def test_each_generated_code_finding_names_kernel_fx_node_and_source_line(bundle
         ev = f["evidence"]
         assert ev["kernel"].startswith("triton_") and f"kernel {ev['kernel']}" in f["message"]
         assert f["node"] == ev["fx_node"] and f["node"] in ev["fx_nodes"]
-        assert f["source"]["file"].endswith("tests/programs/fsdp2_compile.py") and "dist.get_rank() + 1" in f["source"]["code"]
+        assert (
+            f["source"]["file"].endswith("tests/programs/fsdp2_compile.py")
+            and "dist.get_rank() + 1" in f["source"]["code"]
+        )
         assert "1.0" in ev["code"] and len(ev["code"]) <= 100 and ev["column"] >= 1
     assert {(f["node"], f["evidence"]["line"]) for f in gen} == {("mul_7", 312), ("mul_8", 84)}
     # the forward kernel's comments map mul_7 to Dynamo's y_1 (the backward's nodes map to themselves)
     fwd = next(f for f in gen if f["node"] == "mul_7")
-    assert fwd["evidence"]["source_node"] == "y_1" and "computed from FX node mul_7 (y_1 in the model)" in fwd["message"]
+    assert (
+        fwd["evidence"]["source_node"] == "y_1" and "computed from FX node mul_7 (y_1 in the model)" in fwd["message"]
+    )
     # the backward's literal, in the backward graph: an error there, not "gone"
     graph = [f for f in fs if f["layer"] == "graph"]
     assert [(f["node"], f["severity"]) for f in graph] == [("y_1", "error"), ("mul_8", "error")]
     bwd = graph[1]
     assert bwd["evidence"]["lives_in"] == "backward" and "gone after" not in bwd["message"]
     table = run_cli("check", str(bundled_capture(NAME)), "-j", "1", "--width", "200", "--severity", "info").stdout
-    assert "kernel triton_poi_fused_add_addmm_mul_view_3" in table and "line 312: tmp6 = tl.full([1], 1.0, tl.float32)" in table
+    assert (
+        "kernel triton_poi_fused_add_addmm_mul_view_3" in table
+        and "line 312: tmp6 = tl.full([1], 1.0, tl.float32)" in table
+    )
     assert "4 findings: 0 errors, 0 warnings, 4 info" in table
 
 
 def test_evidence_of_a_long_line_is_cut_around_the_literal():
     from graphtrain_inspect.inspector.checks.codegen_sites import clip_code
 
-    line = "    triton_meta={'signature': {" + "'in_ptr0': '*fp32', " * 20 + "}, 'device': DeviceProperties(type='cuda', index=1, cc=90)}, " + "'constants': {}, " * 10
+    line = (
+        "    triton_meta={'signature': {"
+        + "'in_ptr0': '*fp32', " * 20
+        + "}, 'device': DeviceProperties(type='cuda', index=1, cc=90)}, "
+        + "'constants': {}, " * 10
+    )
     at = line.index("index=1")
     cut = clip_code(line, at, at + len("index=1"), 100)
     assert len(cut) == 100 and "index=1" in cut and cut.startswith("…") and cut.endswith("…")

@@ -34,11 +34,26 @@ def write(tmp_path, *, world=2, end=(0, 1), unfinished=(), blobs=None, status="f
         rw = w.rank(r)
         seq = rw.apply("double", g0, g1)
         if r in unfinished:
-            rw._write(logformat.PASS_START, {"seq": seq + 1, "name": "stuck", "before": rw.graph(g1), "time": 0.0}, {"seq": seq + 1})
+            rw._write(
+                logformat.PASS_START,
+                {"seq": seq + 1, "name": "stuck", "before": rw.graph(g1), "time": 0.0},
+                {"seq": seq + 1},
+            )
         if blobs and r in blobs:
             before, after = rw.graph(g0), rw.graph(g1)
             refs = {gid: blobs[r](gid) for gid in (before, after)}
-            rw._write(logformat.PASS, {"seq": seq + 2, "name": "with_blobs", "before": before, "after": {"out": after}, "status": "ok", "blobs": refs}, {"seq": seq + 2, "status": "ok"})
+            rw._write(
+                logformat.PASS,
+                {
+                    "seq": seq + 2,
+                    "name": "with_blobs",
+                    "before": before,
+                    "after": {"out": after},
+                    "status": "ok",
+                    "blobs": refs,
+                },
+                {"seq": seq + 2, "status": "ok"},
+            )
         if r in end:
             rw.end()
     w.finish(status=status)
@@ -110,7 +125,13 @@ def test_still_running_is_info(tmp_path):
 def test_stopped_capture_from_the_status_file(tmp_path):
     d = write(tmp_path, end=(0,))
     (d / logformat.STATUS_DIR).mkdir()
-    status = {"rank": 1, "pid": 4242, "state": "stopped", "reason": "OSError: [Errno 28] No space left on device", "records": 9}
+    status = {
+        "rank": 1,
+        "pid": 4242,
+        "state": "stopped",
+        "reason": "OSError: [Errno 28] No space left on device",
+        "records": 9,
+    }
     (d / logformat.STATUS_DIR / logformat.status_file_name(1, 4242)).write_bytes(logformat.encode_status(status))
     fs = incomplete(d)
     assert problems(fs) == {("stopped", (1,), "warning")}
@@ -129,7 +150,12 @@ def test_missing_blob_and_references_outside_the_capture(tmp_path, monkeypatch):
     (d / logformat.blob_relpath(present)).write_bytes(b"abc")
     opened: list[str] = []
     real_open, real_os_open, real_lstat, real_stat = builtins.open, os.open, os.lstat, os.stat
-    for mod, name, real in ((builtins, "open", real_open), (os, "open", real_os_open), (os, "lstat", real_lstat), (os, "stat", real_stat)):
+    for mod, name, real in (
+        (builtins, "open", real_open),
+        (os, "open", real_os_open),
+        (os, "lstat", real_lstat),
+        (os, "stat", real_stat),
+    ):
         monkeypatch.setattr(mod, name, lambda p, *a, _real=real, **k: (opened.append(str(p)), _real(p, *a, **k))[1])
     fs = incomplete(d)
     monkeypatch.undo()
@@ -177,13 +203,19 @@ def test_a_stray_log_keeps_the_real_ranks_findings(sample_capture, tmp_path):
 
     def findings(path):
         r = run_cli("check", str(path), "--json", "--shared-graph")  # the rank literals as errors
-        return r.returncode, [f for f in json.loads(r.stdout)["findings"] if f["kind"] != KIND], \
-            {f["evidence"]["problem"]: f for f in json.loads(r.stdout)["findings"] if f["kind"] == KIND}, r.stderr
+        return (
+            r.returncode,
+            [f for f in json.loads(r.stdout)["findings"] if f["kind"] != KIND],
+            {f["evidence"]["problem"]: f for f in json.loads(r.stdout)["findings"] if f["kind"] == KIND},
+            r.stderr,
+        )
 
     rc0, want, _, _ = findings(real)
     rc, got, capture_problems, err = findings(d)
     assert rc0 == rc == 1
-    assert [(f["kind"], f["severity"], f["ranks"], f["node"]) for f in got] == [(f["kind"], f["severity"], f["ranks"], f["node"]) for f in want]
+    assert [(f["kind"], f["severity"], f["ranks"], f["node"]) for f in got] == [
+        (f["kind"], f["severity"], f["ranks"], f["node"]) for f in want
+    ]
     assert any(f["severity"] == "error" and f["kind"] == "rank-baked-constant" for f in got)
     assert capture_problems["stray-log"]["ranks"] == [5] and "rank 1's" in capture_problems["stray-log"]["message"]
     assert capture_problems["empty-log"]["ranks"] == [7]
@@ -211,12 +243,16 @@ def test_linked_blobs_are_reported(sample_capture, tmp_path):
     shutil.move(blob, outside)
     blob.symlink_to(outside)
     r = run_cli("check", str(d), "--json")
-    f = [f for f in json.loads(r.stdout)["findings"] if f["kind"] == KIND and f["evidence"]["problem"] == "linked-blobs"]
+    f = [
+        f for f in json.loads(r.stdout)["findings"] if f["kind"] == KIND and f["evidence"]["problem"] == "linked-blobs"
+    ]
     assert f and f[0]["evidence"]["blobs"] == [f"{logformat.BLOB_DIR}/{blob.name}"], r.stdout[-2000:]
     d2 = tmp_path / "dir"
     shutil.copytree(real, d2)
     shutil.move(d2 / logformat.BLOB_DIR, tmp_path / "blobs-elsewhere")
     (d2 / logformat.BLOB_DIR).symlink_to(tmp_path / "blobs-elsewhere")
     r = run_cli("check", str(d2), "--json")
-    f = [f for f in json.loads(r.stdout)["findings"] if f["kind"] == KIND and f["evidence"]["problem"] == "linked-blobs"]
+    f = [
+        f for f in json.loads(r.stdout)["findings"] if f["kind"] == KIND and f["evidence"]["problem"] == "linked-blobs"
+    ]
     assert len(f) == 1 and "is a link" in f[0]["message"] and f[0]["ranks"] == [], r.stdout[-2000:]

@@ -54,7 +54,9 @@ def _sites_from_whole_diffs(ctx: CheckContext, key, group: list[int]) -> dict:
     whole = {}
     for r in present[1:]:
         ta, tb = ctx.tables(ref, stages[ref].gid), ctx.tables(r, stages[r].gid)
-        whole[r] = diff_tables(ta, tb, norm_a=ctx.normalizer(ref, stages[ref].gid), norm_b=ctx.normalizer(r, stages[r].gid))
+        whole[r] = diff_tables(
+            ta, tb, norm_a=ctx.normalizer(ref, stages[ref].gid), norm_b=ctx.normalizer(r, stages[r].gid)
+        )
     sites: dict = {}
     for r, d in whole.items():
         for sub in d.subgraphs:
@@ -62,7 +64,13 @@ def _sites_from_whole_diffs(ctx: CheckContext, key, group: list[int]) -> dict:
                 if n.status != "changed":
                     continue
                 for where, x, y in n.args:
-                    if where in ("op", "target") or isinstance(x, dict) or isinstance(y, dict) or isinstance(x, list) or isinstance(y, list):
+                    if (
+                        where in ("op", "target")
+                        or isinstance(x, dict)
+                        or isinstance(y, dict)
+                        or isinstance(x, list)
+                        or isinstance(y, list)
+                    ):
                         continue
                     vals, names = sites.setdefault((sub.path, n.a["name"], where), ({ref: x}, {ref: n.a["name"]}))
                     vals[r], names[r] = y, n.b["name"]
@@ -90,8 +98,11 @@ def test_literal_sites_from_kept_diffs_are_what_whole_diffs_say(bundled_capture,
         kept = {r: ctx.rank_diff(st.key, group[0], r) for r in group[1:]}
         assert all(d.unlisted_same and d.renamed is not None for d in kept.values())  # structural, kept small
         want = _sites_from_whole_diffs(ctx, st.key, group)
-        got = {(s.subgraph, s.node, s.where): (s.values, s.nodes) for s in literal_sites(ctx, st.key, group)
-               if all(not isinstance(v, (dict, list)) for v in s.values.values())}
+        got = {
+            (s.subgraph, s.node, s.where): (s.values, s.nodes)
+            for s in literal_sites(ctx, st.key, group)
+            if all(not isinstance(v, (dict, list)) for v in s.values.values())
+        }
         assert got == want, st.key.label()
         compared += len(got)
     assert compared or name.endswith("divergent"), "the rank-baked capture has literals that differ"
@@ -108,8 +119,12 @@ def _graph(rank: int):
     x = g.placeholder("x")
     src = g.create_node("call_function", aten.mul.Tensor, (x, 1), name="mul") if rank == 2 else x
     neg = g.create_node("call_function", aten.neg.default, (src,), name="neg")
-    mul = g.create_node("call_function", aten.mul.Tensor, (neg, 3 if rank == 1 else 2), name="mul_1" if rank == 2 else "mul")
-    out = mul if rank == 2 else g.create_node("call_function", aten.add.Tensor, (mul, 8 if rank == 1 else 7), name="add")
+    mul = g.create_node(
+        "call_function", aten.mul.Tensor, (neg, 3 if rank == 1 else 2), name="mul_1" if rank == 2 else "mul"
+    )
+    out = (
+        mul if rank == 2 else g.create_node("call_function", aten.add.Tensor, (mul, 8 if rank == 1 else 7), name="add")
+    )
     g.output(out)
     return torch.fx.GraphModule(torch.nn.Module(), g)
 

@@ -11,7 +11,9 @@ from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
 from graphtrain_inspect.inspector.read.capture_index import open_capture
 
 
-@pytest.mark.parametrize("name", ["h200x2-rank-divergent", "h200x4-rank-divergent", "h200x4-rank-baked", "h200x2-stale-symbol"])
+@pytest.mark.parametrize(
+    "name", ["h200x2-rank-divergent", "h200x4-rank-divergent", "h200x4-rank-baked", "h200x2-stale-symbol"]
+)
 def test_jobs_give_the_same_report(bundled_capture, name):
     path = str(bundled_capture(name))
     one = check_report(open_capture(path), jobs=1).to_json()

@@ -26,12 +26,20 @@ def _graph(tp: int, group: str, device: str, *, extra: bool = False, other_group
     x = g.placeholder("x")
     sel = g.create_node("call_function", aten.select.int, (x, 0, tp), name="select")
     src = g.create_node("call_function", aten.neg.default, (sel,), name="neg") if extra else sel
-    red = g.create_node("call_function", torch.ops._c10d_functional.all_reduce.default, (src, "sum", group), name="all_reduce")
+    red = g.create_node(
+        "call_function", torch.ops._c10d_functional.all_reduce.default, (src, "sum", group), name="all_reduce"
+    )
     wait = g.create_node("call_function", torch.ops._c10d_functional.wait_tensor.default, (red,), name="wait_tensor")
-    out = g.create_node("call_function", aten._to_copy.default, (wait,), {"device": torch.device(device)}, name="_to_copy")
+    out = g.create_node(
+        "call_function", aten._to_copy.default, (wait,), {"device": torch.device(device)}, name="_to_copy"
+    )
     # a tp-sized buffer on the device: a changed row between tp classes that names the device
-    buf = g.create_node("call_function", aten.full.default, ([tp + 1], 1.0), {"device": torch.device(device)}, name="full")
-    bc = g.create_node("call_function", torch.ops._c10d_functional.broadcast.default, (buf, 0, other_group or group), name="broadcast")
+    buf = g.create_node(
+        "call_function", aten.full.default, ([tp + 1], 1.0), {"device": torch.device(device)}, name="full"
+    )
+    bc = g.create_node(
+        "call_function", torch.ops._c10d_functional.broadcast.default, (buf, 0, other_group or group), name="broadcast"
+    )
     g.output((out, bc))
     return torch.fx.GraphModule(torch.nn.Module(), g)
 
@@ -70,7 +78,11 @@ def test_classes_follow_the_normalized_graph(tmp_path):
     ctx = CheckContext(open_capture(_capture(tmp_path / "a", baked_device_rank=5)))
     assert _classes(ctx) == {"trace": [tuple(range(8))], "rewrite": [(0, 2, 4, 6), (1, 3, 7), (5,)]}
     line = ctx.rank_classes.summary_line()
-    assert line.startswith("ranks 0,2,4,6 agree") and "ranks 1,3,7 agree" in line and "rank 5 differs (from rewrite" in line
+    assert (
+        line.startswith("ranks 0,2,4,6 agree")
+        and "ranks 1,3,7 agree" in line
+        and "rank 5 differs (from rewrite" in line
+    )
 
 
 def test_one_class_reads_as_agreement(tmp_path):

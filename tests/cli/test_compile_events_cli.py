@@ -24,7 +24,10 @@ from tests.capture_utils import run_cli, torchrun
 from tests.read.test_compile_events import ls_lists, tlparse_lists
 
 # tlparse's failure row, all four cells: label, type, description, source (file:line)
-_FAIL_ROW_RE = re.compile(r"\[([^\]]+)\]</a>\s*</td><td><pre>([^<]*)</pre></td>\s*<td><pre>.*?</pre></td>\s*<td><pre>([^<]*):(\d+)</pre></td>", re.S)
+_FAIL_ROW_RE = re.compile(
+    r"\[([^\]]+)\]</a>\s*</td><td><pre>([^<]*)</pre></td>\s*<td><pre>.*?</pre></td>\s*<td><pre>([^<]*):(\d+)</pre></td>",
+    re.S,
+)
 
 
 @pytest.fixture
@@ -46,27 +49,53 @@ def test_four_events_check_json_has_each_with_reason_and_line(four_events, tmp_p
     log = next(four_events.glob("*.log"))
     tl = tmp_path / "tl"
     tlparse_lists(log, tl)
-    failures = {(label, t, Path(f).name, int(line)) for label, t, f, line in _FAIL_ROW_RE.findall((tl / "failures_and_restarts.html").read_text())}
+    failures = {
+        (label, t, Path(f).name, int(line))
+        for label, t, f, line in _FAIL_ROW_RE.findall((tl / "failures_and_restarts.html").read_text())
+    }
     assert failures  # the fullgraph=True failure, with its source line
     break_lines = set()
     for p in tl.rglob("dynamo_graph_break_reason_*.txt"):
         m = re.search(r"Graph break in user code at (.+):(\d+)", p.read_text())
-        _, frame, compile_, _attempt = p.parent.name.split("_")  # tlparse's directory of compile 0/1 attempt 0: "-_0_1_0"
+        _, frame, compile_, _attempt = p.parent.name.split(
+            "_"
+        )  # tlparse's directory of compile 0/1 attempt 0: "-_0_1_0"
         break_lines.add((f"{frame}/{compile_}", Path(m.group(1)).name, int(m.group(2))))
     r = run_cli("check", str(four_events), "--json")
     assert r.returncode == 1, r.stderr  # the failed compile is an error
     findings = json.loads(r.stdout)["findings"]
-    got_fail = {(f["evidence"]["label"].strip("[]"), f["evidence"]["fail_type"], Path(f["source"]["file"]).name, f["source"]["line"])
-                for f in findings if f["kind"] == "compile-failure"}
+    got_fail = {
+        (
+            f["evidence"]["label"].strip("[]"),
+            f["evidence"]["fail_type"],
+            Path(f["source"]["file"]).name,
+            f["source"]["line"],
+        )
+        for f in findings
+        if f["kind"] == "compile-failure"
+    }
     assert failures <= got_fail
     fail = next(f for f in findings if f["kind"] == "compile-failure")
-    assert fail["severity"] == "error" and "fullgraph=True" in fail["message"] and "Data-dependent branching" in fail["message"]
+    assert (
+        fail["severity"] == "error"
+        and "fullgraph=True" in fail["message"]
+        and "Data-dependent branching" in fail["message"]
+    )
     assert fail["source"]["code"] == "if y.sum() > 0:"
-    got_breaks = {(f["evidence"]["compile_id"], Path(f["source"]["file"]).name, f["source"]["line"]) for f in findings if f["kind"] == "graph-break"}
+    got_breaks = {
+        (f["evidence"]["compile_id"], Path(f["source"]["file"]).name, f["source"]["line"])
+        for f in findings
+        if f["kind"] == "graph-break"
+    }
     assert break_lines <= got_breaks, (break_lines, got_breaks)
     assert {f["severity"] for f in findings if f["kind"] == "graph-break"} == {"warning"}
-    assert {f["source"]["code"] for f in findings if f["kind"] == "graph-break"} == {'print("inside f")', "if x.sum() > 0:"}
-    assert all(f["evidence"]["resume"].startswith("torch_dynamo_resume_in_") for f in findings if f["kind"] == "graph-break")
+    assert {f["source"]["code"] for f in findings if f["kind"] == "graph-break"} == {
+        'print("inside f")',
+        "if x.sum() > 0:",
+    }
+    assert all(
+        f["evidence"]["resume"].startswith("torch_dynamo_resume_in_") for f in findings if f["kind"] == "graph-break"
+    )
     rec = [f for f in findings if f["kind"] == "recompile"]
     assert rec and {f["severity"] for f in rec} == {"info"} and all("rank mismatch" in f["message"] for f in rec)
     assert not [f for f in findings if f["kind"] == "rank-divergent-compile"]  # one rank
@@ -77,7 +106,11 @@ def test_four_events_ls_text_shows_the_failed_compile(four_events):
     assert r.returncode == 0, r.stderr
     text = r.stdout
     assert "compile events:" in text and "1 failure" in text and "graph break" in text
-    assert re.search(r"\[4/0\]\s+failure\s+tests/programs/compile_events.py:33\s+if y.sum\(\) > 0:\s+Unsupported: " r"Data-dependent branching", text)
+    assert re.search(
+        r"\[4/0\]\s+failure\s+tests/programs/compile_events.py:33\s+if y.sum\(\) > 0:\s+Unsupported: "
+        r"Data-dependent branching",
+        text,
+    )
     assert "(resumes in torch_dynamo_resume_in_f_at_19)" in text
 
 
@@ -86,7 +119,15 @@ def two_ranks(tmp_path_factory):
     caps = {}
     for name, extra in (("divergent", ["--divergent"]), ("twin", ["--backend", "aot_eager"])):
         out = tmp_path_factory.mktemp("rank_recompile") / name
-        r = run_cli("capture", "--out", str(out), "--torch-trace", "--", *torchrun(2, "tests.programs.rank_recompile", *extra), timeout=600)
+        r = run_cli(
+            "capture",
+            "--out",
+            str(out),
+            "--torch-trace",
+            "--",
+            *torchrun(2, "tests.programs.rank_recompile", *extra),
+            timeout=600,
+        )
         assert r.returncode == 0, r.stderr[-4000:]
         caps[name] = out
     return caps
@@ -98,7 +139,11 @@ def test_only_rank1_recompiles_is_one_rank_divergent_compile_error(two_ranks):
     assert r.returncode == 1, r.stderr
     div = [f for f in json.loads(r.stdout)["findings"] if f["kind"] == "rank-divergent-compile"]
     assert len(div) == 1 and div[0]["severity"] == "error"
-    assert "[0/1]" in div[0]["message"] and "mode == 'warmup'" in div[0]["message"] and "rank 0: no compile [0/1]" in div[0]["message"]
+    assert (
+        "[0/1]" in div[0]["message"]
+        and "mode == 'warmup'" in div[0]["message"]
+        and "rank 0: no compile [0/1]" in div[0]["message"]
+    )
     assert div[0]["evidence"]["divergent_ranks"] == [1]
 
 
@@ -107,7 +152,9 @@ def test_twin_has_no_rank_divergent_compile(two_ranks):
     r = run_cli("check", str(two_ranks["twin"]), "--json", "--severity", "info")
     assert r.returncode == 0, r.stdout[-3000:]
     findings = json.loads(r.stdout)["findings"]
-    assert not [f for f in findings if f["kind"] in ("rank-divergent-compile", "recompile", "graph-break", "compile-failure")]
+    assert not [
+        f for f in findings if f["kind"] in ("rank-divergent-compile", "recompile", "graph-break", "compile-failure")
+    ]
 
 
 @pytest.mark.slow
@@ -119,6 +166,8 @@ def test_recompile_from_the_same_graph_keeps_its_passes(two_ranks):
         assert firsts["0/0"].traced == firsts["0/1"].traced
         for pl in pls:
             assert len({p.compile_id for p in pl.passes}) == 1, [(p.seq, p.name, p.compile_id) for p in pl.passes]
-        assert sum(1 for pl in pls if pl.passes[0].compile_id == "0/1") == sum(1 for pl in pls if pl.passes[0].compile_id == "0/0")
+        assert sum(1 for pl in pls if pl.passes[0].compile_id == "0/1") == sum(
+            1 for pl in pls if pl.passes[0].compile_id == "0/0"
+        )
         for oc in output_codes(cap, 1):
             assert {p.compile_id for p in pipeline_of(cap, oc).passes} == {oc.compile_id}

@@ -37,7 +37,10 @@ def test_clean_tp_run_has_no_finding_run_after_run(tp_captures):
     outputs = []
     for name in ("clean", "clean-again"):
         rc, doc, table = _check(tp_captures[name])
-        assert rc == 0 and [(f["kind"], f["severity"], f["message"]) for f in doc["findings"] if f["severity"] != "info"] == []
+        assert (
+            rc == 0
+            and [(f["kind"], f["severity"], f["message"]) for f in doc["findings"] if f["severity"] != "info"] == []
+        )
         assert doc["summary"]["ranks"] == [0, 1, 2, 3]
         outputs.append(table.replace(str(tp_captures[name]), "CAP"))
     assert outputs[0] == outputs[1]

@@ -32,9 +32,18 @@ def kinds_and_blame(findings):
 def planted(tmp_path_factory):
     out = tmp_path_factory.mktemp("planted") / "cap"
     r = run_cli(
-        "capture", "--out", str(out), "--pass", "tests.programs.inspector_planted_passes:PASSES",
-        "--no-inductor", "--no-blobs", "--torch-trace", "--", *torchrun(2, "tests.programs.inspector_planted"),
-        env={"TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1"}, timeout=600,
+        "capture",
+        "--out",
+        str(out),
+        "--pass",
+        "tests.programs.inspector_planted_passes:PASSES",
+        "--no-inductor",
+        "--no-blobs",
+        "--torch-trace",
+        "--",
+        *torchrun(2, "tests.programs.inspector_planted"),
+        env={"TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1"},
+        timeout=600,
     )
     assert r.returncode == 0, r.stderr[-4000:]
     return out
@@ -53,7 +62,18 @@ def test_planted_bugs_found_and_blamed(planted):
         ("stale-unbacked-symbol", "concretize_root_only"),
     ]
     for f in doc["findings"]:
-        assert set(f) >= {"kind", "severity", "introduced_by", "pass", "ranks", "graph", "subgraph", "node", "message", "evidence"}
+        assert set(f) >= {
+            "kind",
+            "severity",
+            "introduced_by",
+            "pass",
+            "ranks",
+            "graph",
+            "subgraph",
+            "node",
+            "message",
+            "evidence",
+        }
     stale = [f for f in doc["findings"] if f["kind"] == "stale-unbacked-symbol"]
     assert {f["subgraph"] for f in stale} == {"true_graph_0", "false_graph_0"}
     dev = next(f for f in doc["findings"] if f["kind"] == "device-baked")
@@ -69,7 +89,14 @@ def test_torch_trace_of_two_rank_compile_is_read_listed_and_diffed(planted):
     cap = open_capture(str(tt))
     assert cap.kind == "torch_trace" and cap.ranks == [0, 1] and not cap.all_errors()
     kinds = {rec.kind for rec in cap.records(0)}
-    assert {"dynamo_output_graph", "aot_joint_graph", "aot_forward_graph", "aot_backward_graph", "before_post_grad_graph", "inductor_post_grad_graph"} <= kinds
+    assert {
+        "dynamo_output_graph",
+        "aot_joint_graph",
+        "aot_forward_graph",
+        "aot_backward_graph",
+        "before_post_grad_graph",
+        "inductor_post_grad_graph",
+    } <= kinds
     names = [p.name for p in cap.passes(0)]
     for n in ("dynamo", "pre_grad_passes", "aot_autograd", "partition", "post_grad_passes"):
         assert n in names

@@ -73,7 +73,18 @@ def test_every_bundled_capture_is_described():
 def test_sample_on_ls_diff_check(capsys):
     rc, out, _ = run(capsys, "ls", "--sample", "h200x2-rank-baked", "--color", "never")
     assert rc == 0 and "#0 remove_dead_code" in out
-    rc, out, _ = run(capsys, "diff", "--sample", "h200x2-rank-baked", "--pass", "remove_dead_code", "--ranks", "0,1", "--color", "never")
+    rc, out, _ = run(
+        capsys,
+        "diff",
+        "--sample",
+        "h200x2-rank-baked",
+        "--pass",
+        "remove_dead_code",
+        "--ranks",
+        "0,1",
+        "--color",
+        "never",
+    )
     assert rc == 0 and "select.int(view, 0, 1)" in out
     # per-rank traces: the planted rank literal is right for each rank (info, a note says so)
     rc, out, _ = run(capsys, "check", "--sample", "h200x2-rank-baked", "--color", "never", "-j", "1")
@@ -153,7 +164,17 @@ def test_every_diff_header_has_one_style(capsys):
         rc, out, _ = run(capsys, "diff", "--sample", "h200x2-rank-baked", *argv, "--color", "never", "--nodes")
         assert rc == 0
         headers.append(out.splitlines()[0])
-    rc, out, _ = run(capsys, "diff", "--sample", "h200x2-fsdp2-compile-rank-literal", "--output-code", "--ranks", "0,1", "--color", "never")
+    rc, out, _ = run(
+        capsys,
+        "diff",
+        "--sample",
+        "h200x2-fsdp2-compile-rank-literal",
+        "--output-code",
+        "--ranks",
+        "0,1",
+        "--color",
+        "never",
+    )
     assert rc == 0
     code_headers = [line for line in out.splitlines() if line.startswith("generated code")]
     headers += code_headers

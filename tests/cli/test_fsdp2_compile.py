@@ -61,11 +61,16 @@ def test_planted_rank_literal_is_the_only_finding_with_its_source_line(fsdp2):
     serious = [f for f in doc["findings"] if f["severity"] != "info"]
     graph = [f for f in serious if f["layer"] == "graph"]
     # the literal in the forward graph, and its derivative's in the backward graph, where it lives
-    assert rc == 1 and [(f["kind"], f["severity"], f["ranks"]) for f in graph] == [("rank-baked-constant", "error", [0, 1])] * 2
+    assert (
+        rc == 1
+        and [(f["kind"], f["severity"], f["ranks"]) for f in graph] == [("rank-baked-constant", "error", [0, 1])] * 2
+    )
     assert [f["evidence"].get("lives_in") for f in graph] == [None, "backward"]
     # the same literal in the code Inductor generated from those graphs (forward and backward kernels)
     codegen = [f for f in serious if f["layer"] == "codegen"]
-    assert codegen and {(f["kind"], f["severity"], tuple(f["ranks"]), f["introduced_by"]) for f in codegen} == {("rank-baked-constant", "error", (0, 1), "inductor_codegen")}
+    assert codegen and {(f["kind"], f["severity"], tuple(f["ranks"]), f["introduced_by"]) for f in codegen} == {
+        ("rank-baked-constant", "error", (0, 1), "inductor_codegen")
+    }
     assert len(serious) == len(graph) + len(codegen)
     f = graph[0]
     assert f["evidence"]["values"] == {"0": 1, "1": 2}

@@ -22,7 +22,14 @@ ROOT = str(REPO_ROOT)
 def cli(*args):
     env = dict(os.environ)
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-    return subprocess.run([sys.executable, "-m", "graphtrain_inspect.inspector.cli", *args], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "graphtrain_inspect.inspector.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=120,
+    )
 
 
 def g1():
@@ -87,4 +94,6 @@ def test_ls_killed_rank(tmp_path):
     # diff of the pass it died in says so, not "no pass" with the pass in the list beside it
     r = cli("diff", d, "--pass", "killed_here", "--rank", "1")
     assert r.returncode == 2 and r.stderr.strip().splitlines() == [
-        "graphtrain-inspect diff: pass #9 killed_here started on rank 1 and never finished (the rank stopped " "inside it): no graph after it to diff"]
+        "graphtrain-inspect diff: pass #9 killed_here started on rank 1 and never finished (the rank stopped "
+        "inside it): no graph after it to diff"
+    ]

@@ -39,7 +39,9 @@ def validate(doc: dict) -> list[dict]:
                 uri = phys["artifactLocation"]["uri"]
                 assert isinstance(uri, str) and not re.search(r"\s", uri)
                 if "uriBaseId" in phys["artifactLocation"]:
-                    assert phys["artifactLocation"]["uriBaseId"] in run["originalUriBaseIds"] and not uri.startswith("/")
+                    assert phys["artifactLocation"]["uriBaseId"] in run["originalUriBaseIds"] and not uri.startswith(
+                        "/"
+                    )
                 region = phys.get("region")
                 if region is not None:
                     assert isinstance(region["startLine"], int) and region["startLine"] >= 1
@@ -58,7 +60,9 @@ def test_sarif_of_the_gpu_fsdp2_planted_capture(bundled_capture, tmp_path):
     shown = json.loads(run_cli("check", str(path), "--json").stdout)["findings"]
     level = {"error": "error", "warning": "warning", "info": "note"}
     assert len(results) == 4
-    assert [(x["ruleId"], x["level"], x["message"]["text"]) for x in results] == [(f["kind"], level[f["severity"]], f["message"]) for f in shown]
+    assert [(x["ruleId"], x["level"], x["message"]["text"]) for x in results] == [
+        (f["kind"], level[f["severity"]], f["message"]) for f in shown
+    ]
     assert {r["id"] for r in doc["runs"][0]["tool"]["driver"]["rules"]} == set(FINDING_KINDS)
     for res in results:
         # recorded on a GPU host under another directory: located in this checkout, at the line
@@ -68,7 +72,9 @@ def test_sarif_of_the_gpu_fsdp2_planted_capture(bundled_capture, tmp_path):
         assert "dist.get_rank() + 1" in line
     # generated-code results name their kernel and FX node in the properties
     gen = [x for x in results if x["properties"].get("layer") == "codegen"]
-    assert gen and all(x["properties"]["evidence"]["kernel"].startswith("triton_") and x["properties"]["node"] for x in gen)
+    assert gen and all(
+        x["properties"]["evidence"]["kernel"].startswith("triton_") and x["properties"]["node"] for x in gen
+    )
 
 
 def test_sarif_levels_and_a_finding_without_source(tmp_path, bundled_capture):

@@ -30,10 +30,17 @@ def hostile(tmp_path_factory):
 
 
 COMMANDS = [
-    ["ls"], ["ls", "--all"], ["ls", "--verify"], ["check"], ["check", "--severity", "info"],
-    ["diff", "--pass", "#1", "--ranks", "0,1"], ["diff", "--pass", "#0"], ["diff", "--pass", "#0", "--text"],
+    ["ls"],
+    ["ls", "--all"],
+    ["ls", "--verify"],
+    ["check"],
+    ["check", "--severity", "info"],
+    ["diff", "--pass", "#1", "--ranks", "0,1"],
+    ["diff", "--pass", "#0"],
+    ["diff", "--pass", "#0", "--text"],
     ["diff", "--pass", "no-such\x1b[2J"],
-    ["replay", "--pass", "#1", "--batch"], ["replay", "--pass", "#1", "--batch", "--trust"],
+    ["replay", "--pass", "#1", "--batch"],
+    ["replay", "--pass", "#1", "--batch", "--trust"],
     ["replay", "--pass", "#2", "--batch", "--trust"],
     ["trust"],
 ]
@@ -41,7 +48,13 @@ COMMANDS = [
 
 @pytest.mark.parametrize("cmd", COMMANDS, ids=lambda c: " ".join(c).replace("\x1b", "ESC"))
 def test_no_raw_control_character_reaches_the_terminal(hostile, cmd):
-    r = run_cli(cmd[0], str(hostile), *cmd[1:], "--color" if cmd[0] in ("ls", "check", "diff") else "", *(["never"] if cmd[0] in ("ls", "check", "diff") else []))
+    r = run_cli(
+        cmd[0],
+        str(hostile),
+        *cmd[1:],
+        "--color" if cmd[0] in ("ls", "check", "diff") else "",
+        *(["never"] if cmd[0] in ("ls", "check", "diff") else []),
+    )
     out = r.stdout + r.stderr
     assert "Traceback" not in out, out
     assert not RAW.findall(out), (cmd, [m for m in RAW.findall(out)], out[-2000:])

@@ -32,7 +32,11 @@ def rows(*specs):
 
 
 def test_alignment_is_structural_not_by_name():
-    a = rows(("add", "aten.add.Tensor", [{"n": "x"}, 1]), ("mul", "aten.mul.Tensor", [{"n": "add"}, 2]), ("relu", "aten.relu.default", [{"n": "mul"}]))
+    a = rows(
+        ("add", "aten.add.Tensor", [{"n": "x"}, 1]),
+        ("mul", "aten.mul.Tensor", [{"n": "add"}, 2]),
+        ("relu", "aten.relu.default", [{"n": "mul"}]),
+    )
     # a pass inserted a node first: every later name counter shifts
     b = rows(
         ("neg", "aten.neg.default", [{"n": "x"}]),
@@ -137,14 +141,35 @@ def test_normalizer_without_rank_table_numbers_groups():
 
 def test_diff_of_100k_node_graphs_is_fast():
     def chain(n, bump=None):
-        out = [{"name": "x", "op": "placeholder", "target": "x", "args": [], "kwargs": {}, "val": {"t": "tensor", "dtype": "float32", "shape": [8], "stride": [1], "device": "cpu"}}]
+        out = [
+            {
+                "name": "x",
+                "op": "placeholder",
+                "target": "x",
+                "args": [],
+                "kwargs": {},
+                "val": {"t": "tensor", "dtype": "float32", "shape": [8], "stride": [1], "device": "cpu"},
+            }
+        ]
         ops = ("aten.add.Tensor", "aten.mul.Tensor", "aten.relu.default", "aten.mm.default")
         for i in range(n):
             t = ops[i % 4]
             prev = out[-1]["name"]
-            args = [{"n": prev}] if t == "aten.relu.default" else ([{"n": prev}, {"n": out[max(0, len(out) - 5)]["name"]}] if t == "aten.mm.default" else [{"n": prev}, (7 if bump and i in bump else i % 3)])
-            out.append({"name": f"n{i}", "op": "call_function", "target": t, "args": args, "kwargs": {}, "val": out[0]["val"]})
-        out.append({"name": "output", "op": "output", "target": "output", "args": [[{"n": out[-1]["name"]}]], "kwargs": {}})
+            args = (
+                [{"n": prev}]
+                if t == "aten.relu.default"
+                else (
+                    [{"n": prev}, {"n": out[max(0, len(out) - 5)]["name"]}]
+                    if t == "aten.mm.default"
+                    else [{"n": prev}, (7 if bump and i in bump else i % 3)]
+                )
+            )
+            out.append(
+                {"name": f"n{i}", "op": "call_function", "target": t, "args": args, "kwargs": {}, "val": out[0]["val"]}
+            )
+        out.append(
+            {"name": "output", "op": "output", "target": "output", "args": [[{"n": out[-1]["name"]}]], "kwargs": {}}
+        )
         return GraphTables("g", [SubGraph("", None, out)])
 
     n = 100_000
@@ -159,7 +184,14 @@ def test_diff_of_100k_node_graphs_is_fast():
 def cli(*args):
     env = dict(os.environ)
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-    return subprocess.run([sys.executable, "-m", "graphtrain_inspect.inspector.cli", *args], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "graphtrain_inspect.inspector.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=120,
+    )
 
 
 def test_diff_command(tmp_path):
@@ -201,7 +233,11 @@ def _random_graph(spec):
         t = _OPS[op]
         prev = out[-1]["name"]
         other = out[max(0, len(out) - 1 - back)]["name"]
-        args = [{"n": prev}] if t == "aten.relu.default" else ([{"n": prev}, {"n": other}] if t == "aten.mm.default" else [{"n": prev}, lit])
+        args = (
+            [{"n": prev}]
+            if t == "aten.relu.default"
+            else ([{"n": prev}, {"n": other}] if t == "aten.mm.default" else [{"n": prev}, lit])
+        )
         out.append({"name": f"n{i}", "op": "call_function", "target": t, "args": args, "kwargs": {}})
     out.append({"name": "output", "op": "output", "target": "output", "args": [[{"n": out[-1]["name"]}]], "kwargs": {}})
     return out

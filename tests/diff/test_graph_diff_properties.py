@@ -27,9 +27,18 @@ def _graph(rng: random.Random, n: int) -> list[dict]:
     rows = [{"name": "x", "op": "placeholder", "target": "x", "args": [], "kwargs": {}}]
     for i in range(n):
         refs = [{"n": rows[max(0, len(rows) - rng.randint(1, 4))]["name"]} for _ in range(rng.randint(1, 2))]
-        rows.append({"name": f"n{i}", "op": "call_function", "target": rng.choice(_TARGETS),
-                     "args": [*refs, 1000 + i, rng.choice((0, 1, 2.5, "sum"))], "kwargs": {}})
-    rows.append({"name": "output", "op": "output", "target": "output", "args": [[{"n": rows[-1]["name"]}]], "kwargs": {}})
+        rows.append(
+            {
+                "name": f"n{i}",
+                "op": "call_function",
+                "target": rng.choice(_TARGETS),
+                "args": [*refs, 1000 + i, rng.choice((0, 1, 2.5, "sum"))],
+                "kwargs": {},
+            }
+        )
+    rows.append(
+        {"name": "output", "op": "output", "target": "output", "args": [[{"n": rows[-1]["name"]}]], "kwargs": {}}
+    )
     return rows
 
 
@@ -48,6 +57,7 @@ def _id(row: dict):
 def reference_lcs(a: list[dict], b: list[dict]) -> tuple[int, int, int]:
     """(same, only in a, only in b): an LCS of the nodes' contents, inputs named by their node's id.
     Quadratic and plain on purpose: it is the second opinion."""
+
     def content(rows):
         ids = {r["name"]: _id(r) for r in rows}
 
@@ -81,12 +91,18 @@ def assert_well_formed(d: GraphDiff, a: list[dict], b: list[dict]) -> None:
     for n in nodes:
         assert (n.status in ("same", "changed")) == (n.a is not None and n.b is not None)
         if n.status == "same":
+
             def mapped(v):
                 if isinstance(v, dict) and set(v) == {"n"}:
                     return {"n": pair.get(v["n"], "<unpaired>")}
                 return [mapped(x) for x in v] if isinstance(v, list) else v
 
-            assert (n.a["op"], n.a["target"], mapped(n.a["args"]), n.a["kwargs"]) == (n.b["op"], n.b["target"], n.b["args"], n.b["kwargs"])
+            assert (n.a["op"], n.a["target"], mapped(n.a["args"]), n.a["kwargs"]) == (
+                n.b["op"],
+                n.b["target"],
+                n.b["args"],
+                n.b["kwargs"],
+            )
 
 
 def counts(d: GraphDiff) -> tuple[int, int, int]:
@@ -111,7 +127,13 @@ def test_changed_literals_are_exactly_the_changed_nodes(seed, size, k):
 
 
 @settings(max_examples=300, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), size=st.integers(2, 80), ins=st.integers(0, 4), dels=st.integers(0, 4), rename=st.booleans())
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    size=st.integers(2, 80),
+    ins=st.integers(0, 4),
+    dels=st.integers(0, 4),
+    rename=st.booleans(),
+)
 def test_inserted_and_deleted_nodes_are_exactly_added_and_removed(seed, size, ins, dels, rename):
     rng = random.Random(seed)
     a = _graph(rng, size)
@@ -123,7 +145,16 @@ def test_inserted_and_deleted_nodes_are_exactly_added_and_removed(seed, size, in
     b = [r for i, r in enumerate(b) if i not in set(gone)]
     for j in range(ins):
         at = rng.randint(1, len(b) - 1)
-        b.insert(at, {"name": f"ins{j}", "op": "call_function", "target": "aten.relu.default", "args": [{"n": b[at - 1]["name"]}, 5000 + j], "kwargs": {}})
+        b.insert(
+            at,
+            {
+                "name": f"ins{j}",
+                "op": "call_function",
+                "target": "aten.relu.default",
+                "args": [{"n": b[at - 1]["name"]}, 5000 + j],
+                "kwargs": {},
+            },
+        )
     if rename:  # every call's name shifted, the structure untouched
         names = {r["name"]: r["name"] + "_7" for r in _calls(b)}
 

@@ -23,7 +23,9 @@ from graphtrain_inspect.inspector.diff.normalize import RankContext, group_keys 
 NAMES = ("pp", "dp", "cp", "tp")
 
 
-def tables_of(shape: tuple[int, ...], names: tuple[str, ...], subs: list[tuple[str, ...]], flats: list[tuple[str, ...]]) -> list[dict]:
+def tables_of(
+    shape: tuple[int, ...], names: tuple[str, ...], subs: list[tuple[str, ...]], flats: list[tuple[str, ...]]
+) -> list[dict]:
     """Each rank's rank table, as the capture writes it, of a job that builds the mesh, its
     sub-meshes (`mesh["tp"]`, `mesh["dp", "tp"]`) and flattened dims (`mesh["dp", "cp"]._flatten()`)."""
     from torch.distributed.device_mesh import init_device_mesh
@@ -121,16 +123,36 @@ def test_dims_of_size_one_and_a_flattened_dim_on_two_ranks():
     keys = [group_keys(t) for t in tables]
     for t, k in zip(tables, keys):
         g = next(m for m in t["meshes"] if len(m["dim_names"]) == 4)["group_names"]
-        assert [k[g[d]] for d in ("batch", "fsdp", "cp", "tp")] == ["mesh.batch[1]", "world", "mesh.cp[1]", "mesh.tp[1]"]
+        assert [k[g[d]] for d in ("batch", "fsdp", "cp", "tp")] == [
+            "mesh.batch[1]",
+            "world",
+            "mesh.cp[1]",
+            "mesh.tp[1]",
+        ]
 
 
 def test_old_tables_and_groups_outside_any_mesh():
     """A table of an older capture, and groups made with new_group: a description when torch
     gave one, else the members' pattern, which is the same on every rank of a regular layout."""
-    t0 = {"rank": 0, "world_size": 4, "groups": {"0": {"ranks": [0, 1, 2, 3]}, "1": {"ranks": [0, 2]}, "2": {"ranks": [0, 1], "desc": "pairs"}}, "meshes": []}
-    t3 = {"rank": 3, "world_size": 4, "groups": {"0": {"ranks": [0, 1, 2, 3]}, "4": {"ranks": [1, 3]}, "5": {"ranks": [2, 3], "desc": "pairs"}}, "meshes": []}
+    t0 = {
+        "rank": 0,
+        "world_size": 4,
+        "groups": {"0": {"ranks": [0, 1, 2, 3]}, "1": {"ranks": [0, 2]}, "2": {"ranks": [0, 1], "desc": "pairs"}},
+        "meshes": [],
+    }
+    t3 = {
+        "rank": 3,
+        "world_size": 4,
+        "groups": {"0": {"ranks": [0, 1, 2, 3]}, "4": {"ranks": [1, 3]}, "5": {"ranks": [2, 3], "desc": "pairs"}},
+        "meshes": [],
+    }
     assert group_keys(t0) == {"0": "world", "1": "ranks[2,stride=2]", "2": "group[pairs]"}
     assert group_keys(t3) == {"0": "world", "4": "ranks[2,stride=2]", "5": "group[pairs]"}
-    irregular = {"rank": 0, "world_size": 8, "groups": {"7": {"ranks": [0, 1, 5]}}, "meshes": [{"error": "RuntimeError: half built"}, "junk"]}
+    irregular = {
+        "rank": 0,
+        "world_size": 8,
+        "groups": {"7": {"ranks": [0, 1, 5]}},
+        "meshes": [{"error": "RuntimeError: half built"}, "junk"],
+    }
     assert group_keys(irregular) == {"7": "ranks[3,offsets=0/1/5]"}
     assert RankContext.from_table(0, {"meshes": None, "groups": None}).group_keys == {}

@@ -115,4 +115,6 @@ def rank_local_fusion(gm, example_inputs):
 
 
 # concretize_root_only re-traces the root: it comes before the passes that edit the root
-PASSES = [remove_dead_code] if CLEAN else [remove_dead_code, concretize_root_only, bake_rank, pin_device, rank_local_fusion]
+PASSES = (
+    [remove_dead_code] if CLEAN else [remove_dead_code, concretize_root_only, bake_rank, pin_device, rank_local_fusion]
+)

@@ -46,7 +46,9 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--fail-pass", action="store_true")
     ap.add_argument("--unpicklable-meta", action="store_true")
-    ap.add_argument("--losses", help="also write this rank's loss lines to LOSSES.rank<R> (torchrun can drop worker stdout)")
+    ap.add_argument(
+        "--losses", help="also write this rank's loss lines to LOSSES.rank<R> (torchrun can drop worker stdout)"
+    )
     args = ap.parse_args()
     if "RANK" in os.environ:
         dist.init_process_group("gloo")

@@ -31,7 +31,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--divergent", action="store_true", help="rank 1 takes another mode on the second step")
     ap.add_argument("--recompile", action="store_true", help="every rank takes another mode on the second step")
-    ap.add_argument("--backend", default="inductor", help="torch.compile backend (aot_eager: no Inductor passes, faster)")
+    ap.add_argument(
+        "--backend", default="inductor", help="torch.compile backend (aot_eager: no Inductor passes, faster)"
+    )
     args = ap.parse_args()
     distributed = "WORLD_SIZE" in os.environ
     if distributed:

@@ -52,7 +52,9 @@ def pad_rows(gm, example_inputs):
     val = out.args[0][0]
     fake = val.meta["val"]
     with gm.graph.inserting_before(out):
-        zeros = gm.graph.call_function(torch.ops.aten.new_zeros.default, (val, [1, fake.shape[1]]), {"device": fake.device})
+        zeros = gm.graph.call_function(
+            torch.ops.aten.new_zeros.default, (val, [1, fake.shape[1]]), {"device": fake.device}
+        )
         cat = gm.graph.call_function(torch.ops.aten.cat.default, ([val, zeros],))
     with fake.fake_mode:
         zeros.meta["val"] = torch.ops.aten.new_zeros.default(fake, [1, fake.shape[1]], device=fake.device)

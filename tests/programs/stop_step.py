@@ -37,6 +37,7 @@ def main() -> None:
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     x = torch.randn(4, 8)
     if mode == "traced":
+
         def step(w, b, x):
             return (torch.nn.functional.linear(x, w, b) * 2).sum()
 

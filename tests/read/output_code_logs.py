@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-CPP_KERNEL = '''cpp_fused_add_mul_relu_{n} = async_compile.cpp_pybinding(['const float*', 'const float*', 'float*'], \
+CPP_KERNEL = """cpp_fused_add_mul_relu_{n} = async_compile.cpp_pybinding(['const float*', 'const float*', 'float*'], \
 r\'\'\'
 #include <torch/csrc/inductor/cpp_prefix.h>
 extern "C"  void  kernel(const float* in_ptr0,
@@ -28,9 +28,9 @@ extern "C"  void  kernel(const float* in_ptr0,
     }}
 }}
 \'\'\')
-'''
+"""
 
-WRAPPER = '''# AOT ID: ['{aot}_inference']
+WRAPPER = """# AOT ID: ['{aot}_inference']
 from torch import device, empty_strided
 from torch._inductor.async_compile import AsyncCompile
 async_compile = AsyncCompile()
@@ -45,7 +45,7 @@ def call(args):
     args.clear()
 {body}
     return (buf0, )
-'''
+"""
 
 CPU_BODY = """    buf0 = empty_strided_cpu((8, 4), (4, 1), torch.float32)
     cpp_fused_add_mul_relu_{n}(arg0_1, arg1_1, buf0)"""
@@ -65,7 +65,14 @@ POST_GRAD = """class GraphModule(torch.nn.Module):
 """
 
 
-def wrapper(lit: str = "3.0", n: int = 0, aot: int = 0, cuda_dev: int | None = None, group: str = "0", extra_kernel: bool = False) -> str:
+def wrapper(
+    lit: str = "3.0",
+    n: int = 0,
+    aot: int = 0,
+    cuda_dev: int | None = None,
+    group: str = "0",
+    extra_kernel: bool = False,
+) -> str:
     kernels = CPP_KERNEL.format(n=n, lit=lit)
     if extra_kernel:
         kernels += "\n" + CPP_KERNEL.format(n=n + 1, lit="1.0")
@@ -77,7 +84,15 @@ def post_grad(lit: str = "3", dev: str = "") -> str:
     return POST_GRAD.format(lit=lit, dev=dev)
 
 
-def record(kind: str, payload: str, *, rank: int, cid: tuple[int, int] | None = (0, 0), meta: dict | None = None, artifact: bool = False) -> str:
+def record(
+    kind: str,
+    payload: str,
+    *,
+    rank: int,
+    cid: tuple[int, int] | None = (0, 0),
+    meta: dict | None = None,
+    artifact: bool = False,
+) -> str:
     lines = payload.split("\n")
     md5 = hashlib.md5("\n".join(lines).encode()).hexdigest()
     env: dict[str, Any] = {}
@@ -99,9 +114,25 @@ def torch_log(directory: Path, rank: int, compiles: list[dict[str, Any]]) -> Pat
     for i, c in enumerate(compiles):
         cid = c.get("cid", (i, 0))
         parts.append(record("inductor_post_grad_graph", c["graph"], rank=rank, cid=cid, artifact=True))
-        parts.append(record("inductor_output_code", c["code"], rank=rank, cid=cid, meta={"filename": f"/tmp/torchinductor_u/ab/c{i}.py"}))
+        parts.append(
+            record(
+                "inductor_output_code",
+                c["code"],
+                rank=rank,
+                cid=cid,
+                meta={"filename": f"/tmp/torchinductor_u/ab/c{i}.py"},
+            )
+        )
         if c.get("provenance") is not None:
-            parts.append(record("inductor_provenance_tracking_node_mappings", json.dumps(c["provenance"]), rank=rank, cid=cid, artifact=True))
+            parts.append(
+                record(
+                    "inductor_provenance_tracking_node_mappings",
+                    json.dumps(c["provenance"]),
+                    rank=rank,
+                    cid=cid,
+                    artifact=True,
+                )
+            )
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"dedicated_log_torch_trace_rank_{rank}_abc.log"
     path.write_text("".join(parts))

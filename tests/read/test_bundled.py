@@ -16,7 +16,10 @@ from graphtrain_inspect.inspector.read import bundled
 from graphtrain_inspect.inspector.read.capture_index import open_capture
 
 # with --shared-graph (the graph is to be loaded by every rank), where it differs
-SHARED = {"device-literal": [("device-baked", "trace", "error")], "rank-baked": [("rank-baked-constant", "trace", "error")]}
+SHARED = {
+    "device-literal": [("device-baked", "trace", "error")],
+    "rank-baked": [("rank-baked-constant", "trace", "error")],
+}
 
 EXPECTED = {
     "clean": [],
@@ -41,18 +44,33 @@ def test_bundled_gpu_capture(name):
     assert not cap.errors
     fs = run_checks(cap)
     got = sorted({(f.kind, f.introduced_by, f.severity) for f in fs if f.severity in ("error", "warning")})
-    assert got == EXPECTED[name.split("-", 1)[-1]], [(f.kind, f.introduced_by, f.severity, f.message) for f in fs if f.severity != "info"]
+    assert got == EXPECTED[name.split("-", 1)[-1]], [
+        (f.kind, f.introduced_by, f.severity, f.message) for f in fs if f.severity != "info"
+    ]
     if name.endswith("x4-rank-baked"):
-        vectors = {m["vector"] for f in fs if f.kind == "rank-baked-constant" and f.evidence.get("matches") for m in f.evidence["matches"][:1]}
+        vectors = {
+            m["vector"]
+            for f in fs
+            if f.kind == "rank-baked-constant" and f.evidence.get("matches")
+            for m in f.evidence["matches"][:1]
+        }
         assert vectors == {"coordinate[dp]", "coordinate[ep]"}
     short = name.split("-", 1)[-1]
     shared = run_checks(cap, shared_graph=True)
     got = sorted({(f.kind, f.introduced_by, f.severity) for f in shared if f.severity in ("error", "warning")})
-    assert got == SHARED.get(short, EXPECTED[short]), [(f.kind, f.introduced_by, f.severity, f.message) for f in shared if f.severity != "info"]
+    assert got == SHARED.get(short, EXPECTED[short]), [
+        (f.kind, f.introduced_by, f.severity, f.message) for f in shared if f.severity != "info"
+    ]
     if short == "device-literal":
         own = [f for f in fs if f.evidence.get("source") == "own-device"]
-        assert own and all(f.severity == "info" and set(f.evidence["values"].values()) == {f"cuda:{r}" for r in f.ranks} for f in own)
-        assert all(f.evidence["device"] == f.evidence["own_device"] == f"cuda:{f.ranks[0]}" and len(f.ranks) == 1 for f in shared if f.severity == "error")
+        assert own and all(
+            f.severity == "info" and set(f.evidence["values"].values()) == {f"cuda:{r}" for r in f.ranks} for f in own
+        )
+        assert all(
+            f.evidence["device"] == f.evidence["own_device"] == f"cuda:{f.ranks[0]}" and len(f.ranks) == 1
+            for f in shared
+            if f.severity == "error"
+        )
 
 
 @pytest.mark.skipif(not bundled.names(), reason="no bundled GPU captures in samples/captures/")

@@ -24,7 +24,14 @@ def _env():
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "graphtrain_inspect.inspector.cli", *args], capture_output=True, text=True, env=_env(), cwd=ROOT, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "graphtrain_inspect.inspector.cli", *args],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        cwd=ROOT,
+        timeout=120,
+    )
 
 
 def write_log(path, records: list[bytes]):
@@ -38,27 +45,70 @@ def rec(kind, payload, rank=0, meta=None):
 
 
 def header(rank=0, world=2):
-    return rec(logformat.HEADER, {"format": "graphtrain-inspect", "format_version": 1, "rank": rank, "local_rank": rank, "world_size": world}, rank)
+    return rec(
+        logformat.HEADER,
+        {"format": "graphtrain-inspect", "format_version": 1, "rank": rank, "local_rank": rank, "world_size": world},
+        rank,
+    )
 
 
-def graph_records(rank, code="class G(torch.nn.Module):\n" "    def forward(self, x):\n" "        add = torch.ops.aten.add.Tensor(x, 1)\n" "        return (add,)\n"):
+def graph_records(
+    rank,
+    code="class G(torch.nn.Module):\n"
+    "    def forward(self, x):\n"
+    "        add = torch.ops.aten.add.Tensor(x, 1)\n"
+    "        return (add,)\n",
+):
     gid = logformat.graph_id(code)
     return gid, [rec(logformat.GRAPH_CODE, code, rank, {"gid": gid, "nodes": 3})]
 
 
 def pass_record(rank, seq, name, before, after):
-    return rec(logformat.PASS, {"seq": seq, "name": name, "before": before, "after": {"out": after}, "pipeline": 0, "traced": seq == 0, "status": "ok"}, rank, {"seq": seq, "status": "ok"})
+    return rec(
+        logformat.PASS,
+        {
+            "seq": seq,
+            "name": name,
+            "before": before,
+            "after": {"out": after},
+            "pipeline": 0,
+            "traced": seq == 0,
+            "status": "ok",
+        },
+        rank,
+        {"seq": seq, "status": "ok"},
+    )
 
 
 def small_capture(tmp_path, ranks=(0, 1), manifest=True):
-    code_b = "class G(torch.nn.Module):\n" "    def forward(self, x):\n" "        add = torch.ops.aten.add.Tensor(x, 1)\n" "        return (add,)\n"
-    code_a = "class G(torch.nn.Module):\n    def forward(self, x):\n        mul = torch.ops.aten.mul.Tensor(x, 2)\n   " "     add = torch.ops.aten.add.Tensor(mul, 1)\n        return (add,)\n"
+    code_b = (
+        "class G(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        add = torch.ops.aten.add.Tensor(x, 1)\n"
+        "        return (add,)\n"
+    )
+    code_a = (
+        "class G(torch.nn.Module):\n    def forward(self, x):\n        mul = torch.ops.aten.mul.Tensor(x, 2)\n   "
+        "     add = torch.ops.aten.add.Tensor(mul, 1)\n        return (add,)\n"
+    )
     for r in ranks:
         gb, rb = graph_records(r, code_b)
         ga, ra = graph_records(r, code_a)
-        write_log(tmp_path / logformat.log_file_name(r), [header(r), *rb, *ra, pass_record(r, 0, "double", gb, ga), rec(logformat.END, {"passes": 1}, r)])
+        write_log(
+            tmp_path / logformat.log_file_name(r),
+            [header(r), *rb, *ra, pass_record(r, 0, "double", gb, ga), rec(logformat.END, {"passes": 1}, r)],
+        )
     if manifest:
-        (tmp_path / "manifest.json").write_bytes(orjson.dumps({"format": "graphtrain-inspect", "format_version": 1, "status": "finished", "ranks": {str(r): {"log": logformat.log_file_name(r)} for r in ranks}}))
+        (tmp_path / "manifest.json").write_bytes(
+            orjson.dumps(
+                {
+                    "format": "graphtrain-inspect",
+                    "format_version": 1,
+                    "status": "finished",
+                    "ranks": {str(r): {"log": logformat.log_file_name(r)} for r in ranks},
+                }
+            )
+        )
     return tmp_path
 
 
@@ -86,7 +136,13 @@ def test_lazy_index_reads_no_graph_payload(tmp_path, monkeypatch):
 def test_index_record_offsets(tmp_path):
     small_capture(tmp_path)
     log = LogFile(str(tmp_path / logformat.log_file_name(0)))
-    assert [r.kind for r in log.records] == [logformat.HEADER, logformat.GRAPH_CODE, logformat.GRAPH_CODE, logformat.PASS, logformat.END]
+    assert [r.kind for r in log.records] == [
+        logformat.HEADER,
+        logformat.GRAPH_CODE,
+        logformat.GRAPH_CODE,
+        logformat.PASS,
+        logformat.END,
+    ]
     data = open(log.path, "rb").read()
     for r in log.records:
         assert data[r.offset : r.offset + 1] == b"V"
@@ -258,14 +314,25 @@ def test_torch_trace_directory_of_a_single_process(tmp_path):
 
     code = (
         "class GraphModule(torch.nn.Module):\n"
-        "    def forward(self, L_x_: \"f32[4][1]cpu\"):\n"
-        "        add: \"f32[4][1]cpu\" = L_x_ + 1\n"
+        '    def forward(self, L_x_: "f32[4][1]cpu"):\n'
+        '        add: "f32[4][1]cpu" = L_x_ + 1\n'
         "        return (add,)\n"
     )
     lines = code.split("\n")
-    env = {"dynamo_output_graph": {"sizes": {}}, "frame_id": 0, "frame_compile_id": 0, "attempt": 0,
-           "has_payload": hashlib.md5("\n".join(lines).encode()).hexdigest()}
-    rec_bytes = b"V1121 23:14:17.147000 25246 torch/_dynamo/output_graph.py:1] " + orjson.dumps(env) + b"\n" + b"\n".join(b"\t" + l.encode() for l in lines) + b"\n"
+    env = {
+        "dynamo_output_graph": {"sizes": {}},
+        "frame_id": 0,
+        "frame_compile_id": 0,
+        "attempt": 0,
+        "has_payload": hashlib.md5("\n".join(lines).encode()).hexdigest(),
+    }
+    rec_bytes = (
+        b"V1121 23:14:17.147000 25246 torch/_dynamo/output_graph.py:1] "
+        + orjson.dumps(env)
+        + b"\n"
+        + b"\n".join(b"\t" + l.encode() for l in lines)
+        + b"\n"
+    )
     (tmp_path / "dedicated_log_torch_trace_39agu0ny.log").write_bytes(rec_bytes)
     cap = open_capture(str(tmp_path))
     assert cap.kind == "torch_trace" and cap.ranks == [0] and not cap.all_errors()
@@ -274,12 +341,20 @@ def test_torch_trace_directory_of_a_single_process(tmp_path):
     assert r.returncode == 0 and "dynamo" in r.stdout
     # a record without payload, then the payload lines of a record whose envelope line was lost:
     # they are not read as its payload (found by benchmarks/fuzz_reader.py)
-    bare = b'V1121 23:14:17.290000 25246 torch/_subclasses/meta_utils.py:2271] {"describe_source": {"describer_id": ' b'0, "id": 13}}\n'
-    (tmp_path / "dedicated_log_torch_trace_39agu0ny.log").write_bytes(bare + b'\t{\n\t"name": "stray"\n\t}\n' + rec_bytes)
+    bare = (
+        b'V1121 23:14:17.290000 25246 torch/_subclasses/meta_utils.py:2271] {"describe_source": {"describer_id": '
+        b'0, "id": 13}}\n'
+    )
+    (tmp_path / "dedicated_log_torch_trace_39agu0ny.log").write_bytes(
+        bare + b'\t{\n\t"name": "stray"\n\t}\n' + rec_bytes
+    )
     cap = open_capture(str(tmp_path))
     log = cap.log_file(0)
     assert log.payload(log.records[0]) is None
-    assert [str(e) for e in cap.all_errors()] == [f"{log.path}:2: payload line(s) after the describe_source record at line 1, which has none (a " "damaged or missing envelope line); ignored"]
+    assert [str(e) for e in cap.all_errors()] == [
+        f"{log.path}:2: payload line(s) after the describe_source record at line 1, which has none (a "
+        "damaged or missing envelope line); ignored"
+    ]
     assert [p.name for p in cap.passes(0)] == ["dynamo"]
 
 
@@ -290,10 +365,16 @@ def test_node_table_rows_layout_round_trip():
 
     from graphtrain_inspect.capture import logformat
 
-    tables = {"graphs": [
-        {"path": "", "parent_node": None, "nodes": [{"name": "x", "op": "placeholder", "s": "a\nb,"}, {"name": "y", "op": "output", "k": {1: 2}}]},
-        {"path": "true_graph_0", "parent_node": "true_graph_0", "nodes": []},
-    ]}
+    tables = {
+        "graphs": [
+            {
+                "path": "",
+                "parent_node": None,
+                "nodes": [{"name": "x", "op": "placeholder", "s": "a\nb,"}, {"name": "y", "op": "output", "k": {1: 2}}],
+            },
+            {"path": "true_graph_0", "parent_node": "true_graph_0", "nodes": []},
+        ]
+    }
     payload = logformat.node_table_payload("g0", logformat.encode_node_table(tables))
     whole = orjson.loads(payload)
     assert whole["gid"] == "g0" and whole["graphs"][0]["nodes"][0]["s"] == "a\nb,"
@@ -314,7 +395,12 @@ def test_index_jumps_by_payload_bytes_and_falls_back_on_damage(tmp_path, monkeyp
     from graphtrain_inspect.capture import logformat
     from graphtrain_inspect.inspector.read.logscan import LogFile
 
-    recs = [logformat.encode_record(logformat.GRAPH_CODE, "\n".join(f"line {i} of graph {k}" for i in range(50)), rank=0, meta={"gid": f"g{k}"}) for k in range(4)]
+    recs = [
+        logformat.encode_record(
+            logformat.GRAPH_CODE, "\n".join(f"line {i} of graph {k}" for i in range(50)), rank=0, meta={"gid": f"g{k}"}
+        )
+        for k in range(4)
+    ]
     good = tmp_path / "good.log"
     good.write_bytes(b"".join(recs))
 

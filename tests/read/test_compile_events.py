@@ -25,11 +25,18 @@ _ROW_RE = re.compile(r"<a href='[^']*'>\[([^\]]+)\]</a>\s*</td><td>(?:<pre>)?\s*
 def tlparse_lists(log: Path, out: Path) -> tuple[set[tuple[str, str]], set[str], set[str]]:
     """What tlparse lists for a log: (failure/restart rows as (label, type), compile ids with a
     graph break reason, compile ids in its stack trie)."""
-    r = subprocess.run([tlparse_exe(), str(log), "-o", str(out), "--no-browser", "--overwrite"], capture_output=True, text=True)
+    r = subprocess.run(
+        [tlparse_exe(), str(log), "-o", str(out), "--no-browser", "--overwrite"], capture_output=True, text=True
+    )
     assert r.returncode == 0, r.stderr
     rows = set(_ROW_RE.findall((out / "failures_and_restarts.html").read_text()))
     directory = json.loads((out / "compile_directory.json").read_text())
-    breaks = {re.sub(r"_\d+$", "", k.strip("[]")) for k, v in directory.items() for a in v.get("artifacts", []) if a["name"].startswith("dynamo_graph_break_reason")}
+    breaks = {
+        re.sub(r"_\d+$", "", k.strip("[]"))
+        for k, v in directory.items()
+        for a in v.get("artifacts", [])
+        if a["name"].startswith("dynamo_graph_break_reason")
+    }
     trie = set(re.findall(r"<a href='#\[([^\]]+)\]'", (out / "index.html").read_text()))
     return rows, breaks, trie
 

@@ -46,7 +46,9 @@ def test_parsed_text_equals_node_tables():
     real = node_tables(gm)
     parsed, warnings = parse_graph_code(readable_code(gm))
     assert warnings == []
-    assert [(g["path"], g["parent_node"]) for g in parsed["graphs"]] == [(g["path"], g["parent_node"]) for g in real["graphs"]]
+    assert [(g["path"], g["parent_node"]) for g in parsed["graphs"]] == [
+        (g["path"], g["parent_node"]) for g in real["graphs"]
+    ]
     for gr, gp in zip(real["graphs"], parsed["graphs"]):
         assert len(gr["nodes"]) == len(gp["nodes"])
         for a, b in zip(gr["nodes"], gp["nodes"]):
@@ -58,16 +60,28 @@ def test_parsed_text_equals_node_tables():
 
 
 def test_annotations():
-    assert parse_annotation('f32[u0, 4][4, 1]cuda:1') == {"t": "tensor", "dtype": "float32", "shape": ["u0", 4], "stride": [4, 1], "device": "cuda:1"}
+    assert parse_annotation("f32[u0, 4][4, 1]cuda:1") == {
+        "t": "tensor",
+        "dtype": "float32",
+        "shape": ["u0", 4],
+        "stride": [4, 1],
+        "device": "cuda:1",
+    }
     assert parse_annotation("bf16[s0 - 2, Max(1, u1)][1, s0]cpu")["shape"] == ["s0 - 2", "Max(1, u1)"]
     assert parse_annotation("Sym(u0)") == {"t": "sym", "type": "SymInt", "expr": "u0"}
     assert parse_annotation("Sym(u0 >= 0)")["type"] == "SymBool"
-    assert parse_annotation("i64[][]cpu") == {"t": "tensor", "dtype": "int64", "shape": [], "stride": [], "device": "cpu"}
+    assert parse_annotation("i64[][]cpu") == {
+        "t": "tensor",
+        "dtype": "int64",
+        "shape": [],
+        "stride": [],
+        "device": "cpu",
+    }
     assert parse_annotation("f32[4, 4]") == {"t": "tensor", "dtype": "float32", "shape": [4, 4]}
     assert parse_annotation("not an annotation") is None
 
 
-DYNAMO = '''class GraphModule(torch.nn.Module):
+DYNAMO = """class GraphModule(torch.nn.Module):
     def forward(self, L_x_: "f32[2, 4][4, 1]cuda:1", s0: "Sym(s0)"):
         l_x_ = L_x_
 
@@ -84,9 +98,9 @@ DYNAMO = '''class GraphModule(torch.nn.Module):
 
 
  # graph id: 140692049665104
-'''
+"""
 
-JOINT = '''class inner_f(torch.nn.Module):
+JOINT = """class inner_f(torch.nn.Module):
     def forward(
         self,
         primals,
@@ -101,7 +115,7 @@ JOINT = '''class inner_f(torch.nn.Module):
             sum_1,  # PlainAOTOutput(idx=0)
             expand,  # GradAOTOutput(grad_of=PlainAOTInput(idx=0))
         ], self._out_spec)
-'''
+"""
 
 
 def test_dynamo_style_code():
@@ -129,7 +143,7 @@ def test_joint_graph_style_code():
 
 
 def test_code_that_does_not_parse_is_read_line_by_line():
-    bad = DYNAMO.replace("relu: \"f32[2, 4][4, 1]cuda:1\" = w.relu()", "relu = w.relu(<lambda>)")
+    bad = DYNAMO.replace('relu: "f32[2, 4][4, 1]cuda:1" = w.relu()', "relu = w.relu(<lambda>)")
     tables, warnings = parse_graph_code(bad)
     assert warnings and "does not parse" in warnings[0]
     names = [r["name"] for r in tables["graphs"][0]["nodes"]]

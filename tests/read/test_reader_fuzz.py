@@ -41,7 +41,11 @@ def _lines(b: Baseline):
 
 def _byte_ops(b: Baseline):
     pos = _positions(b)
-    garbage = st.one_of(st.sampled_from(GARBAGE), st.binary(min_size=1, max_size=40), st.integers(1 << 16, 1 << 20).map(lambda n: b"x" * n))
+    garbage = st.one_of(
+        st.sampled_from(GARBAGE),
+        st.binary(min_size=1, max_size=40),
+        st.integers(1 << 16, 1 << 20).map(lambda n: b"x" * n),
+    )
     return st.one_of(
         st.tuples(st.just("truncate"), pos),
         st.tuples(st.just("flip"), pos, st.integers(1, 255)),
@@ -51,8 +55,12 @@ def _byte_ops(b: Baseline):
     )
 
 
-SETTINGS = settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SETTINGS = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 
 def _assert_ok(res, ops):
@@ -77,12 +85,28 @@ def test_damaged_logs_lose_nothing_before_the_damage(base):
 def test_consistent_json_edits_never_raise(base):
     """Values changed inside JSON payloads with the md5 made to match (a log edited by hand, or a
     writer with another idea of the format): wrong types and shapes are read as well as they can be."""
-    values = st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=False), st.text(max_size=8),
-                       st.just([]), st.just({}), st.just([1, "x", None]), st.just({"n": 5}), st.just("../../etc/passwd"))
+    values = st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-(2**70), 2**70),
+        st.floats(allow_nan=False),
+        st.text(max_size=8),
+        st.just([]),
+        st.just({}),
+        st.just([1, "x", None]),
+        st.just({"n": 5}),
+        st.just("../../etc/passwd"),
+    )
     json_recs = sum(1 for r in base.records if logformat.KINDS.get(r.kind) == "json")
 
     @settings(SETTINGS, max_examples=max(1, EXAMPLES * 2 // 3))
-    @given(st.lists(st.tuples(st.just("json"), st.integers(0, json_recs - 1), st.integers(0, 399), values), min_size=1, max_size=3))
+    @given(
+        st.lists(
+            st.tuples(st.just("json"), st.integers(0, json_recs - 1), st.integers(0, 399), values),
+            min_size=1,
+            max_size=3,
+        )
+    )
     def prop(ops):
         res = base.check(base.work, mutate(base.data, ops), semantic=False)
         _assert_ok(res, ops)

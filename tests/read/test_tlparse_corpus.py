@@ -41,7 +41,9 @@ def corpus(tmp_path_factory) -> Path:
 
 
 def _strict(path: Path, out: Path) -> int:
-    return subprocess.run([tlparse_exe(), str(path), "-o", str(out), "--strict", "--no-browser"], capture_output=True).returncode
+    return subprocess.run(
+        [tlparse_exe(), str(path), "-o", str(out), "--strict", "--no-browser"], capture_output=True
+    ).returncode
 
 
 def test_the_corpus_is_what_tlparse_accepts(corpus, tmp_path):
@@ -79,14 +81,24 @@ def test_every_strict_log_reads_clean(corpus, name):
         assert [str(e) for e in cap.all_errors()] == []
         # every graph record of the log became a graph
         records = [r for r in cap.log_file(cap.ranks[0]).records]
-        kinds = {"dynamo_output_graph", "aot_joint_graph", "aot_forward_graph", "aot_backward_graph", "aot_inference_graph"}
+        kinds = {
+            "dynamo_output_graph",
+            "aot_joint_graph",
+            "aot_forward_graph",
+            "aot_backward_graph",
+            "aot_inference_graph",
+        }
         assert graphs >= len({r.env["has_payload"] for r in records if r.kind in kinds and r.has_payload})
         assert payloads > 0
         # correct graphs: nothing to report (a single rank's log is not a compile-on-one-rank
         # capture, so its own-device literals are not a shared graph's). torch.compile's own events
         # are real (tlparse's tests break backends on purpose): tests/read/test_compile_events.py
         compile_kinds = ("compile-failure", "graph-break", "recompile", "rank-divergent-compile")
-        assert [(f.kind, f.severity, f.message) for f in run_checks(cap) if f.severity != "info" and f.kind not in compile_kinds] == []
+        assert [
+            (f.kind, f.severity, f.message)
+            for f in run_checks(cap)
+            if f.severity != "info" and f.kind not in compile_kinds
+        ] == []
 
 
 def test_progressive_scan_agrees_in_small_steps(corpus, tmp_path):
@@ -103,7 +115,9 @@ def test_progressive_scan_agrees_in_small_steps(corpus, tmp_path):
             part.scan_more(4093 if path == crlf else 97)
             steps += 1
         assert steps > 10
-        assert [(r.offset, r.payload_start, r.end, r.kind) for r in part.records] == [(r.offset, r.payload_start, r.end, r.kind) for r in whole.records]
+        assert [(r.offset, r.payload_start, r.end, r.kind) for r in part.records] == [
+            (r.offset, r.payload_start, r.end, r.kind) for r in whole.records
+        ]
         assert part.verify() == whole.verify() == 0
         assert part.errors == whole.errors == []
 
@@ -149,7 +163,11 @@ def _crlf_copy(src: Path, dst: Path) -> None:
 
 
 def _check_json(path: Path) -> dict:
-    r = subprocess.run([sys.executable, "-m", "graphtrain_inspect.inspector.cli", "check", str(path), "--json"], capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "graphtrain_inspect.inspector.cli", "check", str(path), "--json"],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode in (0, 1), r.stderr
     return json.loads(r.stdout)
 

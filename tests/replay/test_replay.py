@@ -63,8 +63,23 @@ def captures(sample_capture, tmp_path_factory):
     e = _env()
     e["TORCHINDUCTOR_COMPILE_THREADS"] = "1"  # no worker pool: less to start on 2 cores
     proc = subprocess.Popen(
-        [sys.executable, "-m", "graphtrain_inspect.inspector.cli", "capture", "--out", str(out), "--", sys.executable, "-m", "tests.programs.replay_compile"],
-        cwd=ROOT, env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [
+            sys.executable,
+            "-m",
+            "graphtrain_inspect.inspector.cli",
+            "capture",
+            "--out",
+            str(out),
+            "--",
+            sys.executable,
+            "-m",
+            "tests.programs.replay_compile",
+        ],
+        cwd=ROOT,
+        env=e,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     try:
         sample = sample_capture(*ALL_BUGS)
@@ -87,8 +102,15 @@ def compile_dir(captures) -> Path:
 def replay(*args: str, stdin: str | None = None, timeout: int = 300) -> subprocess.CompletedProcess:
     if stdin is None:
         return run_cli("replay", *args, "--color", "never", timeout=timeout)
-    return subprocess.run([sys.executable, "-m", "graphtrain_inspect.inspector.cli", "replay", *args, "--color", "never"], cwd=ROOT, env=_env(),
-                          input=stdin, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "graphtrain_inspect.inspector.cli", "replay", *args, "--color", "never"],
+        cwd=ROOT,
+        env=_env(),
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -138,19 +160,27 @@ def test_without_the_training_state_the_replay_differs_and_says_why(sample_dir):
 
 
 def test_batch_rank_dependent_pass_reproduces(sample_dir):
-    r = replay(str(sample_dir), "--pass", "tag_activation_checkpointing", "--rank", "1", "--batch", "--setup", SETUP, "--json")
+    r = replay(
+        str(sample_dir), "--pass", "tag_activation_checkpointing", "--rank", "1", "--batch", "--setup", SETUP, "--json"
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     doc = json.loads(r.stdout)
     assert doc["verdict"] == "reproduced" and doc["rank"] == 1 and doc["peers"] == {"0": "reproduced"}
     assert doc["environment"]["RANK"] == "1" and doc["environment"]["WORLD_SIZE"] == "2"
     # the rank-divergent finding is still there, introduced by this pass, on the replayed ranks
-    kept = [f for f in doc["checks"]["kept"] if f["kind"] == "rank-divergent-graph" and f["introduced_by"] == "tag_activation_checkpointing"]
+    kept = [
+        f
+        for f in doc["checks"]["kept"]
+        if f["kind"] == "rank-divergent-graph" and f["introduced_by"] == "tag_activation_checkpointing"
+    ]
     assert kept and not doc["checks"]["new"] and not doc["checks"]["gone"]
     assert doc["checks"]["replaced_ranks"] == [0, 1]
 
 
 def test_fn_with_a_fixed_pass_shows_the_finding_gone(sample_dir):
-    r = replay(str(sample_dir), "--pass", "place_devices", "--rank", "1", "--batch", "--setup", SETUP, "--fn", FIXED_DEVICES)
+    r = replay(
+        str(sample_dir), "--pass", "place_devices", "--rank", "1", "--batch", "--setup", SETUP, "--fn", FIXED_DEVICES
+    )
     assert r.returncode == 1, r.stdout + r.stderr  # the fix changes the graph: it differs from the capture
     out = r.stdout
     assert "DIFFERS" in out and "kwargs.device: device('cpu:1') -> device('cpu')" in out
@@ -161,17 +191,22 @@ def test_fn_with_a_fixed_pass_shows_the_finding_gone(sample_dir):
 
 
 def test_repl(sample_dir):
-    script = "\n".join([
-        "print('NAMES', sorted(k for k in ('before', 'after', 'result', 'pass_fn', 'rerun', 'diff', " "'check', 'show') if k in globals()))",
-        "print('NODES', len(before.graph.nodes), len(after.graph.nodes), len(result.graph.nodes))",
-        "d = diff(after, result, text=False)",
-        "print('EMPTY', d.empty)",
-        f"r2 = rerun('{FIXED_DEVICES}')",
-        "print('RERUN', result is r2, diff(after, result, text=False).counts['changed'])",
-        "show(result)",
-        "",
-    ])
-    r = replay(str(sample_dir), "--pass", "place_devices", "--rank", "0", "--setup", SETUP, "--peers", "none", stdin=script)
+    script = "\n".join(
+        [
+            "print('NAMES', sorted(k for k in ('before', 'after', 'result', 'pass_fn', 'rerun', 'diff', "
+            "'check', 'show') if k in globals()))",
+            "print('NODES', len(before.graph.nodes), len(after.graph.nodes), len(result.graph.nodes))",
+            "d = diff(after, result, text=False)",
+            "print('EMPTY', d.empty)",
+            f"r2 = rerun('{FIXED_DEVICES}')",
+            "print('RERUN', result is r2, diff(after, result, text=False).counts['changed'])",
+            "show(result)",
+            "",
+        ]
+    )
+    r = replay(
+        str(sample_dir), "--pass", "place_devices", "--rank", "0", "--setup", SETUP, "--peers", "none", stdin=script
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     out = r.stdout + r.stderr
     assert "rerun(fn=None)" in out and "check(gm)" in out  # the banner
@@ -208,7 +243,9 @@ def test_every_inductor_pass_replays_or_says_why(compile_dir):
 
     cap = open_capture(str(compile_dir))
     passes = cap.passes(0)
-    assert len(passes) > 10 and {"remove_noop_ops", "remove_assert_ops", "pass_pattern_0", "stable_sort"} <= {p.name for p in passes}
+    assert len(passes) > 10 and {"remove_noop_ops", "remove_assert_ops", "pass_pattern_0", "stable_sort"} <= {
+        p.name for p in passes
+    }
     for p in passes:
         try:
             out = Replayer(cap, select(cap, f"#{p.seq}", 0, None)).run()
@@ -221,12 +258,27 @@ def test_passes_that_cannot_be_replayed_say_why():
     from graphtrain_inspect.inspector.read.capture_index import PassRecord
     from graphtrain_inspect.inspector.replay.replayer import CannotReplay, resolve_pass
 
-    part = PassRecord(rank=0, seq=7, name="min_cut_rematerialization_partition", before="g1", after={"fw": "g2", "bw": "g3"},
-                      source="partitioner", qualname="torch._functorch.partitioners:min_cut_rematerialization_partition")
+    part = PassRecord(
+        rank=0,
+        seq=7,
+        name="min_cut_rematerialization_partition",
+        before="g1",
+        after={"fw": "g2", "bw": "g3"},
+        source="partitioner",
+        qualname="torch._functorch.partitioners:min_cut_rematerialization_partition",
+    )
     with pytest.raises(CannotReplay, match="partitioner.*does not record"):
         resolve_pass(part, None, None)
-    closure = PassRecord(rank=0, seq=3, name="some_pass", before="g1", after={"out": "g2"}, source="inductor",
-                         subsystem="post_grad_passes", qualname="torch._inductor.fx_passes.post_grad:post_grad_passes.<locals>.<lambda>")
+    closure = PassRecord(
+        rank=0,
+        seq=3,
+        name="some_pass",
+        before="g1",
+        after={"out": "g2"},
+        source="inductor",
+        subsystem="post_grad_passes",
+        qualname="torch._inductor.fx_passes.post_grad:post_grad_passes.<locals>.<lambda>",
+    )
     import torch.fx
 
     with pytest.raises(CannotReplay, match="closure"):
@@ -240,7 +292,9 @@ def test_passes_that_cannot_be_replayed_say_why():
 # Trust: nothing in a refused capture runs
 
 
-def _copy_with_planted_blob(sample_dir: Path, dest: Path, *, rewrite_sha: bool, manifest: dict | None = None) -> tuple[Path, Path]:
+def _copy_with_planted_blob(
+    sample_dir: Path, dest: Path, *, rewrite_sha: bool, manifest: dict | None = None
+) -> tuple[Path, Path]:
     """A copy of the capture where the blob of place_devices' input on rank 0 creates a marker
     file when unpickled. rewrite_sha: the log is made to name the planted blob (a consistent
     capture from someone else); otherwise the blob file is swapped under the recorded sha256."""
@@ -257,7 +311,13 @@ def _copy_with_planted_blob(sample_dir: Path, dest: Path, *, rewrite_sha: bool, 
         sha = hashlib.sha256(evil).hexdigest()
         (dest / logformat.blob_relpath(sha)).write_bytes(evil)
         for log in dest.glob("*_gti.log"):
-            rewrite_log(log, {ref["sha256"].encode(): sha.encode(), f'"bytes":{ref["bytes"]}'.encode(): f'"bytes":{len(evil)}'.encode()})
+            rewrite_log(
+                log,
+                {
+                    ref["sha256"].encode(): sha.encode(),
+                    f'"bytes":{ref["bytes"]}'.encode(): f'"bytes":{len(evil)}'.encode(),
+                },
+            )
     else:
         (dest / ref["path"]).write_bytes(evil)
     if manifest:
@@ -278,7 +338,12 @@ def test_tampered_blob_is_refused_and_nothing_runs(sample_dir, tmp_path):
 
 
 def test_capture_of_another_user_is_refused_without_trust(sample_dir, tmp_path):
-    d, marker = _copy_with_planted_blob(sample_dir, tmp_path / "foreign", rewrite_sha=True, manifest={"user": "mallory", "host": "elsewhere", "uid": 4242})
+    d, marker = _copy_with_planted_blob(
+        sample_dir,
+        tmp_path / "foreign",
+        rewrite_sha=True,
+        manifest={"user": "mallory", "host": "elsewhere", "uid": 4242},
+    )
     r = replay(str(d), "--pass", "place_devices", "--rank", "0", "--batch")
     assert r.returncode == 2
     err = r.stderr.strip().splitlines()
@@ -360,7 +425,10 @@ def test_bad_input_is_one_line(sample_dir, tmp_path):
         ([str(sample_dir), "--pass", "no_such_pass", "--batch"], "no pass 'no_such_pass' on rank 0"),
         ([str(sample_dir), "--pass", "place_devices", "--rank", "7", "--batch"], "no rank 7"),
         ([str(sample_dir), "--pass", "place_devices", "--occurrence", "3", "--batch"], "--occurrence must be 0..0"),
-        ([str(sample_dir), "--pass", "place_devices", "--fn", "no_such_module:f", "--batch", "--no-check"], "cannot import no_such_module"),
+        (
+            [str(sample_dir), "--pass", "place_devices", "--fn", "no_such_module:f", "--batch", "--no-check"],
+            "cannot import no_such_module",
+        ),
         ([str(sample_dir), "--pass", "place_devices", "--json"], "--json needs --batch"),
     ]
     for args, msg in cases:
@@ -411,6 +479,10 @@ def test_incompatible_torch_version_is_named(sample_dir, tmp_path):
 
 
 def test_command_imports_torch_only_when_it_runs():
-    code = "import sys, graphtrain_inspect.inspector.cli.main, graphtrain_inspect.inspector.cli.replay, " "graphtrain_inspect.inspector.replay.plan, graphtrain_inspect.inspector.replay.view; print('torch' in " "sys.modules)"
+    code = (
+        "import sys, graphtrain_inspect.inspector.cli.main, graphtrain_inspect.inspector.cli.replay, "
+        "graphtrain_inspect.inspector.replay.plan, graphtrain_inspect.inspector.replay.view; print('torch' in "
+        "sys.modules)"
+    )
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=60)
     assert r.stdout.strip() == "False", r.stdout + r.stderr

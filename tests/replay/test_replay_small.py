@@ -50,11 +50,22 @@ def _manifest(d: Path, world: int) -> None:
     from graphtrain_inspect.capture import signing
 
     user, uid, host = getpass.getuser(), os.getuid(), socket.gethostname()
-    (d / logformat.MANIFEST_NAME).write_text(json.dumps({
-        "format": logformat.FORMAT_NAME, "format_version": logformat.FORMAT_VERSION, "command": ["test"],
-        "env": {"GTI_CAPTURE_DIR": str(d), "TORCH_SHOW_CPP_STACKTRACES": "0"}, "torch_version": torch.__version__,
-        "host": host, "user": user, "uid": uid, "status": "finished", "ranks": {},
-    }))
+    (d / logformat.MANIFEST_NAME).write_text(
+        json.dumps(
+            {
+                "format": logformat.FORMAT_NAME,
+                "format_version": logformat.FORMAT_VERSION,
+                "command": ["test"],
+                "env": {"GTI_CAPTURE_DIR": str(d), "TORCH_SHOW_CPP_STACKTRACES": "0"},
+                "torch_version": torch.__version__,
+                "host": host,
+                "user": user,
+                "uid": uid,
+                "status": "finished",
+                "ranks": {},
+            }
+        )
+    )
     signing.sign(str(d))
 
 
@@ -187,8 +198,22 @@ def test_replay_that_cannot_load_says_so_in_json(tmp_path):
 
     with tarfile.open(Path(__file__).parents[1] / "programs" / "replay_h200_cuda_device_literal.tar.xz") as tf:
         tf.extractall(tmp_path, members=[m for m in tf.getmembers() if m.isfile() or m.isdir()])
-    r = run_cli("replay", str(tmp_path / "gpu"), "--pass", "place_devices", "--rank", "1", "--batch", "--json", "--trust", "--setup", "nosuchmod:f")
+    r = run_cli(
+        "replay",
+        str(tmp_path / "gpu"),
+        "--pass",
+        "place_devices",
+        "--rank",
+        "1",
+        "--batch",
+        "--json",
+        "--trust",
+        "--setup",
+        "nosuchmod:f",
+    )
     doc = json.loads(r.stdout)
     assert (doc["verdict"], doc["pass"], doc["rank"]) == ("cannot-load", "place_devices", 1)
     assert "cannot import nosuchmod" in doc["reason"]
-    assert r.stderr.strip().splitlines() == ["graphtrain-inspect replay: cannot import nosuchmod: ModuleNotFoundError: No module named 'nosuchmod'"]
+    assert r.stderr.strip().splitlines() == [
+        "graphtrain-inspect replay: cannot import nosuchmod: ModuleNotFoundError: No module named 'nosuchmod'"
+    ]

@@ -125,12 +125,18 @@ def _with_blob_path(planted, tmp_path, path_for) -> Path:
     c = tmp_path / "c"
     shutil.copytree(d, c)
     sha = hashlib.sha256(evil).hexdigest()
-    rewrite_log(c / logformat.log_file_name(0), {f'"path":"{logformat.blob_relpath(sha)}"'.encode(): f'"path":"{path_for(sha)}"'.encode()})
+    rewrite_log(
+        c / logformat.log_file_name(0),
+        {f'"path":"{logformat.blob_relpath(sha)}"'.encode(): f'"path":"{path_for(sha)}"'.encode()},
+    )
     return c
 
 
-@pytest.mark.parametrize("path_for", [lambda sha: "../../etc/passwd", lambda sha: "/etc/passwd", lambda sha: f"blobs/../../{sha}.gpkl"],
-                         ids=["dotdot", "absolute", "blobs-dotdot"])
+@pytest.mark.parametrize(
+    "path_for",
+    [lambda sha: "../../etc/passwd", lambda sha: "/etc/passwd", lambda sha: f"blobs/../../{sha}.gpkl"],
+    ids=["dotdot", "absolute", "blobs-dotdot"],
+)
 def test_replay_refuses_a_blob_path_outside_the_capture(planted, tmp_path, monkeypatch, path_for):
     from graphtrain_inspect.inspector.replay.plan import Refused, read_blob
 

@@ -27,8 +27,11 @@ EXPECTED = {
     # y * (rank + 1) planted: in the traced graph and in the Triton code Inductor generated from it
     "fsdp2-compile-clean": set(),
     # (shared, the per-rank GPU code also pins each rank's own device: device-baked in the code)
-    "fsdp2-compile-rank-literal": {("rank-baked-constant", "trace", "graph"), ("rank-baked-constant", "inductor_codegen", "codegen"),
-                                   ("device-baked", "inductor_codegen", "codegen")},
+    "fsdp2-compile-rank-literal": {
+        ("rank-baked-constant", "trace", "graph"),
+        ("rank-baked-constant", "inductor_codegen", "codegen"),
+        ("device-baked", "inductor_codegen", "codegen"),
+    },
     # samples/codegen_one_rank.py: Inductor code compiled on rank 0 and loaded by both ranks pins
     # device 0 (rank 1 failed: "Expected all tensors to be on the same device"); --virtual-local-rank
     # hides it at run time, the code still pins it; per-rank compiles are right
@@ -61,7 +64,11 @@ def test_check_finds_exactly_the_planted_bug(name):
     if shared:  # each rank traced and compiled for itself: right there, so info only
         per_rank = run_checks(cap)
         assert [f for f in per_rank if f.severity in ("error", "warning")] == []
-        planted = {(f.kind, f.introduced_by, f.layer) for f in per_rank if f.evidence.get("severity_if_shared") or f.kind == "device-baked"}
+        planted = {
+            (f.kind, f.introduced_by, f.layer)
+            for f in per_rank
+            if f.evidence.get("severity_if_shared") or f.kind == "device-baked"
+        }
         assert planted >= {k for k in EXPECTED[bug] if k[0] != "device-baked" or bug == "device-literal"}
 
 
@@ -70,5 +77,17 @@ def test_tlparse_reads_gpu_logs(tmp_path):
     logs = sorted(path.glob("dedicated_log_torch_trace_rank_*_gti.log"))
     assert len(logs) == 4
     for log in logs:
-        r = subprocess.run([tlparse_exe(), str(log), "-o", str(tmp_path / log.stem), "--strict", "--strict-compile-id", "--no-browser"], capture_output=True, text=True)
+        r = subprocess.run(
+            [
+                tlparse_exe(),
+                str(log),
+                "-o",
+                str(tmp_path / log.stem),
+                "--strict",
+                "--strict-compile-id",
+                "--no-browser",
+            ],
+            capture_output=True,
+            text=True,
+        )
         assert r.returncode == 0, r.stderr

@@ -29,7 +29,10 @@ def test_model_functions_traced_by_make_fx_name_their_model_line():
 def test_nearest_node_with_a_stack_outside_torch_is_named():
     rows = [
         {"name": "a", "stack": 'File "/x/model.py", line 3, in f | y = a * 2'},
-        {"name": "b", "stack": 'File "/v/site-packages/torch/distributed/_functional_collectives.py", line 9, in forward | w'},
+        {
+            "name": "b",
+            "stack": 'File "/v/site-packages/torch/distributed/_functional_collectives.py", line 9, in forward | w',
+        },
         {"name": "c", "stack": None},
         {"name": "d", "stack": None},
     ]

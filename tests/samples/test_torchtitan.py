@@ -15,22 +15,45 @@ import pytest
 
 from tests.capture_utils import run_cli, run_plain
 
-pytest.importorskip("torchtitan.experiments.graph_trainer.passes", reason="the torchtitan extra is not installed (pip install -e '.[torchtitan]')")
+pytest.importorskip(
+    "torchtitan.experiments.graph_trainer.passes",
+    reason="the torchtitan extra is not installed (pip install -e '.[torchtitan]')",
+)
 
 pytestmark = pytest.mark.slow
 
 # graph_trainer's compile_time_passes(...) on this config, less the passes that cannot run on a CPU
-PIPELINE = ["eliminate_dead_code_pass", "canonicalize_graph_pass", "deduplicate_fsdp_unshard_chains_pass",
-            "tag_with_memory_policy_pass", "apply_cpu_offload_pass",
-            "annotate_flex_attention_for_regional_inductor_pass", "regional_inductor_pass"]
+PIPELINE = [
+    "eliminate_dead_code_pass",
+    "canonicalize_graph_pass",
+    "deduplicate_fsdp_unshard_chains_pass",
+    "tag_with_memory_policy_pass",
+    "apply_cpu_offload_pass",
+    "annotate_flex_attention_for_regional_inductor_pass",
+    "regional_inductor_pass",
+]
 
 
 @pytest.fixture(scope="module")
 def llama3_world8(tmp_path_factory):
     base = tmp_path_factory.mktemp("torchtitan")
     out = base / "cap"
-    r = run_plain([sys.executable, "-m", "graphtrain_inspect.samples.torchtitan", "--model", "llama3", "--world", "8",
-                   "--out", str(out), "--assets", str(base / "assets")], timeout=1200)
+    r = run_plain(
+        [
+            sys.executable,
+            "-m",
+            "graphtrain_inspect.samples.torchtitan",
+            "--model",
+            "llama3",
+            "--world",
+            "8",
+            "--out",
+            str(out),
+            "--assets",
+            str(base / "assets"),
+        ],
+        timeout=1200,
+    )
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
     return out, r
 
@@ -39,7 +62,10 @@ def test_the_command_is_printed_and_nothing_is_downloaded(llama3_world8):
     _, r = llama3_world8
     line = next(x for x in r.stdout.splitlines() if " capture " in x)
     assert line.startswith("HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 ")
-    assert "--pass torchtitan.experiments.graph_trainer.passes:compile_time_passes --simulate-world 8 --stop-after-passes" in line
+    assert (
+        "--pass torchtitan.experiments.graph_trainer.passes:compile_time_passes --simulate-world 8 --stop-after-passes"
+        in line
+    )
     assert "-m graphtrain_inspect.samples.torchtitan_cpu --module graph_trainer.llama3" in line
     assert "# disabled on CPU: joint_transformer_block_bucketing_reordering_pass:" in r.stdout
 
@@ -88,7 +114,9 @@ def test_check_finds_nothing_a_pass_introduced(llama3_world8):
 
 def test_without_the_extra_the_sample_says_so_in_one_line(tmp_path):
     # the sample's own guard, run in a Python that cannot import torchtitan
-    code = ("import sys; sys.modules['torchtitan'] = None; from graphtrain_inspect.samples import torchtitan as t; "
-            f"sys.exit(t.main(['--out', {str(tmp_path / 'x')!r}]))")
+    code = (
+        "import sys; sys.modules['torchtitan'] = None; from graphtrain_inspect.samples import torchtitan as t; "
+        f"sys.exit(t.main(['--out', {str(tmp_path / 'x')!r}]))"
+    )
     r = run_plain([sys.executable, "-c", code])
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "pip install -e '.[torchtitan]'" in r.stderr

@@ -36,6 +36,7 @@ PASS_FILES = [
 # running
 # ---------------------------------------------------------------------------
 
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -54,9 +55,15 @@ def run_train(nproc: int | None, *args: str, timeout: int = 240) -> subprocess.C
         cmd = [sys.executable, "-m", "graphtrain_inspect.samples.train", *args]
     else:
         cmd = [
-            sys.executable, "-m", "torch.distributed.run",
-            f"--nproc-per-node={nproc}", "--master-addr=127.0.0.1", f"--master-port={_free_port()}",
-            "-m", "graphtrain_inspect.samples.train", *args,
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            f"--nproc-per-node={nproc}",
+            "--master-addr=127.0.0.1",
+            f"--master-port={_free_port()}",
+            "-m",
+            "graphtrain_inspect.samples.train",
+            *args,
         ]
     p = subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=timeout)
     if p.returncode != 0:
@@ -109,6 +116,7 @@ def collective_sequence(text: str) -> list[str]:
 # the stale-unbacked-symbol check, on the graph objects (GraphPickler dump)
 # ---------------------------------------------------------------------------
 
+
 def stale_symbols(path: Path) -> list[tuple[str, str, list[str]]]:
     """(graph qualname, node, stale symbols): symbols in meta['val'] that no
     placeholder / earlier binding (or, for a nested graph, the parent at the
@@ -155,6 +163,7 @@ def stale_symbols(path: Path) -> list[tuple[str, str, list[str]]]:
 # shared runs
 # ---------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def clean(tmp_path_factory):
     d = tmp_path_factory.mktemp("clean")
@@ -192,14 +201,24 @@ COOR_STEPS = 5
 @pytest.fixture(scope="module")
 def coor_clean(tmp_path_factory):
     d = tmp_path_factory.mktemp("coor")
-    p = run_train(2, "--coor", "--steps", str(COOR_STEPS), "--dump-graphs", str(d),
-                  "--artifact-dir", str(d / "artifact"), "--quiet")
+    p = run_train(
+        2,
+        "--coor",
+        "--steps",
+        str(COOR_STEPS),
+        "--dump-graphs",
+        str(d),
+        "--artifact-dir",
+        str(d / "artifact"),
+        "--quiet",
+    )
     return d, losses(p.stdout)
 
 
 # ---------------------------------------------------------------------------
 # clean runs
 # ---------------------------------------------------------------------------
+
 
 def test_clean_two_ranks_learns_and_equals_eager_bitwise(clean, eager):
     _, traced = clean
@@ -243,8 +262,9 @@ def test_clean_passes_transform_the_graph(clean):
     assert b.count("_c10d_functional.all_gather_into_tensor") == 4
     for tag in ("embeddings", "layers_0", "layers_1", "head"):
         assert f"bucket_{tag}_all_gather" in b
-    assert collective_sequence(b).count("_c10d_functional.all_to_all_single") == collective_sequence(
-        traced).count("_c10d_functional.all_to_all_single")
+    assert collective_sequence(b).count("_c10d_functional.all_to_all_single") == collective_sequence(traced).count(
+        "_c10d_functional.all_to_all_single"
+    )
     # (3) AC: recomputed forward nodes feed the backward
     assert "_recomputed" not in g["02_bucket_all_gathers"] and "_recomputed" in g["03_tag_activation_checkpointing"]
     # (4) EP chunking: invoke_subgraph bodies with unbacked chunk sizes on their placeholders
@@ -277,6 +297,7 @@ def test_clean_final_graph_has_no_stale_symbols(clean):
 # bug switches (per-rank mode)
 # ---------------------------------------------------------------------------
 
+
 def test_bug_rank_baked_is_a_rank_literal_in_the_trace(rank_baked, clean):
     d, got = rank_baked
     assert got == clean[1][: len(got)]  # per-rank runs are right
@@ -297,7 +318,9 @@ def test_bug_device_literal_is_introduced_by_device_placement(pass_bugs, clean):
         before, after = graph(d, r, "06_resolve_coordinates"), graph(d, r, "07_place_devices")
         assert "index=" not in before
         assert re.search(rf"aten\.arange\.default\(32, device = device\(type='cpu', index={r}\)", after)
-        assert re.search(rf"aten\.zeros\.default\(\[4\], dtype = torch\.int64, device = device\(type='cpu', index={r}\)", after)
+        assert re.search(
+            rf"aten\.zeros\.default\(\[4\], dtype = torch\.int64, device = device\(type='cpu', index={r}\)", after
+        )
         assert f"index={1 - r}" not in after
 
 
@@ -334,6 +357,7 @@ def test_bug_rank_divergent_graphs_differ_but_collectives_match(pass_bugs, clean
 # compile on one rank
 # ---------------------------------------------------------------------------
 
+
 def test_coor_clean_equals_per_rank(coor_clean, clean):
     d, got = coor_clean
     assert got == clean[1][:COOR_STEPS]
@@ -346,7 +370,9 @@ def test_coor_clean_equals_per_rank(coor_clean, clean):
 
 
 def test_coor_rank_baked_gives_different_losses(clean, tmp_path):
-    p = run_train(2, "--coor", "--bug", "rank-baked", "--steps", str(COOR_STEPS), "--dump-graphs", str(tmp_path), "--quiet")
+    p = run_train(
+        2, "--coor", "--bug", "rank-baked", "--steps", str(COOR_STEPS), "--dump-graphs", str(tmp_path), "--quiet"
+    )
     got = losses(p.stdout)
     assert len(got) == COOR_STEPS
     assert got[0] != clean[1][0]
@@ -355,8 +381,9 @@ def test_coor_rank_baked_gives_different_losses(clean, tmp_path):
     assert "select.int(view, 0, 0)" in loaded  # rank 1 runs rank 0's slice
 
 
-@pytest.mark.skipif(os.environ.get("GTI_SAMPLES_4RANK") != "1",
-                    reason="4 ranks on 2 cores take ~1 min: set GTI_SAMPLES_4RANK=1")
+@pytest.mark.skipif(
+    os.environ.get("GTI_SAMPLES_4RANK") != "1", reason="4 ranks on 2 cores take ~1 min: set GTI_SAMPLES_4RANK=1"
+)
 def test_four_ranks_mesh_dp_ep_traced_equals_eager_and_coor():
     traced = losses(run_train(4, "--steps", "3", "--quiet", timeout=400).stdout)
     eager = losses(run_train(4, "--steps", "3", "--mode", "eager", "--quiet", timeout=400).stdout)

@@ -232,7 +232,9 @@ async def test_command_palette_opens_a_pass_by_fuzzy_name(tui_small_capture):
 
 async def test_help_screen_lists_bindings_with_ids_and_remapped_keys(tui_small_capture):
     ran = []
-    app = InspectApp(str(tui_small_capture), keymap={"app.replay": "ctrl+r"}, replay_runner=lambda argv: ran.append(argv) or 0)
+    app = InspectApp(
+        str(tui_small_capture), keymap={"app.replay": "ctrl+r"}, replay_runner=lambda argv: ran.append(argv) or 0
+    )
     async with app.run_test(size=(160, 40)) as pilot:
         await settle(pilot)
         await pilot.press("question_mark")
@@ -356,7 +358,9 @@ async def test_damaged_capture_shows_file_and_line(tui_small_capture, tmp_path):
 
     (d / logformat.STATUS_DIR).mkdir()
     (d / logformat.STATUS_DIR / logformat.status_file_name(1, 4242)).write_bytes(
-        logformat.encode_status({"rank": 1, "pid": 4242, "state": "stopped", "reason": "OSError: [Errno 28] No space left on device"})
+        logformat.encode_status(
+            {"rank": 1, "pid": 4242, "state": "stopped", "reason": "OSError: [Errno 28] No space left on device"}
+        )
     )
     app = InspectApp(str(d))
     async with app.run_test(size=(160, 40)) as pilot:
@@ -439,7 +443,13 @@ async def test_live_capture_that_has_not_written_yet(tui_small_capture, tmp_path
         assert app.place == Place(0, 0, 0, "out") and app.code_view.lines[0].startswith("class no_dead")
 
 
-@pytest.mark.parametrize("keymap_text,expect", [('"app.replay" = "ctrl+r"\n', {"app.replay": "ctrl+r"}), ('[keymap]\n"diff.toggle-mode" = "m"\n', {"diff.toggle-mode": "m"})])
+@pytest.mark.parametrize(
+    "keymap_text,expect",
+    [
+        ('"app.replay" = "ctrl+r"\n', {"app.replay": "ctrl+r"}),
+        ('[keymap]\n"diff.toggle-mode" = "m"\n', {"diff.toggle-mode": "m"}),
+    ],
+)
 def test_keymap_file(tmp_path, keymap_text, expect):
     from graphtrain_inspect.tui.keymap import load_keymap
 

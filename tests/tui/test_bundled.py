@@ -145,7 +145,9 @@ async def test_enter_on_a_generated_code_finding_lands_on_its_kernel_line(bundle
     app = InspectApp(str(bundled_capture("h200x2-fsdp2-compile-rank-literal")), shared_graph=True)
     async with app.run_test(size=(200, 50)) as pilot:
         await settle(pilot)
-        f = next(f for f in app.findings if f.layer == "codegen" and f.node == "mul_7" and f.kind == "rank-baked-constant")
+        f = next(
+            f for f in app.findings if f.layer == "codegen" and f.node == "mul_7" and f.kind == "rank-baked-constant"
+        )
         fv = app.findings_view
         await pilot.press("4")
         await settle(pilot)

@@ -20,7 +20,9 @@ async def test_compile_view_lists_every_event_with_reason_and_line(compile_event
     with open_capture(str(compile_events_trace)) as cap:
         story = compile_story(cap)
         # a failure is its compile's own row (status failed), the other events rows of their own
-        want = {(e.label, e.kind) for e in story.events(0) if e.kind not in ("cache", "failure")} | {(c.label, c.status) for c in story.compiles(0)}
+        want = {(e.label, e.kind) for e in story.events(0) if e.kind not in ("cache", "failure")} | {
+            (c.label, c.status) for c in story.compiles(0)
+        }
         assert ("[4/0]", "failed") in want
     async with opened(compile_events_trace) as (app, pilot):
         await pilot.press("9")
@@ -50,7 +52,9 @@ async def test_failed_compile_in_tree_and_node_counts(compile_events_trace):
         tree = app.tree
         labels = {k: _plain(n.label) for k, n in tree.nodes_by_key.items()}
         failed = [v for k, v in labels.items() if k[0] == "compile"]
-        assert failed == [next(v for v in failed)] and failed[0].startswith("compile 4/0 failed  Unsupported: Data-dependent branching")
+        assert failed == [next(v for v in failed)] and failed[0].startswith(
+            "compile 4/0 failed  Unsupported: Data-dependent branching"
+        )
         assert not [v for v in labels.values() if v.startswith("trace  ?")]
         assert all(" nodes" in v for k, v in labels.items() if k[0] == "pipeline")
         # Enter on the failed compile: its row in the compile view
@@ -71,4 +75,6 @@ async def test_compile_finding_opens_its_row(compile_events_trace):
         await settle(pilot)
         view = app.query_one(CompileView)
         assert app.active_view == "compile" and view.current is not None
-        assert (view.current.label, view.current.what) == ("[2/0]", "break") and "if x.sum() > 0:" in _plain(view.query_one("#compile-detail").render())
+        assert (view.current.label, view.current.what) == ("[2/0]", "break") and "if x.sum() > 0:" in _plain(
+            view.query_one("#compile-detail").render()
+        )

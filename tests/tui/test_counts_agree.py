@@ -29,7 +29,9 @@ def one_of_each_kind(names: list[str]) -> list[str]:
         chosen.setdefault(re.sub(r"^h\d+x\d+-", "", n), n)
     for hw in sorted({n.split("-", 1)[0] for n in names}):
         if not any(c.startswith(f"{hw}-") for c in chosen.values()):
-            chosen[hw] = f"{hw}-rank-baked" if f"{hw}-rank-baked" in names else next(n for n in names if n.startswith(f"{hw}-"))
+            chosen[hw] = (
+                f"{hw}-rank-baked" if f"{hw}-rank-baked" in names else next(n for n in names if n.startswith(f"{hw}-"))
+            )
     return sorted(chosen.values())
 
 

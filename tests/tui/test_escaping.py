@@ -21,7 +21,9 @@ def hostile(tmp_path_factory):
 
 def screen_text(app) -> str:
     """The screen as the terminal is sent it, less the app's own control segments (cursor moves)."""
-    return "\n".join("".join(s.text for s in strip if not s.control) for strip in app.screen._compositor.render_strips())
+    return "\n".join(
+        "".join(s.text for s in strip if not s.control) for strip in app.screen._compositor.render_strips()
+    )
 
 
 async def test_no_raw_control_character_on_screen(hostile):
@@ -30,8 +32,14 @@ async def test_no_raw_control_character_on_screen(hostile):
             node.expand()
         await settle(pilot)
         seen = []
-        for place, view in [(Place(0, 0, 1, "out"), "1"), (Place(0, 0, 1, "out"), "2"), (Place(1, 0, 1, "out"), "3"),
-                            (Place(0, 0, 1, "out"), "4"), (Place(0, 0, 2, None), "7"), (Place(0, 0, 0, "out"), "1")]:
+        for place, view in [
+            (Place(0, 0, 1, "out"), "1"),
+            (Place(0, 0, 1, "out"), "2"),
+            (Place(1, 0, 1, "out"), "3"),
+            (Place(0, 0, 1, "out"), "4"),
+            (Place(0, 0, 2, None), "7"),
+            (Place(0, 0, 0, "out"), "1"),
+        ]:
             app.open_place(place)
             await pilot.press(view)
             await settle(pilot)

@@ -23,7 +23,9 @@ def _capture(tmp_path, model_file):
         g0, g1, g2 = _graphs(r)
         for n in g2.graph.nodes:
             if n.name == "select":
-                n.meta["stack_trace"] = f'  File "{model_file}", line 3, in forward\n    s = z[rank]  # baked: this rank\'s row\n'
+                n.meta["stack_trace"] = (
+                    f'  File "{model_file}", line 3, in forward\n    s = z[rank]  # baked: this rank\'s row\n'
+                )
         rw.apply("remove_dead_code", g0, g1)
         rw.apply("shard_rows", g1, g2)
         rw.end()

@@ -127,7 +127,9 @@ async def test_rank_diff_shows_the_first_change_of_a_long_line(bundled_capture):
         await pilot.press("h", "h", "s")
         await pilot.pause()
         split = [s for s in screen_lines(view) if "≠" in s]
-        assert any(s.split("≠")[0].rstrip().endswith("0, 0)") and s.rstrip().endswith("0, 1)") for s in split), screen_lines(view)
+        assert any(s.split("≠")[0].rstrip().endswith("0, 0)") and s.rstrip().endswith("0, 1)") for s in split), (
+            screen_lines(view)
+        )
 
 
 async def test_f1_opens_help_and_the_views_fit_its_box(tui_small_capture):

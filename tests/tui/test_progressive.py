@@ -41,7 +41,11 @@ def test_steps_of_any_size_index_what_open_capture_does(tui_small_capture, step)
 
 
 @SETTINGS
-@given(damage=st.sampled_from(["garbage", "blank", "cut", "tab-first", "bad-md5", "unknown-kind", "bad-encoding"]), where=st.floats(0.05, 0.95), step=st.integers(50, 4000))
+@given(
+    damage=st.sampled_from(["garbage", "blank", "cut", "tab-first", "bad-md5", "unknown-kind", "bad-encoding"]),
+    where=st.floats(0.05, 0.95),
+    step=st.integers(50, 4000),
+)
 def test_damaged_logs_give_the_same_errors(tui_small_capture, tmp_path_factory, damage, where, step):
     d = tmp_path_factory.mktemp("dmg") / "c"
     shutil.copytree(tui_small_capture, d)

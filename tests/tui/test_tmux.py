@@ -29,7 +29,17 @@ class Tmux:
     def start(self, command: str, width: int = 160, height: int = 40) -> None:
         env = {"PYTHONPATH": str(ROOT), "TERM": "xterm-256color", "NO_COLOR": "", "TEXTUAL_ANIMATIONS": "none"}
         exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
-        r = self.run("new-session", "-d", "-s", self.name, "-x", str(width), "-y", str(height), f"env {exports} {command}; echo EXIT:$?; sleep 30")
+        r = self.run(
+            "new-session",
+            "-d",
+            "-s",
+            self.name,
+            "-x",
+            str(width),
+            "-y",
+            str(height),
+            f"env {exports} {command}; echo EXIT:$?; sleep 30",
+        )
         assert r.returncode == 0, r.stderr
 
     def screen(self) -> str:
@@ -66,7 +76,10 @@ class Tmux:
 def test_tmux_session_finding_to_diff_and_quit(tui_small_capture):
     t = Tmux("tui")
     try:
-        t.start(f"{shlex.quote(sys.executable)} -m graphtrain_inspect.inspector.cli tui " f"{shlex.quote(str(tui_small_capture))}")
+        t.start(
+            f"{shlex.quote(sys.executable)} -m graphtrain_inspect.inspector.cli tui "
+            f"{shlex.quote(str(tui_small_capture))}"
+        )
         # the tree, the first pass's graph, and the checks' count
         t.wait_for("Findings (1)", "#1 shard_rows", "rank 1", "class no_dead")
         t.keys("4")
@@ -74,7 +87,7 @@ def test_tmux_session_finding_to_diff_and_quit(tui_small_capture):
         assert "shard_rows" in screen
         t.keys("Enter")
         screen = t.wait_for("#1 shard_rows on rank 0:", "select")
-        diff_lines = [ln for ln in screen.splitlines() if "select: \"f32[4][1]cpu\"" in ln]
+        diff_lines = [ln for ln in screen.splitlines() if 'select: "f32[4][1]cpu"' in ln]
         assert diff_lines and "+" in diff_lines[0].split("select:")[0], screen  # an added line
         t.keys("s")
         t.wait_for("diffs: side by side")

@@ -32,7 +32,9 @@ binding:  "app.replay" = "ctrl+r"
 """
 
 
-def binding_rows(groups: list[tuple[str, list[Binding]]], keymap: dict[str, str], display=None) -> list[tuple[str, str, str, str]]:
+def binding_rows(
+    groups: list[tuple[str, list[Binding]]], keymap: dict[str, str], display=None
+) -> list[tuple[str, str, str, str]]:
     """(group, keys as remapped and shown, what it does, binding id) for every binding;
     `display(binding)` formats one key (the app's `get_key_display`)."""
     out = []

@@ -21,7 +21,16 @@ class PromptScreen(ModalScreen[str | None]):
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="prompt.cancel")]
     AUTO_FOCUS = "#prompt-input"  # focused as the screen opens: the name typed next goes there
 
-    def __init__(self, title: str, *, value: str = "", placeholder: str = "", suggestions: list[str] | None = None, hint: str = "", id: str | None = None) -> None:
+    def __init__(
+        self,
+        title: str,
+        *,
+        value: str = "",
+        placeholder: str = "",
+        suggestions: list[str] | None = None,
+        hint: str = "",
+        id: str | None = None,
+    ) -> None:
         super().__init__(id=id)
         self.title_text = title
         self.value = value

@@ -170,7 +170,10 @@ def pass_label(p: PassEntry, findings: list | None) -> Text:
     else:
         n = next(iter(p.after_nodes.values()), None) if p.after_nodes else None
         if len(p.after_nodes) > 1:
-            t.append("  " + " ".join(f"{role}:{c if c is not None else '?'}" for role, c in p.after_nodes.items()), style="dim")
+            t.append(
+                "  " + " ".join(f"{role}:{c if c is not None else '?'}" for role, c in p.after_nodes.items()),
+                style="dim",
+            )
         elif n is not None:
             t.append(f"  {n}", style="dim")
         d = p.delta
@@ -298,7 +301,15 @@ class CaptureTree(Tree[TreeData]):
         for p in pl.passes:
             pk = ("place", rank, pl.index, p.seq, None)
             badges = self.badges.get((rank, p.seq))
-            sig = (p.name, p.status, p.before_nodes, tuple(p.after_nodes.items()), p.wall_s, len(badges or ()), tuple(f.severity for f in badges or ()))
+            sig = (
+                p.name,
+                p.status,
+                p.before_nodes,
+                tuple(p.after_nodes.items()),
+                p.wall_s,
+                len(badges or ()),
+                tuple(f.severity for f in badges or ()),
+            )
             existing = self.nodes_by_key.get(pk)
             if existing is None:
                 self._forget_pass(rank, p.seq)  # shown under another graph before
@@ -308,7 +319,12 @@ class CaptureTree(Tree[TreeData]):
                     pn = pnode.add(label, data=data, expand=False)
                     for role in p.after:
                         self.nodes_by_key[("place", rank, pl.index, p.seq, role)] = pn.add_leaf(
-                            Text(f"→ {role}  " f"{p.after_nodes.get(role) if p.after_nodes.get(role) is not None else '?'} " "nodes", style="dim"),
+                            Text(
+                                f"→ {role}  "
+                                f"{p.after_nodes.get(role) if p.after_nodes.get(role) is not None else '?'} "
+                                "nodes",
+                                style="dim",
+                            ),
                             data=Place(rank, pl.index, p.seq, role),
                         )
                 else:

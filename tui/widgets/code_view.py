@@ -23,7 +23,15 @@ class CodeView(LineView):
         self._gutter = 0
         self.message_text = "select a graph or a pass in the tree"
 
-    def show(self, lines: list[str], index: CodeIndex | None, *, title: str = "", key: tuple | None = None, keep_place: bool = False) -> None:
+    def show(
+        self,
+        lines: list[str],
+        index: CodeIndex | None,
+        *,
+        title: str = "",
+        key: tuple | None = None,
+        keep_place: bool = False,
+    ) -> None:
         place = (self.cursor, self.scroll_offset) if keep_place and key == self.graph_key else None
         self.lines = lines
         self.index = index

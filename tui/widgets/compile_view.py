@@ -61,19 +61,47 @@ def compile_rows(story: Any) -> list[CompileRow]:
             failure = next((e for e in c.events if e.kind == "failure"), None)
             if failure is not None:
                 # the failed compile's row is its failure: the line that failed, fell back or raised
-                how = "fell back to eager" if failure.fell_back else "raised" if failure.fell_back is False else "failed"
+                how = (
+                    "fell back to eager" if failure.fell_back else "raised" if failure.fell_back is False else "failed"
+                )
                 text = f"{how} · {failure.reason}"
                 f = failure.frame or f
             phases = "time per phase: " + ", ".join(f"{k} {v:.3f} s" for k, v in c.times.items()) if c.times else ""
-            rows.append(CompileRow(rank, c.compile_id, c.label, c.status, c.function or "?", f"{short_path(f.file)}:{f.line}" if f else "",
-                                   text, f.to_json() if f else None, failure.detail if failure else phases))
+            rows.append(
+                CompileRow(
+                    rank,
+                    c.compile_id,
+                    c.label,
+                    c.status,
+                    c.function or "?",
+                    f"{short_path(f.file)}:{f.line}" if f else "",
+                    text,
+                    f.to_json() if f else None,
+                    failure.detail if failure else phases,
+                )
+            )
             for e in c.events:
                 if e.kind in ("cache", "failure"):
                     continue
                 fr = e.frame
-                text = f"guard failed: {e.guard}" if e.kind == "recompile" else e.reason + (f"  (resumes in {e.resume})" if e.resume else "")
-                rows.append(CompileRow(rank, c.compile_id, e.label, e.kind, (fr.name if fr and fr.name else c.function) or "?",
-                                       f"{short_path(fr.file)}:{fr.line}" if fr else "", text, fr.to_json() if fr else None, e.detail))
+                text = (
+                    f"guard failed: {e.guard}"
+                    if e.kind == "recompile"
+                    else e.reason + (f"  (resumes in {e.resume})" if e.resume else "")
+                )
+                rows.append(
+                    CompileRow(
+                        rank,
+                        c.compile_id,
+                        e.label,
+                        e.kind,
+                        (fr.name if fr and fr.name else c.function) or "?",
+                        f"{short_path(fr.file)}:{fr.line}" if fr else "",
+                        text,
+                        fr.to_json() if fr else None,
+                        e.detail,
+                    )
+                )
     return rows
 
 
@@ -124,7 +152,14 @@ class CompileView(Vertical):
             style = STATUS_STYLE.get(r.what, "") if r.what in STATUS_STYLE else KIND_STYLE.get(r.what, "")
             event = Text(r.what, style=style)
             label = Text(r.label, style="bold" if r.what in STATUS_STYLE else "")
-            t.add_row(Text(str(r.rank)), label, event, Text(r.where), Text(_cut(r.text), style="red" if r.what == "failed" else ""), Text(r.function, style="" if r.what in STATUS_STYLE else "dim"))
+            t.add_row(
+                Text(str(r.rank)),
+                label,
+                event,
+                Text(r.where),
+                Text(_cut(r.text), style="red" if r.what == "failed" else ""),
+                Text(r.function, style="" if r.what in STATUS_STYLE else "dim"),
+            )
         self.show_detail()
 
     def select(self, rank: int, label: str, what: str | None = None) -> bool:
@@ -172,7 +207,9 @@ class CompileView(Vertical):
         if graphs:
             out.append("   (the first is selected in the tree: 1 shows its code)", style="dim")
         if body and body != r.text:
-            out.append("\n" + "\n".join(body.splitlines()[:20]) + ("\n…" if len(body.splitlines()) > 20 else ""), style="dim")
+            out.append(
+                "\n" + "\n".join(body.splitlines()[:20]) + ("\n…" if len(body.splitlines()) > 20 else ""), style="dim"
+            )
         return out
 
     def show_detail(self, *, lines: bool = False) -> None:

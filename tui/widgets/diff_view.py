@@ -58,7 +58,9 @@ class DiffView(LineView):
     def show_result(self, d, status, ctx: ResultContext) -> Drawn:
         """A diff (tui.session.DiffResult), or None: there is none to show, and the line says why.
         `status`: the rank diff's ranks and their agreement, for its status line."""
-        status_line = "  ".join(status or []) + "   (b: change the base rank, [ ]: other rank)" if self.across_ranks else None
+        status_line = (
+            "  ".join(status or []) + "   (b: change the base rank, [ ]: other rank)" if self.across_ranks else None
+        )
         if d is not None:
             self.show(d.model, a_label=d.a_label, b_label=d.b_label, a_index=d.a_index, b_index=d.b_index, key=d.key)
             return Drawn(title=f"{d.title} · {d.summary} · {self.mode}", key=d.key, status=status_line)
@@ -71,7 +73,16 @@ class DiffView(LineView):
             self.clear(ctx.unreadable("graphs of this pass"))
         return Drawn(title=ctx.label, status=status_line)
 
-    def show(self, model: DiffModel, *, a_label: str, b_label: str, a_index: CodeIndex | None = None, b_index: CodeIndex | None = None, key: tuple | None = None) -> None:
+    def show(
+        self,
+        model: DiffModel,
+        *,
+        a_label: str,
+        b_label: str,
+        a_index: CodeIndex | None = None,
+        b_index: CodeIndex | None = None,
+        key: tuple | None = None,
+    ) -> None:
         same = key is not None and key == self.key
         self.model = model
         self.a_label, self.b_label = a_label, b_label
@@ -104,12 +115,20 @@ class DiffView(LineView):
     def row_of(self, a_no: int | None, b_no: int | None) -> int:
         """The row showing line a_no of a (or b_no of b); a fold row holding it; else 0."""
         for i, r in enumerate(self.rows):
-            if (b_no is not None and r.b_no == b_no and r.kind != "fold") or (a_no is not None and r.a_no == a_no and r.kind != "fold" and b_no is None):
+            if (b_no is not None and r.b_no == b_no and r.kind != "fold") or (
+                a_no is not None and r.a_no == a_no and r.kind != "fold" and b_no is None
+            ):
                 return i
         for i, r in enumerate(self.rows):
             if r.kind == "fold" and r.b_no is not None and b_no is not None and r.b_no <= b_no < r.b_no + r.count:
                 return i
-            if r.kind == "fold" and r.a_no is not None and a_no is not None and b_no is None and r.a_no <= a_no < r.a_no + r.count:
+            if (
+                r.kind == "fold"
+                and r.a_no is not None
+                and a_no is not None
+                and b_no is None
+                and r.a_no <= a_no < r.a_no + r.count
+            ):
                 return i
         return 0
 
@@ -251,8 +270,16 @@ class DiffView(LineView):
             if row.kind in ("del", "add"):
                 # the -/+ marker sits in the gutter: it stays in view when the line scrolls
                 line = (row.a_text if row.kind == "del" else row.b_text) or ""
-                bg, chars = (palette.removed, palette.removed_chars) if row.kind == "del" else (palette.added, palette.added_chars)
-                gutter = [Segment(f"{a} {b} ", palette.gutter), Segment("-" if row.kind == "del" else "+", chars), Segment(" ", palette.gutter)]
+                bg, chars = (
+                    (palette.removed, palette.removed_chars)
+                    if row.kind == "del"
+                    else (palette.added, palette.added_chars)
+                )
+                gutter = [
+                    Segment(f"{a} {b} ", palette.gutter),
+                    Segment("-" if row.kind == "del" else "+", chars),
+                    Segment(" ", palette.gutter),
+                ]
                 marks: list = []
                 if row.pair is not None:
                     ma, mb = char_marks(row.a_text, row.pair) if row.kind == "del" else char_marks(row.pair, row.b_text)
@@ -267,7 +294,11 @@ class DiffView(LineView):
                     line, layers = elide(line, layers, *cut, palette.fold)
                 return gutter, line, layers
             line = row.b_text or ""
-            return [Segment(f"{a} {b}  ", palette.gutter)], line, [[(x, y, palette.token(k)) for x, y, k in token_spans(line)]]
+            return (
+                [Segment(f"{a} {b}  ", palette.gutter)],
+                line,
+                [[(x, y, palette.token(k)) for x, y, k in token_spans(line)]],
+            )
         # side by side: number, text cut to the column, a separator, the same for the right side
         col = self._col()
         ma, mb = char_marks(row.a_text, row.b_text) if row.kind == "change" else ([], [])
@@ -282,11 +313,13 @@ class DiffView(LineView):
             pos += len(num)
             shown = text or ""
             if cut is not None and text:
-                shown = shown[: cut[0]] + "…" + shown[cut[1]:]
+                shown = shown[: cut[0]] + "…" + shown[cut[1] :]
             body = self._cut(shown, col)
             parts.append(body)
             changed = row.kind in ("change", "del" if side == "a" else "add") and text is not None
-            bg, chars = (palette.removed, palette.removed_chars) if side == "a" else (palette.added, palette.added_chars)
+            bg, chars = (
+                (palette.removed, palette.removed_chars) if side == "a" else (palette.added, palette.added_chars)
+            )
             if changed:
                 layers[0].append((pos, pos + col, bg))
             if text:
@@ -294,7 +327,11 @@ class DiffView(LineView):
                 hi = x + len(body.rstrip(" …")) if len(shown) - x > col else x + col
                 tokens = [(p, q, palette.token(k)) for p, q, k in token_spans(text)]
                 marks = [(p, q, chars) for p, q in marks]
-                node = [(self.mark.start, self.mark.end, palette.node)] if self.mark is not None and self.mark.row == index and self.mark.side == side else []
+                node = (
+                    [(self.mark.start, self.mark.end, palette.node)]
+                    if self.mark is not None and self.mark.row == index and self.mark.side == side
+                    else []
+                )
                 if cut is not None:
                     _, (tokens, marks, node, dots) = elide(text, [tokens, marks, node], *cut, palette.fold)
                     tokens += dots

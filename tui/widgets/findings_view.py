@@ -26,7 +26,10 @@ def code_caption(f) -> str:
     if ev.get("kernel"):
         parts.append(f"{ev['kernel']} line {ev.get('line')}")
     if f.node:
-        parts.append(f"FX node {f.node}" + (f" ({ev['source_node']})" if ev.get("source_node") and ev["source_node"] != f.node else ""))
+        parts.append(
+            f"FX node {f.node}"
+            + (f" ({ev['source_node']})" if ev.get("source_node") and ev["source_node"] != f.node else "")
+        )
     src = source_text(f.source)
     if src:
         parts.append(src)
@@ -124,8 +127,17 @@ class FindingsView(Vertical):
     def _status(self) -> str:
         from graphtrain_inspect.inspector.checks.shown import hidden_info, summary
 
-        head, more = summary(self.visible(self.findings), hidden_info(self.findings, self.severity_floor), "severity filter: info shows them")
-        parts = [head] + ([more] if more else []) + (["Enter: go to it"] if self.findings else []) + ([self.checks_note] if self.checks_note else [])
+        head, more = summary(
+            self.visible(self.findings),
+            hidden_info(self.findings, self.severity_floor),
+            "severity filter: info shows them",
+        )
+        parts = (
+            [head]
+            + ([more] if more else [])
+            + (["Enter: go to it"] if self.findings else [])
+            + ([self.checks_note] if self.checks_note else [])
+        )
         return " · ".join(parts)
 
     def set_status(self, text: str) -> None:
@@ -204,7 +216,9 @@ class FindingsView(Vertical):
         if lines:
             around = surrounding_lines(f.source)
             if around is None:
-                out.append("\n(the file is not on this machine)" if f.source and f.source.get("file") else "", style="dim")
+                out.append(
+                    "\n(the file is not on this machine)" if f.source and f.source.get("file") else "", style="dim"
+                )
             else:
                 width = len(str(around[-1][0]))
                 for n, text in around:

@@ -78,7 +78,11 @@ class SymbolsView(TableTab):
         stale = sum(1 for r in rows if r.stale)
         self.set_title(f"{title} · {len(rows)} symbols" + (f" · {stale} stale" if stale else ""))
         for r in rows:
-            status = Text("STALE", style="bold red") if r.stale else (Text("unknown", style="yellow") if r.known is False else Text("ok", style="green"))
+            status = (
+                Text("STALE", style="bold red")
+                if r.stale
+                else (Text("unknown", style="yellow") if r.known is False else Text("ok", style="green"))
+            )
             name = Text(r.symbol, style="bold" if r.unbacked else "dim")
             note = r.stale or (f"= {r.replacement}" if r.replacement else ("" if r.unbacked else "backed"))
             t.add_row(name, status, _few(r.bound_by), _few(r.inputs), _few(r.used_by), str(r.uses), r.range, note)
@@ -101,11 +105,27 @@ class DevicesView(TableTab):
         for r in rows:
             mm = Text("✗ " + r.mismatch, style="bold red") if r.mismatch else Text("")
             if r.kind == "rank":
-                t.add_row(Text(f"rank {r.rank}", style="bold"), Text("own device", style="bold"), "", Text(r.device or "?", style="bold"), mm, "", r.detail)
+                t.add_row(
+                    Text(f"rank {r.rank}", style="bold"),
+                    Text("own device", style="bold"),
+                    "",
+                    Text(r.device or "?", style="bold"),
+                    mm,
+                    "",
+                    r.detail,
+                )
                 self.targets.append(None)
                 continue
             node = f"{r.subgraph}:{r.node}" if r.subgraph else (r.node or "")
-            t.add_row(str(r.rank), r.kind, node, Text(r.device or "", style="red" if r.mismatch else ""), mm, r.where or "", r.detail)
+            t.add_row(
+                str(r.rank),
+                r.kind,
+                node,
+                Text(r.device or "", style="red" if r.mismatch else ""),
+                mm,
+                r.where or "",
+                r.detail,
+            )
             self.targets.append((r.rank, r.node, r.subgraph) if r.node else None)
 
 
@@ -116,7 +136,11 @@ class ProblemsView(TableTab):
         t = self.table
         t.clear()
         self.targets = []
-        self.set_title(f"{len(rows)} reading problem{'s' if len(rows) != 1 else ''} (file:line: message)" if rows else "no reading problems")
+        self.set_title(
+            f"{len(rows)} reading problem{'s' if len(rows) != 1 else ''} (file:line: message)"
+            if rows
+            else "no reading problems"
+        )
         for where, rank, msg in rows:
             t.add_row(where, rank, Text(msg, style="yellow"))
             self.targets.append(None)

@@ -416,7 +416,7 @@ def _torch_own(ctx: CheckContext, f: Any) -> bool:
     breaks the chain back to the trace, and the literal still comes from the model code."""
     if not f.ranks or f.introduced_seq is None:
         return False
-    rec = next((p for p in ctx.cap.passes(f.ranks[0]) if p.seq == f.introduced_seq), None)
+    rec = ctx.cap.pass_by_seq(f.ranks[0], f.introduced_seq)
     return rec is not None and (rec.synthetic or (rec.qualname or "").startswith("torch."))
 
 

@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from typing import Any
 
 import orjson
@@ -187,6 +188,7 @@ def run(args: argparse.Namespace) -> int:
         return _fail(f"{e} (nothing was run)")
 
     env = dict(os.environ)
+    run_id = uuid.uuid4().hex  # every rank's header names it: a log of another run is told apart
     here = os.path.dirname(os.path.abspath(__file__))
     bootstrap = os.path.join(here, "bootstrap")
     env["PYTHONPATH"] = os.pathsep.join([bootstrap, *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]])
@@ -195,6 +197,7 @@ def run(args: argparse.Namespace) -> int:
     env[session.ENV_PASSES] = "\n".join(args.passes)
     env[session.ENV_INDUCTOR] = "0" if args.no_inductor else "1"
     env[session.ENV_BLOBS] = "0" if args.no_blobs else "1"
+    env[session.ENV_RUN_ID] = run_id
     if not args.no_inductor:
         for name, value in PASS_SKIPPING_CACHES_OFF.items():
             env.setdefault(name, value)
@@ -210,6 +213,7 @@ def run(args: argparse.Namespace) -> int:
         "format_version": logformat.FORMAT_VERSION,
         "command": cmd,
         "command_line": shlex.join(cmd),
+        "run_id": run_id,
         "cwd": os.getcwd(),
         "env": {k: v for k, v in sorted(env.items()) if k.startswith(_ENV_PREFIXES)},
         "torch_version": _torch_version(),

@@ -34,7 +34,14 @@ FORMAT_NAME = "graphtrain-inspect"
 #    the reference may come after the pass record, in a `gti_blob` record (BLOB); a pass record's
 #    `blobs` lists only those known when it was written. Readers take a graph's blob from either
 #    (`blob_ref`); version 1 and 2 logs have no BLOB records.
-FORMAT_VERSION = 3
+# 4: identity. A pass record says where the graph it received came from (`input`: "traced",
+#    "pass" with `input_from` = the seq of the pass that returned that very graph object, or
+#    "loaded" from GraphPickler bytes) and, at a pipeline's start, the module path its nodes share
+#    (`module`); every header and the manifest carry the launcher's `run_id`. Pipelines are the
+#    chains of `input_from`; a version 1-3 log has none of these and is chained by graph id as
+#    before. New record kinds that later versions add (issue 33's signature columns) are skipped
+#    by this reader as unknown kinds, which is why they need no bump of their own.
+FORMAT_VERSION = 4
 PAYLOAD_BYTES = "payload_bytes"
 
 MANIFEST_NAME = "manifest.json"

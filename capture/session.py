@@ -19,13 +19,15 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from graphtrain_inspect.capture import logformat
+from graphtrain_inspect.capture import lineage, logformat
+from graphtrain_inspect.capture.lineage import Lineage
 from graphtrain_inspect.capture.writer import RankLog
 
 ENV_DIR = "GTI_CAPTURE_DIR"
 ENV_PASSES = "GTI_CAPTURE_PASSES"  # newline-separated MODULE:QUALNAME targets
 ENV_INDUCTOR = "GTI_CAPTURE_INDUCTOR"  # "1" to hook Inductor's passes
 ENV_BLOBS = "GTI_CAPTURE_BLOBS"  # "1" to write GraphPickler blobs
+ENV_RUN_ID = "GTI_CAPTURE_RUN_ID"  # the launcher's id of this run, in every header and the manifest
 
 _CURRENT: "Session | None" = None
 
@@ -52,6 +54,9 @@ class _Frame:
     name: str
     before: str | None
     t0: float
+    origin: str = "traced"  # lineage.TRACED / FROM_PASS / LOADED: where the received graph came from
+    input_from: int | None = None  # the seq of the pass that returned the received graph object
+    module: str | None = None  # the module path the received graph's nodes share (a pipeline's start)
     errors: int = 0
     child_capture_s: float = 0.0
     recorded: bool = False  # its gti_pass record is written: later errors cannot be counted in it
@@ -80,6 +85,7 @@ class Session:
         self.pipeline = -1
         self.graphs: dict[str, _GraphInfo] = {}  # gid -> what is written for it on this rank
         self.produced: set[str] = set()  # gids some captured pass returned
+        self.lineage = Lineage()  # which pass returned each live graph object; loaded graphs
         self.passes = 0
         self.capture_errors = 0
         self.stack: list[_Frame] = []
@@ -122,6 +128,7 @@ class Session:
             "torch_version": getattr(torch_mod, "__version__", None),
             "python": sys.version.split()[0],
             "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+            "run_id": os.environ.get(ENV_RUN_ID),
             "time": time.time(),
             "sources": list(self.sources),
             "blobs": self.blobs,
@@ -312,6 +319,10 @@ class Session:
             self._poll_children()
             with _quiet():
                 self._maybe_rank_table()
+                with self.recorded("graph lineage", frame):
+                    frame.origin, frame.input_from = self.lineage.origin(gm)
+                    if frame.origin != lineage.FROM_PASS:
+                        frame.module = lineage.module_path(gm)
                 frame.before = self.snapshot(gm, frame, "before")
                 self._write(
                     logformat.PASS_START,
@@ -354,6 +365,8 @@ class Session:
                     if gid is not None:
                         after[role] = gid
                         self.produced.add(gid)
+                    with self.recorded("graph lineage", frame):
+                        self.lineage.produced(g, frame.seq)
                 if source != "inductor" and exc is None:
                     _note_produced(outputs.values(), frame.name)
                 if traced:
@@ -379,6 +392,9 @@ class Session:
                     "status": "raised" if exc is not None else "ok",
                     "exception": _exc_record(exc) if exc is not None else None,
                     "before": frame.before,
+                    "input": frame.origin,
+                    "input_from": frame.input_from,
+                    "module": frame.module,
                     "after": after,
                     "nodes": {
                         "before": self.graphs[frame.before].nodes if frame.before in self.graphs else None,
@@ -650,6 +666,8 @@ def start(directory: str, *, blobs: bool = True, sources: tuple[str, ...] = ("na
     os.makedirs(directory, exist_ok=True)
     _CURRENT = Session(directory=directory, blobs=blobs, sources=sources)
     atexit.register(stop)
+    with _CURRENT.recorded("graph load hook"):
+        lineage.install()
     return _CURRENT
 
 

@@ -34,6 +34,7 @@ from graphtrain_inspect.capture.rank_ranges import values_by_rank
 from graphtrain_inspect.inspector.checks.differing_literals import cross_rank_evidence, literal_sites
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext, Observation
 from graphtrain_inspect.inspector.diff.normalize import table_meshes
+from graphtrain_inspect.inspector.read import identity
 from graphtrain_inspect.inspector.read.graphmodel import is_ref, row_leaves
 from graphtrain_inspect.inspector.read.simulated import rank_states
 from graphtrain_inspect.inspector.read.stages import TRACE
@@ -171,8 +172,15 @@ def _observe_sites(ctx: CheckContext, key, group: list[int]) -> list[Observation
 
 
 def compile_on_one_rank(ctx: CheckContext) -> tuple[bool, list[int]]:
-    """(is this a compile-on-one-rank capture, the ranks that compiled)."""
+    """(do ranks run a graph they did not trace, the ranks that traced and compiled it), from
+    evidence only: a graph loaded (GraphPickler, or another rank's pass output run here:
+    `identity`), the compile-on-one-rank switch in the capture's environment, or ranks of the
+    world that ran no pass while one rank did. A rank that compiled alone because it recompiled
+    is a rank-divergent compile, not this: its peers compiled graphs of their own."""
     cap = ctx.cap
+    loaded = any(pl.origin == identity.LOADED for r in cap.ranks for pl in cap.pipelines(r))
+    if loaded:
+        return True, [r for r in cap.ranks if any(pl.origin != identity.LOADED for pl in cap.pipelines(r))]
     compiling = [r for r in cap.ranks if ctx.index.by_rank.get(r)]
     env = (cap.manifest or {}).get("env") or {}
     flag = str(env.get("TORCH_DISTRIBUTED_COMPILE_ON_ONE_RANK", "")).lower() in ("1", "true", "yes")
@@ -460,15 +468,18 @@ def run(ctx: CheckContext) -> list:
     elif not coor:
         ctx.skip(KIND, f"needs graphs of at least two ranks to compare (found {len(compiling)})")
     if coor:
+        loaders = [r for r in ctx.cap.ranks if any(pl.origin == identity.LOADED for pl in ctx.cap.pipelines(r))]
         ctx.notes.append(
-            f"compile on one rank: rank(s) {compiling} compiled; their graphs are checked as shared graphs"
+            f"compile on one rank: rank(s) {compiling} compiled"
+            + (f", rank(s) {loaders} ran the loaded graph" if loaders else "")
+            + "; the compiled graphs are checked as shared graphs"
         )
         vectors = ctx.vectors()
         cache: dict[tuple[int, str], list[Observation]] = {}
 
         def observe(stage):
-            if stage.rank not in compiling:
-                return []
+            if stage.rank not in compiling or identity.parse_key(stage.key.pipeline)[1]:
+                return []  # a loaded graph's pipeline: the graph is judged where it was made
             k = (stage.rank, stage.gid)
             if k not in cache:
                 t = ctx.tables(stage.rank, stage.gid)

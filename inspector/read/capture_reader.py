@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 
 from graphtrain_inspect.capture import logformat
-from graphtrain_inspect.inspector.read import torch_trace
+from graphtrain_inspect.inspector.read import identity, torch_trace
 from graphtrain_inspect.inspector.read.capture_records import (
     GraphRef,
     PassRecord,
@@ -21,7 +21,6 @@ from graphtrain_inspect.inspector.read.capture_records import (
     _int,
     _num,
     _Rank,
-    _recompute_pipelines,
     _str,
 )
 from graphtrain_inspect.inspector.read.fxtext import parse_graph_code
@@ -61,6 +60,8 @@ class Capture:
         self._rows = WeightedLRU(_ROWS_CACHE_BYTES, _TABLE_CACHE_SIZE)
         self._derived: dict[tuple[str, int, str | None], Any] = {}
         self._row_pool: dict[bytes, Any] = {}  # row line -> its row dict, or False (not a row)
+        # graphs ranks ran without making them, made by other ranks' passes: gid -> producing ranks
+        self.shared: dict[str, list[int]] = {}
 
     # -- ranks, headers --------------------------------------------------------------------------
 
@@ -153,8 +154,21 @@ class Capture:
         if r is None:
             return []
         if r.passes is None:
-            r.passes = torch_trace.torch_passes(r) if self.kind == "torch_trace" else self._capture_passes(r)
-        return r.passes
+            self._identify()
+        return r.passes if r.passes is not None else []
+
+    def _identify(self) -> None:
+        """Every rank's passes, cut into pipelines by identity (`identity`): a graph one rank runs
+        and another rank's pass produced is shared, and the passes after it are load-time passes."""
+        for rd in self._ranks.values():
+            if rd.passes is None:
+                rd.passes = torch_trace.torch_passes(rd) if self.kind == "torch_trace" else self._capture_passes(rd)
+        if self.kind != "capture" or len(self._ranks) < 2:
+            return
+        by_rank = {r: rd.passes for r, rd in self._ranks.items() if rd.passes}
+        self.shared = identity.shared_graphs(by_rank)
+        for passes in by_rank.values():
+            identity.split_at_shared(passes, self.shared)
 
     def pass_by_seq(self, rank: int, seq: int) -> PassRecord | None:
         for p in self.passes(rank):
@@ -181,18 +195,25 @@ class Capture:
         return list(seen)
 
     def pipelines(self, rank: int) -> list[Pipeline]:
+        """The rank's pipelines, keyed by identity (`identity.pipeline_key`): compile id, origin
+        (traced here or loaded), ordinal among those, module path."""
         groups: dict[int, list[PassRecord]] = {}
         for p in self.passes(rank):
             groups.setdefault(p.pipeline, []).append(p)
         out = []
-        ordinal: dict[str, int] = {}
+        ordinal: dict[tuple[str, str, str | None], int] = {}
         for idx in sorted(groups):
             ps = groups[idx]
             cid = next((p.compile_id for p in ps if p.compile_id), None) or ""
-            k = ordinal.get(cid, 0)
-            ordinal[cid] = k + 1
-            traced = next((p.before for p in ps if p.traced), None) or (ps[0].before if ps else None)
-            out.append(Pipeline(rank, idx, f"{cid}#{k}", ps, traced))
+            first = next((p for p in ps if p.traced), None) or ps[0]
+            traced = first.before
+            loaded_from = self.shared.get(traced, []) if traced is not None else []
+            origin = identity.LOADED if (first.input == identity.LOADED or loaded_from) else identity.TRACED
+            module = first.module
+            k = ordinal.get((cid, origin, module), 0)
+            ordinal[(cid, origin, module)] = k + 1
+            key = identity.pipeline_key(cid, origin, k, module)
+            out.append(Pipeline(rank, idx, key, ps, traced, origin, module, list(loaded_from)))
         return out
 
     def _capture_passes(self, r: _Rank) -> list[PassRecord]:
@@ -225,6 +246,9 @@ class Capture:
                 time=_num(v.get("time")),
                 capture_errors=_int(v.get("capture_errors"), 0),
                 parent=_int(v.get("parent"), None),
+                input=_str(v.get("input")),
+                input_from=_int(v.get("input_from"), None),
+                module=_str(v.get("module")),
                 blobs={str(k): ref for k, b in blobs.items() if (ref := logformat.blob_ref(b)) is not None},
                 record=rec,
             )
@@ -246,7 +270,7 @@ class Capture:
             )
         out = [by_seq[k] for k in sorted(by_seq)]
         self._merge_blobs(r, out)
-        _recompute_pipelines(out)
+        identity.chain_pipelines(out)
         return out
 
     def _merge_blobs(self, r: _Rank, passes: list[PassRecord]) -> None:

@@ -33,6 +33,11 @@ class PassRecord:
     parent: int | None = None
     blobs: dict[str, Any] = field(default_factory=dict)
     synthetic: bool = False  # made from torch's own graph records
+    # identity (format 4): where the received graph came from ("traced", "pass", "loaded"; None in
+    # older logs), the pass that returned that very graph object, the module path at a pipeline's start
+    input: str | None = None
+    input_from: int | None = None
+    module: str | None = None
     record: Record | None = field(default=None, repr=False)
 
     @property
@@ -65,9 +70,12 @@ class Pipeline:
 
     rank: int
     index: int
-    key: str  # comparable across ranks: compile id (or "") and ordinal
+    key: str  # comparable across ranks: compile id (or ""), origin, ordinal, module (identity.pipeline_key)
     passes: list[PassRecord]
     traced: str | None  # gid of the graph at the start
+    origin: str = "traced"  # "traced" here, or "loaded": a graph loaded (another rank's, or a precompiled one)
+    module: str | None = None  # the module path its graph's nodes share (the layer of a per-layer compile)
+    loaded_from: list[int] = field(default_factory=list)  # for a loaded graph: the ranks whose pass produced it
 
 
 class _Rank:
@@ -99,33 +107,3 @@ def _num(v: Any) -> float | None:
 
 def _str(v: Any) -> str | None:
     return v if isinstance(v, str) else None
-
-
-def _recompute_pipelines(passes: list[PassRecord]) -> None:
-    """`traced` and `pipeline` from the pass chain itself (the record's fields are kept in
-    `record`): a pass starts a pipeline when no earlier pass of its compile produced the graph it
-    receives, or when it belongs to another compile than the pass before it. A recompile often
-    starts from the very graph its first compile did (the guard that failed changed nothing in
-    the graph): its passes are still its own, never a continuation of the earlier compile's.
-    Passes that contain other recorded passes take the pipeline of their first child."""
-    parents = {p.parent for p in passes if p.parent is not None}
-    produced: dict[str | None, set[str]] = {}
-    pipeline = -1
-    last_cid: str | None = None
-    first_child: dict[int, int] = {}
-    for p in passes:
-        if p.seq in parents:
-            continue
-        mine = produced.setdefault(p.compile_id, set())
-        p.traced = p.before is not None and p.before not in mine
-        if p.traced or pipeline < 0 or p.compile_id != last_cid:
-            pipeline += 1
-        last_cid = p.compile_id
-        p.pipeline = pipeline
-        mine.update(p.after.values())
-        if p.parent is not None:
-            first_child.setdefault(p.parent, pipeline)
-    for p in passes:
-        if p.seq in parents:
-            p.pipeline = first_child.get(p.seq, max(pipeline, 0))
-            p.traced = False

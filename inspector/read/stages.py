@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from graphtrain_inspect.inspector.read import identity
+
 if TYPE_CHECKING:
     from graphtrain_inspect.inspector.read.capture_index import Capture, PassRecord
 
@@ -19,13 +21,18 @@ TRACE = "trace"
 
 
 def pipeline_label(key: str | None) -> str:
-    """ "#2" -> "pipeline 2", "0/1#0" -> "compile 0/1" """
+    """ "#2" -> "pipeline 2", "0/1#0" -> "compile 0/1", "#L0" -> "loaded graph's pipeline 0",
+    "#1@layers.3" -> "pipeline 1 (layers.3)" (identity.pipeline_key)"""
     if not key:
         return ""
-    cid, _, k = key.rpartition("#")
+    cid, loaded, k, module = identity.parse_key(key)
     if not cid:
-        return f"pipeline {k}"
-    return f"compile {cid}" + (f" #{k}" if k not in ("", "0") else "")
+        label = f"pipeline {k}"
+    else:
+        label = f"compile {cid}" + (f" #{k}" if k not in ("", "0") else "")
+    if loaded:
+        label = "loaded graph's " + label
+    return label + (f" ({module})" if module else "")
 
 
 @dataclass(frozen=True)

@@ -105,8 +105,11 @@ class RankWriter:
         *,
         exception: BaseException | None = None,
         qualname: str | None = None,
+        compile_id: str | None = None,
+        **identity: Any,
     ) -> int:
-        """Record one pass application: `after` is a GraphModule, {role: GraphModule}, or None when it raised."""
+        """Record one pass application: `after` is a GraphModule, {role: GraphModule}, or None when it
+        raised. `identity`: format 4's `input`, `input_from`, `module`, as the capture writes them."""
         seq = self.seq
         self.seq += 1
         b = self.graph(before)
@@ -129,7 +132,7 @@ class RankWriter:
             "rank": self.rank,
             "local_rank": self.local_rank,
             "world_size": self.parent.world_size,
-            "compile_id": None,
+            "compile_id": compile_id,
             "pipeline": max(self.pipeline, 0),
             "traced": traced,
             "time": time.time(),
@@ -139,6 +142,7 @@ class RankWriter:
             if exception
             else None,
             "before": b,
+            **identity,
             "after": after_ids,
             "nodes": {"before": self.graphs[b], "after": {r: self.graphs[g] for r, g in after_ids.items()}},
             "blobs": {},

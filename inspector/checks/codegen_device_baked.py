@@ -37,9 +37,13 @@ def run(ctx: CheckContext) -> list[Finding]:
         # torch's logs say nothing of the world (one rank's log read alone is not compile on
         # one rank): only the logs at hand count
         flag, all_ranks = False, list(cap.ranks)
+    # ranks that generated code at all: code one rank generated is loaded by ranks that generated
+    # none (they compiled nothing); a rank that generated code of its own compiles for itself, so
+    # a compile only one rank made is that rank's recompile (rank-divergent-compile), not shared
+    generating = {r for sites in sites_by_key.values() for r in sites}
     for sites in sites_by_key.values():
-        # code on one rank where other ranks' logs are there too: they loaded it
-        shared = flag or getattr(ctx, "shared_graph", False) or (len(sites) == 1 and len(cap.ranks) > 1)
+        alone = len(sites) == 1 and len(cap.ranks) > 1 and not (set(cap.ranks) - set(sites)) & generating
+        shared = flag or getattr(ctx, "shared_graph", False) or alone
         for r, site in sorted(sites.items()):
             text = site.text
             if not text:

@@ -2,12 +2,13 @@
 whether torch fell back to eager (suppress_errors: the frame runs uncompiled, and on a rank where
 the others compiled it issues its collectives differently) or raised. A failure of a graph-break
 type (Unsupported ...) without a fallback is a graph break where fullgraph=True forbade one: the
-message says so (it is this finding, not also a graph-break one)."""
+message says so (it is this finding, not also a graph-break one). One raised in torch's own code and
+handled there (FSDP2's `torch._dynamo.disable`d hook wrapper) is info with that reason."""
 
 from __future__ import annotations
 
 from graphtrain_inspect.inspector.checks import Finding
-from graphtrain_inspect.inspector.checks.compile_findings import finding, fold, story, where_key
+from graphtrain_inspect.inspector.checks.compile_findings import finding, fold, story, where_key, whose
 from graphtrain_inspect.inspector.read.compile_events import BREAK_FAIL_TYPES
 
 KIND = "compile-failure"
@@ -24,5 +25,6 @@ def run(ctx) -> list[Finding]:
             if fullgraph
             else f"compile {e.label} failed ({how})"
         )
-        out.append(finding(KIND, "error", e, ranks, f"{head}: {e.reason}", ctx, fullgraph_break=fullgraph))
+        sev, why, ev = whose(e, "error")
+        out.append(finding(KIND, sev, e, ranks, f"{head}: {e.reason}{why}", ctx, fullgraph_break=fullgraph, **ev))
     return out

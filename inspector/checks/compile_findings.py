@@ -15,17 +15,23 @@ from graphtrain_inspect.inspector.read.compile_events import (
     CompileEvent,
     CompileStory,
     base_compile_id,
+    capture_compiles,
     compile_story,
     missing_note,
+    torch_own,
 )
 
 INTRODUCED_BY = "dynamo"
 
 
 def story(ctx: Any) -> CompileStory:
+    """torch's own compile story; without torch's logs, the compiles the capture's own records
+    show (`capture_compiles`: compile ids and recompiles, enough for rank-divergent-compile and
+    recompile), and graph breaks and failures are not checked."""
     why = missing_note(ctx.cap)
     if why:
-        ctx.skip("compile-failure, graph-break, recompile, rank-divergent-compile", why)
+        ctx.skip("compile-failure, graph-break", why)
+        return capture_compiles(ctx.cap)
     return compile_story(ctx.cap)
 
 
@@ -47,6 +53,19 @@ def fold(events: list[CompileEvent], key: Any) -> list[tuple[CompileEvent, list[
 def where_key(e: CompileEvent) -> tuple:
     f = e.frame
     return (e.kind, e.compile_id, e.attempt, f.file if f else None, f.line if f else None, e.reason)
+
+
+TORCH_OWN_NOTE = "raised inside torch's own code ({where}) and handled there: torch ran the frame uncompiled; not the user's"
+
+
+def whose(e: CompileEvent, severity: str) -> tuple[str, str, dict[str, Any]]:
+    """(severity, message suffix, evidence) for an event by where it happened: in torch's own
+    code (FSDP2's hook wrapper is `torch._dynamo.disable`d, so compiling it fails and torch falls
+    back, training healthy) it is info with why; in the user's code it keeps its severity."""
+    where = torch_own(e.frame)
+    if where is None:
+        return severity, "", {}
+    return "info", "; " + TORCH_OWN_NOTE.format(where=where), {"torch_own": where, "severity_if_user": severity}
 
 
 def pipeline_key(cap: Any, rank: int, compile_id: str) -> str:

@@ -2,12 +2,13 @@
 line and the function torch resumes in; a warning (the step runs as several graphs, with eager
 code between them). A restart of the analysis that no logged break explains (older torch logs
 only the restart) is a break too. Restarts caused by a logged break are named in its evidence
-(`restarts`). Breaks under fullgraph=True fail the compile: compile-failure reports them."""
+(`restarts`). Breaks under fullgraph=True fail the compile: compile-failure reports them. A break in torch's own
+code (a frame torch disabled, as FSDP2's hooks) is info: torch runs it uncompiled by design."""
 
 from __future__ import annotations
 
 from graphtrain_inspect.inspector.checks import Finding
-from graphtrain_inspect.inspector.checks.compile_findings import finding, fold, story, where_key
+from graphtrain_inspect.inspector.checks.compile_findings import finding, fold, story, where_key, whose
 
 KIND = "graph-break"
 DESCRIPTION = "a graph break in a compiled function (reason, user line, resume function)"
@@ -35,16 +36,18 @@ def run(ctx) -> list[Finding]:
             if r.rank == b.rank and r.compile_id == b.compile_id and r.reason == b.reason
         )
         resume = f"; resumes in {e.resume}" if e.resume else ""
+        sev, why, ev = whose(e, "warning")
         out.append(
             finding(
                 KIND,
-                "warning",
+                sev,
                 e,
                 ranks,
                 f"graph break in {e.frame.name if e.frame and e.frame.name else 'compiled code'} {e.label}: "
-                f"{e.reason}{resume}",
+                f"{e.reason}{resume}{why}",
                 ctx,
                 restarts=mine,
+                **ev,
             )
         )
     lone = [r for r in restarts if (r.rank, r.compile_id, r.reason) not in explained]

@@ -472,7 +472,7 @@ def run(ctx: CheckContext) -> list:
         ctx.notes.append(
             f"compile on one rank: rank(s) {compiling} compiled"
             + (f", rank(s) {loaders} ran the loaded graph" if loaders else "")
-            + "; the compiled graphs are checked as shared graphs"
+            + "; their graphs are checked as shared graphs"
         )
         vectors = ctx.vectors()
         cache: dict[tuple[int, str], list[Observation]] = {}

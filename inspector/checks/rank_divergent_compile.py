@@ -34,10 +34,10 @@ def _what(c: CompileInfo | None) -> str:
     """What a rank did at a compile, in words, with the guard or reason."""
     if c is None:
         return "no such compile"
-    parts = [f"{c.label} {c.function or '?'}"]
+    parts = [f"{c.label} {c.function}" if c.function else c.label]
     for e in c.events:
         if e.kind == "recompile":
-            parts.append(f"recompiled, guard failed: {e.guard}")
+            parts.append(f"recompiled, guard failed: {e.guard}" if e.guard else "recompiled (guard: capture --torch-trace)")
         elif e.kind == "break":
             parts.append(
                 f"graph break at {short_path(e.frame.file)}:{e.frame.line}: {e.reason}"

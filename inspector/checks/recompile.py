@@ -16,5 +16,6 @@ def run(ctx) -> list[Finding]:
         story(ctx).events(kinds=("recompile",)), lambda e: (e.compile_id, e.frame and e.frame.where(), e.guard)
     ):
         fn = e.frame.name if e.frame and e.frame.name else "a frame"
-        out.append(finding(KIND, "info", e, ranks, f"{fn} recompiled {e.label}: guard failed: {e.guard}", ctx))
+        why = f"guard failed: {e.guard}" if e.guard else e.reason
+        out.append(finding(KIND, "info", e, ranks, f"{fn} recompiled {e.label}: {why}", ctx))
     return out

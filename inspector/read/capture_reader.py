@@ -61,7 +61,7 @@ class Capture:
         self._derived: dict[tuple[str, int, str | None], Any] = {}
         self._row_pool: dict[bytes, Any] = {}  # row line -> its row dict, or False (not a row)
         # graphs ranks ran without making them, made by other ranks' passes: gid -> producing ranks
-        self.shared: dict[str, list[int]] = {}
+        self.shared: dict[str, identity.Shared] = {}
 
     # -- ranks, headers --------------------------------------------------------------------------
 
@@ -207,7 +207,8 @@ class Capture:
             cid = next((p.compile_id for p in ps if p.compile_id), None) or ""
             first = next((p for p in ps if p.traced), None) or ps[0]
             traced = first.before
-            loaded_from = self.shared.get(traced, []) if traced is not None else []
+            sh = self.shared.get(traced) if traced is not None else None
+            loaded_from = sh.producers if sh is not None else []
             origin = identity.LOADED if (first.input == identity.LOADED or loaded_from) else identity.TRACED
             module = first.module
             k = ordinal.get((cid, origin, module), 0)

@@ -226,6 +226,47 @@ def missing_note(cap: "Capture") -> str | None:
     return None
 
 
+def capture_compiles(cap: "Capture") -> CompileStory:
+    """The compiles a capture's own records show, for a capture without torch's logs: per rank,
+    each compile id its passes and generated code were recorded under, in order, and a recompile
+    where a frame's compile number is above 0 (`0/1`). No breaks, failures or guards (those are
+    in torch's logs only: capture --torch-trace); enough to see ranks that compiled differently.
+    Cached."""
+    cached = getattr(cap, "_capture_compiles", None)
+    if cached is not None:
+        return cached
+    from graphtrain_inspect.inspector.read.output_code import output_codes
+
+    story = CompileStory("the capture's compile ids", note="graph breaks, failures and guards: capture --torch-trace")
+    for rank in cap.ranks if cap.kind == "capture" else ():
+        ids: dict[str, None] = {}
+        for p in cap.passes(rank):
+            if p.compile_id:
+                ids.setdefault(base_compile_id(p.compile_id), None)
+        for oc in output_codes(cap, rank):
+            if oc.compile_id:
+                ids.setdefault(base_compile_id(oc.compile_id), None)
+        infos = []
+        for i, cid in enumerate(ids):
+            c = CompileInfo(rank, cid, status="ok", order=i)
+            m = re.fullmatch(r"(\d+)/(\d+)", cid)
+            if m and int(m.group(2)) > 0:
+                c.events.append(
+                    CompileEvent(
+                        rank,
+                        "recompile",
+                        cid,
+                        0,
+                        f"frame {m.group(1)} compiled again (the failed guard is in torch's logs: capture --torch-trace)",
+                    )
+                )
+            infos.append(c)
+        if infos:
+            story.by_rank[rank] = infos
+    cap._capture_compiles = story  # type: ignore[attr-defined]
+    return story
+
+
 def base_compile_id(cid: str) -> str:
     """The compile id without its attempt: "0/0_1" -> "0/0"."""
     return re.sub(r"_\d+$", "", cid)
@@ -527,6 +568,18 @@ def _int(v: Any) -> int | None:
 
 def _s(v: Any) -> str | None:
     return v if isinstance(v, str) and v else None
+
+
+_TORCH_FILE_RE = re.compile(r"(?:^|[/\\])(?:site|dist)-packages[/\\](torch[/\\].+)$|^(torch[/\\].+)$")
+
+
+def torch_own(frame: Frame | None) -> str | None:
+    """The path inside torch's package of a frame in torch's own code (`torch/distributed/fsdp/
+    _fully_shard/_fsdp_common.py`), or None for the user's code (or no frame)."""
+    if frame is None or not frame.file:
+        return None
+    m = _TORCH_FILE_RE.search(frame.file)
+    return (m.group(1) or m.group(2)).replace("\\", "/") if m else None
 
 
 def short_path(path: str, base: str | None = None) -> str:

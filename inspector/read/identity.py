@@ -18,6 +18,7 @@ graph keeps the keys it always had (`0/1#0`, `#2`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -90,49 +91,79 @@ def _chain_by_graph_id(passes: list[PassRecord], parents: set[int]) -> None:
         mine.update(p.after.values())
 
 
-def shared_graphs(passes_by_rank: dict[int, list[PassRecord]]) -> dict[str, list[int]]:
-    """Graphs some rank ran without making them while another rank's pass made them: gid -> the
-    ranks whose passes produced it. (A graph that only one rank ever saw is nobody's to share.)"""
-    produced: dict[str, set[int]] = {}
+@dataclass
+class Shared:
+    """A graph some rank ran without making it, made by another rank's pass."""
+
+    producers: list[int]  # ranks whose pass made it (from another graph)
+    loaders: list[int]  # ranks whose pipeline starts from it
+    runs: set[tuple[str, ...]] = field(default_factory=set)  # pass names of those pipelines
+
+
+def _made(p: PassRecord) -> list[str]:
+    """Graphs a finished pass made: outputs other than the graph it received (a pass that
+    returns its input unchanged made nothing, though its record names the graph)."""
+    return [g for g in p.after.values() if g != p.before] if p.status == "ok" else []
+
+
+def shared_graphs(passes_by_rank: dict[int, list[PassRecord]]) -> dict[str, Shared]:
+    """Graphs a rank ran from the start of a pipeline without making them, while another rank's
+    pass made them: rank 0 compiled and broadcast it, the others loaded it. By graph id, so it
+    holds for any way of loading (GraphPickler, torch.load, a file)."""
+    made: dict[str, set[int]] = {}
     for r, passes in passes_by_rank.items():
         for p in passes:
-            if p.status == "ok":
-                for g in p.after.values():
-                    produced.setdefault(g, set()).add(r)
-    out: dict[str, set[int]] = {}
+            for g in _made(p):
+                made.setdefault(g, set()).add(r)
+    out: dict[str, Shared] = {}
     for r, passes in passes_by_rank.items():
-        mine = {g for p in passes if p.status == "ok" for g in p.after.values()}
+        mine: set[str] = set()  # graphs this rank made so far
+        pipelines: dict[int, list[PassRecord]] = {}
         for p in passes:
-            g = p.before
-            if g is None or not p.traced or g in mine:
+            pipelines.setdefault(p.pipeline, []).append(p)
+        for pl in pipelines.values():
+            first = next((p for p in pl if p.traced), pl[0])
+            g = first.before
+            if g is None or g in mine:
                 continue
-            others = produced.get(g, set()) - {r}
+            others = made.get(g, set()) - {r}
             if others:
-                out.setdefault(g, set()).update(others)
-    return {g: sorted(rs) for g, rs in out.items()}
+                sh = out.setdefault(g, Shared(sorted(others), []))
+                sh.producers = sorted(set(sh.producers) | others)
+                sh.loaders = sorted(set(sh.loaders) | {r})
+                sh.runs.add(tuple(p.name for p in pl if p.parent is None))
+            for p in pl:
+                mine.update(_made(p))
+    return out
 
 
-def split_at_shared(passes: list[PassRecord], shared: dict[str, list[int]]) -> None:
-    """Cut a rank's pipelines where a pass receives a shared graph that its pipeline did not start
-    from: what follows are load-time passes (run by every rank on the loaded graph)."""
+def split_at_shared(passes: list[PassRecord], shared: dict[str, Shared]) -> None:
+    """Cut a rank's pipeline where it goes on with a shared graph it made: the passes from there
+    are the load-time passes the loading ranks run on that graph, recognised by their names (the
+    same passes, in order, as a loading rank's pipeline). Without such a match nothing is cut:
+    a graph id alone does not say where compile time ended."""
     if not shared:
         return
     parents = {p.parent for p in passes if p.parent is not None}
-    start: dict[int, str | None] = {}  # pipeline -> the gid it starts from
-    remap: dict[int, int] = {}
-    nxt = max((p.pipeline for p in passes), default=-1) + 1
+    pipelines: dict[int, list[PassRecord]] = {}
     for p in passes:
-        if p.seq in parents:
-            continue
-        pl = remap.get(p.pipeline, p.pipeline)
-        if pl not in start:
-            start[pl] = p.before
-        elif p.before in shared and start[pl] != p.before:
-            remap[p.pipeline] = pl = nxt
-            start[pl] = p.before
-            nxt += 1
+        if p.seq not in parents:
+            pipelines.setdefault(p.pipeline, []).append(p)
+    nxt = max(pipelines, default=-1) + 1
+    for pl in list(pipelines.values()):
+        start = next((p for p in pl if p.traced), pl[0]).before
+        names = [p.name for p in pl]
+        for i, p in enumerate(pl):
+            sh = shared.get(p.before) if p.before is not None else None
+            if i == 0 or sh is None or p.before == start:
+                continue
+            if not any(tuple(names[i : i + len(run)]) == run for run in sh.runs if run):
+                continue
+            for q in pl[i:]:
+                q.pipeline = nxt
             p.traced = True
-        p.pipeline = pl
+            nxt += 1
+            break
     # renumber in order of first appearance, so pipeline indices stay in seq order
     order: dict[int, int] = {}
     for p in passes:

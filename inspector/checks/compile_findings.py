@@ -55,7 +55,9 @@ def where_key(e: CompileEvent) -> tuple:
     return (e.kind, e.compile_id, e.attempt, f.file if f else None, f.line if f else None, e.reason)
 
 
-TORCH_OWN_NOTE = "raised inside torch's own code ({where}) and handled there: torch ran the frame uncompiled; not the user's"
+TORCH_OWN_NOTE = (
+    "raised inside torch's own code ({where}) and handled there: torch ran the frame uncompiled; not the user's"
+)
 
 
 def whose(e: CompileEvent, severity: str) -> tuple[str, str, dict[str, Any]]:

@@ -37,7 +37,8 @@ def _what(c: CompileInfo | None) -> str:
     parts = [f"{c.label} {c.function}" if c.function else c.label]
     for e in c.events:
         if e.kind == "recompile":
-            parts.append(f"recompiled, guard failed: {e.guard}" if e.guard else "recompiled (guard: capture --torch-trace)")
+            guard = f"guard failed: {e.guard}" if e.guard else "(guard: capture --torch-trace)"
+            parts.append(f"recompiled, {guard}" if e.guard else f"recompiled {guard}")
         elif e.kind == "break":
             parts.append(
                 f"graph break at {short_path(e.frame.file)}:{e.frame.line}: {e.reason}"

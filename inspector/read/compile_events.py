@@ -257,7 +257,8 @@ def capture_compiles(cap: "Capture") -> CompileStory:
                         "recompile",
                         cid,
                         0,
-                        f"frame {m.group(1)} compiled again (the failed guard is in torch's logs: capture --torch-trace)",
+                        f"frame {m.group(1)} compiled again "
+                        "(the failed guard is in torch's logs: capture --torch-trace)",
                     )
                 )
             infos.append(c)

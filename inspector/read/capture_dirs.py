@@ -170,16 +170,12 @@ def _open_files(path: str, files: list[str], manifest: dict | None, source: str)
             by_rank.setdefault(r, []).append(f)
     errors: list[ReadError] = []
     logs: dict[int, LogFile] = {}
+    run_id = manifest.get("run_id") if isinstance(manifest, dict) else None
     for r, fs in sorted(by_rank.items()):
-        if len(fs) > 1:
-            fs = sorted(fs, key=lambda p: os.path.getsize(p), reverse=True)
-            for extra in fs[1:]:
-                errors.append(
-                    ReadError(
-                        extra, None, f"another log for rank {r}; reading the largest, {os.path.basename(fs[0])}", r
-                    )
-                )
-        logs[r] = LogFile(fs[0], rank=r, base=base)
+        if len(fs) == 1:
+            logs[r] = LogFile(fs[0], rank=r, base=base)
+            continue
+        logs[r] = _rank_log(r, fs, base, run_id, errors)
     for f in unranked:
         log = LogFile(f, base=base)
         r = next((rec.rank for rec in log.records if rec.rank is not None), None)
@@ -221,6 +217,50 @@ def _open_files(path: str, files: list[str], manifest: dict | None, source: str)
     if kind == "capture":
         leave_out_strays(cap)
     return cap
+
+
+def _header_of(log: LogFile) -> dict[str, Any] | None:
+    for rec in log.records[:50]:
+        if rec.kind == logformat.HEADER:
+            h = log.payload(rec)
+            if isinstance(h, dict):
+                return h
+    return None
+
+
+def _rank_log(r: int, files: list[str], base: str | None, run_id: Any, errors: list[ReadError]) -> LogFile:
+    """Of several logs named as rank `r`'s, the one its content says is: a header of rank `r`,
+    of this capture's run (the manifest's run id), under the name the capture writes; the
+    largest only among equals. Each other is reported with why it was not taken, never read as
+    the rank: a copy of another rank's log saved under this name changes nothing."""
+    canonical = logformat.log_file_name(r)
+    scored = []
+    for f in files:
+        log = LogFile(f, rank=r, base=base)
+        h = _header_of(log) or {}
+        owner = h.get("rank") if type(h.get("rank")) is int else None
+        same_run = run_id is None or h.get("run_id") == run_id
+        size = os.path.getsize(f) if os.path.exists(f) else 0
+        score = (owner == r, same_run, os.path.basename(f) == canonical, owner is not None, size)
+        scored.append((score, f, log, owner, same_run))
+    scored.sort(key=lambda t: t[0], reverse=True)
+    chosen = scored[0]
+    for _, f, log, owner, same_run in scored[1:]:
+        if owner is None:
+            why = "it has no readable header"
+        elif owner != r:
+            why = f"its header says rank {owner}"
+        elif not same_run:
+            why = "its header names another run than this capture's manifest"
+        else:
+            why = f"a second log of rank {r} (a copy?)"
+        errors.append(
+            ReadError(
+                f, None, f"another log named as rank {r}'s: {why}; ignored, reading {os.path.basename(chosen[1])}", r
+            )
+        )
+        log.close()
+    return chosen[2]
 
 
 def _owner(rd: _Rank) -> int | None:

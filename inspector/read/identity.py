@@ -2,7 +2,7 @@
 named so that the same pipeline has the same key on every rank (never paired by position alone).
 
 A pipeline is a run of passes over one lineage: each pass received the graph the one before it
-returned. Format 4 logs say so per pass (`input_from`, the very graph object, `capture/lineage.py`);
+returned, that very object, unchanged in between. Format 4 logs say so per pass (`input_from`, the very graph object, `capture/lineage.py`);
 older logs are chained by graph id within a compile, as before.
 
 A graph is *loaded* where a rank runs it without having made it: the capture saw it come out of
@@ -58,6 +58,10 @@ def _chain_by_lineage(passes: list[PassRecord], parents: set[int]) -> None:
         if src is not None and src in parents:
             src = latest_leaf.get(src)
         q = by_seq.get(src) if src is not None else None
+        # the same object but another graph than the pass returned: a step no pass records changed
+        # it in between (AOT's lowering of the partitioner's output): a pipeline of its own, as by id
+        if q is not None and p.before is not None and p.before not in q.after.values():
+            q = None
         if q is None or q.seq in parents:
             pipeline += 1
             p.traced = True

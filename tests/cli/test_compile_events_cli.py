@@ -148,6 +148,22 @@ def test_only_rank1_recompiles_is_one_rank_divergent_compile_error(two_ranks):
 
 
 @pytest.mark.slow
+def test_rank1_recompiling_alone_is_an_error_without_torch_logs(tmp_path):
+    """The capture's own compile ids say it (no --torch-trace): exactly the rank-divergent-compile
+    error, and nothing taken for compile on one rank (no device-baked or shared-graph finding)."""
+    out = tmp_path / "divergent"
+    r = run_cli("capture", "--out", str(out), "--", *torchrun(2, "tests.programs.rank_recompile", "--divergent"))
+    assert r.returncode == 0, r.stderr[-4000:]
+    r = run_cli("check", str(out), "--json")
+    assert r.returncode == 1, r.stdout[-3000:]
+    doc = json.loads(r.stdout)
+    found = [(f["kind"], f["severity"], f["ranks"]) for f in doc["findings"] if f["severity"] != "info"]
+    assert found == [("rank-divergent-compile", "error", [0, 1])]
+    assert "rank 0: no compile [0/1]" in doc["findings"][0]["message"]
+    assert not any("compile on one rank" in n for n in doc["summary"]["notes"])
+
+
+@pytest.mark.slow
 def test_twin_has_no_rank_divergent_compile(two_ranks):
     r = run_cli("check", str(two_ranks["twin"]), "--json", "--severity", "info")
     assert r.returncode == 0, r.stdout[-3000:]

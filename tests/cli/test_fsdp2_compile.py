@@ -22,7 +22,16 @@ def fsdp2(tmp_path_factory):
     caps = {}
     for name, extra in (("clean", []), ("planted", ["--plant-rank-literal"])):
         out = tmp_path_factory.mktemp("fsdp2") / name
-        r = run_cli("capture", "--out", str(out), "--", *torchrun(2, PROGRAM, "--steps", "3", *extra), timeout=600)
+        # with torch's own logs: FSDP2's hook wrapper fails to compile inside torch (handled there)
+        r = run_cli(
+            "capture",
+            "--out",
+            str(out),
+            "--torch-trace",
+            "--",
+            *torchrun(2, PROGRAM, "--steps", "3", *extra),
+            timeout=600,
+        )
         assert r.returncode == 0, r.stderr[-4000:]
         caps[name] = (out, r.stdout)
     return caps
@@ -45,6 +54,14 @@ def test_clean_fsdp2_compile_has_no_error_or_warning(fsdp2):
     assert rc == 0
     assert [(f["kind"], f["severity"], f["message"]) for f in doc["findings"] if f["severity"] != "info"] == []
     assert doc["summary"]["ranks"] == [0, 1] and doc["summary"]["read_errors"] == []
+    # torch's failure inside FSDP2's own (disabled) hook wrapper is torch's, handled by torch: info
+    _, doc = _check(out, "--severity", "info")
+    torch_own = [f for f in doc["findings"] if f["evidence"].get("torch_own")]
+    assert torch_own and all(f["severity"] == "info" for f in torch_own)
+    assert {f["evidence"]["torch_own"] for f in torch_own} <= {
+        "torch/distributed/fsdp/_fully_shard/_fsdp_common.py",
+        "torch/distributed/fsdp/_fully_shard/_fsdp_state.py",
+    }, torch_own
     # the capture did not change what training computed
     plain = run_plain(torchrun(2, PROGRAM, "--steps", "3"), timeout=600)
     assert plain.returncode == 0, plain.stderr[-3000:]

@@ -146,3 +146,46 @@ def test_a_compile_only_one_rank_made_is_divergent_without_torch_logs(tmp_path):
         found = [(f.kind, f.severity, f.ranks) for f in rep.findings if f.severity != "info"]
         assert found == ([("rank-divergent-compile", "error", [0, 1])] if divergent else []), rep.findings
         assert not any("compile on one rank" in n for n in rep.notes)
+
+
+def _divergent(tmp_path, *, rank0_like_rank1: bool = False):
+    """Two ranks, rank 1 compiled 0/1 alone (an error). With `rank0_like_rank1`, rank 0's log
+    holds what rank 1 did (a relabelled copy)."""
+    g = make_fx(lambda x: torch.relu(x) * 2)(torch.randn(4))
+    w = CaptureWriter(tmp_path, world_size=2)
+    for r in range(2):
+        rw = w.rank(r)
+        rw.apply("post_grad", g, g, compile_id="0/0", input="traced")
+        if r == 1 or rank0_like_rank1:
+            rw.apply("post_grad", g, g, compile_id="0/1", input="traced")
+        rw.end()
+    w.finish()
+    return tmp_path
+
+
+def _verdict(path):
+    with open_capture(str(path)) as cap:
+        rep = check_report(cap)
+        errors = [str(e) for e in cap.all_errors()]
+    return [(f.kind, f.severity, f.ranks) for f in rep.findings if f.severity != "info"], errors
+
+
+def test_a_stray_or_relabelled_log_never_displaces_a_ranks_own(tmp_path):
+    import shutil
+
+    from graphtrain_inspect.capture import logformat
+
+    base = _divergent(tmp_path / "base")
+    expected, _ = _verdict(base)
+    assert expected == [("rank-divergent-compile", "error", [0, 1])]
+    relabelled = _divergent(tmp_path / "relabelled", rank0_like_rank1=True) / logformat.log_file_name(0)
+    for name, src in (
+        ("dedicated_log_torch_trace_rank_0_x_gti.log", base / logformat.log_file_name(1)),  # rank 1's, as rank 0
+        ("dedicated_log_torch_trace_rank_00_gti.log", relabelled),  # says rank 0, is not this rank 0
+    ):
+        cap = tmp_path / name
+        shutil.copytree(base, cap)
+        shutil.copy(src, cap / name)
+        found, errors = _verdict(cap)
+        assert found == expected, name
+        assert any(name in e and "another log named as rank 0's" in e for e in errors), errors

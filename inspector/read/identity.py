@@ -2,8 +2,8 @@
 named so that the same pipeline has the same key on every rank (never paired by position alone).
 
 A pipeline is a run of passes over one lineage: each pass received the graph the one before it
-returned, that very object, unchanged in between. Format 4 logs say so per pass (`input_from`, the very graph object, `capture/lineage.py`);
-older logs are chained by graph id within a compile, as before.
+returned, that very object, unchanged in between. Format 4 logs say so per pass (`input_from`:
+`capture/lineage.py` follows graph objects); older logs are chained by graph id within a compile.
 
 A graph is *loaded* where a rank runs it without having made it: the capture saw it come out of
 `GraphPickler.loads` (`input == "loaded"`), or it starts a pipeline on one rank and was produced

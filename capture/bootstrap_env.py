@@ -23,6 +23,9 @@ def start_from_env() -> None:
     from graphtrain_inspect.capture import import_hooks, rank_table
 
     import_hooks.when_imported("torch.distributed.device_mesh", rank_table.register_mesh_hook)
+    from graphtrain_inspect.capture import framework_passes
+
+    framework_passes.install()  # a graph trainer's own pass lists, named or not
     if passes:
         from graphtrain_inspect.capture import named_passes
 

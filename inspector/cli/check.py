@@ -29,6 +29,7 @@ from the trace (rank-baked-constant) follow the same rule; one a pass put there 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 import orjson
@@ -164,6 +165,27 @@ def _codegen_evidence(kind: str, ev: dict) -> str:
     return "  |  ".join(p for p in parts if p)
 
 
+def _backward(f) -> bool:
+    ev = f.evidence or {}
+    return ev.get("backward") is True or ev.get("lives_in") == "backward"
+
+
+def source_line_groups(findings: list) -> dict[str, int]:
+    """`file:line` -> how many of the findings point there (pass-made nodes by their pass), most
+    first: 51 literals are often 5 lines of model code, each traced into many nodes."""
+    counts: dict[str, int] = {}
+    for f in findings:
+        src = f.source or {}
+        if src.get("created_by"):
+            key = f"pass {src['created_by']}"
+        elif src.get("file") is not None:
+            key = f"{os.path.basename(str(src['file']))}:{src.get('line')}"
+        else:
+            continue
+        counts[key] = counts.get(key, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
 def render(report, st: Style, width: int, hidden: int = 0) -> list[str]:
     from graphtrain_inspect.inspector.checks import CHECKS
     from graphtrain_inspect.inspector.checks.shown import summary
@@ -214,9 +236,17 @@ def render(report, st: Style, width: int, hidden: int = 0) -> list[str]:
                     lines.append(st(" " * plain_len + truncate(ev, max(20, width - plain_len)), "dim"))
                 src = source_text(f.source)
                 if src:
-                    # the model's line reads "at model.py:42 ..."; a pass-made node's "created by pass X [at ...]"
+                    # the model's line reads "at model.py:42 ..."; a pass-made node's "created by pass X [at ...]";
+                    # a backward node's stack is the forward op's it differentiates: "at backward of model.py:42"
                     at = "at " if f.source.get("file") and not f.source.get("created_by") else ""
+                    if at and _backward(f):
+                        at = "at backward of "
                     lines.append(" " * plain_len + st(at, "dim") + truncate(src, max(20, width - plain_len - len(at))))
+        by_line = source_line_groups(fs)
+        if len(fs) > 1 and by_line and len(by_line) < len(fs):
+            top = ", ".join(f"{where} ({n})" for where, n in list(by_line.items())[:5])
+            more = f", and {len(by_line) - 5} more" if len(by_line) > 5 else ""
+            lines.append(st(f"  {len(fs)} {kind} findings at {len(by_line)} source line(s): {top}{more}", "dim"))
         lines.append("")
     reasons: dict[str, list[str]] = {}
     for n in report.not_run:  # checks skipped for one reason on one line

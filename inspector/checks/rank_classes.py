@@ -239,6 +239,18 @@ class RankClasses:
             out.append((tuple(members), first))
         return out
 
+    def _parting(self, first: "StageKey", members: tuple[int, ...], main: tuple[int, ...]) -> str:
+        """Where a group parts from the largest: a pipeline one side never ran (rank 0 compiled and
+        ran the loaded graph, rank 1 only ran the loaded graph) is said as such, not as a
+        difference in a graph."""
+        have = self.index.across(first)
+        label = first.pipeline_label() or "the traced graph"
+        if not any(r in have for r in members):
+            return f" ran no {label}"
+        if not any(r in have for r in main):
+            return f" also ran {label}"
+        return f" (from {first.label()}{', ' + first.pipeline_label() if first.pipeline_label() else ''})"
+
     def summary_line(self, ranks: Iterable[int] | None = None) -> str | None:
         """ "ranks 0-31,33-63 agree; rank 32 differs (from pass X)": None for fewer than 2 ranks,
         or where a graph has no hash."""
@@ -247,13 +259,12 @@ class RankClasses:
             return None
         parts = []
         for i, (members, first) in enumerate(groups):
+            parting = self._parting(first, members, groups[0][0]) if first is not None else ""
             if len(members) == 1:
-                text = f"rank {members[0]}" + (" differs" if i else "")
+                text = f"rank {members[0]}" + (" differs" if i and parting.startswith(" (") else "")
             else:
                 text = f"ranks {format_ranks(list(members))} agree"
-            if first is not None:
-                text += f" (from {first.label()}{', ' + first.pipeline_label() if first.pipeline_label() else ''})"
-            parts.append(text)
+            parts.append(text + parting)
         if len(groups) == 1:
             return parts[0] + " at every stage"
         return "; ".join(parts)

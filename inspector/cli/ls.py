@@ -56,8 +56,10 @@ def listing(cap, ranks: list[int] | None = None, *, classes: bool | None = None)
         header = cap.header(r) or {}
         end = cap.end(r)
         passes = []
+        pipeline_of = {p.seq: pl for pl in cap.pipelines(r) for p in pl.passes}
         for p in cap.passes(r):
             before_n = cap.node_count(r, p.before) if p.before else None
+            pl = pipeline_of.get(p.seq)
             after = {}
             for role, gid in p.after.items():
                 ref = cap.graph(r, gid)
@@ -77,6 +79,12 @@ def listing(cap, ranks: list[int] | None = None, *, classes: bool | None = None)
                     "source": p.source,
                     "subsystem": p.subsystem,
                     "pipeline": p.pipeline,
+                    # what identifies the pipeline across ranks (identity.pipeline_key), and where
+                    # its first graph came from ("loaded": made by `loaded_from`'s passes, or unpickled)
+                    "pipeline_key": pl.key if pl is not None else None,
+                    "origin": pl.origin if pl is not None else None,
+                    "loaded_from": pl.loaded_from if pl is not None else [],
+                    "module": pl.module if pl is not None else None,
                     "compile_id": p.compile_id,
                     "traced": p.traced,
                     "status": p.status,
@@ -297,6 +305,11 @@ def render(data: dict[str, Any], st: Style, fold: bool = True) -> list[str]:
                     lines.extend(ls_output_code.rows(entry, pipeline, st, cols.row, fmt_bytes))
                 pipeline = p["pipeline"]
                 cid = f" (compile {p['compile_id']})" if p.get("compile_id") else ""
+                if p.get("origin") == "loaded":
+                    made = p.get("loaded_from") or []
+                    cid += f" on a loaded graph ({'made by rank ' + format_ranks(made) if made else 'unpickled'})"
+                if p.get("module"):
+                    cid += f" in {p['module']}"
                 lines.append(st(f"  pipeline {pipeline}{cid}", "bold"))
                 lines.append(cols.header(st))
                 b = p["before"]

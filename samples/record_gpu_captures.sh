@@ -14,7 +14,7 @@ mkdir -p "$OUT"
 LOG="$OUT/gpu-log-$NGPU.txt"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-[ "${DEVICE:-cuda}" = cuda ] && export CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((NGPU - 1)))
+[ "${DEVICE:-cuda}" = cuda ] && export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-$(seq -s, 0 $((NGPU - 1)))}
 WORK=$(mktemp -d)
 DEVICE=${DEVICE:-cuda}  # DEVICE=cpu tries the script out on a CPU machine
 PY=${PYTHON:-python3}
@@ -34,7 +34,7 @@ capture() {  # capture NAME [--no-blobs] -- TRAIN-ARGS...
     while [ "$1" != "--" ]; do opts+=("$1"); shift; done
     shift
     local dir="$WORK/h200x$NGPU-$name"
-    run $PY -m graphtrain_inspect.inspector.cli capture --out "$dir" --pass graphtrain_inspect.samples.pipeline:PIPELINE --no-inductor "${opts[@]}" -- "${TRAIN[@]}" --losses-json "$WORK/$name.losses.json" "$@"
+    run $PY -m graphtrain_inspect.inspector.cli capture --out "$dir" --torch-trace --pass graphtrain_inspect.samples.pipeline:PIPELINE --no-inductor "${opts[@]}" -- "${TRAIN[@]}" --losses-json "$WORK/$name.losses.json" "$@"
     run $PY -m graphtrain_inspect.inspector.cli check "$dir"
     (cd "$WORK" && tar -cJf "$OUT/h200x$NGPU-$name.tar.xz" "h200x$NGPU-$name")
     say "packed $OUT/h200x$NGPU-$name.tar.xz $(du -h "$OUT/h200x$NGPU-$name.tar.xz" | cut -f1)"

@@ -36,11 +36,15 @@ def main() -> None:
     )
     args = ap.parse_args()
     distributed = "WORLD_SIZE" in os.environ
+    # each rank on its own GPU with NCCL where there are GPUs (Triton kernels), else CPU and gloo
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if torch.cuda.is_available() else None
+    if device is not None:
+        torch.cuda.set_device(device)
     if distributed:
-        dist.init_process_group("gloo")
+        dist.init_process_group("nccl" if device is not None else "gloo")
     rank = dist.get_rank() if distributed else 0
     torch.manual_seed(0)
-    x, w = torch.randn(8, 16), torch.randn(16, 4)
+    x, w = torch.randn(8, 16, device=device), torch.randn(16, 4, device=device)
     compiled = torch.compile(step, backend=args.backend)
     for i in range(2):
         other = i == 1 and (args.recompile or (args.divergent and rank == 1))

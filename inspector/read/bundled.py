@@ -62,6 +62,9 @@ DESCRIPTIONS = {
     "codegen-per-rank": "Inductor code compiled on each rank, no bug (device-baked with --shared-graph)",
     "fsdp2-compile-clean": f"{_FSDP2}, no bug",
     "fsdp2-compile-rank-literal": f"{_FSDP2}, planted y * (rank + 1) (rank-baked-constant with --shared-graph)",
+    "rank-recompile-divergent": "torch.compile where rank 1 alone recompiles (rank-divergent-compile)",
+    "rank-recompile-twin": "torch.compile, no rank recompiles, no bug",
+    "precompile-load": "rank 0 compiles, every rank loads and runs a load-time pass; baked slice (rank-baked-constant)",
 }
 
 

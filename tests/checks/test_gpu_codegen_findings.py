@@ -36,9 +36,12 @@ def test_each_generated_code_finding_names_kernel_fx_node_and_source_line(bundle
     # each rank compiled for itself: the literals are info (right per rank); as a shared graph, errors
     per_rank = run_cli("check", str(bundled_capture(NAME)), "--json", "-j", "1")
     assert per_rank.returncode == 0, per_rank.stderr
-    assert {(f["kind"], f["severity"]) for f in json.loads(per_rank.stdout)["findings"]} == {
+    fs = json.loads(per_rank.stdout)["findings"]
+    assert {(f["kind"], f["severity"]) for f in fs if f["introduced_by"] != "dynamo"} == {
         ("rank-baked-constant", "info")
     }
+    # torch's own compile events (recorded with --torch-trace: FSDP2's hook wrapper, a recompile) are info
+    assert all(f["severity"] == "info" for f in fs)
     r = run_cli("check", str(bundled_capture(NAME)), "--json", "-j", "1", "--shared-graph")
     assert r.returncode == 1, r.stderr
     fs = [f for f in json.loads(r.stdout)["findings"] if f["kind"] == "rank-baked-constant"]
@@ -69,7 +72,8 @@ def test_each_generated_code_finding_names_kernel_fx_node_and_source_line(bundle
         "kernel triton_poi_fused_add_addmm_mul_view_3" in table
         and "line 312: tmp6 = tl.full([1], 1.0, tl.float32)" in table
     )
-    assert "4 findings: 0 errors, 0 warnings, 4 info" in table
+    # the 4 literals, and torch's own compile events (FSDP2's hook wrapper's failure and break, a recompile)
+    assert "7 findings: 0 errors, 0 warnings, 7 info" in table
 
 
 def test_evidence_of_a_long_line_is_cut_around_the_literal():

@@ -24,6 +24,7 @@ from graphtrain_inspect.inspector.diff.render import (
     fmt_bytes,
     want_color,
 )
+from graphtrain_inspect.inspector.read.capture_files import integrity_notes
 from graphtrain_inspect.inspector.read.simulated import rank_states, states_text
 
 
@@ -122,6 +123,7 @@ def listing(cap, ranks: list[int] | None = None, *, classes: bool | None = None)
     out["compile_note"] = ls_compile.note(cap)
     out["rank_classes"] = rank_agreement(cap, [e["rank"] for e in out["ranks"]], force=classes)
     out["read_errors"] = [str(e) for e in cap.all_errors()]
+    out["unsigned_files"] = integrity_notes(cap)
     return out
 
 
@@ -322,6 +324,10 @@ def render(data: dict[str, Any], st: Style, fold: bool = True) -> list[str]:
         )
     if data.get("compile_note"):
         lines.extend(["", st(data["compile_note"], "dim")])
+    if data.get("unsigned_files"):
+        lines.append("")
+        lines.append(st("not signed (replay needs --trust to read these):", "yellow", "bold"))
+        lines.extend(f"  {n}" for n in data["unsigned_files"])
     if data.get("read_errors"):
         lines.append("")
         lines.append(st("reading problems:", "red", "bold"))

@@ -52,6 +52,8 @@ class Capture:
         self.manifest: dict[str, Any] | None = None
         self.errors: list[ReadError] = []
         self.torch_trace_dir: str | None = None
+        # the signature verdict replay checked (inspector.replay.plan.check_origin); None until then
+        self.signature: Any = None
         # each writer process's status file (status/rank_<R>.<pid>.json), by rank: how its log ended
         self.statuses: dict[int, list[dict[str, Any]]] = {}
         self._ranks: dict[int, _Rank] = {}

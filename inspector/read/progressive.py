@@ -132,8 +132,9 @@ class ChunkedLogFile(LogFile):
                     self._err(start, problem)
                 else:
                     payload_start = min(line_end + 1, nxt)
+                    end = self._payload_region_end(kind, payload_start, nxt)
                     self.records.append(
-                        Record(len(self.records), kind, start, payload_start, _blank_tail(buf, payload_start, nxt), env)
+                        Record(len(self.records), kind, start, payload_start, _blank_tail(buf, payload_start, end), env)
                     )
         if last and self.truncated and self.records and self.records[-1].end == size:
             self._check_final(self.records[-1])

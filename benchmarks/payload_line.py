@@ -4,7 +4,8 @@ A small real-format 2-rank capture (tests/tui_support.small_capture) gets one ta
 SIZE MB (`x` bytes; payload lines start with a tab, so the scan takes it for part of the record
 before it): at the end of rank 0's log, and in its middle (before its middle record). The reader
 skips a payload line over logformat.PAYLOAD_LINE_LIMIT as a reading problem; the target is a peak
-under 300 MB with a 500 MB line. Each command runs in its own process; its peak RSS (ru_maxrss:
+under 300 MB with a 500 MB line. Each command (and the TUI, headless through Textual's
+run_test, until its first views loaded and the code view shown) runs in its own process; its peak RSS (ru_maxrss:
 anonymous and file-backed pages, which counts mapped log pages too) is printed beside the same
 commands on the capture without the line. The captures are built in a temporary directory
 (about 2 x SIZE MB) and removed after.
@@ -24,6 +25,35 @@ from pathlib import Path
 from benchmarks.overlong_line import measured
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+_TUI = """
+import asyncio, json, resource, sys, time
+from tests.tui_support import opened
+
+async def main():
+    t = time.perf_counter()
+    async with opened(sys.argv[1], size=(160, 40)) as (app, pilot):
+        await pilot.press("2")  # the code view of the first pass: a payload read
+        await pilot.pause()
+    print(json.dumps({"rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
+                      "s": round(time.perf_counter() - t, 2), "rc": 0, "err": []}))
+
+asyncio.run(main())
+"""
+
+
+def tui_measured(d: Path) -> dict:
+    """The TUI, headless (Textual's run_test), opened on `d` until its views loaded: its own peak RSS."""
+    import json
+    import os
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", _TUI, str(d)], capture_output=True, text=True, env=env, cwd=ROOT)
+    if out.returncode != 0:
+        return {"rss_mb": -1, "s": 0.0, "rc": out.returncode, "err": out.stderr.strip().splitlines()[-1:]}
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def _with_line(base: Path, d: Path, mb: int, where: str) -> None:
@@ -70,6 +100,10 @@ def main() -> None:
                 f"{name:7} {cmd[0]:6} rss {r['rss_mb']:6d} MB  {r['s']:6.2f} s  rc {r['rc']}  "
                 f"{(r['err'] or [''])[0][:110]}"
             )
+        r = tui_measured(d)
+        print(
+            f"{name:7} {'tui':6} rss {r['rss_mb']:6d} MB  {r['s']:6.2f} s  rc {r['rc']}  {(r['err'] or [''])[0][:110]}"
+        )
     if not a.keep:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -117,6 +117,7 @@ def listing(cap, ranks: list[int] | None = None, *, classes: bool | None = None)
                 "complete": end is not None if cap.kind == "capture" else None,
                 "output_code": ls_output_code.entries(cap, r),
                 "stopped": cap.stopped(r) if cap.kind == "capture" else None,
+                "exit": cap.rank_exit(r) if cap.kind == "capture" else None,
                 "compile": ls_compile.entry(cap, r),
             }
         )
@@ -275,6 +276,10 @@ def render(data: dict[str, Any], st: Style, fold: bool = True) -> list[str]:
             extra.append(st(f"{incomplete} unfinished", "red"))
         if entry.get("stopped"):
             extra.append(st(f"capture stopped writing: {entry['stopped']}", "red"))
+        elif entry["complete"] is False and entry.get("exit"):
+            ex, n = entry["exit"], sum(1 for p in entry["passes"] if p["status"] != "incomplete")
+            how = f"killed by {ex['signal']}" if ex.get("signal") else f"exited with code {ex['exit_code']}"
+            extra.append(st(f"rank {entry['rank']} {how} after {n} passes (no end record)", "red"))
         elif entry["complete"] is False:
             extra.append(st("no end record (killed or still running)", "red"))
         where = f"  pid {entry['pid']} on {entry['host']}" if entry.get("pid") else ""
@@ -380,8 +385,8 @@ class Columns:
         return cls(
             name=min(NAME_MAX, max(map(len, names))),
             role=max(map(len, roles), default=0) and max(4, *map(len, roles)),
-            gid=max(5, *map(len, gids)),
-            nodes=max(4, *map(len, counts)),
+            gid=max([5, *map(len, gids)]),  # a rank with no pass (its log unreadable) has none
+            nodes=max([4, *map(len, counts)]),
         )
 
     def row(

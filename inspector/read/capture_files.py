@@ -55,8 +55,8 @@ def integrity_notes(cap: "Capture") -> list[str]:
     extra = signing.unlisted(base)
     if extra:
         notes.append(
-            f"{len(extra)} file(s) not covered by the capture's signature (added after it was signed; replay "
-            f"reads none of them without --trust): {_names(extra)}"
+            f"{len(extra)} file(s) not covered by the capture's signature (added after it was signed, or not "
+            f"regular files; replay reads none of them without --trust): {_names(extra)}"
         )
     bdir = os.path.join(base, logformat.BLOB_DIR)
     try:

@@ -262,3 +262,20 @@ def test_no_room_for_the_manifest_runs_nothing(tmp_path):
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert r.stderr.count("\n") == 1 and "cannot write" in r.stderr and "nothing was run" in r.stderr, r.stderr
     assert not (tmp_path / "ran").exists() and not (out / "manifest.json.tmp").exists()
+
+
+def test_summary_says_how_a_rank_ended():
+    """The words the summary, the manifest's `problems` and `ls` use for a rank without its end
+    record: its parent's record of how it ended first, then a full disk, then the old guess."""
+    from graphtrain_inspect.capture.summary import RankSummary
+
+    s = RankSummary(rank=1, log="x", passes=12)
+    assert s.ending() == "incomplete: no end record (the process was killed or crashed)"
+    assert s.ending(disk_full=True) == "incomplete: nothing more could be written (the capture's filesystem is full)"
+    s.processes = [{"pid": 7, "state": "writing", "exit_code": -9, "signal": "SIGKILL", "alive": False}]
+    assert s.ending(disk_full=True) == "incomplete: killed by SIGKILL after 12 passes (no end record)"
+    assert s.manifest_entry()["exit"] == {"exit_code": -9, "signal": "SIGKILL"}
+    s.processes = [{"pid": 7, "state": "writing", "exit_code": 3, "signal": None, "alive": False}]
+    assert s.ending() == "incomplete: exited with code 3 after 12 passes, without an end record"
+    s.stopped = "disk full (ENOSPC: No space left on device) at 10 bytes of rank 1's log"
+    assert s.ending() == "incomplete: the capture stopped writing (training went on)"

@@ -198,3 +198,34 @@ def test_key_folder_made_private_and_a_looser_one_warned(signed_sample, tmp_path
     assert "is open to others (mode 0777)" in r.stderr and f"fix: chmod 700 {folder}" in r.stderr, r.stderr
     r = run_cli("replay", str(d), "--pass", PASS, "--batch", "--no-check", "--color", "never", env=env)
     assert r.returncode in (0, 1) and f"fix: chmod 700 {folder}" in r.stdout + r.stderr, r.stdout + r.stderr
+
+
+def test_blob_on_another_filesystem_is_reported_and_refused_without_trust(signed_sample, tmp_path):
+    """blobs/ is a mount (a small tmpfs, the same files copied in): the signature still holds
+    (same paths, same bytes), but a blob on another filesystem is named by `ls` and refused by
+    replay without --trust. Needs the right to mount (root here); skipped where there is none."""
+    import subprocess
+
+    d = tmp_path / "cap"
+    shutil.copytree(signed_sample, d)
+    blobs = d / logformat.BLOB_DIR
+    saved = tmp_path / "saved-blobs"
+    os.replace(blobs, saved)
+    blobs.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(blobs)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here (not root)")
+    try:
+        for f in saved.iterdir():
+            shutil.copy(f, blobs / f.name)
+        rel = logformat.blob_relpath(_blob_ref(d)["sha256"])
+        assert signing.verify(str(d)).ok
+        r = _replay(d)
+        assert r.returncode == 2, r.stdout + r.stderr
+        err = r.stderr.strip().splitlines()
+        assert len(err) == 1 and f"blob {rel} is on another filesystem" in err[0], r.stderr
+        r = run_cli("ls", str(d), "--color", "never")
+        assert f"blob {rel} is on another filesystem" in r.stdout, r.stdout
+        r = _replay(d, "--trust")  # the control: vouched for, it loads
+        assert r.returncode in (0, 1), r.stderr
+    finally:
+        subprocess.run(["umount", str(blobs)], check=True)

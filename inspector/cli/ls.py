@@ -192,6 +192,7 @@ def _manifest_summary(m: dict | None) -> dict | None:
             "ended",
             "format_version",
             "simulated",
+            "problems",
         )
         if k in m
     }
@@ -248,6 +249,11 @@ def render(data: dict[str, Any], st: Style, fold: bool = True) -> list[str]:
     lines.append(st(head, "bold"))
     if m.get("command_line"):
         lines.append(f"command: {m['command_line']}")
+    problems = (
+        [str(p) for p in m.get("problems") or [] if isinstance(p, str)] if isinstance(m.get("problems"), list) else []
+    )
+    if problems:  # what the launcher found at the capture's end: failed writes, ranks killed, a full disk
+        lines.append(st(f"at the capture's end: {'; '.join(problems)}", "red"))
     sim_line = simulated_line(m)
     if sim_line:
         lines.append(st(sim_line, "yellow"))

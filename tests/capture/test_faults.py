@@ -188,6 +188,7 @@ def test_disk_full_is_named_in_summary_manifest_and_ls(tmp_path):
     r = run_cli("ls", str(out), "--color", "never")
     assert r.returncode == 0 and "Traceback" not in r.stderr
     assert f"capture stopped writing: {full}" in r.stdout, r.stdout
+    assert f"at the capture's end: rank 1: {full}" in r.stdout, r.stdout
 
 
 def test_final_manifest_is_written_where_no_new_file_can_be(tmp_path):

@@ -18,6 +18,9 @@ def start_from_env() -> None:
 
     if fake_world.active():  # capture --simulate-world: before the script can import torch.distributed
         fake_world.install()
+    from graphtrain_inspect.capture import child_exits
+
+    child_exits.install(directory)  # a parent of ranks (torchrun) records how each one ended
     # The session first, so that a hook failing to install is recorded in the capture.
     session.start(directory, blobs=os.environ.get(session.ENV_BLOBS, "1") == "1", sources=sources)
     from graphtrain_inspect.capture import import_hooks, rank_table

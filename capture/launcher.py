@@ -139,19 +139,65 @@ def _manifest_path(out: str) -> str:
     return os.path.join(out, logformat.MANIFEST_NAME)
 
 
-def write_manifest(out: str, manifest: dict[str, Any]) -> None:
-    """Write the manifest whole or not at all (a full disk leaves the previous one); OSError."""
+# The first manifest is padded with spaces (JSON allows them after the document) to this size, so
+# the last one can be written over the same bytes of the file when a full disk refuses a new file.
+MANIFEST_RESERVE = 64 << 10
+
+
+def write_manifest(out: str, manifest: dict[str, Any], *, first: bool = False) -> None:
+    """Write the manifest whole (a new file, padded to MANIFEST_RESERVE, then renamed over the old
+    one). When that fails (a full disk) and there is an old one (not `first`), write it over the
+    old file's own bytes; a manifest too large for them is written without its per-rank detail
+    and environment. OSError when neither can be written."""
+    data = orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
+    if len(data) < MANIFEST_RESERVE:
+        data += b" " * (MANIFEST_RESERVE - 1 - len(data)) + b"\n"
     tmp = _manifest_path(out) + ".tmp"
     try:
         with open(tmp, "wb") as f:
-            f.write(orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS))
+            f.write(data)
         os.replace(tmp, _manifest_path(out))
-    except OSError:
+        return
+    except OSError as e:
         try:
             os.unlink(tmp)
         except OSError:
             pass
-        raise
+        if first:
+            raise
+        failed = e
+    try:
+        _write_in_place(_manifest_path(out), manifest)
+    except OSError:
+        raise failed from None
+
+
+def _write_in_place(path: str, manifest: dict[str, Any]) -> None:
+    """Overwrite the manifest's existing bytes (no new disk space), padded to its size."""
+    fd = os.open(path, os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0))
+    try:
+        size = os.fstat(fd).st_size
+        for doc in (manifest, {k: v for k, v in manifest.items() if k not in ("ranks", "env")}):
+            data = orjson.dumps(doc, option=orjson.OPT_NON_STR_KEYS)
+            if len(data) < size:
+                os.pwrite(fd, data + b" " * (size - 1 - len(data)) + b"\n", 0)
+                return
+        raise OSError(f"no room in {path} for the final manifest")
+    finally:
+        os.close(fd)
+
+
+# Below this much free space the capture's filesystem is taken for full (a status or log write
+# there fails): the summary says so rather than guessing at a crash.
+DISK_FULL_BYTES = 1 << 20
+
+
+def free_bytes(path: str) -> int | None:
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
 
 
 def _torch_version() -> str | None:
@@ -234,7 +280,7 @@ def run(args: argparse.Namespace) -> int:
         "ranks": {},
     }
     try:
-        write_manifest(out, manifest)
+        write_manifest(out, manifest, first=True)
     except OSError as e:
         release(out, made)
         return _fail(f"cannot write {_manifest_path(out)}: {e.strerror or e} (nothing was run)")
@@ -260,6 +306,18 @@ def run(args: argparse.Namespace) -> int:
     manifest["incomplete_ranks"] = [s.rank for s in summaries if s.state() != "complete"]
     manifest["stopped_ranks"] = {str(s.rank): s.stopped for s in summaries if s.stopped}
     manifest["still_running"] = {str(s.rank): s.alive for s in summaries if s.alive}
+    free = free_bytes(out)
+    disk_full = (free is not None and free < DISK_FULL_BYTES) or any(
+        "ENOSPC" in (s.stopped or "") or "EDQUOT" in (s.stopped or "") for s in summaries
+    )
+    manifest["disk"] = {"free_bytes": free, "full": disk_full}
+    # What went wrong, said once each: a failed write (where), a rank killed or exited without its end
+    manifest["problems"] = [
+        *(f"rank {s.rank}: {s.stopped}" for s in summaries if s.stopped),
+        *(f"rank {s.rank}: {s.ending(disk_full).removeprefix('incomplete: ')}" for s in summaries
+          if not s.stopped and not s.ended and not s.alive),
+        *(["disk full: what could not be written is missing from the capture"] if disk_full else []),
+    ]  # fmt: skip
     if "simulated" in manifest:
         manifest["simulated"]["stopped_after_passes"] = [s.rank for s in summaries if s.stopped_after_passes]
     signed = ""
@@ -275,7 +333,7 @@ def run(args: argparse.Namespace) -> int:
         except OSError as e:
             print(f"graphtrain-inspect capture: could not update {_manifest_path(out)}: {e}", file=sys.stderr)
         signed = _sign(out)
-    _print_summary(out, args, summaries, code, sig, signed)
+    _print_summary(out, args, summaries, code, sig, signed, disk_full, free)
     return code
 
 
@@ -286,7 +344,8 @@ def _sign(out: str) -> str:
         kid = signing.sign(out)
     except (signing.KeyProblem, OSError) as e:
         return f"not signed ({e}): replay will need --trust, or `graphtrain-inspect trust {shlex.quote(out)}`"
-    return f"signed with your key ({kid}): replay loads it without --trust"
+    warn = signing.key_folder_problem()
+    return f"signed with your key ({kid}): replay loads it without --trust" + (f"; warning: {warn}" if warn else "")
 
 
 class ClaimRefused(Exception):
@@ -415,7 +474,14 @@ def _fmt_bytes(n: int) -> str:
 
 
 def _print_summary(
-    out: str, args: argparse.Namespace, summaries: list[RankSummary], code: int, sig: str | None, signed: str = ""
+    out: str,
+    args: argparse.Namespace,
+    summaries: list[RankSummary],
+    code: int,
+    sig: str | None,
+    signed: str = "",
+    disk_full: bool = False,
+    free: int | None = None,
 ) -> None:
     p = lambda s="": print(s, file=sys.stderr)  # noqa: E731 - the summary goes where logs go
     p()
@@ -423,14 +489,7 @@ def _print_summary(
     if not summaries:
         p("  no rank wrote a capture log.")
     for s in summaries:
-        if s.stopped:
-            state = "incomplete: the capture stopped writing (training went on)"
-        elif s.ended:
-            state = "complete"
-        elif s.alive:
-            state = f"incomplete: still running (pid {', '.join(map(str, s.alive))})"
-        else:
-            state = "incomplete: no end record (the process was killed or crashed)"
+        state = s.ending(disk_full)
         p(
             f"  rank {s.rank}: {s.passes} passes, {s.graphs} graphs, {s.records} records, {_fmt_bytes(s.bytes)}, "
             f"{s.capture_errors} capture errors, {s.raised} passes raised; {state}"
@@ -464,7 +523,18 @@ def _print_summary(
                 f"did not run): ranks {simulate.format_ranks(stopped)}"
             )
     total = sum(s.passes for s in summaries)
-    if total == 0:
+    if disk_full:
+        now = _fmt_bytes(free) if free is not None else "?"
+        full_now = free is not None and free < DISK_FULL_BYTES
+        p(
+            f"  the capture's filesystem is full ({now} free): what could not be written is missing from the capture"
+            if full_now
+            else f"  a write failed for lack of space (ENOSPC/EDQUOT; {now} free now): what could not be written is "
+            "missing from the capture"
+        )
+    if total == 0 and disk_full:
+        p("  no pass was recorded: nothing could be written (the disk is full), whether or not passes ran")
+    elif total == 0:
         p("  no graph pass fired. Possible reasons:")
         if not args.passes:
             p("   - no --pass MODULE:FUNC was named, so only Inductor's passes and record_pass() are captured;")

@@ -43,6 +43,12 @@ FORMAT_NAME = "graphtrain-inspect"
 #    by this reader as unknown kinds, which is why they need no bump of their own.
 FORMAT_VERSION = 4
 PAYLOAD_BYTES = "payload_bytes"
+# The longest payload line a reader reads (64 MB). A writer here writes one line per node, graph
+# code line or table row, far below it; a longer line (garbage, a damaged copy, someone hostile)
+# is skipped as a reading problem naming the file, its byte offset and size, and the record it
+# falls in ends before it: reading it would cost memory in proportion to its length (a few
+# copies while it is split, md5-checked and parsed). docs/log-format.md, "Limits".
+PAYLOAD_LINE_LIMIT = 64 << 20
 
 MANIFEST_NAME = "manifest.json"
 BLOB_DIR = "blobs"

@@ -11,18 +11,27 @@ HMAC-SHA256 from the standard library: the one who signs is the one who verifies
 the same key), so a shared secret is enough and public-key signatures would add a dependency and
 nothing else; HMAC with a 256-bit key cannot be forged without the key.
 
-What is signed (`DIR/signature.json`): the sha256 of the manifest and of every rank log (the
-names of the logs included, so a log added later is seen). The logs record every blob's sha256
-(in its pass or `gti_blob` record) and replay checks a blob's bytes against it before unpickling,
-so the chain reaches every blob without hashing them here. `capture` signs at its end, once every
-blob child has written its record; `graphtrain-inspect trust DIR` signs a capture the user looked
-at; the bundled sample captures are signed as they are unpacked (they come from the installed
-package, which is code the user already runs).
+What is signed (`DIR/signature.json`, version 2): every regular file under the capture directory
+that any reader may open (manifest, rank logs, blobs, status files, torch_trace/ ...), each by its
+path relative to the directory and its sha256; the signature file itself is the one file left out.
+The capture as a whole is signed, not a chosen list of names, so a file added later (a `notes.log`
+handed to `replay FILE`, a blob it points at) is *unlisted*: `verify` names it, replay never reads
+an unlisted file without `--trust` (inspector.replay.plan), and `ls`/`check` report unlisted files.
+An added file the directory reader itself opens (a `*_gti.log`, the manifest) undoes the signature
+outright, since it would change what every command reads. A listed blob that is missing is no
+failure (copies without blobs are common; replay says the blob is missing when it needs it).
 
-Not protected: anything else in the directory (torch_trace/, status/, simulate/ outputs: replay
-reads none of them to decide what to load), someone who can read the key file (it is the user's
-secret, like an SSH key), and a capture changed while a replay of it is loading (the blob bytes
-themselves are verified against the log as they are read).
+Version 1 signatures (the manifest and the `*_gti.log` files only) are still read: every other file
+is unlisted, i.e. unsigned, except the blobs, which v1 reached through the signed logs (each log
+records its blobs' sha256 and replay checks a blob's bytes against it before unpickling).
+
+`capture` signs at its end, once every blob child has written its record; `graphtrain-inspect trust
+DIR` signs a capture the user looked at; the bundled sample captures are signed as they are
+unpacked (they come from the installed package, which is code the user already runs).
+
+Not protected: someone who can read or write the key file (it is the user's secret, like an SSH
+key), and a capture changed while a replay of it is loading (the blob bytes themselves are verified
+against the log as they are read). docs/threat-model.md says the rest.
 """
 
 from __future__ import annotations
@@ -33,7 +42,7 @@ import os
 import secrets
 import stat
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -42,7 +51,8 @@ from graphtrain_inspect.capture import logformat
 
 KEY_NAME = "capture-key"
 SIGNATURE_FORMAT = "graphtrain-inspect-signature"
-SIGNATURE_VERSION = 1
+SIGNATURE_VERSION = 2
+READ_VERSIONS = (1, 2)
 _KEY_ID_CONTEXT = b"graphtrain-inspect key id"
 _SIGNATURE_LIMIT = 64 << 20
 
@@ -83,6 +93,27 @@ def load_key(create: bool = True) -> bytes:
         raise KeyProblem(f"cannot make the signing key {path}: {e.strerror or e}") from None
 
 
+def key_folder_problem() -> str | None:
+    """A warning when the key's folder is open to others (any mode beyond 0700): whoever can
+    write it can delete or swap the key file (a key of theirs is refused, being not yours, but
+    yours can be taken away), and a readable one lists what is there. None when it is private
+    or does not exist yet. The key file itself is refused outright when others can read it."""
+    d = os.path.dirname(key_path())
+    try:
+        st = os.lstat(d)
+    except OSError:
+        return None
+    mode = stat.S_IMODE(st.st_mode)
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+        return f"the signing key's folder {d} is not a folder of yours (a link, or another user's): keep it private"
+    if mode & 0o077:
+        return (
+            f"the signing key's folder {d} is open to others (mode {mode:04o}): others can remove or swap your key; "
+            f"fix: chmod 700 {d}"
+        )
+    return None
+
+
 def _read_key(path: str) -> bytes:
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
@@ -114,15 +145,35 @@ def key_id(key: bytes) -> str:
     return hmac.new(key, _KEY_ID_CONTEXT, hashlib.sha256).hexdigest()[:16]
 
 
-def signed_names(directory: str) -> list[str]:
-    """The files a signature covers: the manifest and the rank logs (the reader's own choice of
-    files: logformat's log names), whether or not each exists."""
+def reader_names(directory: str) -> list[str]:
+    """The files the directory reader itself opens to decide what a capture holds: the manifest and
+    the rank logs (logformat's log names), whether or not each exists. What a version 1 signature
+    listed."""
     try:
         names = os.listdir(directory)
     except OSError:
         names = []
     logs = sorted(n for n in names if n.startswith(logformat.LOG_PREFIX) and n.endswith(logformat.LOG_SUFFIX))
     return [logformat.MANIFEST_NAME, *logs]
+
+
+def _left_out(rel: str) -> bool:
+    # the signature itself, and its temporary file while it is being replaced
+    return rel == logformat.SIGNATURE_NAME or rel.startswith(logformat.SIGNATURE_NAME + ".tmp")
+
+
+def capture_files(directory: str) -> list[str]:
+    """Every entry under `directory` a reader may open, as `/`-separated relative paths, sorted;
+    links and other non-regular entries included (they are never signed, so they show as
+    unlisted). Directories are walked without following links."""
+    out: list[str] = []
+    for root, dirs, files in os.walk(directory, followlinks=False):
+        rel_root = os.path.relpath(root, directory)
+        for n in files + [d for d in dirs if os.path.islink(os.path.join(root, d))]:
+            rel = n if rel_root == "." else f"{rel_root.replace(os.sep, '/')}/{n}"
+            if not _left_out(rel):
+                out.append(rel)
+    return sorted(out)
 
 
 def _file_sha256(path: str) -> str | None:
@@ -140,8 +191,14 @@ def _file_sha256(path: str) -> str | None:
     return h.hexdigest()
 
 
-def digests(directory: str) -> dict[str, str | None]:
-    return {n: _file_sha256(os.path.join(directory, n)) for n in signed_names(directory)}
+def digests(directory: str) -> dict[str, str]:
+    """What a version 2 signature lists: each regular file under `directory` and its sha256."""
+    out: dict[str, str] = {}
+    for rel in capture_files(directory):
+        sha = _file_sha256(os.path.join(directory, *rel.split("/")))
+        if sha is not None:
+            out[rel] = sha
+    return out
 
 
 def _mac(key: bytes, kid: str, files: dict[str, Any]) -> str:
@@ -182,25 +239,36 @@ class Verdict:
     ok: bool
     why: str  # ok: whose signature; else why it is not trusted, in a few words
     problem: str = ""  # unsigned | damaged | other-key | changed | no-key
+    version: int = 0  # of the signature read (0: none)
+    listed: dict[str, str] = field(default_factory=dict)  # signed file -> sha256 (ok only)
+    unlisted: list[str] = field(default_factory=list)  # files under the capture it does not cover (ok only)
+
+    def covers(self, rel: str) -> bool:
+        """Whether the file at `rel` (relative, `/`-separated) is signed: listed (and so checked
+        unchanged), or a blob under a version 1 signature (reached through the signed logs)."""
+        if not self.ok:
+            return False
+        if rel in self.listed:
+            return True
+        return self.version == 1 and rel.startswith(logformat.BLOB_DIR + "/")
 
 
-def verify(directory: str) -> Verdict:
-    """Whether the capture in `directory` carries this user's signature over its current files."""
+def _read_signature(directory: str) -> tuple[dict | None, Verdict | None]:
     path = os.path.join(directory, logformat.SIGNATURE_NAME)
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
         with os.fdopen(fd, "rb") as f:
             if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                return Verdict(False, f"its {logformat.SIGNATURE_NAME} is not a regular file", "damaged")
+                return None, Verdict(False, f"its {logformat.SIGNATURE_NAME} is not a regular file", "damaged")
             data = f.read(_SIGNATURE_LIMIT)
     except FileNotFoundError:
-        return Verdict(
+        return None, Verdict(
             False,
             "it is unsigned (no signature of yours: made by someone else, elsewhere, or by an older version)",
             "unsigned",
         )
     except OSError as e:
-        return Verdict(False, f"its {logformat.SIGNATURE_NAME} cannot be read ({e.strerror or e})", "damaged")
+        return None, Verdict(False, f"its {logformat.SIGNATURE_NAME} cannot be read ({e.strerror or e})", "damaged")
     try:
         doc = orjson.loads(data)
     except orjson.JSONDecodeError:
@@ -208,11 +276,39 @@ def verify(directory: str) -> Verdict:
     if (
         not isinstance(doc, dict)
         or doc.get("format") != SIGNATURE_FORMAT
+        or doc.get("version", 1) not in READ_VERSIONS
         or not isinstance(doc.get("files"), dict)
         or not isinstance(doc.get("key_id"), str)
         or not isinstance(doc.get("hmac"), str)
     ):
-        return Verdict(False, f"its {logformat.SIGNATURE_NAME} is damaged", "damaged")
+        return None, Verdict(False, f"its {logformat.SIGNATURE_NAME} is damaged", "damaged")
+    return doc, None
+
+
+def unlisted(directory: str) -> list[str] | None:
+    """Files under the capture its signature does not list (None: no readable signature). Names
+    only, no key and no hashing: what `ls` and `check` report; `verify` is what decides trust."""
+    doc, bad = _read_signature(directory)
+    if doc is None:
+        return None
+    return _unlisted(directory, doc)
+
+
+def _unlisted(directory: str, doc: dict) -> list[str]:
+    files = doc["files"]
+    if doc.get("version", 1) == 1:
+        return [r for r in capture_files(directory) if r not in files and not r.startswith(logformat.BLOB_DIR + "/")]
+    return [r for r in capture_files(directory) if r not in files]
+
+
+def verify(directory: str) -> Verdict:
+    """Whether the capture in `directory` carries this user's signature over its current files.
+    ok: every listed file is unchanged, and no file the directory reader opens was added; files
+    added elsewhere are named in `unlisted` (and are not covered)."""
+    doc, bad = _read_signature(directory)
+    if doc is None:
+        assert bad is not None
+        return bad
     try:
         key = load_key(create=False)
     except KeyProblem as e:
@@ -230,12 +326,20 @@ def verify(directory: str) -> Verdict:
         )
     if not hmac.compare_digest(_mac(key, kid, doc["files"]), doc["hmac"]):
         return Verdict(False, f"its {logformat.SIGNATURE_NAME} was changed after it was signed", "changed")
-    now = digests(directory)
+    version = doc.get("version", 1)
     signed = doc["files"]
-    for name in sorted(set(now) | set(signed)):
+    for name in reader_names(directory):
         if name not in signed:
             return Verdict(False, f"it changed since it was signed: {name} was added", "changed")
-        if now.get(name) != signed[name]:
-            what = "removed" if name not in now or now[name] is None else "changed"
-            return Verdict(False, f"it changed since it was signed: {name} was {what}", "changed")
-    return Verdict(True, f"signed by you (key {kid})")
+    for name in sorted(signed):
+        path = os.path.join(directory, *str(name).split("/"))
+        now = _file_sha256(path)
+        if now == signed[name]:
+            continue
+        gone = not os.path.lexists(path)
+        if gone and version >= 2 and str(name).startswith(logformat.BLOB_DIR + "/"):
+            continue  # a copy without its blobs: replay says a blob is missing when it needs one
+        what = "removed" if gone else "changed"
+        return Verdict(False, f"it changed since it was signed: {name} was {what}", "changed")
+    extra = _unlisted(directory, doc)
+    return Verdict(True, f"signed by you (key {kid})", "", version, dict(signed), extra)

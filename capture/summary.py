@@ -7,6 +7,7 @@ records); the full reader with indexes and diffs is inspector/.
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass, field
 
 from graphtrain_inspect.capture import logformat
@@ -44,6 +45,31 @@ class RankSummary:
             return "stopped"
         return "complete" if self.ended else "incomplete"
 
+    def exit(self) -> dict | None:
+        """How this rank's process ended, where its parent recorded it: {"exit_code", "signal"}
+        of the last writer that has one (None: not recorded)."""
+        for p in reversed(self.processes):
+            if p.get("exit_code") is not None:
+                return {"exit_code": p["exit_code"], "signal": p.get("signal")}
+        return None
+
+    def ending(self, disk_full: bool = False) -> str:
+        """How the rank's capture ended, in words for the summary."""
+        if self.stopped:
+            return "incomplete: the capture stopped writing (training went on)"
+        if self.ended:
+            return "complete"
+        if self.alive:
+            return f"incomplete: still running (pid {', '.join(map(str, self.alive))})"
+        ex = self.exit()
+        if ex is not None and ex["signal"]:
+            return f"incomplete: killed by {ex['signal']} after {self.passes} passes (no end record)"
+        if ex is not None:
+            return f"incomplete: exited with code {ex['exit_code']} after {self.passes} passes, without an end record"
+        if disk_full:
+            return "incomplete: nothing more could be written (the capture's filesystem is full)"
+        return "incomplete: no end record (the process was killed or crashed)"
+
     def manifest_entry(self) -> dict:
         return {
             "log": os.path.basename(self.log),
@@ -57,6 +83,7 @@ class RankSummary:
             "stopped": self.stopped,
             "damaged_lines": len(self.problems),
             "processes": self.processes,
+            "exit": self.exit(),
             **({"stopped_after_passes": True} if self.stopped_after_passes else {}),
         }
 
@@ -114,6 +141,9 @@ def read_statuses(directory: str) -> list[tuple[int, dict]]:
                     "state": state,
                     "records": doc.get("records"),
                     "reason": doc.get("reason"),
+                    # how the process ended, where its parent recorded it (capture.child_exits)
+                    "exit_code": doc.get("exit_code") if type(doc.get("exit_code")) is int else None,
+                    "signal": doc.get("signal") if isinstance(doc.get("signal"), str) else None,
                     # a writer still running after the command ended (an orphaned worker) has not finished
                     "alive": state == "writing" and _alive(pid),
                 },
@@ -139,10 +169,14 @@ def _alive(pid: int) -> bool:
 def summarize_log(path: str, rank: int) -> RankSummary:
     s = RankSummary(rank=rank, log=path)
     try:
-        with open(path, "rb") as f:
+        # a regular file only: a log that is a link to a device (/dev/zero, /dev/full) never ends
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise OSError("not a regular file (a link or a device)")
             data = f.read()
     except OSError as e:
-        s.problems.append(f"{path}: {e}")
+        s.problems.append(f"{path}: {e.strerror or e}")
         return s
     s.bytes = len(data)
     for lineno, line, payload_lines in logformat.split_records(data):

@@ -3,15 +3,22 @@
 Pass names, exception messages, source lines, graph code, file names: anything a capture holds
 was written by the training (or by whoever edited the capture) and may hold terminal escapes
 (`ESC [2J` clears the screen, an OSC sequence sets the window title, a CR overwrites a line).
-`escape_controls` writes each C0 control character but newline and tab as `\\xNN` (so `\\x1b`,
-as Python's repr would), DEL and each C1 control character as `\\u00NN` (what JSON writes, so a
-`--json` document, where orjson leaves those two raw, stays valid through the same layer). It is
-applied at one layer per kind of output, where text becomes terminal output, not where each
+Unicode's bidirectional and invisible format controls are escaped too: a right-to-left override
+(U+202E) makes `bidi<RLO>exe.txt` read as `bidi` + `txt.exe` (the Trojan Source trick), a
+zero-width space or joiner makes two names that look alike differ. The set (`ESCAPED`): C0 but
+newline and tab, DEL, C1, U+200B-U+200F (zero-width space, non-joiner, joiner; LRM, RLM),
+U+202A-U+202E (bidi embeddings and overrides), U+2066-U+2069 (bidi isolates), U+FEFF (zero-width
+no-break space, BOM). `escape_controls` writes each C0 control character as `\\xNN` (so `\\x1b`,
+as Python's repr would), every other one as `\\uNNNN` (what JSON writes, so a `--json` document,
+where orjson leaves them raw, stays valid and exact through the same layer). It is the one
+function, applied at one layer per kind of output, where text becomes output, not where each
 field is formatted:
 
 * every command's stdout and stderr (inspector.cli.main installs `EscapingStream`): `ls`,
-  `check`, `diff`, `replay`, `trust` and the capture summary;
-* the TUI's rendered lines (a Textual line filter, tui/app.py).
+  `check`, `diff`, `replay`, `trust`, their error messages and the capture summary;
+* the TUI: its text objects (Rich's and Textual's, which would otherwise drop BEL, BS, VT, FF and
+  CR silently) and its rendered lines (a Textual line filter), tui/escaping.py;
+* SARIF message and snippet text (inspector.cli.sarif), which a code-scanning page shows.
 
 JSON output keeps the characters exact (orjson writes them as `\\u001b`, which is no control
 character on the wire). The commands' own colours are the one escape sequence a command writes
@@ -26,7 +33,9 @@ import re
 import secrets
 from typing import Any, TextIO
 
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# C0 but \n and \t, DEL, C1, and the bidi/invisible format controls (module docstring)
+ESCAPED = "\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff"
+_CONTROL = re.compile(f"[{ESCAPED}]")
 # Unguessable: a capture is written before this process starts.
 _MARK = "".join(chr(0xE000 + b * 16 + i) for i, b in enumerate(secrets.token_bytes(4)))
 _SGR = re.compile(re.escape(_MARK) + r"([0-9;]*)m")
@@ -34,13 +43,14 @@ _SGR = re.compile(re.escape(_MARK) + r"([0-9;]*)m")
 
 def _hex(m: re.Match) -> str:
     c = ord(m.group())
-    # DEL and C1 as JSON writes them escaped: orjson leaves them raw inside strings, and this
-    # form keeps a `--json` document valid and its text exact (C0 never reaches here from JSON)
+    # DEL, C1 and the format controls as JSON writes them escaped: orjson leaves them raw inside
+    # strings, and this form keeps a `--json` document valid and its text exact (C0 never reaches
+    # here from JSON)
     return f"\\x{c:02x}" if c < 0x7F else f"\\u{c:04x}"
 
 
 def escape_controls(text: str) -> str:
-    """`text` with every control character but newline and tab written as `\\xNN`."""
+    """`text` with every character of `ESCAPED` written as `\\xNN` (C0) or `\\uNNNN`."""
     return _CONTROL.sub(_hex, text)
 
 

@@ -2,12 +2,31 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 import time
 from typing import Any
 
 from graphtrain_inspect.capture import logformat
+
+# What a write error means to whoever reads the summary, by errno name.
+_WRITE_ERRORS = {
+    "ENOSPC": "disk full",
+    "EDQUOT": "disk quota exceeded",
+    "EIO": "I/O error",
+    "EFBIG": "file size limit reached",
+    "EROFS": "filesystem is read-only",
+}
+
+
+def write_error(e: OSError, at: int, rank: int) -> str:
+    """One line naming a failed write and where: "disk full (ENOSPC: No space left on device) at
+    30012 bytes of rank 1's log" (`at`: the bytes of the log written before it)."""
+    name = errno.errorcode.get(e.errno) if isinstance(e.errno, int) else None
+    what = _WRITE_ERRORS.get(name or "", "write error")
+    code = f"{name}: {e.strerror}" if name else f"{type(e).__name__}: {e}"
+    return f"{what} ({code}) at {at} bytes of rank {rank}'s log"
 
 
 class RankLog:
@@ -52,7 +71,7 @@ class RankLog:
                 return False
         except OSError as e:
             self._cut_partial(written)
-            self.stop(f"{type(e).__name__}: {e}")
+            self.stop(write_error(e, self.bytes, self.rank))
             return False
         self.records += 1
         self.bytes += len(data)

@@ -65,6 +65,23 @@ HOSTILE = {
 }
 
 
+# A name holding every character capture.terminal_text escapes (C0 but newline and tab, DEL, C1,
+# the bidi and invisible format controls), NUL excepted (no file name can hold it).
+EVERY_ESCAPED = "".join(
+    chr(c)
+    for c in [
+        *range(0x01, 0x09),
+        *range(0x0B, 0x20),
+        *range(0x7F, 0xA0),
+        *range(0x200B, 0x2010),
+        *range(0x202A, 0x202F),
+        *range(0x2066, 0x206A),
+        0xFEFF,
+    ]
+)
+HOSTILE["every"] = "bidi\u202eexe.txt" + EVERY_ESCAPED
+
+
 def hostile_capture(directory, *, world: int = 2) -> str:
     """small_capture's 2-rank rank-baked bug with escapes where a capture holds text: pass names,
     an exception message, a capture error and the source line of the finding's node, written
@@ -81,6 +98,7 @@ def hostile_capture(directory, *, world: int = 2) -> str:
         rw.apply(HOSTILE["pass"], g0, g1)
         rw.apply(HOSTILE["pass2"], g1, g2)
         rw.apply(HOSTILE["raise"], g2, None, exception=ValueError(HOSTILE["message"]))
+        rw.apply(HOSTILE["every"], g1, g2)
         rw.error("wrap", HOSTILE["message"])
         rw.end()
     return w.finish()

@@ -19,6 +19,7 @@ from textual.widgets import Footer, Header, Input, Label, ProgressBar, TabbedCon
 
 from graphtrain_inspect.inspector.read.outline import finding_target
 from graphtrain_inspect.inspector.read.progressive import ProgressiveLoader
+from graphtrain_inspect.tui import escaping
 from graphtrain_inspect.tui.capture_loading import CAPTURE_VIEWS, VIEWS, CaptureLoading
 from graphtrain_inspect.tui.commands import CaptureCommands
 from graphtrain_inspect.tui.compile_actions import COMPILE_FINDING_KINDS, COMPILE_FINDING_ROWS, CompileActions
@@ -118,6 +119,7 @@ class InspectApp(CaptureLoading, ViewActions, CompileActions, TorchNodeCounts, A
         label: str | None = None,
         shared_graph: bool = False,
     ) -> None:
+        escaping.install()  # text from a capture shows its escapes, never loses characters
         super().__init__()
         self.path = str(path)
         self.label = label or self.path

@@ -1,20 +1,40 @@
-"""The TUI's one layer of capture.terminal_text: a line filter over every rendered line.
+"""The TUI's layer of capture.terminal_text: the same escaping as the commands, in two places.
 
-Every widget's lines (the tree, the code, diff and output-code views, the findings and tables,
-titles and status lines) pass through the app's line filters before they reach the terminal, so
-escaping there covers all of them, including widgets added later, and leaves the app's own
-styling (which is not text) alone. Rich counts a control character as zero cells wide, so its
-escaped form (`\\x1b`, four cells) would widen the line: the line is cut back to the width it was
-laid out with (only lines holding control characters, which no capture of real training has).
+1. Text objects. Rich's `Text` and Textual's `Content` *drop* BEL, BS, VT, FF and CR from the
+   text they are made of (`strip_control_codes`), before any filter can see them, so a pass name
+   holding `\\x07` would read differently in the TUI (the character silently gone) and on the
+   command line (`\\x07`). `install` points both libraries' stripping function at
+   `escape_controls`: every text the TUI makes shows the escape instead, measured at its escaped
+   width.
+2. Rendered lines. Every widget's lines (the tree, the code, diff and output-code views, the
+   findings and tables, titles and status lines) pass through the app's line filters before they
+   reach the terminal, so escaping there covers what a text object did not (segments made
+   directly, other widgets added later) and leaves the app's own styling (which is not text)
+   alone. Rich counts a control or format character as zero cells wide, so its escaped form
+   (`\\x1b`, four cells) would widen the line: the line is cut back to the width it was laid out
+   with (only lines holding such characters, which no capture of real training has).
 """
 
 from __future__ import annotations
 
+import rich.text
+import textual.content
 from rich.segment import Segment
 from textual.color import Color
 from textual.filter import LineFilter
 
 from graphtrain_inspect.capture.terminal_text import escape_controls
+
+
+def _escape(text: str, *_: object) -> str:
+    return escape_controls(text)
+
+
+def install() -> None:
+    """Make Rich's and Textual's text objects escape what they would drop (idempotent)."""
+    # Both look the function up as a module global when a text is made: one name each to repoint.
+    rich.text.strip_control_codes = _escape  # type: ignore[assignment]
+    textual.content._strip_control_codes = _escape  # type: ignore[assignment]
 
 
 class EscapeControls(LineFilter):

@@ -203,13 +203,25 @@ def check_report(cap: "Capture", only: list[str] | None = None, *, shared_graph:
     ran = [kind for kind in CHECKS if not only or kind in only]
     modules = check_modules()
     for kind in ran:
-        findings.extend(modules[kind].run(ctx))
+        try:
+            found = modules[kind].run(ctx)
+        except Exception as e:  # noqa: BLE001 - a bug in one check must not cost the others' findings
+            ctx.not_run.append(NotRun(kind, raised_reason(e)))
+            continue
+        findings.extend(found)
     from graphtrain_inspect.inspector.checks.not_checked import explain
 
     explain(ctx, ran)
     attach_sources(cap, findings)
     findings.sort(key=_sort_key)
     return Report(findings, ctx.not_run, ctx.notes, cap)
+
+
+def raised_reason(e: BaseException) -> str:
+    """What `not run` says of a check that raised: the error in one line (a bug in the check, or
+    input it did not expect; the report holds the other checks' findings all the same)."""
+    text = str(e).strip().splitlines()
+    return f"raised {type(e).__name__}" + (f": {text[0][:200]}" if text else "")
 
 
 def attach_sources(cap: "Capture", findings: list[Finding]) -> None:

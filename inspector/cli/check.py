@@ -252,7 +252,8 @@ def render(report, st: Style, width: int, hidden: int = 0) -> list[str]:
     for n in report.not_run:  # checks skipped for one reason on one line
         reasons.setdefault(n.reason, []).append(n.check)
     for reason, checks in reasons.items():
-        lines.append(st(f"not run: {', '.join(checks)}: {reason}", "yellow"))
+        sep = " " if reason.startswith("raised ") else ": "  # "not run: recompile raised KeyError: 'x'"
+        lines.append(st(f"not run: {', '.join(checks)}{sep}{reason}", "yellow"))
     for n in report.notes:
         lines.append(st(f"note: {n}", "dim"))
     head, more = summary(findings, hidden, "--severity info shows them")
@@ -288,6 +289,7 @@ def run(args: argparse.Namespace) -> int:
     from graphtrain_inspect.inspector.checks import check_report
     from graphtrain_inspect.inspector.checks.shown import at_least, hidden_info
     from graphtrain_inspect.inspector.cli.ls import simulated_line
+    from graphtrain_inspect.inspector.read.capture_files import integrity_notes
 
     cap = open_or_fail(args.dir, args.source)
     with cap:
@@ -299,6 +301,7 @@ def run(args: argparse.Namespace) -> int:
         sim = simulated_line(getattr(cap, "manifest", None))
         if sim:  # findings compare only the ranks that ran; say which, of how many
             report.notes.append(sim)
+        report.notes.extend(integrity_notes(cap))  # files replay would not read without --trust
         has_error = any(f.severity == "error" for f in report.findings)
         everything = report.findings
         report.findings = at_least(everything, args.severity or ("info" if args.json else None))

@@ -24,6 +24,7 @@ from graphtrain_inspect.inspector.diff.render import (
     fmt_bytes,
     want_color,
 )
+from graphtrain_inspect.inspector.read.capture_files import integrity_notes
 from graphtrain_inspect.inspector.read.simulated import rank_states, states_text
 
 
@@ -124,12 +125,14 @@ def listing(cap, ranks: list[int] | None = None, *, classes: bool | None = None)
                 "complete": end is not None if cap.kind == "capture" else None,
                 "output_code": ls_output_code.entries(cap, r),
                 "stopped": cap.stopped(r) if cap.kind == "capture" else None,
+                "exit": cap.rank_exit(r) if cap.kind == "capture" else None,
                 "compile": ls_compile.entry(cap, r),
             }
         )
     out["compile_note"] = ls_compile.note(cap)
     out["rank_classes"] = rank_agreement(cap, [e["rank"] for e in out["ranks"]], force=classes)
     out["read_errors"] = [str(e) for e in cap.all_errors()]
+    out["unsigned_files"] = integrity_notes(cap)
     return out
 
 
@@ -197,6 +200,7 @@ def _manifest_summary(m: dict | None) -> dict | None:
             "ended",
             "format_version",
             "simulated",
+            "problems",
         )
         if k in m
     }
@@ -253,6 +257,11 @@ def render(data: dict[str, Any], st: Style, fold: bool = True) -> list[str]:
     lines.append(st(head, "bold"))
     if m.get("command_line"):
         lines.append(f"command: {m['command_line']}")
+    problems = (
+        [str(p) for p in m.get("problems") or [] if isinstance(p, str)] if isinstance(m.get("problems"), list) else []
+    )
+    if problems:  # what the launcher found at the capture's end: failed writes, ranks killed, a full disk
+        lines.append(st(f"at the capture's end: {'; '.join(problems)}", "red"))
     sim_line = simulated_line(m)
     if sim_line:
         lines.append(st(sim_line, "yellow"))
@@ -281,6 +290,10 @@ def render(data: dict[str, Any], st: Style, fold: bool = True) -> list[str]:
             extra.append(st(f"{incomplete} unfinished", "red"))
         if entry.get("stopped"):
             extra.append(st(f"capture stopped writing: {entry['stopped']}", "red"))
+        elif entry["complete"] is False and entry.get("exit"):
+            ex, n = entry["exit"], sum(1 for p in entry["passes"] if p["status"] != "incomplete")
+            how = f"killed by {ex['signal']}" if ex.get("signal") else f"exited with code {ex['exit_code']}"
+            extra.append(st(f"rank {entry['rank']} {how} after {n} passes (no end record)", "red"))
         elif entry["complete"] is False:
             extra.append(st("no end record (killed or still running)", "red"))
         where = f"  pid {entry['pid']} on {entry['host']}" if entry.get("pid") else ""
@@ -335,6 +348,10 @@ def render(data: dict[str, Any], st: Style, fold: bool = True) -> list[str]:
         )
     if data.get("compile_note"):
         lines.extend(["", st(data["compile_note"], "dim")])
+    if data.get("unsigned_files"):
+        lines.append("")
+        lines.append(st("not signed (replay needs --trust to read these):", "yellow", "bold"))
+        lines.extend(f"  {n}" for n in data["unsigned_files"])
     if data.get("read_errors"):
         lines.append("")
         lines.append(st("reading problems:", "red", "bold"))
@@ -387,8 +404,8 @@ class Columns:
         return cls(
             name=min(NAME_MAX, max(map(len, names))),
             role=max(map(len, roles), default=0) and max(4, *map(len, roles)),
-            gid=max(5, *map(len, gids)),
-            nodes=max(4, *map(len, counts)),
+            gid=max([5, *map(len, gids)]),  # a rank with no pass (its log unreadable) has none
+            nodes=max([4, *map(len, counts)]),
         )
 
     def row(

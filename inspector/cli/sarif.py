@@ -8,7 +8,9 @@ code): the file relative to the current directory (`uriBaseId` %SRCROOT%) when i
 when the capture was recorded elsewhere and the tail of its path names a file here (a GPU host's
 `/work/main/tests/x.py` is `tests/x.py` of this checkout); an absolute file URI otherwise. A
 finding with no source line (about the capture itself) is located at the rank's log. The
-rest (pass, graph, node, ranks, evidence) is in each result's `properties`.
+rest (pass, graph, node, ranks, evidence) is in each result's `properties`. Message and snippet
+text is escaped as the terminal's is (capture.terminal_text): a code-scanning page shows it to
+people as text; `properties` keep the capture's text exact, as `--json` does.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from __future__ import annotations
 import os
 from pathlib import Path, PurePosixPath
 from typing import Any
+
+from graphtrain_inspect.capture.terminal_text import escape_controls
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 LEVELS = {"error": "error", "warning": "warning", "info": "note"}
@@ -58,7 +62,7 @@ def _location(f, cap, root: Path) -> dict[str, Any] | None:
     if src.get("file") and isinstance(src.get("line"), int) and src["line"] >= 1:
         region: dict[str, Any] = {"startLine": src["line"]}
         if src.get("code"):
-            region["snippet"] = {"text": src["code"]}
+            region["snippet"] = {"text": escape_controls(src["code"])}
         return {"physicalLocation": {"artifactLocation": artifact(src["file"], root), "region": region}}
     for r in f.ranks or list(getattr(cap, "ranks", [])):
         log = cap.log_file(r) if cap is not None else None
@@ -76,7 +80,7 @@ def to_sarif(report, version: str | None = None, root: str | None = None) -> dic
         res: dict[str, Any] = {
             "ruleId": f.kind,
             "level": LEVELS.get(f.severity, "note"),
-            "message": {"text": f.message},
+            "message": {"text": escape_controls(f.message)},
             "properties": {
                 k: v
                 for k, v in f.to_json().items()
@@ -108,9 +112,10 @@ def to_sarif(report, version: str | None = None, root: str | None = None) -> dic
             {
                 "executionSuccessful": True,
                 "toolExecutionNotifications": [
-                    {"level": "note", "message": {"text": f"not run: {n.check}: {n.reason}"}} for n in report.not_run
+                    {"level": "note", "message": {"text": escape_controls(f"not run: {n.check}: {n.reason}")}}
+                    for n in report.not_run
                 ]
-                + [{"level": "note", "message": {"text": n}} for n in report.notes],
+                + [{"level": "note", "message": {"text": escape_controls(n)}} for n in report.notes],
             }
         ],
     }

@@ -50,4 +50,7 @@ def run(args: argparse.Namespace) -> int:
     say(f"  {claims}" + (f"; command: {command}" if isinstance(command, str) else ""))
     if not before.ok:
         say(f"  before: {before.why}")
+    warn = signing.key_folder_problem()
+    if warn:
+        say(f"  warning: {warn}")
     return 0

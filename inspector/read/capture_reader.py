@@ -51,6 +51,8 @@ class Capture:
         self.manifest: dict[str, Any] | None = None
         self.errors: list[ReadError] = []
         self.torch_trace_dir: str | None = None
+        # the signature verdict replay checked (inspector.replay.plan.check_origin); None until then
+        self.signature: Any = None
         # each writer process's status file (status/rank_<R>.<pid>.json), by rank: how its log ended
         self.statuses: dict[int, list[dict[str, Any]]] = {}
         self._ranks: dict[int, _Rank] = {}
@@ -96,6 +98,19 @@ class Capture:
             return None
         v = r.log.payload(r.end_rec)
         return v if isinstance(v, dict) else None
+
+    def rank_exit(self, rank: int) -> dict[str, Any] | None:
+        """How the rank's process ended, as its parent recorded it and the launcher wrote it into
+        the manifest (capture.child_exits): {"exit_code": int, "signal": name or None}; None when
+        not recorded."""
+        m = self.manifest if isinstance(self.manifest, dict) else {}
+        ranks = m.get("ranks")
+        entry = ranks.get(str(rank)) if isinstance(ranks, dict) else None
+        ex = entry.get("exit") if isinstance(entry, dict) else None
+        if not isinstance(ex, dict) or type(ex.get("exit_code")) is not int:
+            return None
+        sig = ex.get("signal")
+        return {"exit_code": ex["exit_code"], "signal": sig if isinstance(sig, str) else None}
 
     def stopped(self, rank: int) -> str | None:
         """Why the rank's capture stopped writing before its process ended (a failed write, its log

@@ -184,11 +184,22 @@ class LogFile:
         search = _LINE_START_RE.search
 
         def line_after(newline: int) -> int:
-            """The first line start (a line not starting with a tab) after the newline at `newline`."""
-            m = search(buf, newline)
-            while m is not None and _is_blank(buf, m.start() + 1):
-                m = search(buf, m.start() + 1)
-            return m.start() + 1 if m is not None else size
+            """The first line start (a line not starting with a tab) after the newline at `newline`,
+            searched a chunk at a time: the pages of a chunk searched in vain (a long payload line)
+            are released, so what this process holds does not follow a line's length."""
+            pos = newline
+            while pos < size:
+                stop = min(size, pos + _SKIP_CHUNK)
+                look = min(size, stop + 1)  # one byte past the chunk: the lookahead of a newline at its end
+                m = search(buf, pos, look)
+                while m is not None and _is_blank(buf, m.start() + 1):
+                    m = search(buf, m.start() + 1, look)
+                if m is not None:
+                    return m.start() + 1
+                if stop - newline > _SKIP_CHUNK:
+                    self._release(pos, stop)
+                pos = stop
+            return size
 
         start = 0
         if buf[0:1] == b"\t":
@@ -228,7 +239,8 @@ class LogFile:
             if nxt is None:
                 nxt = line_after(line_end)
             payload_start = min(line_end + 1, nxt)
-            records.append(Record(len(records), kind, start, payload_start, _blank_tail(buf, payload_start, nxt), env))
+            end = self._payload_region_end(kind, payload_start, nxt)
+            records.append(Record(len(records), kind, start, payload_start, _blank_tail(buf, payload_start, end), env))
             start = nxt
         if self.truncated and records and records[-1].end == size:
             self._check_final(records[-1])
@@ -252,6 +264,49 @@ class LogFile:
             f"first line may have: not read ({_preview(bytes(buf[start : start + 60]))})",
         )
         return nl
+
+    def _payload_region_end(self, kind: str, payload_start: int, nxt: int) -> int:
+        """Where the payload of a `kind` record in [payload_start, nxt) ends: `nxt`, or the start of
+        its first line over logformat.PAYLOAD_LINE_LIMIT (said as a reading problem: the line and
+        what follows it in the region are not read, the record is read without them)."""
+        if nxt - payload_start <= logformat.PAYLOAD_LINE_LIMIT:
+            return nxt
+        long = self._long_line(payload_start, nxt)
+        if long is None:
+            return nxt
+        self._err(
+            long[0],
+            f"a payload line of {long[1] / (1 << 20):.1f} MB at byte offset {long[0]}, longer than the "
+            f"{logformat.PAYLOAD_LINE_LIMIT >> 20} MB a payload line may have: not read (the {kind} record "
+            "before it is read without it)",
+        )
+        return long[0]
+
+    def _long_line(self, lo: int, hi: int) -> tuple[int, int] | None:
+        """The first line in [lo, hi) longer than logformat.PAYLOAD_LINE_LIMIT, as (offset, length),
+        or None. Only a region longer than the limit is looked at: its newlines are found at memchr
+        speed, a limit's worth at most at once, and the pages looked at are released."""
+        buf, limit = self._buf, logformat.PAYLOAD_LINE_LIMIT
+        pos = lo
+        while pos < hi:
+            stop = min(hi, pos + limit + 1)
+            nl = buf.find(b"\n", pos, stop)
+            self._release(pos, stop)
+            if nl >= 0:
+                pos = nl + 1
+                continue
+            if stop - pos <= limit:
+                return None  # the region's last line, without its newline, and short
+            end, nl = stop, -1
+            while end < hi:
+                nxt = min(hi, end + _SKIP_CHUNK)
+                nl = buf.find(b"\n", end, nxt)
+                self._release(end, nxt)
+                if nl >= 0:
+                    break
+                end = nxt
+            return pos, (nl if nl >= 0 else hi) - pos
+        return None
 
     def _release(self, start: int, end: int) -> None:
         """Drop the pages of [start, end) from this process's memory (they stay in the page cache
@@ -307,6 +362,8 @@ class LogFile:
         line = best[1]
         for a in range(best[0], offset, _SKIP_CHUNK):  # in chunks: an overlong line may lie between
             line += bytes(self._buf[a : min(offset, a + _SKIP_CHUNK)]).count(b"\n")
+            if offset - best[0] > _SKIP_CHUNK:
+                self._release(a, min(offset, a + _SKIP_CHUNK))  # a long way: hold no more than a chunk
         self._line_marks.append((offset, line))
         if len(self._line_marks) > 64:
             self._line_marks = sorted(self._line_marks)[-32:]

@@ -97,7 +97,9 @@ class ChunkedLogFile(LogFile):
         if self._pos >= size and self._open_start is not None:
             self._add(self._open_start, size, last=True)
             self._open_start = None
-        self._release(start_pos, self._open_start if self._open_start is not None else self._pos)
+        # every page scanned, the open record's too (a long payload line may keep it open for many
+        # steps): pages released come back from the page cache when a payload is read
+        self._release(start_pos, self._pos)
         return limit - start_pos
 
     def _add(self, start: int, nxt: int, *, last: bool = False) -> None:
@@ -132,8 +134,9 @@ class ChunkedLogFile(LogFile):
                     self._err(start, problem)
                 else:
                     payload_start = min(line_end + 1, nxt)
+                    end = self._payload_region_end(kind, payload_start, nxt)
                     self.records.append(
-                        Record(len(self.records), kind, start, payload_start, _blank_tail(buf, payload_start, nxt), env)
+                        Record(len(self.records), kind, start, payload_start, _blank_tail(buf, payload_start, end), env)
                     )
         if last and self.truncated and self.records and self.records[-1].end == size:
             self._check_final(self.records[-1])

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from graphtrain_inspect.capture import logformat, signing
 from graphtrain_inspect.inspector.errors import NotFound, Refused
+from graphtrain_inspect.inspector.read.capture_files import blob_link_problem, capture_dir
 
 if TYPE_CHECKING:
     from graphtrain_inspect.inspector.read.capture_index import Capture, PassRecord
@@ -116,24 +117,41 @@ def manifest_claims(cap: "Capture") -> str:
 
 def check_origin(cap: "Capture", ranks: list[int], *, trust: bool) -> str:
     """Raise Refused unless the capture carries this user's signature over its current files
-    (or `trust`). Returns a one-line description of why it is trusted. `ranks` (those replay
-    will load) are all covered by the one signature of the directory."""
+    (or `trust`), and every file replay will read for `ranks` (their logs; a log file given alone
+    included) is one the signature lists. Returns a one-line description of why it is trusted.
+    The verdict is kept on `cap` (`cap.signature`) so `read_blob` can hold each blob to it."""
     claims = manifest_claims(cap)
     if trust:
         return f"trusted with --trust ({claims})"
     base = capture_dir(cap)
     v = signing.verify(base)
-    if v.ok:
-        return f"{v.why} ({claims})"
-    raise Refused(
-        f"{cap.path} is not loaded: {v.why}. Replay unpickles graphs (pickle can run code) and loads only "
-        f"captures signed with your key; {claims}, which proves nothing. If you trust it, pass --trust, or sign it "
-        f"once with `graphtrain-inspect trust {base}`"
-    )
+    if not v.ok:
+        raise Refused(
+            f"{cap.path} is not loaded: {v.why}. Replay unpickles graphs (pickle can run code) and loads only "
+            f"captures signed with your key; {claims}, which proves nothing. If you trust it, pass --trust, or "
+            f"sign it once with `graphtrain-inspect trust {base}`"
+        )
+    for r in ranks:
+        log = cap.log_file(r)
+        rel = relative_to(base, log.path) if log is not None else None
+        if rel is None or not v.covers(rel):
+            name = rel or (log.path if log is not None else f"the log of rank {r}")
+            raise Refused(
+                f"{name} is not loaded: your signature on {base} does not cover it (added after the capture "
+                "was signed, or not a regular file). Replay reads only signed files; if you trust it, pass "
+                f"--trust, or sign the capture again with `graphtrain-inspect trust {base}`"
+            )
+    cap.signature = v
+    warn = signing.key_folder_problem()
+    return f"{v.why} ({claims})" + (f"; warning: {warn}" if warn else "")
 
 
-def capture_dir(cap: "Capture") -> str:
-    return cap.path if os.path.isdir(cap.path) else os.path.dirname(os.path.abspath(cap.path))
+def relative_to(base: str, path: str) -> str | None:
+    """`path` relative to the capture directory `base`, `/`-separated; None when outside it."""
+    rel = os.path.relpath(os.path.abspath(path), os.path.abspath(base))
+    if rel == os.curdir or rel == os.pardir or rel.startswith(os.pardir + os.sep) or os.path.isabs(rel):
+        return None
+    return rel.replace(os.sep, "/")
 
 
 @dataclass
@@ -178,6 +196,16 @@ def read_blob(cap: "Capture", rec: "PassRecord", gid: str | None, *, trust: bool
         raise Refused(f"cannot read blob {rel}: {e.strerror or e}") from None
     if not stat.S_ISREG(st.st_mode):
         raise Refused(f"blob {rel} is not a regular file (a link or something else); refusing to load it")
+    if not trust:
+        odd = blob_link_problem(base, st)
+        if odd:
+            raise Refused(f"blob {rel} {odd}; refusing to load it without --trust")
+        v = cap.signature
+        if v is not None and not v.covers(rel):
+            raise Refused(
+                f"blob {rel} is not covered by your signature on {base} (added after it was signed); refusing to "
+                f"load it without --trust (or sign the capture again with `graphtrain-inspect trust {base}`)"
+            )
     try:
         with open(path, "rb") as f:
             data = f.read()

@@ -83,7 +83,11 @@ def test_sigkill_of_one_rank_inside_a_pass(tmp_path):
         assert entry["end_record"] is False and entry["complete"] is False and entry["damaged_lines"] == 0
         (proc,) = entry["processes"]
         assert proc["state"] == "writing" and proc["alive"] is False  # died without ending
-    assert "rank 1: 3 passes" in err and "no end record (the process was killed or crashed)" in err
+    # how each rank ended, as torchrun reaped it (capture.child_exits): rank 1 killed, rank 0 stopped by torchrun
+    assert m["ranks"]["1"]["exit"] == {"exit_code": -9, "signal": "SIGKILL"}, m["ranks"]["1"]
+    assert m["ranks"]["0"]["exit"] is not None and m["ranks"]["0"]["exit"]["exit_code"] != 0, m["ranks"]["0"]
+    assert "rank 1: killed by SIGKILL after 3 passes (no end record)" in m["problems"], m["problems"]
+    assert "rank 1: 3 passes" in err and "killed by SIGKILL after 3 passes (no end record)" in err, err
 
     cap = open_capture(str(out))
     assert cap.all_errors() == []  # nothing damaged: every record before the kill is whole
@@ -107,6 +111,7 @@ def test_sigkill_of_one_rank_inside_a_pass(tmp_path):
     assert found == {(0, "no-end-record"), (1, "no-end-record"), (0, "pass-unfinished"), (1, "pass-unfinished")}
     r = run_cli("ls", str(out), "--color", "never")
     assert r.returncode == 0 and "started, never finished" in r.stdout and "Traceback" not in r.stderr
+    assert "rank 1 killed by SIGKILL after 3 passes" in r.stdout, r.stdout
 
 
 def test_write_failures_stop_the_capture_not_the_training(tmp_path):
@@ -126,14 +131,15 @@ def test_write_failures_stop_the_capture_not_the_training(tmp_path):
     )
     assert r.returncode == 0, r.stderr[-3000:]
     assert _steps(r.stdout, 0) == _steps(r.stdout, 1) == _expected(steps)
-    assert "rank 1 stopped capturing" in r.stderr and "File too large; training goes on" in r.stderr
+    assert "rank 1 stopped capturing" in r.stderr and "bytes of rank 1's log; training goes on" in r.stderr
     assert "rank 0 stopped capturing" in r.stderr and "the log was deleted while the capture was running" in r.stderr
-    assert "capture stopped: OSError: [Errno 27] File too large" in r.stderr
+    efbig = "file size limit reached (EFBIG: File too large) at "
+    assert f"capture stopped: {efbig}" in r.stderr and "bytes of rank 1's log" in r.stderr
     assert "Traceback" not in r.stderr
 
     m = _manifest(out)
     assert m["status"] == "finished" and m["incomplete_ranks"] == [0, 1]
-    assert m["stopped_ranks"]["1"] == "OSError: [Errno 27] File too large"
+    assert m["stopped_ranks"]["1"].startswith(efbig) and m["stopped_ranks"]["1"].endswith(" bytes of rank 1's log")
     assert "deleted" in m["stopped_ranks"]["0"] and m["ranks"]["0"]["log_present"] is False
 
     log1 = out / logformat.log_file_name(1)
@@ -141,7 +147,7 @@ def test_write_failures_stop_the_capture_not_the_training(tmp_path):
     lf = LogFile(str(log1))
     assert lf.errors == [] and lf.verify() == 0  # whole records only
     cap = open_capture(str(out))
-    assert cap.stopped(1) == "OSError: [Errno 27] File too large" and "deleted" in cap.stopped(0)
+    assert cap.stopped(1) == m["stopped_ranks"]["1"] and "deleted" in cap.stopped(0)
     passes = cap.passes(1)
     assert 1 <= len(passes) < steps and [p.name for p in passes] == [f"step_{i}" for i in range(len(passes))]
     # the pass whose record hit the limit shows as started, not finished
@@ -155,7 +161,56 @@ def test_write_failures_stop_the_capture_not_the_training(tmp_path):
     }
     assert {(0, "missing-rank"), (0, "stopped"), (1, "stopped")} <= found, found
     r = run_cli("ls", str(out), "--color", "never")
-    assert r.returncode == 0 and "capture stopped writing: OSError: [Errno 27] File too large" in r.stdout
+    assert r.returncode == 0 and f"capture stopped writing: {efbig}" in r.stdout
+
+
+def test_disk_full_is_named_in_summary_manifest_and_ls(tmp_path):
+    """Rank 1's log is /dev/full: every write fails with a real ENOSPC from the kernel. Training
+    runs to the end; the summary, the manifest (which ends `finished`, not `running`) and `ls`
+    say the disk was full, where, and for which rank, not that the process was killed."""
+    out = tmp_path / "cap"
+    r = run_cli(
+        "capture",
+        "--out",
+        str(out),
+        "--no-inductor",
+        "--",
+        *torchrun(2, PROGRAM, "--steps", "3", "--full-log-rank", "1"),
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert _steps(r.stdout, 0) == _steps(r.stdout, 1) == _expected(3)
+    full = "disk full (ENOSPC: No space left on device) at 0 bytes of rank 1's log"
+    assert f"capture stopped: {full}" in r.stderr, r.stderr[-3000:]
+    assert "killed or crashed" not in r.stderr and "no graph pass fired" not in r.stderr
+    m = _manifest(out)
+    assert m["status"] == "finished" and m["stopped_ranks"] == {"1": full}, m
+    assert f"rank 1: {full}" in m["problems"] and m["ranks"]["0"]["complete"] is True
+    r = run_cli("ls", str(out), "--color", "never")
+    assert r.returncode == 0 and "Traceback" not in r.stderr
+    assert f"capture stopped writing: {full}" in r.stdout, r.stdout
+    assert f"at the capture's end: rank 1: {full}" in r.stdout, r.stdout
+
+
+def test_final_manifest_is_written_where_no_new_file_can_be(tmp_path):
+    """The last manifest goes over the first one's own bytes (reserved at the start) when no new
+    file can be made, as on a full disk: it never stays `running`."""
+    from graphtrain_inspect.capture.launcher import MANIFEST_RESERVE, write_manifest
+
+    out = tmp_path / "cap"
+    out.mkdir()
+    first = {"status": "running", "ranks": {}, "env": {"A": "b"}}
+    write_manifest(str(out), first, first=True)
+    assert (out / logformat.MANIFEST_NAME).stat().st_size == MANIFEST_RESERVE
+    (out / (logformat.MANIFEST_NAME + ".tmp")).mkdir()  # the new file cannot be made
+    write_manifest(str(out), {**first, "status": "finished", "exit_code": 0})
+    m = _manifest(out)
+    assert m["status"] == "finished" and m["exit_code"] == 0 and m["env"] == {"A": "b"}
+    # too large for the reserved bytes: written without its per-rank detail and environment
+    big = {"status": "failed", "exit_code": 3, "env": {"A": "b"}, "ranks": {str(i): "x" * 100 for i in range(1000)}}
+    write_manifest(str(out), big)
+    m = _manifest(out)
+    assert (m["status"], m["exit_code"]) == ("failed", 3) and "ranks" not in m and "env" not in m
+    assert (out / logformat.MANIFEST_NAME).stat().st_size == MANIFEST_RESERVE
 
 
 def test_capture_directory_removed_during_the_run(tmp_path):
@@ -208,3 +263,20 @@ def test_no_room_for_the_manifest_runs_nothing(tmp_path):
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert r.stderr.count("\n") == 1 and "cannot write" in r.stderr and "nothing was run" in r.stderr, r.stderr
     assert not (tmp_path / "ran").exists() and not (out / "manifest.json.tmp").exists()
+
+
+def test_summary_says_how_a_rank_ended():
+    """The words the summary, the manifest's `problems` and `ls` use for a rank without its end
+    record: its parent's record of how it ended first, then a full disk, then the old guess."""
+    from graphtrain_inspect.capture.summary import RankSummary
+
+    s = RankSummary(rank=1, log="x", passes=12)
+    assert s.ending() == "incomplete: no end record (the process was killed or crashed)"
+    assert s.ending(disk_full=True) == "incomplete: nothing more could be written (the capture's filesystem is full)"
+    s.processes = [{"pid": 7, "state": "writing", "exit_code": -9, "signal": "SIGKILL", "alive": False}]
+    assert s.ending(disk_full=True) == "incomplete: killed by SIGKILL after 12 passes (no end record)"
+    assert s.manifest_entry()["exit"] == {"exit_code": -9, "signal": "SIGKILL"}
+    s.processes = [{"pid": 7, "state": "writing", "exit_code": 3, "signal": None, "alive": False}]
+    assert s.ending() == "incomplete: exited with code 3 after 12 passes, without an end record"
+    s.stopped = "disk full (ENOSPC: No space left on device) at 10 bytes of rank 1's log"
+    assert s.ending() == "incomplete: the capture stopped writing (training went on)"

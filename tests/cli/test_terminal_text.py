@@ -13,15 +13,25 @@ import pytest
 from graphtrain_inspect.capture import logformat, terminal_text
 from graphtrain_inspect.inspector.diff.render import Style
 from tests.capture_utils import run_cli
-from tests.tui_support import HOSTILE, hostile_capture
+from tests.tui_support import EVERY_ESCAPED, HOSTILE, hostile_capture
 
-# every C0 control but newline and tab, DEL, every C1 control
-RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# every C0 control but newline and tab, DEL, every C1 control, the bidi and invisible format
+# controls: written out here, not taken from the module under test
+RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
+
+
+def test_the_escaped_set():
+    assert set(RAW.findall(EVERY_ESCAPED)) == set(EVERY_ESCAPED) and len(EVERY_ESCAPED) == 29 + 33 + 15
+    assert not RAW.findall(terminal_text.escape_controls(EVERY_ESCAPED + "\x00"))
+    assert terminal_text.escape_controls("bidi\u202eexe.txt\u2066\ufeff") == "bidi\\u202eexe.txt\\u2066\\ufeff"
+    assert terminal_text.escape_controls("a\tb\nc\u00e9\u4e2d") == "a\tb\nc\u00e9\u4e2d"  # text is left alone
 
 
 @pytest.fixture(scope="module")
 def hostile(tmp_path_factory):
-    d = tmp_path_factory.mktemp("hostile") / "cap"
+    # the capture's own directory name holds every escaped character too: it is in every
+    # command's messages (replay's refusal, trust's note, reading problems)
+    d = tmp_path_factory.mktemp("hostile") / ("cap" + EVERY_ESCAPED)
     hostile_capture(d)
     m = json.loads((d / logformat.MANIFEST_NAME).read_text())
     m.update(user="eve\x1b[2J", host="box\x1b]0;t\x07", command_line="train\r\x1b[31m.py")
@@ -62,6 +72,7 @@ def test_no_raw_control_character_reaches_the_terminal(hostile, cmd):
 
 def test_the_escapes_are_shown_not_dropped(hostile):
     r = run_cli("ls", str(hostile), "--color", "never")
+    assert "bidi\\u202eexe.txt" in r.stdout and "\\x07\\x08" in r.stdout and "\\u2069\\ufeff" in r.stdout
     assert "remove_dead_code\\x1b[2J\\x1b[31mRED" in r.stdout
     assert "shard\\x1b]0;pwned-title\\x07_rows" in r.stdout
     assert "boom\\x0dFAKE: no findings\\x08\\u009b2J" in r.stdout
@@ -119,3 +130,21 @@ def test_capture_summary_escapes(tmp_path):
     assert not RAW.findall(r.stderr + r.stdout), r.stderr
     r = run_cli("ls", str(tmp_path / "c"), "--color", "never")
     assert "\\x1b[2J\\x1b[31mRED" in r.stdout and "raised builtins.ValueError: bad shape\\x1b[2J" in r.stdout, r.stdout
+
+
+def test_sarif_message_text_is_escaped(hostile, tmp_path):
+    sarif = tmp_path / "out.sarif"
+    r = run_cli("check", str(hostile), "--severity", "info", "--sarif", str(sarif))
+    assert r.returncode == 1, r.stderr
+    doc = json.loads(sarif.read_text())
+    run = doc["runs"][0]
+    texts = [res["message"]["text"] for res in run["results"]]
+    texts += [n["message"]["text"] for inv in run["invocations"] for n in inv["toolExecutionNotifications"]]
+    texts += [
+        loc["physicalLocation"]["region"]["snippet"]["text"]
+        for res in run["results"]
+        for loc in res.get("locations", [])
+        if "snippet" in loc["physicalLocation"].get("region", {})
+    ]
+    assert texts and not RAW.findall("\n".join(texts)), [t for t in texts if RAW.search(t)]
+    assert any("\\x1b[2J" in t for t in texts), texts

@@ -6,6 +6,8 @@ blob), then all-reduces a value: every rank must keep going for the others to fi
 
   --fsize-rank R --fsize BYTES   rank R's files may not grow past BYTES (RLIMIT_FSIZE, as a full
                                  disk or a quota would stop them): its capture log hits the limit
+  --full-log-rank R              rank R's capture log is /dev/full (a link made before its first
+                                 record): every write to it fails with ENOSPC, as on a full disk
   --delete-log-at S              at step S rank 0 deletes its own capture log
   --remove-dir-at S              at step S rank 0 removes the whole capture directory
   --hold PATH                    after the steps, inside a recorded pass `hold`, write PATH.<rank>
@@ -43,6 +45,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--fsize-rank", type=int, default=None)
     ap.add_argument("--fsize", type=int, default=0)
+    ap.add_argument("--full-log-rank", type=int, default=None)
     ap.add_argument("--delete-log-at", type=int, default=None)
     ap.add_argument("--remove-dir-at", type=int, default=None)
     ap.add_argument("--hold", default=None)
@@ -53,6 +56,8 @@ def main() -> None:
         _, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
         resource.setrlimit(resource.RLIMIT_FSIZE, (args.fsize, hard))
     capture_dir = os.environ.get("GTI_CAPTURE_DIR", "")
+    if args.full_log_rank == rank:
+        os.symlink("/dev/full", os.path.join(capture_dir, logformat.log_file_name(rank)))
     gm = graph_of(-1)
     for step in range(args.steps):
         with record_pass(f"step_{step}", gm) as rec:

@@ -450,3 +450,54 @@ def test_node_row_and_rows_around_are_the_tables_without_decoding_it(sample_capt
         assert rows_way.node_row(0, gid, "no/such/subgraph", "x") == (False, None)
     first = table_way.node_table(0, gids[0]).graphs[0]
     assert rows_way.rows_around(0, gids[0], first.path, first.nodes[0]["name"], 5) is None  # decoded now
+
+
+def _with_payload_line(tmp_path, size: int):
+    """A small capture whose rank 0 log has a tab-led line of `size` bytes before its pass record
+    (a payload line, to the scan: part of the record before it). Returns (log, line offset)."""
+    small_capture(tmp_path)
+    p = tmp_path / logformat.log_file_name(0)
+    data = p.read_bytes()
+    cut = data.rfind(b"\n", 0, data.index(b'"gti_pass"')) + 1
+    p.write_bytes(data[:cut] + b"\t" + b"x" * (size - 1) + b"\n" + data[cut:])
+    return p, cut
+
+
+@pytest.mark.parametrize("reader", ["index", "progressive"])
+def test_payload_line_over_the_limit_is_skipped_and_named(tmp_path, monkeypatch, reader):
+    """A payload line longer than logformat.PAYLOAD_LINE_LIMIT (made small here) is a reading
+    problem naming the file, byte offset and size; the record before it and every other record
+    read as without it (bounded memory: benchmarks/payload_line.py measures the real limit)."""
+    clean = tmp_path / "clean"
+    clean.mkdir()
+    small_capture(clean)
+    (tmp_path / "cap").mkdir()
+    p, at = _with_payload_line(tmp_path / "cap", 3 << 20)
+    monkeypatch.setattr(logformat, "PAYLOAD_LINE_LIMIT", 1 << 20)
+    if reader == "index":
+        cap = open_capture(str(tmp_path / "cap"))
+    else:
+        from graphtrain_inspect.inspector.read.progressive import ProgressiveLoader
+
+        loader = ProgressiveLoader(str(tmp_path / "cap"))
+        while not loader.done:
+            loader.step(256 << 10)
+        cap = loader.snapshot()
+    errs = [str(e) for e in cap.all_errors()]
+    assert len(errs) == 1, errs
+    assert errs[0].startswith(f"{p}:") and f"a payload line of 3.0 MB at byte offset {at}" in errs[0], errs
+    assert "longer than the 1 MB a payload line may have" in errs[0]
+    base = open_capture(str(clean))
+    for r in (0, 1):
+        assert [x.name for x in cap.passes(r)] == [x.name for x in base.passes(r)]
+        log, blog = cap.log_file(r), base.log_file(r)
+        assert [x.kind for x in log.records] == [x.kind for x in blog.records]
+        assert [log.payload(x) for x in log.records] == [blog.payload(x) for x in blog.records]
+
+
+def test_payload_line_under_the_limit_is_read(tmp_path):
+    """The control: the same line under the limit is read as the payload line it looks like (the
+    record before it then fails its md5: damaged, as any stray payload line makes it)."""
+    p, _ = _with_payload_line(tmp_path, 1 << 20)
+    errs = [str(e) for e in open_capture(str(tmp_path)).all_errors()]
+    assert not any("a payload line of" in e for e in errs), errs

@@ -11,7 +11,8 @@ import pytest
 from graphtrain_inspect.tui.session import Place
 from tests.tui_support import hostile_capture, opened, settle
 
-RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# C0 but newline and tab, DEL, C1, the bidi and invisible format controls (capture.terminal_text)
+RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
 
 
 @pytest.fixture(scope="module")
@@ -52,5 +53,8 @@ async def test_no_raw_control_character_on_screen(hostile):
         assert not RAW.findall(seen[-1])
         everything = "\n".join(seen)
         assert "remove_dead_code\\x1b[2J\\x1b[31mRED" in everything  # tree, titles
-        assert "shard\\x1b]0;pwned-title" in everything
+        # BEL and CR shown as the commands show them (Rich and Textual would drop them silently)
+        assert "shard\\x1b]0;pwned-title\\x07_rows" in everything
+        assert "boom\\x0dFAKE" in everything
+        assert "bidi\\u202eexe.txt\\x01" in everything  # the pass named with every escaped character
         assert "# \\x1b[2J\\x1b[31mRED" in everything  # the finding's source line

@@ -93,11 +93,12 @@ def css() -> str:
     return HtmlFormatter(style="default").get_style_defs(".hl")
 
 
-def node_lines(changes: list[str], focus: Iterable[str]) -> list[str]:
-    """The node changes (NodeDiff.summary lines) that name a focus node; the first few otherwise."""
+def node_lines(changes: list[str], focus: Iterable[str]) -> tuple[list[str], bool]:
+    """The node changes (NodeDiff.summary lines) that name a focus node, or the first few when
+    none does: (lines, whether they are the focus nodes' own)."""
     focus = [n for n in focus if n]
     picked = [c for c in changes if _mentions(c, focus)] if focus else []
-    return [_clip(c) for c in (picked or changes)[:20]]
+    return [_clip(c) for c in (picked or changes)[:20]], bool(picked)
 
 
 def pass_excerpt(cap: "Capture", rank: int, stage: "Stage", focus: list[str]) -> dict | None:
@@ -115,9 +116,11 @@ def pass_excerpt(cap: "Capture", rank: int, stage: "Stage", focus: list[str]) ->
     texts = gdiff.pass_text_diff(cap, rank, p, role)
     diff = gdiff.text_diff(*texts, f"before #{p.seq} {p.name}", f"after #{p.seq} {p.name}") if texts else []
     lines, skipped = elide_diff(diff, focus)
+    nodes, on_focus = node_lines(changes, focus)
     return {
         "title": f"#{p.seq} {p.name} on rank {rank}: before vs after",
-        "nodes": node_lines(changes, focus),
+        "nodes": nodes,
+        "on_focus": on_focus,
         "node_count": len(changes),
         "html": highlight_diff(lines) if lines else None,
         "skipped": skipped,
@@ -134,9 +137,11 @@ def rank_excerpt(cap: "Capture", a: "Stage", b: "Stage", focus: list[str]) -> di
     la = gdiff.rank_text(cap, a.rank, a.gid) or []
     lb = gdiff.rank_text(cap, b.rank, b.gid) or []
     diff = gdiff.text_diff(la, lb, f"rank {a.rank} {a.gid}", f"rank {b.rank} {b.gid}")
+    nodes, on_focus = node_lines(changes, focus)
     out = {
         "title": f"{a.key.label()} ({a.key.pipeline_label()}): rank {a.rank} vs rank {b.rank}",
-        "nodes": node_lines(changes, focus),
+        "nodes": nodes,
+        "on_focus": on_focus,
         "node_count": len(changes),
         "html": None,
         "skipped": 0,

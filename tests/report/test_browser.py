@@ -135,3 +135,21 @@ def test_first_screen(bundled_capture, tmp_path, open_page):
         box = page.locator(selector).first.bounding_box()
         assert box is not None and 0 <= box["y"] and box["y"] + box["height"] <= VIEWPORT["height"], selector
     assert errors == []
+
+
+@pytest.mark.slow
+def test_readme_demo_capture(sample_capture, tmp_path, open_page):
+    """The README's demo (the sample compiled on rank 0 and loaded by all, with its planted
+    rank-baked offset), captured by a real 2-rank torchrun: check's counts, no console error."""
+    cap = sample_capture("rank-baked", coor=True)
+    page, errors = open_page(write_report(cap, tmp_path / "r.html"))
+    head = check_lines(cap)[0]
+    assert visible_headline(page) == head and "error" in head and not head.startswith("no findings")
+    card = page.locator("article.finding.sev-error:visible").filter(has_text="rank-baked-constant").first
+    # compiled on rank 0 alone and already in its traced graph: neither a pass nor a rank diff
+    href = card.get_by_role("link", name="graph on rank 0").get_attribute("href")
+    assert page.locator(f'td.cell a[href="{href}"]').count() >= 1
+    page.locator(f'td.cell a[href="{href}"]').first.click()
+    assert page.evaluate("location.hash") == href and page.locator(href).is_visible()
+    assert "select: " in page.locator(f"{href} .hll").inner_text()  # the node's line, marked
+    assert errors == []

@@ -46,12 +46,20 @@ class Diffs:
         self.focus.setdefault(did, []).extend(n for n in nodes if n not in self.focus[did])
         return did
 
+    def graph(self, key: "StageKey", rank: int, nodes: list[str] = ()) -> str:
+        did = f"gr-{self.index.keys.index(key)}-{rank}"
+        self.wanted.setdefault(did, ("graph", key, rank))
+        self.focus.setdefault(did, []).extend(n for n in nodes if n not in self.focus[did])
+        return did
+
     def made(self) -> list[dict[str, Any]]:
         out = []
         for did, how in self.wanted.items():
             across = self.index.across(how[1])
             if how[0] == "rank":
                 got = excerpts.rank_excerpt(self.cap, across[how[2]], across[how[3]], self.focus[did])
+            elif how[0] == "graph":
+                got = excerpts.graph_excerpt(self.cap, across[how[2]], self.focus[did])
             else:
                 got = excerpts.pass_excerpt(self.cap, how[2], across[how[2]], self.focus[did])
             if got is not None:
@@ -108,6 +116,8 @@ def _finding(f, fid: str, cap, index: "StageIndex", diffs: Diffs) -> dict[str, A
             out["links"].append(
                 (f"rank diff {ref} vs {differing[0]}", diffs.rank_diff(st.key, ref, differing[0], focus))
             )
+        if not out["links"]:  # in the traced graph, on one rank: the graph around the node
+            out["links"].append((f"graph on rank {ref}", diffs.graph(st.key, ref, focus)))
     if f.layer == "codegen" and isinstance(ev.get("output_code"), dict):
         for r, oid in ev["output_code"].items():
             got = excerpts.generated_code_excerpt(cap, int(r), oid, ev.get("line"))
@@ -244,10 +254,10 @@ def gather(cap: "Capture", jobs: int = 1) -> dict[str, Any]:
                 item = by_key[_key(f)] = _finding(f, f"f{len(findings) + 1}", cap, index, diffs)
                 item["grades"] = {}
                 findings.append(item)
-                for _label, did in item["links"]:
-                    if did.startswith("rd-"):
-                        _, i, _a, b = did.split("-")
-                        finding_cells.setdefault((index.keys[int(i)], int(b)), did)
+                for _label, did in item["links"]:  # the grid cell of the finding's stage and rank
+                    if did.startswith(("rd-", "gr-")):
+                        i, r = did.split("-")[1], did.split("-")[-1]
+                        finding_cells.setdefault((index.keys[int(i)], int(r)), did)
             item["grades"][g] = {"severity": f.severity, "message": f.message}
     grid = _grid(cap, index, diffs, finding_cells)
     not_run = {g: _reasons(rep) for g, rep in reports.items()}

@@ -30,6 +30,11 @@ def _mentions(line: str, nodes: Iterable[str]) -> bool:
     return any(re.search(rf"(?<![\w.]){re.escape(n)}(?!\w)", line) for n in nodes if n)
 
 
+def _defines(line: str, node: str) -> bool:
+    """Whether an FX code line defines `node`: `node = ...` or `node: "f32[4]" = ...`."""
+    return re.match(rf"\s*{re.escape(node)}(:| =)", line) is not None
+
+
 def elide_diff(lines: list[str], focus: Iterable[str] = ()) -> tuple[list[str], int]:
     """A unified diff cut to its hunks that mention a focus node (all hunks, up to MAX_HUNKS,
     when none does), then to MAX_LINES: (lines, hunks left out)."""
@@ -58,7 +63,7 @@ def window(lines: list[str], focus: Iterable[str] = (), line: int | None = None)
         at = line - 1
     else:
         focus = [n for n in focus if n]
-        defs = [i for i, l in enumerate(lines) if any(l.lstrip().startswith(f"{n} = ") for n in focus)]
+        defs = [i for i, l in enumerate(lines) if any(_defines(l, n) for n in focus)]
         uses = defs or [i for i, l in enumerate(lines) if _mentions(l, focus)]
         if uses:
             at = uses[0]
@@ -155,6 +160,25 @@ def rank_excerpt(cap: "Capture", a: "Stage", b: "Stage", focus: list[str]) -> di
         if got is not None:
             out["html"] = highlight_code(got[0], got[1])
     return out
+
+
+def graph_excerpt(cap: "Capture", stage: "Stage", focus: list[str]) -> dict | None:
+    """One rank's graph at a stage, a window around the focus node's line (marked): for a finding
+    with neither a pass diff (already in the traced graph) nor a rank diff (one rank)."""
+    from graphtrain_inspect.inspector.diff.graph_diff import normalize_code
+
+    code = cap.graph_code(stage.rank, stage.gid)
+    got = window(normalize_code(code), focus) if code is not None else None
+    if got is None:
+        return None
+    lines, first = got
+    marked = [first + i for i, l in enumerate(lines) if any(_defines(l, n) for n in focus if n)]
+    return {
+        "title": f"{stage.key.label()} ({stage.key.pipeline_label()}) on rank {stage.rank}: {stage.gid}",
+        "nodes": [],
+        "html": highlight_code(lines, first, marked[:1]),
+        "skipped": 0,
+    }
 
 
 def generated_code_excerpt(cap: "Capture", rank: int, oid: str, line: int | None) -> dict | None:

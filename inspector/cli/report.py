@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from pathlib import Path
 
 from graphtrain_inspect.inspector.cli.common import CommandError, add_capture_argument, open_or_fail
 
@@ -18,7 +19,12 @@ from graphtrain_inspect.inspector.cli.common import CommandError, add_capture_ar
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_capture_argument(p)
     p.add_argument(
-        "-o", "--output", metavar="FILE", default="report.html", help="the page to write (default: report.html)"
+        "-o",
+        "--output",
+        metavar="FILE|DIR",
+        default="report.html",
+        help="the page to write (default: report.html); a directory (existing, or named with a trailing /) gets "
+        "DIR/report.html and the whole graphs behind its diffs in DIR/graphs/",
     )
     p.add_argument(
         "-j",
@@ -40,15 +46,24 @@ def run(args: argparse.Namespace) -> int:
     from graphtrain_inspect.inspector.checks.parallel import default_jobs
     from graphtrain_inspect.inspector.cli.html_report import render
 
+    as_dir = os.path.isdir(args.output) or args.output.endswith(os.sep)
+    page = Path(args.output) / "report.html" if as_dir else Path(args.output)
     cap = open_or_fail(args.dir, args.source)
-    with cap:
-        html = render(cap, jobs=args.jobs if args.jobs is not None else default_jobs())
-    tmp = f"{args.output}.tmp{os.getpid()}"
     try:
+        with cap:
+            html = render(
+                cap,
+                jobs=args.jobs if args.jobs is not None else default_jobs(),
+                graphs_dir=page.parent / "graphs" if as_dir else None,
+            )
+        tmp = page.with_name(f"{page.name}.tmp{os.getpid()}")
         with open(tmp, "w", encoding="utf-8") as fh:
             fh.write(html)
-        os.replace(tmp, args.output)
+        os.replace(tmp, page)
     except OSError as e:
-        raise CommandError(f"{args.output}: cannot write the report: {e.strerror or e}") from None
-    print(f"wrote {args.output} ({len(html.encode()) / 1e6:.1f} MB)")
+        raise CommandError(f"{e.filename or page}: cannot write the report: {e.strerror or e}") from None
+    print(
+        f"wrote {page} ({len(html.encode()) / 1e6:.1f} MB)"
+        + (f" and the graphs its diffs name in {page.parent / 'graphs'}" if as_dir else "")
+    )
     return 0

@@ -121,3 +121,28 @@ def test_excerpts_are_bounded():
     got, first = excerpts.window(code, ["y5000"])
     assert first == 5000 - excerpts.AROUND + 1 and len(got) == 2 * excerpts.AROUND + 1
     assert max(map(len, got)) == excerpts.MAX_WIDTH
+
+
+def test_each_diff_names_the_command_that_shows_it_whole(bundled_capture, tmp_path):
+    import shlex
+
+    page = write_report(bundled_capture("h200x2-rank-divergent"), tmp_path / "r.html").read_text()
+    section = re.search(r'<section class="diff" id="rd-\d+-0-1">.*?</section>', page, re.S).group(0)
+    command = html.unescape(re.search(r"in a terminal: <code>([^<]*)</code>", section).group(1))
+    args = shlex.split(command)
+    assert args[:2] == ["graphtrain-inspect", "diff"]
+    r = run_cli(*args[1:], "--color", "never")
+    assert r.returncode == 0 and "~ mul_3: recompute" in r.stdout
+
+
+def test_output_dir_holds_the_whole_graphs(bundled_capture, tmp_path):
+    out = tmp_path / "shared"
+    r = run_cli("report", str(bundled_capture("h200x2-rank-divergent")), "-o", f"{out}/", "-j", "1")
+    assert r.returncode == 0 and (out / "report.html").is_file(), r.stderr
+    page = (out / "report.html").read_text()
+    files = [a["href"] for t, a in tags_of(page) if t == "a" and not a.get("href", "#").startswith("#")]
+    assert files and all(f.startswith("graphs/r") and (out / f).is_file() for f in files)
+    # the rank diff of the planted pass links both ranks' whole graphs; rank 1's recomputes mul_3
+    section = re.search(r'<section class="diff" id="rd-\d+-0-1">.*?</section>', page, re.S).group(0)
+    rank1 = [a["href"] for t, a in tags_of(section) if t == "a" and a["href"].startswith("graphs/r1-")]
+    assert rank1 and "mul_3_recomputed" in (out / rank1[0]).read_text()

@@ -11,11 +11,15 @@ are highlighted by pygments, which escapes them itself.
 
 from __future__ import annotations
 
+import re
 from importlib.resources import files
+from pathlib import Path
 from typing import Any
 
 
-def render(cap: Any, jobs: int = 1) -> str:
+def render(cap: Any, jobs: int = 1, graphs_dir: Path | None = None) -> str:
+    """The page; with `graphs_dir`, the whole graphs behind its diffs are written there too (one
+    file of FX code each) and linked from the diffs, relative to the page's folder."""
     import jinja2
 
     from graphtrain_inspect.inspector.cli.html_report import contents, excerpts
@@ -25,6 +29,7 @@ def render(cap: Any, jobs: int = 1) -> str:
     env.filters["safe_html"] = lambda html: jinja2.utils.markupsafe.Markup(html)  # pygments output only
     template = env.from_string(here.joinpath("page.html.j2").read_text(encoding="utf-8"))
     data = contents.gather(cap, jobs)
+    data["graph_links"] = write_graphs(cap, data["diffs"], graphs_dir) if graphs_dir is not None else {}
     css = here.joinpath("page.css").read_text(encoding="utf-8") + "\n" + excerpts.css()
     return template.render(
         **data,
@@ -38,3 +43,21 @@ def _version() -> str:
     from graphtrain_inspect.inspector.cli.main import version
 
     return version()
+
+
+def write_graphs(cap: Any, diffs: list[dict], folder: Path) -> dict[tuple[int, str], str]:
+    """Each graph the diffs name, as its FX code in `folder` (r<rank>-<gid>.py); the links by
+    (rank, gid). A graph id that is not a plain name (a damaged or hostile log) gets no file."""
+    folder.mkdir(parents=True, exist_ok=True)
+    links: dict[tuple[int, str], str] = {}
+    for d in diffs:
+        for rank, gid in d.get("graphs") or []:
+            if (rank, gid) in links or not re.fullmatch(r"[A-Za-z0-9_]{1,64}", gid):
+                continue
+            code = cap.graph_code(rank, gid)
+            if code is None:
+                continue
+            name = f"r{rank}-{gid}.py"
+            (folder / name).write_text(code, encoding="utf-8")
+            links[(rank, gid)] = f"{folder.name}/{name}"
+    return links

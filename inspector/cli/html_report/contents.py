@@ -56,6 +56,8 @@ class Diffs:
         out = []
         for did, how in self.wanted.items():
             across = self.index.across(how[1])
+            command = self._command(how)
+            graphs = self._graphs(how)
             if how[0] == "rank":
                 got = excerpts.rank_excerpt(self.cap, across[how[2]], across[how[3]], self.focus[did])
             elif how[0] == "graph":
@@ -63,8 +65,38 @@ class Diffs:
             else:
                 got = excerpts.pass_excerpt(self.cap, how[2], across[how[2]], self.focus[did])
             if got is not None:
-                out.append({"id": did, "focus": self.focus[did], **got})
+                out.append({"id": did, "focus": self.focus[did], "command": command, "graphs": graphs, **got})
         return out
+
+    def _command(self, how: tuple) -> str | None:
+        """The `graphtrain-inspect diff` command that shows the whole diff in a terminal."""
+        kind, key, rank = how[0], how[1], how[2]
+        st = self.index.across(key)[rank]
+        if st.pass_rec is not None:
+            which = ["--pass", f"#{st.seq}"]
+        else:  # a traced graph: named by its pipeline
+            which = ["--pass", "trace"] + (["--pipeline", key.pipeline] if len(self.cap.pipelines(rank)) > 1 else [])
+        if kind == "rank":
+            return shell_line(["diff", str(self.cap.path), *which, "--ranks", f"{rank},{how[3]}"])
+        if kind == "pass":
+            return shell_line(["diff", str(self.cap.path), *which, "--rank", str(rank)])
+        return None  # a window of one graph: nothing to diff
+
+    def _graphs(self, how: tuple) -> list[tuple[int, str]]:
+        """(rank, gid) of the whole graphs behind a section (written next to the page by `-o DIR`)."""
+        across = self.index.across(how[1])
+        st = across[how[2]]
+        if how[0] == "rank":
+            return [(st.rank, st.gid), (how[3], across[how[3]].gid)]
+        if how[0] == "pass" and st.pass_rec is not None and st.pass_rec.before:
+            return [(st.rank, st.pass_rec.before), (st.rank, st.gid)]
+        return [(st.rank, st.gid)]
+
+
+def shell_line(args: list[str]) -> str:
+    import shlex
+
+    return "graphtrain-inspect " + " ".join(shlex.quote(a) for a in args)
 
 
 def _stage_of(index: "StageIndex", f, rank: int) -> "Stage | None":
@@ -103,6 +135,7 @@ def _finding(f, fid: str, cap, index: "StageIndex", diffs: Diffs) -> dict[str, A
         "evidence": _evidence_items(ev),
         "links": [],
         "code": None,
+        "replay": None,
     }
     focus = [n for n in {f.node, *((ev.get("nodes") or {}).values() if isinstance(ev.get("nodes"), dict) else ())} if n]
     ref = f.ranks[0] if f.ranks else None
@@ -116,6 +149,8 @@ def _finding(f, fid: str, cap, index: "StageIndex", diffs: Diffs) -> dict[str, A
             out["links"].append(
                 (f"rank diff {ref} vs {differing[0]}", diffs.rank_diff(st.key, ref, differing[0], focus))
             )
+        if st.pass_rec is not None and st.pass_rec.blobs:  # re-run the pass on its captured input
+            out["replay"] = shell_line(["replay", str(cap.path), "--pass", f"#{st.seq}", "--rank", str(ref), "--batch"])
         if not out["links"]:  # in the traced graph, on one rank: the graph around the node
             out["links"].append((f"graph on rank {ref}", diffs.graph(st.key, ref, focus)))
     if f.layer == "codegen" and isinstance(ev.get("output_code"), dict):

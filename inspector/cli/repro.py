@@ -40,14 +40,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--trust", action="store_true", help="write from a capture not signed with your key (pickle can run code)"
     )
-    p.add_argument("--source", choices=("auto", "capture"), default="auto", help=argparse.SUPPRESS)
 
 
 def run(args: argparse.Namespace) -> int:
     from graphtrain_inspect.inspector.checks import check_report
     from graphtrain_inspect.inspector.cli.repro_bundle import write
 
-    cap = open_or_fail(args.dir, args.source)
+    cap = open_or_fail(args.dir, "capture")  # blobs exist only in our captures
     with cap:
         findings = check_report(cap, shared_graph=args.shared_graph).findings
         if not 1 <= args.finding <= len(findings):

@@ -54,6 +54,9 @@ def test_the_planted_bug_is_a_finding_with_its_diffs(bundled_capture, tmp_path):
     page = write_report(bundled_capture("h200x2-rank-divergent"), tmp_path / "r.html").read_text()
     card = re.search(r'<article class="finding sev-error".*?</article>', page, re.S).group(0)
     assert "rank-divergent-graph" in card and "tag_activation_checkpointing" in card and "mul_3" in card
+    # the repro command numbers it as check --json does (the planted bug is its first finding)
+    repro = re.search(r"reproduces it with torch alone: <code>([^<]*)</code>", card).group(1)
+    assert html.unescape(repro).endswith("--finding 1 -o repro-1")
     links = re.findall(r'<a href="#([\w-]+)">([^<]+)</a>', card)
     assert [label for _, label in links] == ["pass diff on rank 0", "rank diff 0 vs 1"]
     for did, _ in links:

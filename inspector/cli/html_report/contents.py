@@ -136,6 +136,7 @@ def _finding(f, fid: str, cap, index: "StageIndex", diffs: Diffs) -> dict[str, A
         "links": [],
         "code": None,
         "replay": None,
+        "repro": None,
     }
     focus = [n for n in {f.node, *((ev.get("nodes") or {}).values() if isinstance(ev.get("nodes"), dict) else ())} if n]
     ref = f.ranks[0] if f.ranks else None
@@ -160,6 +161,19 @@ def _finding(f, fid: str, cap, index: "StageIndex", diffs: Diffs) -> dict[str, A
                 out["code"] = got
                 break
     return out
+
+
+def reproducible(f) -> bool:
+    """Whether `repro` makes a bundle of the finding: one a pass put into a graph, of a kind its
+    repro.py judges."""
+    from graphtrain_inspect.inspector.cli.repro_bundle import KINDS
+
+    return (
+        f.kind in KINDS
+        and f.layer == "graph"
+        and f.introduced_by not in (None, "trace")
+        and f.introduced_seq is not None
+    )
 
 
 def _evidence_items(ev: dict[str, Any]) -> list[tuple[str, str]]:
@@ -283,7 +297,7 @@ def gather(cap: "Capture", jobs: int = 1) -> dict[str, Any]:
             head, more = summary(shown, 0 if info else hidden_info(rep.findings, None), HOW_INFO)
             headlines.append({"grading": g, "info": int(info), "head": head, "more": more, "shown": len(shown),
                               "errors": sum(1 for f in shown if f.severity == "error")})  # fmt: skip
-        for f in rep.findings:
+        for number, f in enumerate(rep.findings, 1):
             item = by_key.get(_key(f))
             if item is None:
                 item = by_key[_key(f)] = _finding(f, f"f{len(findings) + 1}", cap, index, diffs)
@@ -294,6 +308,10 @@ def gather(cap: "Capture", jobs: int = 1) -> dict[str, Any]:
                         i, r = did.split("-")[1], did.split("-")[-1]
                         finding_cells.setdefault((index.keys[int(i)], int(r)), did)
             item["grades"][g] = {"severity": f.severity, "message": f.message}
+            if item.get("repro") is None and reproducible(f):  # numbered as check --json numbers them
+                flags = ["--shared-graph"] if g == "shared" else []
+                out = f"repro-{number}"
+                item["repro"] = shell_line(["repro", str(cap.path), *flags, "--finding", str(number), "-o", out])
     grid = _grid(cap, index, diffs, finding_cells)
     not_run = {g: _reasons(rep) for g, rep in reports.items()}
     return {

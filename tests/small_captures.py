@@ -105,8 +105,10 @@ class RankWriter:
         *,
         exception: BaseException | None = None,
         qualname: str | None = None,
+        blobs: dict | None = None,
     ) -> int:
-        """Record one pass application: `after` is a GraphModule, {role: GraphModule}, or None when it raised."""
+        """Record one pass application: `after` is a GraphModule, {role: GraphModule}, or None when it raised;
+        `blobs`: the record's blob references by gid (capture.blobs.dump's)."""
         seq = self.seq
         self.seq += 1
         b = self.graph(before)
@@ -141,7 +143,7 @@ class RankWriter:
             "before": b,
             "after": after_ids,
             "nodes": {"before": self.graphs[b], "after": {r: self.graphs[g] for r, g in after_ids.items()}},
-            "blobs": {},
+            "blobs": blobs or {},
             "capture_errors": 0,
         }
         self._write(logformat.PASS, rec, {"seq": seq, "status": status})

@@ -104,3 +104,42 @@ def test_an_untrusted_capture_writes_nothing(tui_small_capture, tmp_path):
     r = run_cli("repro", str(tui_small_capture), "--finding", "1", "-o", str(tmp_path / "b"))
     assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1 and "--trust" in r.stderr, r.stderr
     assert not (tmp_path / "b").exists()
+
+
+def rank_baking_capture(directory: Path) -> Path:
+    """tests.tui_support's 2-rank graphs, its rank-baking pass a real function (tests.cli.rank_pass)
+    with the blob of the graph it received, signed with this session's key as `capture` signs."""
+    from graphtrain_inspect.capture import blobs, signing
+    from tests.small_captures import CaptureWriter, mesh_rank_table
+    from tests.tui_support import _graphs
+
+    w = CaptureWriter(directory, world_size=2)
+    for r in range(2):
+        rw = w.rank(r, rank_table=mesh_rank_table(r, (2,), ("dp",)), own_device="cpu")
+        g0, g1, g2 = _graphs(r)
+        rw.apply("remove_dead_code", g0, g1)
+        ref = blobs.dump(str(directory), g1, None)
+        rw.apply("shard_rows", g1, g2, qualname="tests.cli.rank_pass:shard_rows", blobs={rw.graph(g1): ref})
+        rw.end()
+    w.finish()
+    signing.sign(str(directory))
+    return directory
+
+
+def test_a_rank_literal_a_pass_bakes(tmp_path, torch_only):
+    cap = rank_baking_capture(tmp_path / "cap")
+    listed = json.loads(run_cli("check", str(cap), "--json", "-j", "1").stdout)["findings"]
+    n = next(i for i, f in enumerate(listed, 1) if f["kind"] == "rank-baked-constant")
+    assert listed[n - 1]["introduced_by"] == "shard_rows"
+    bundle = tmp_path / "bundle"
+    r = run_cli("repro", str(cap), "--finding", str(n), "-o", str(bundle))
+    assert r.returncode == 0, r.stderr
+    assert (bundle / "src/tests/cli/rank_pass.py").is_file() and (bundle / "src/tests/__init__.py").is_file()
+    got = run_repro(bundle, torch_only)
+    assert got.returncode == 1 and "REPRODUCED: node select differs across ranks" in got.stdout, got.stdout + got.stderr
+    assert "rank 0: aten.select.int(relu, 0, 0)" in got.stdout and "rank 1: aten.select.int(relu, 0, 1)" in got.stdout
+    cfg = json.loads((bundle / "repro.json").read_text())
+    cfg["pass"] = "tests.cli.rank_pass:sum_all"  # the fix
+    (bundle / "repro.json").write_text(json.dumps(cfg))
+    got = run_repro(bundle, torch_only)
+    assert got.returncode == 0 and "not reproduced" in got.stdout, got.stdout + got.stderr

@@ -178,6 +178,7 @@ def write(cap: Any, f: Any, out: Path, *, setup: list[str], trust: bool, number:
         "node": f.node,
         "nodes": {str(k): v for k, v in (ev.get("nodes") or {}).items()} if isinstance(ev.get("nodes"), dict) else {},
         "subgraph": (f.subgraph or "").replace(":", "."),
+        "target": ev.get("target") if isinstance(ev.get("target"), str) else None,
         "literal": ev.get("value") if isinstance(ev.get("value"), (int, float, str)) else None,
         "symbol": ev.get("symbol"),
         "pass": f"{module}:{qual}",

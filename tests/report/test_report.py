@@ -149,3 +149,17 @@ def test_output_dir_holds_the_whole_graphs(bundled_capture, tmp_path):
     section = re.search(r'<section class="diff" id="rd-\d+-0-1">.*?</section>', page, re.S).group(0)
     rank1 = [a["href"] for t, a in tags_of(section) if t == "a" and a["href"].startswith("graphs/r1-")]
     assert rank1 and "mul_3_recomputed" in (out / rank1[0]).read_text()
+
+
+def test_torch_trace_logs_with_their_compile_events(compile_events_trace, tmp_path):
+    page = write_report(compile_events_trace, tmp_path / "r.html").read_text()
+    head, more = check_lines(compile_events_trace)
+    assert headlines(page)[("per-rank", False)][0] == head
+    events = re.search(r'<h2 id="events">.*?</table>', page, re.S).group(0)
+    rows = re.findall(r"<tr><td>(\d+)</td><td>([^<]*)</td><td>(\w+)</td>", events)
+    kinds = [k for _, _, k in rows]
+    # the program's two breaks, two restarts, two recompiles and one failure, on its one rank
+    assert {r for r, _, _ in rows} == {"0"} and all(
+        kinds.count(k) >= n for k, n in (("break", 2), ("restart", 2), ("recompile", 2), ("failure", 1))
+    )
+    assert ("0", "[4/0]", "failure") in rows

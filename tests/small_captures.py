@@ -106,10 +106,12 @@ class RankWriter:
         exception: BaseException | None = None,
         qualname: str | None = None,
         compile_id: str | None = None,
+        blobs: dict | None = None,
         **identity: Any,
     ) -> int:
         """Record one pass application: `after` is a GraphModule, {role: GraphModule}, or None when it
-        raised. `identity`: format 4's `input`, `input_from`, `module`, as the capture writes them."""
+        raised. `blobs`: the record's blob references by gid (capture.blobs.dump's); `identity`:
+        format 4's `input`, `input_from`, `module`, as the capture writes them."""
         seq = self.seq
         self.seq += 1
         b = self.graph(before)
@@ -145,7 +147,7 @@ class RankWriter:
             **identity,
             "after": after_ids,
             "nodes": {"before": self.graphs[b], "after": {r: self.graphs[g] for r, g in after_ids.items()}},
-            "blobs": {},
+            "blobs": blobs or {},
             "capture_errors": 0,
         }
         self._write(logformat.PASS, rec, {"seq": seq, "status": status})

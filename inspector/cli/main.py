@@ -22,6 +22,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "graphtrain_inspect.inspector.cli.check",
         "find rank-baked constants, device literals, stale symbols, divergent passes",
     ),
+    "report": (
+        "graphtrain_inspect.inspector.cli.report",
+        "write a self-contained HTML report of a capture's findings, diffs and rank agreement",
+    ),
+    "repro": (
+        "graphtrain_inspect.inspector.cli.repro",
+        "write a folder that reproduces one finding with torch alone (repro.py exits 1 while it is there)",
+    ),
     "replay": ("graphtrain_inspect.inspector.cli.replay", "re-run one captured pass on its captured input graph"),
     "trust": (
         "graphtrain_inspect.inspector.cli.trust",

@@ -1,0 +1,344 @@
+"""What the report holds, gathered from the core as plain dicts for the template: the checks'
+findings under both gradings (per-rank graphs and `--shared-graph`), the summary lines `check`
+prints for each, the rank x stage grid of graph agreement, the diffs the findings and the grid
+link to, compile events per rank, and the capture's metadata.
+
+Both gradings are computed here, so the page only shows or hides what is already in it (no
+network, nothing computed in the browser). Findings are the same objects `check` prints
+(inspector.checks.check_report) and are counted by the same rule (inspector.checks.shown).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from graphtrain_inspect.capture.rank_ranges import format_ranks, values_by_rank
+from graphtrain_inspect.inspector.cli.html_report import excerpts
+
+if TYPE_CHECKING:
+    from graphtrain_inspect.inspector.read.capture_index import Capture
+    from graphtrain_inspect.inspector.read.stages import Stage, StageIndex, StageKey
+
+GRADINGS = ("per-rank", "shared")
+HOW_INFO = "the info switch shows them"
+MAX_GRID_DIFFS = 80  # rank diffs made for differing grid cells without a finding (the rest: no link)
+
+
+@dataclass
+class Diffs:
+    """The diff sections of the page, each made once and linked by its id."""
+
+    cap: "Capture"
+    index: "StageIndex"
+    focus: dict[str, list[str]] = field(default_factory=dict)  # id -> nodes to centre on
+    wanted: dict[str, tuple] = field(default_factory=dict)  # id -> how to make it
+
+    def rank_diff(self, key: "StageKey", a: int, b: int, nodes: list[str] = ()) -> str:
+        did = f"rd-{self.index.keys.index(key)}-{a}-{b}"
+        self.wanted.setdefault(did, ("rank", key, a, b))
+        self.focus.setdefault(did, []).extend(n for n in nodes if n not in self.focus[did])
+        return did
+
+    def pass_diff(self, key: "StageKey", rank: int, nodes: list[str] = ()) -> str:
+        did = f"pd-{self.index.keys.index(key)}-{rank}"
+        self.wanted.setdefault(did, ("pass", key, rank))
+        self.focus.setdefault(did, []).extend(n for n in nodes if n not in self.focus[did])
+        return did
+
+    def graph(self, key: "StageKey", rank: int, nodes: list[str] = ()) -> str:
+        did = f"gr-{self.index.keys.index(key)}-{rank}"
+        self.wanted.setdefault(did, ("graph", key, rank))
+        self.focus.setdefault(did, []).extend(n for n in nodes if n not in self.focus[did])
+        return did
+
+    def made(self) -> list[dict[str, Any]]:
+        out = []
+        for did, how in self.wanted.items():
+            across = self.index.across(how[1])
+            command = self._command(how)
+            graphs = self._graphs(how)
+            if how[0] == "rank":
+                got = excerpts.rank_excerpt(self.cap, across[how[2]], across[how[3]], self.focus[did])
+            elif how[0] == "graph":
+                got = excerpts.graph_excerpt(self.cap, across[how[2]], self.focus[did])
+            else:
+                got = excerpts.pass_excerpt(self.cap, how[2], across[how[2]], self.focus[did])
+            if got is not None:
+                out.append({"id": did, "focus": self.focus[did], "command": command, "graphs": graphs, **got})
+        return out
+
+    def _command(self, how: tuple) -> str | None:
+        """The `graphtrain-inspect diff` command that shows the whole diff in a terminal."""
+        kind, key, rank = how[0], how[1], how[2]
+        st = self.index.across(key)[rank]
+        if st.pass_rec is not None:
+            which = ["--pass", f"#{st.seq}"]
+        else:  # a traced graph: named by its pipeline
+            which = ["--pass", "trace"] + (["--pipeline", key.pipeline] if len(self.cap.pipelines(rank)) > 1 else [])
+        if kind == "rank":
+            return shell_line(["diff", str(self.cap.path), *which, "--ranks", f"{rank},{how[3]}"])
+        if kind == "pass":
+            return shell_line(["diff", str(self.cap.path), *which, "--rank", str(rank)])
+        return None  # a window of one graph: nothing to diff
+
+    def _graphs(self, how: tuple) -> list[tuple[int, str]]:
+        """(rank, gid) of the whole graphs behind a section (written next to the page by `-o DIR`)."""
+        across = self.index.across(how[1])
+        st = across[how[2]]
+        if how[0] == "rank":
+            return [(st.rank, st.gid), (how[3], across[how[3]].gid)]
+        if how[0] == "pass" and st.pass_rec is not None and st.pass_rec.before:
+            return [(st.rank, st.pass_rec.before), (st.rank, st.gid)]
+        return [(st.rank, st.gid)]
+
+
+def shell_line(args: list[str]) -> str:
+    import shlex
+
+    return "graphtrain-inspect " + " ".join(shlex.quote(a) for a in args)
+
+
+def _stage_of(index: "StageIndex", f, rank: int) -> "Stage | None":
+    """The stage where the finding appears on `rank`: its introducing pass's output (by seq on
+    the lowest rank), or its pipeline's traced graph."""
+    stages = [st for st in index.by_rank.get(rank, []) if not f.pipeline or st.key.pipeline == f.pipeline]
+    if f.introduced_by == "trace":
+        return next((st for st in stages if st.pass_rec is None), None)
+    if f.introduced_seq is not None:
+        return next((st for st in stages if st.seq == f.introduced_seq), None)
+    return None
+
+
+def _finding(f, fid: str, cap, index: "StageIndex", diffs: Diffs) -> dict[str, Any]:
+    from graphtrain_inspect.inspector.cli.check import _evidence_line
+    from graphtrain_inspect.inspector.read.source_lines import source_text
+    from graphtrain_inspect.inspector.read.stages import pipeline_label
+
+    ev = f.evidence or {}
+    out: dict[str, Any] = {
+        "id": fid,
+        "kind": f.kind,
+        "severity": f.severity,
+        "message": f.message,
+        "introduced_by": f.introduced_by,
+        "pass": f.pass_,
+        "pipeline": pipeline_label(f.pipeline) if f.pipeline else "",
+        "node": (f"{f.subgraph}:" if f.subgraph else "") + (f.node or "-"),
+        "ranks": format_ranks(f.ranks) if f.ranks else "-",
+        "layer": f.layer,
+        "source": source_text(f.source),
+        "evidence_line": _evidence_line(f),
+        "per_rank": values_by_rank(ev["values"], str, prefix="rank ", sep=": ")
+        if isinstance(ev.get("values"), dict)
+        else "",
+        "evidence": _evidence_items(ev),
+        "links": [],
+        "code": None,
+        "replay": None,
+        "repro": None,
+    }
+    focus = [n for n in {f.node, *((ev.get("nodes") or {}).values() if isinstance(ev.get("nodes"), dict) else ())} if n]
+    ref = f.ranks[0] if f.ranks else None
+    st = _stage_of(index, f, ref) if ref is not None and f.layer == "graph" else None
+    if st is not None:
+        if st.pass_rec is not None and st.pass_rec.before is not None:
+            out["links"].append(("pass diff on rank %d" % ref, diffs.pass_diff(st.key, ref, focus)))
+        others = [r for r in cap.ranks if r != ref and r in index.across(st.key)]
+        differing = [r for r in f.ranks[1:] if r in others] or [r for r in others if r not in f.ranks] or others
+        if differing:
+            out["links"].append(
+                (f"rank diff {ref} vs {differing[0]}", diffs.rank_diff(st.key, ref, differing[0], focus))
+            )
+        if st.pass_rec is not None and st.pass_rec.blobs:  # re-run the pass on its captured input
+            out["replay"] = shell_line(["replay", str(cap.path), "--pass", f"#{st.seq}", "--rank", str(ref), "--batch"])
+        if not out["links"]:  # in the traced graph, on one rank: the graph around the node
+            out["links"].append((f"graph on rank {ref}", diffs.graph(st.key, ref, focus)))
+    if f.layer == "codegen" and isinstance(ev.get("output_code"), dict):
+        for r, oid in ev["output_code"].items():
+            got = excerpts.generated_code_excerpt(cap, int(r), oid, ev.get("line"))
+            if got is not None:
+                out["code"] = got
+                break
+    return out
+
+
+def reproducible(f) -> bool:
+    """Whether `repro` makes a bundle of the finding: one a pass put into a graph, of a kind its
+    repro.py judges."""
+    from graphtrain_inspect.inspector.cli.repro_bundle import KINDS
+
+    return (
+        f.kind in KINDS
+        and f.layer == "graph"
+        and f.introduced_by not in (None, "trace")
+        and f.introduced_seq is not None
+    )
+
+
+def _evidence_items(ev: dict[str, Any]) -> list[tuple[str, str]]:
+    """The evidence as (key, one line) pairs: what `check --json` has, readable."""
+    import orjson
+
+    out = []
+    for k, v in ev.items():
+        text = v if isinstance(v, str) else orjson.dumps(v, option=orjson.OPT_NON_STR_KEYS, default=str).decode()
+        out.append((str(k), excerpts._clip(text)))
+    return out
+
+
+def _key(f) -> tuple:
+    """A finding's identity across the two gradings (its severity and message may differ)."""
+    return (f.kind, f.layer, f.pipeline, f.introduced_by, f.graph, f.subgraph, f.node, str(f.evidence.get("where")))
+
+
+def _grid(cap, index: "StageIndex", diffs: Diffs, finding_cells: dict[tuple, str]) -> dict[str, Any]:
+    """Rank x stage: whether the rank's graph at the stage is the reference rank's (the lowest
+    rank that has it) after rank normalization: same, differs, or not run."""
+    from graphtrain_inspect.inspector.checks.rank_classes import RankClasses
+    from graphtrain_inspect.inspector.diff.graph_diff import rank_diff_gids
+
+    classes = RankClasses(cap, index)
+    several = len({k.pipeline for k in index.keys}) > 1  # name the pipeline only where there is a choice
+    columns = [{"label": k.label(), "pipeline": k.pipeline_label() if several else ""} for k in index.keys]
+    rows = []
+    made = 0
+    for r in cap.ranks:
+        cells = []
+        for key in index.keys:
+            across = index.across(key)
+            if r not in across:
+                cells.append({"state": "not-run", "href": None, "title": f"rank {r}: {key.label()} did not run"})
+                continue
+            ref = min(across)
+            if r == ref:
+                state = "same"
+            elif classes.hashed(key, r) and classes.hashed(key, ref):
+                state = "same" if classes.class_of(key, r) is classes.class_of(key, ref) else "differs"
+            else:
+                d = rank_diff_gids(cap, ref, across[ref].gid, r, across[r].gid)
+                state = "same" if d is not None and d.empty else "differs"
+            href = finding_cells.get((key, r))
+            if state == "differs" and href is None and made < MAX_GRID_DIFFS:
+                href = diffs.rank_diff(key, ref, r)
+                made += 1
+            title = (
+                f"rank {r}: {key.label()} " + ("agrees with" if state == "same" else "differs from") + f" rank {ref}"
+            )
+            cells.append({"state": state, "href": href, "title": title})
+        rows.append({"rank": r, "cells": cells})
+    return {"columns": columns, "rows": rows}
+
+
+def _events(cap) -> dict[str, Any]:
+    from graphtrain_inspect.inspector.read.compile_events import compile_story, missing_note
+
+    story = compile_story(cap)
+    rows = []
+    for r in cap.ranks:
+        for e in story.events(r):
+            rows.append(
+                {
+                    "rank": r,
+                    "compile": e.label,
+                    "kind": e.kind,
+                    "reason": excerpts._clip(e.reason),
+                    "where": e.frame.where if e.frame else "",
+                }
+            )
+    return {"rows": rows[:2000], "cut": max(0, len(rows) - 2000), "note": missing_note(cap)}
+
+
+def _meta(cap) -> dict[str, Any]:
+    m = cap.manifest or {}
+    table = cap.rank_table(cap.ranks[0]) if cap.ranks else None
+    meshes = []
+    for mesh in (table or {}).get("meshes") or []:
+        names = mesh.get("dim_names") or []
+        shape = mesh.get("shape") or []
+        meshes.append(
+            " x ".join(f"{n}={s}" for n, s in zip(names, shape))
+            + (f" ({mesh['device_type']})" if mesh.get("device_type") else "")
+        )
+    return {
+        "path": str(cap.path),
+        "kind": cap.kind,
+        "command": m.get("command_line"),
+        "torch": m.get("torch_version"),
+        "status": m.get("status"),
+        "host": m.get("host"),
+        "started": _when(m.get("started")),
+        "world": cap.world_size,
+        "ranks": format_ranks(list(cap.ranks)),
+        "meshes": meshes,
+        "read_errors": [str(e) for e in cap.all_errors()][:50],
+    }
+
+
+def gather(cap: "Capture", jobs: int = 1) -> dict[str, Any]:
+    from graphtrain_inspect.inspector.checks import check_report
+    from graphtrain_inspect.inspector.checks.shown import at_least, hidden_info, summary
+    from graphtrain_inspect.inspector.cli.ls import simulated_line
+    from graphtrain_inspect.inspector.read.stages import StageIndex
+
+    index = StageIndex(cap)
+    diffs = Diffs(cap, index)
+    reports = {g: check_report(cap, shared_graph=(g == "shared"), jobs=jobs) for g in GRADINGS}
+    sim = simulated_line(getattr(cap, "manifest", None))
+    findings: list[dict[str, Any]] = []
+    by_key: dict[tuple, dict[str, Any]] = {}
+    headlines = []
+    finding_cells: dict[tuple, str] = {}
+    for g, rep in reports.items():
+        if sim:
+            rep.notes.append(sim)
+        for info in (False, True):
+            shown = at_least(rep.findings, "info" if info else None)
+            head, more = summary(shown, 0 if info else hidden_info(rep.findings, None), HOW_INFO)
+            headlines.append({"grading": g, "info": int(info), "head": head, "more": more, "shown": len(shown),
+                              "errors": sum(1 for f in shown if f.severity == "error")})  # fmt: skip
+        for number, f in enumerate(rep.findings, 1):
+            item = by_key.get(_key(f))
+            if item is None:
+                item = by_key[_key(f)] = _finding(f, f"f{len(findings) + 1}", cap, index, diffs)
+                item["grades"] = {}
+                findings.append(item)
+                for _label, did in item["links"]:  # the grid cell of the finding's stage and rank
+                    if did.startswith(("rd-", "gr-")):
+                        i, r = did.split("-")[1], did.split("-")[-1]
+                        finding_cells.setdefault((index.keys[int(i)], int(r)), did)
+            item["grades"][g] = {"severity": f.severity, "message": f.message}
+            if item.get("repro") is None and reproducible(f):  # numbered as check --json numbers them
+                flags = ["--shared-graph"] if g == "shared" else []
+                out = f"repro-{number}"
+                item["repro"] = shell_line(["repro", str(cap.path), *flags, "--finding", str(number), "-o", out])
+    grid = _grid(cap, index, diffs, finding_cells)
+    not_run = {g: _reasons(rep) for g, rep in reports.items()}
+    return {
+        "meta": _meta(cap),
+        "headlines": headlines,
+        "findings": findings,
+        "not_run": not_run["per-rank"],
+        "notes": reports["per-rank"].notes,
+        "grid": grid,
+        "events": _events(cap),
+        "diffs": diffs.made(),
+        "check_counts": {g: {"all": rep.counts()} for g, rep in reports.items()},
+    }
+
+
+def _reasons(rep) -> list[tuple[str, str]]:
+    """The checks that did not run, those skipped for one reason on one line (as `check`)."""
+    reasons: dict[str, list[str]] = {}
+    for n in rep.not_run:
+        reasons.setdefault(n.reason, []).append(n.check)
+    return [(", ".join(checks), reason) for reason, checks in reasons.items()]
+
+
+def _when(t: Any) -> str | None:
+    """The manifest's start time (seconds since the epoch) in UTC."""
+    import datetime
+
+    if not isinstance(t, (int, float)):
+        return None
+    return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

@@ -1,0 +1,69 @@
+"""`graphtrain-inspect report DIR -o report.html`: one self-contained HTML page to share a finding
+with someone who has no terminal on the capture: what `check` finds (same counts, a switch for
+info findings and one for the shared-graph grading), each finding's pass and rank diff around its
+node, the generated code of codegen findings, a rank x pass grid of graph agreement, compile
+events per rank and the capture's metadata (inspector.cli.html_report).
+
+Exit status: 0 once written, whatever the findings; 2 when DIR cannot be read or the file written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from graphtrain_inspect.inspector.cli.common import CommandError, add_capture_argument, open_or_fail
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_capture_argument(p)
+    p.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE|DIR",
+        default="report.html",
+        help="the page to write (default: report.html); a directory (existing, or named with a trailing /) gets "
+        "DIR/report.html and the whole graphs behind its diffs in DIR/graphs/",
+    )
+    p.add_argument(
+        "-j",
+        "--jobs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="processes for the checks' rank diffs (default: the machine's cores, at most 16)",
+    )
+    p.add_argument(
+        "--source",
+        choices=("auto", "capture", "torch"),
+        default="auto",
+        help="read our capture logs, or torch's TORCH_TRACE logs (a capture's torch_trace/ subdirectory)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from graphtrain_inspect.inspector.checks.parallel import default_jobs
+    from graphtrain_inspect.inspector.cli.html_report import render
+
+    as_dir = os.path.isdir(args.output) or args.output.endswith(os.sep)
+    page = Path(args.output) / "report.html" if as_dir else Path(args.output)
+    cap = open_or_fail(args.dir, args.source)
+    try:
+        with cap:
+            html = render(
+                cap,
+                jobs=args.jobs if args.jobs is not None else default_jobs(),
+                graphs_dir=page.parent / "graphs" if as_dir else None,
+            )
+        tmp = page.with_name(f"{page.name}.tmp{os.getpid()}")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(html)
+        os.replace(tmp, page)
+    except OSError as e:
+        raise CommandError(f"{e.filename or page}: cannot write the report: {e.strerror or e}") from None
+    print(
+        f"wrote {page} ({len(html.encode()) / 1e6:.1f} MB)"
+        + (f" and the graphs its diffs name in {page.parent / 'graphs'}" if as_dir else "")
+    )
+    return 0

@@ -17,6 +17,7 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Hashable
 
+from graphtrain_inspect.capture.rank_ranges import format_ranks
 from graphtrain_inspect.inspector.read.stages import TRACE, Stage, StageIndex
 
 if TYPE_CHECKING:
@@ -165,6 +166,10 @@ def build_outline(cap: "Capture") -> Outline:
         for pl in cap.pipelines(r):
             cid = next((p.compile_id for p in pl.passes if p.compile_id), None)
             label = f"graph {pl.index}" + (f" · compile {cid}" if cid else "")
+            if pl.origin == "loaded":  # identity: ran from a graph loaded, not traced here
+                label += " · loaded" + (f" from rank {format_ranks(pl.loaded_from)}" if pl.loaded_from else "")
+            if pl.module:
+                label += f" · {pl.module}"
             traced = pl.traced
             if traced is None and pl.passes and pl.passes[0].before is None and pl.passes[0].after:
                 # torch logged the pipeline's first graph on its own (dynamo's output): it is the start

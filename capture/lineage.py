@@ -15,9 +15,12 @@ per-layer compile.
 from __future__ import annotations
 
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from graphtrain_inspect.capture import import_hooks
+
+if TYPE_CHECKING:
+    from graphtrain_inspect.capture.session import Session
 
 TRACED, FROM_PASS, LOADED = "traced", "pass", "loaded"
 
@@ -118,8 +121,20 @@ def _fqn(v: Any) -> str:
     return fqn.strip(".")
 
 
-def install() -> None:
-    """Mark graphs that GraphPickler.loads returns as loaded (a precompiled or broadcast graph)."""
+def _no_session() -> Session | None:
+    return None
+
+
+# the capture of this process (`session.current`, handed over by `install`: the session imports
+# this module, so this module does not import it back)
+_current: Callable[[], Session | None] = _no_session
+
+
+def install(current: Callable[[], Session | None]) -> None:
+    """Mark graphs that GraphPickler.loads returns as loaded (a precompiled or broadcast graph) in
+    the session `current()` returns."""
+    global _current
+    _current = current
     import_hooks.when_imported("torch.fx._graph_pickler", _hook_pickler)
 
 
@@ -146,9 +161,7 @@ def _hook_pickler(module: Any) -> None:
 
 
 def _mark_loaded(result: Any) -> None:
-    from graphtrain_inspect.capture import session
-
-    sess = session.current()
+    sess = _current()
     if sess is None:
         return
     with sess.recorded("graph loaded"):  # never lets an error reach the caller of loads

@@ -667,7 +667,7 @@ def start(directory: str, *, blobs: bool = True, sources: tuple[str, ...] = ("na
     _CURRENT = Session(directory=directory, blobs=blobs, sources=sources)
     atexit.register(stop)
     with _CURRENT.recorded("graph load hook"):
-        lineage.install()
+        lineage.install(current)
     return _CURRENT
 
 

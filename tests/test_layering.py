@@ -4,8 +4,10 @@
 
 Every `import` in the package sources is read with `ast` (module level and inside functions;
 `if TYPE_CHECKING:` blocks are annotations, not imports) and held to the table below. Names
-loaded through strings (the command table) are not imports and are not seen; the checks are
-registered by plain imports (`inspector.checks.check_modules`), so the table holds them too.
+loaded through strings (the command table, the checks' `CHECK_MODULES`) are not imports and are
+not seen; every file of every folder is read all the same, so a check module is held to the table
+whether or not anything imports it. No module imports itself back through others (a circle), not
+even from inside a function.
 """
 
 from __future__ import annotations
@@ -234,9 +236,107 @@ def test_core_imports_without_ui_or_torch(folder, heavy):
     assert f"{NS}.inspector.cli.check" in mods or folder == "capture"
 
 
-def test_the_check_modules_are_imports_the_table_sees():
-    from graphtrain_inspect.inspector.checks import CHECKS
+def test_every_check_module_is_a_file_the_walk_read():
+    from graphtrain_inspect.inspector.checks import CHECK_MODULES
 
-    with open(os.path.join(ROOT, "inspector", "checks", "__init__.py")) as f:
-        seen = {name for name, _ in imports_of(f.read())}
-    assert {f"{NS}.inspector.checks.{name.replace('-', '_')}" for name in CHECKS} <= seen
+    read = {rel for rel, _ in package_sources()}
+    assert {f"inspector/checks/{m}.py" for m in CHECK_MODULES} <= read
+
+
+def module_names() -> dict[str, str]:
+    """Module name (graphtrain_inspect.inspector.read.logscan) -> its source, for every package source."""
+    mods = {}
+    for rel, src in package_sources():
+        mod = rel[:-3].replace("/", ".")
+        mods[f"{NS}.{mod[: -len('.__init__')] if mod.endswith('.__init__') else mod}"] = src
+    return mods
+
+
+def import_graph(mods: dict[str, str]) -> dict[str, set[str]]:
+    """Module -> the modules of ours it imports (module level or in a function, outside `if
+    TYPE_CHECKING:`). `from pkg import mod` is an edge to pkg.mod where that is a module, to pkg
+    where it is a name pkg defines."""
+
+    def owner(name: str) -> str | None:
+        while name and name not in mods:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    def targets(source: str) -> set[str]:
+        found: set[str] = set()
+
+        def visit(node: ast.AST) -> None:
+            for child in ast.iter_child_nodes(node):
+                if _type_checking_block(child):
+                    continue
+                if isinstance(child, ast.Import):
+                    found.update(a.name for a in child.names)
+                elif isinstance(child, ast.ImportFrom) and child.level == 0 and child.module:
+                    for a in child.names:
+                        sub = f"{child.module}.{a.name}"
+                        found.add(sub if sub in mods else child.module)
+                visit(child)
+
+        visit(ast.parse(source))
+        return found
+
+    graph = {}
+    for mod, src in mods.items():
+        graph[mod] = {t for name in targets(src) if (t := owner(name)) is not None and t != mod}
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles: each strongly connected set of two or more modules, sorted (Tarjan's)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            part = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                part.append(w)
+                if w == v:
+                    break
+            if len(part) > 1:
+                found.append(sorted(part))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(found)
+
+
+def test_no_import_circle():
+    assert circles(import_graph(module_names())) == []
+
+
+def test_a_circle_is_found_even_through_a_function():
+    """The finder itself: a lazy import back (the way rank_classes once read tables_and_blame's
+    switch) is a circle; a `TYPE_CHECKING` import and `from package import submodule` are not."""
+    a, b, pkg = f"{NS}.inspector.checks.a", f"{NS}.inspector.checks.b", f"{NS}.inspector.checks"
+    mods = {
+        pkg: "",
+        a: f"from {NS}.inspector.checks import b\n",
+        b: f"def f():\n    from {NS}.inspector.checks import a\n",
+    }
+    assert circles(import_graph(mods)) == [[a, b]]
+    mods[b] = f"from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from {NS}.inspector.checks.a import X\n"
+    assert circles(import_graph(mods)) == []
+    mods[pkg] = f"def run():\n    from {NS}.inspector.checks import a\n"
+    assert import_graph(mods)[a] == {b}  # the package itself is not imported back
+    assert circles(import_graph(mods)) == []

@@ -4,7 +4,7 @@
     findings = run_checks(cap)                       # list[Finding], errors first
     report = check_report(cap)                       # findings + summary (+ checks that could not run)
 
-Each check is a small module in this package, registered in CHECKS below, with `KIND`,
+Each check is a small module in this package, listed once in CHECK_MODULES below, with `KIND`,
 `DESCRIPTION` and `run(ctx) -> list[Finding]`. Checks look at every graph state (the traced graph,
 then each pass's outputs, on every rank); `tables_and_blame.CheckContext` turns per-stage
 observations into findings that name the first pass after which each one appears (`introduced_by`, or
@@ -20,128 +20,64 @@ May import: read and diff. Never replay, cli or tui; never torch, textual or ric
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from graphtrain_inspect.inspector.checks.findings import SEVERITIES, SEVERITY_RANK, Finding, NotRun
+
+__all__ = [
+    "CHECKS",
+    "CHECK_MODULES",
+    "FINDING_KINDS",
+    "KIND_OF_CHECK",
+    "SEVERITIES",
+    "SEVERITY_RANK",
+    "Finding",
+    "NotRun",
+    "Report",
+    "check_modules",
+    "check_report",
+    "run_checks",
+]
+
 if TYPE_CHECKING:
     from graphtrain_inspect.inspector.read.capture_index import Capture
 
-SEVERITIES = ("error", "warning", "info")
-SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
-
-# The checks, in the order of the report; each is the module of this package named after it
-# (dashes as underscores), imported by `check_modules`.
-CHECKS: tuple[str, ...] = (
-    "rank-baked-constant",
-    "device-baked",
-    "stale-unbacked-symbol",
-    "rank-divergent-graph",
+# The checks, in the order of the report: each a module of this package named after the check
+# (dashes as underscores) with `KIND`, `DESCRIPTION` and `run(ctx)`. Adding a check is its module
+# and its line here. Names, not imports: the CLI reads the check names when it builds its parser,
+# and importing the twelve modules costs ~0.4 s that `ls` or `diff` should not pay.
+CHECK_MODULES: tuple[str, ...] = (
+    "rank_baked_constant",
+    "device_baked",
+    "stale_unbacked_symbol",
+    "rank_divergent_graph",
     # generated code (`"layer": "codegen"`): Inductor's output per rank
-    "codegen-rank-baked",
-    "codegen-device-baked",
-    "codegen-divergent",
+    "codegen_rank_baked",
+    "codegen_device_baked",
+    "codegen_divergent",
     # torch.compile's own events (torch's TORCH_TRACE records): per rank, then across ranks
-    "rank-divergent-compile",
-    "compile-failure",
-    "graph-break",
+    "rank_divergent_compile",
+    "compile_failure",
+    "graph_break",
     "recompile",
     # last: it counts the reading problems the checks above ran into
-    "incomplete-capture",
+    "incomplete_capture",
 )
+CHECKS: tuple[str, ...] = tuple(m.replace("_", "-") for m in CHECK_MODULES)
 
 
 def check_modules() -> dict[str, ModuleType]:
-    """Each check's module by its name, in the order of CHECKS. Imported here, on first use: the
-    checks import Finding from this package, and the CLI reads CHECKS without loading them."""
-    from graphtrain_inspect.inspector.checks import (
-        codegen_device_baked,
-        codegen_divergent,
-        codegen_rank_baked,
-        compile_failure,
-        device_baked,
-        graph_break,
-        incomplete_capture,
-        rank_baked_constant,
-        rank_divergent_compile,
-        rank_divergent_graph,
-        recompile,
-        stale_unbacked_symbol,
-    )
-
-    modules = (
-        codegen_device_baked,
-        codegen_divergent,
-        codegen_rank_baked,
-        compile_failure,
-        device_baked,
-        graph_break,
-        incomplete_capture,
-        rank_baked_constant,
-        rank_divergent_compile,
-        rank_divergent_graph,
-        recompile,
-        stale_unbacked_symbol,
-    )
-    by_name = {m.__name__.rpartition(".")[2].replace("_", "-"): m for m in modules}
-    return {name: by_name[name] for name in CHECKS}
+    """Each check's module by its name, in the order of CHECKS (imported on first use)."""
+    return {name: importlib.import_module(f"{__name__}.{m}") for name, m in zip(CHECKS, CHECK_MODULES)}
 
 
 # A check's name is the kind of its findings, except the codegen checks that report a kind the
 # graph checks have, with `"layer": "codegen"` (each module's KIND says the same; a test holds them).
 KIND_OF_CHECK: dict[str, str] = {"codegen-rank-baked": "rank-baked-constant", "codegen-device-baked": "device-baked"}
 FINDING_KINDS: tuple[str, ...] = tuple(dict.fromkeys(KIND_OF_CHECK.get(name, name) for name in CHECKS))
-
-
-@dataclass
-class Finding:
-    """One problem found, as `check --json` prints it (`pass_` is the JSON key `pass`)."""
-
-    kind: str
-    severity: str
-    message: str
-    introduced_by: str | None = None  # first pass after which it appears, or "trace"
-    pass_: str | None = None  # last pass where it is still present ("trace" if none kept it)
-    ranks: list[int] = field(default_factory=list)
-    graph: str | None = None  # gid of the graph where it first appears (lowest rank)
-    subgraph: str | None = None  # nested subgraph path, None for the root
-    node: str | None = None
-    evidence: dict[str, Any] = field(default_factory=dict)
-    pipeline: str | None = None
-    introduced_seq: int | None = None  # seq of the introducing pass on the lowest rank
-    last_seq: int | None = None
-    # the user's source line of the node: {"file", "line", "code", "fn"} from its stack trace, or
-    # {"created_by": pass} for a node a pass made (inspector.read.source_lines); None when unknown
-    source: dict[str, Any] | None = None
-    layer: str = "graph"  # graph: an FX graph; codegen: Inductor's generated code
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "severity": self.severity,
-            "introduced_by": self.introduced_by,
-            "pass": self.pass_,
-            "ranks": list(self.ranks),
-            "graph": self.graph,
-            "subgraph": self.subgraph or None,
-            "node": self.node,
-            "message": self.message,
-            "evidence": self.evidence,
-            "pipeline": self.pipeline,
-            "introduced_seq": self.introduced_seq,
-            "last_seq": self.last_seq,
-            "source": self.source,
-            "layer": self.layer,
-        }
-
-
-@dataclass
-class NotRun:
-    check: str
-    reason: str
-
-    def to_json(self) -> dict[str, str]:
-        return {"check": self.check, "reason": self.reason}
 
 
 @dataclass
@@ -189,12 +125,15 @@ def _sort_key(f: Finding) -> tuple:
     )
 
 
-def check_report(cap: "Capture", only: list[str] | None = None, *, shared_graph: bool = False, jobs: int = 1) -> Report:
+def check_report(
+    cap: "Capture", only: list[str] | None = None, *, shared_graph: bool = False, jobs: int = 1, classes: bool = True
+) -> Report:
     """With `jobs` > 1 the rank diffs and stale-symbol walks are made first in that many processes
-    (checks.parallel); the findings are the same."""
+    (checks.parallel); the findings are the same. `classes` off: every rank diff is made, none
+    answered from the rank classes (the same findings, slower; tests compare the two)."""
     from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
 
-    ctx = CheckContext(cap, shared_graph=shared_graph)
+    ctx = CheckContext(cap, shared_graph=shared_graph, classes=classes)
     if jobs > 1:
         from graphtrain_inspect.inspector.checks.parallel import prefetch
 

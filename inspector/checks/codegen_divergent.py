@@ -8,8 +8,8 @@ kernels differ, and collectives or numerics may no longer match.
 
 from __future__ import annotations
 
-from graphtrain_inspect.inspector.checks import Finding
 from graphtrain_inspect.inspector.checks.codegen_sites import aligned, finding
+from graphtrain_inspect.inspector.checks.findings import Finding
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
 from graphtrain_inspect.inspector.diff.graph_diff import text_diff
 from graphtrain_inspect.inspector.diff.output_code import literal_skeleton

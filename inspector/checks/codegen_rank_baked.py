@@ -10,8 +10,8 @@ nature: a match there is info unless the graph is shared (`rank_baked_constant.g
 
 from __future__ import annotations
 
-from graphtrain_inspect.inspector.checks import Finding
 from graphtrain_inspect.inspector.checks.codegen_sites import CODEGEN_PASS, aligned, clip_code, finding, fx_node
+from graphtrain_inspect.inspector.checks.findings import Finding
 from graphtrain_inspect.inspector.checks.rank_baked_constant import grade_per_rank, match_vectors
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
 from graphtrain_inspect.inspector.diff.output_code import literal_skeleton, literal_span, literal_value, pinned_indices

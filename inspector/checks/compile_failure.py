@@ -7,8 +7,8 @@ handled there (FSDP2's `torch._dynamo.disable`d hook wrapper) is info with that 
 
 from __future__ import annotations
 
-from graphtrain_inspect.inspector.checks import Finding
 from graphtrain_inspect.inspector.checks.compile_findings import finding, fold, story, where_key, whose
+from graphtrain_inspect.inspector.checks.findings import Finding
 from graphtrain_inspect.inspector.read.compile_events import BREAK_FAIL_TYPES
 
 KIND = "compile-failure"

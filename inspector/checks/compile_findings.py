@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from graphtrain_inspect.inspector.checks import Finding
+from graphtrain_inspect.inspector.checks.findings import Finding
 from graphtrain_inspect.inspector.read.compile_events import (
     CompileEvent,
     CompileStory,

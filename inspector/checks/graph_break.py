@@ -7,8 +7,8 @@ code (a frame torch disabled, as FSDP2's hooks) is info: torch runs it uncompile
 
 from __future__ import annotations
 
-from graphtrain_inspect.inspector.checks import Finding
 from graphtrain_inspect.inspector.checks.compile_findings import finding, fold, story, where_key, whose
+from graphtrain_inspect.inspector.checks.findings import Finding
 
 KIND = "graph-break"
 DESCRIPTION = "a graph break in a compiled function (reason, user line, resume function)"

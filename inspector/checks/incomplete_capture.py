@@ -36,7 +36,7 @@ import stat
 from typing import Any
 
 from graphtrain_inspect.capture import logformat
-from graphtrain_inspect.inspector.checks import Finding
+from graphtrain_inspect.inspector.checks.findings import Finding
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
 
 KIND = "incomplete-capture"

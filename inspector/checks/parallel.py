@@ -111,7 +111,7 @@ def _do(ctx: "CheckContext", task: tuple) -> tuple:
     return (task, stale_unbacked_symbol.graph_observations(ctx, rank, gid))
 
 
-def _work(path: str, source: str, tasks: list) -> list[tuple]:
+def _work(path: str, source: str, classes: bool, tasks: list) -> list[tuple]:
     from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
     from graphtrain_inspect.inspector.read.capture_index import open_capture
 
@@ -119,7 +119,7 @@ def _work(path: str, source: str, tasks: list) -> list[tuple]:
         if _FORKED is not None:
             return [_do(_FORKED, t) for t in tasks]
         with open_capture(path, source=source) as cap:
-            ctx = CheckContext(cap)
+            ctx = CheckContext(cap, classes=classes)
             return [_do(ctx, t) for t in tasks]
 
 
@@ -158,7 +158,7 @@ def prefetch(ctx: "CheckContext", jobs: int, only: list[str] | None = None) -> i
     # cycles to free: it would rescan every table held so far again and again), as diffs do
     try:
         with _no_gc(), mp.Pool(len(parts) - 1) as pool:
-            pending = [pool.apply_async(_work, (cap.path, source, p)) for p in parts[1:]]
+            pending = [pool.apply_async(_work, (cap.path, source, ctx.classes, p)) for p in parts[1:]]
             results = [_do(ctx, t) for t in parts[0]]
             for p in pending:
                 results.extend(p.get())

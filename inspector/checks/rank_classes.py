@@ -34,9 +34,10 @@ from graphtrain_inspect.inspector.diff.normalize import OWN_DEVICE, GraphNormali
 from graphtrain_inspect.inspector.read.graphmodel import split_device
 
 if TYPE_CHECKING:
+    from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
     from graphtrain_inspect.inspector.diff.graph_diff import GraphDiff
     from graphtrain_inspect.inspector.read.capture_index import Capture
-    from graphtrain_inspect.inspector.read.stages import StageIndex, StageKey
+    from graphtrain_inspect.inspector.read.stages import Stage, StageIndex, StageKey
 
 _OWN = orjson.dumps(OWN_DEVICE)
 _TARGET = b'"target":"'
@@ -329,20 +330,18 @@ def translated_diff(
     return GraphDiff(d.a_label, b_label, d.a_gid, b_gid, subs, d.unlisted_same, d.renamed)
 
 
-def _class_group(ctx: Any, key: "StageKey", *ranks: int) -> list[int] | None:
+def _class_group(ctx: "CheckContext", key: "StageKey", *ranks: int) -> list[int] | None:
     """The rank group holding `ranks` when the classes answer for it: classes on
-    (`tables_and_blame.CLASSES`) and 3 or more of its ranks at this stage (with two, one diff is
+    (`CheckContext.classes`) and 3 or more of its ranks at this stage (with two, one diff is
     made either way, and the hashes would read both tables again)."""
-    from graphtrain_inspect.inspector.checks import tables_and_blame
-
     group = next((g for g in ctx.rank_groups() if all(r in g for r in ranks)), None)
     stages = ctx.index.across(key)
-    if not tables_and_blame.CLASSES or group is None or sum(r in stages for r in group) < 3:
+    if not ctx.classes or group is None or sum(r in stages for r in group) < 3:
         return None
     return group
 
 
-def class_rank_diff(ctx: Any, key: "StageKey", ref: int, other: int) -> "GraphDiff | None":
+def class_rank_diff(ctx: "CheckContext", key: "StageKey", ref: int, other: int) -> "GraphDiff | None":
     """`CheckContext.rank_diff(key, ref, other)` from the rank classes, where they say it: empty
     when `other` is in `ref`'s class; the diff of `ref` and the lowest rank of `other`'s class,
     as it reads on `other` (`translated_diff`), when that diff is made by comparing rows (not
@@ -373,7 +372,7 @@ def class_rank_diff(ctx: Any, key: "StageKey", ref: int, other: int) -> "GraphDi
     return translated_diff(dq, _split_swap(rq, ro), f"rank {other}", gb)
 
 
-def class_rep_stage(ctx: Any, stage: Any) -> Any:
+def class_rep_stage(ctx: "CheckContext", stage: "Stage") -> "Stage | None":
     """The stage of the lowest rank of `stage`'s rank class (in its rank group of 3 or more ranks),
     when that is another rank: per-rank work on the graph's rows can be that rank's."""
     group = _class_group(ctx, stage.key, stage.rank)
@@ -383,7 +382,7 @@ def class_rep_stage(ctx: Any, stage: Any) -> Any:
     return ctx.index.across(stage.key)[c.rep] if c is not None and c.rep != stage.rank else None
 
 
-def diff_of_its_own(ctx: Any, key: "StageKey", ref: int, other: int) -> bool:
+def diff_of_its_own(ctx: "CheckContext", key: "StageKey", ref: int, other: int) -> bool:
     """Whether `CheckContext.rank_diff(key, ref, other)` is made by comparing the two graphs, not
     answered from the rank classes (`class_rank_diff`): what `check -j` hands to its processes."""
     group = _class_group(ctx, key, ref, other)
@@ -393,7 +392,9 @@ def diff_of_its_own(ctx: Any, key: "StageKey", ref: int, other: int) -> bool:
     return cr is None or co is None or (cr is not co and co.rep == other)
 
 
-def member_leaf(ctx: Any, key: "StageKey", rank: int, values: dict[int, Any], target: Any) -> tuple[bool, Any]:
+def member_leaf(
+    ctx: "CheckContext", key: "StageKey", rank: int, values: dict[int, Any], target: Any
+) -> tuple[bool, Any]:
     """(True, the rank's own leaf at a literal site) where it follows from its rank class's lowest
     rank's leaf (in `values` already): that leaf with the rank's own device and group names where
     the lowest rank's stand (the two ranks' rows differ in nothing else), so the member's table is

@@ -3,8 +3,8 @@ the guard. A recompile on some ranks only is rank-divergent-compile's error."""
 
 from __future__ import annotations
 
-from graphtrain_inspect.inspector.checks import Finding
 from graphtrain_inspect.inspector.checks.compile_findings import finding, fold, story
+from graphtrain_inspect.inspector.checks.findings import Finding
 
 KIND = "recompile"
 DESCRIPTION = "a frame compiled again because a guard failed (the guard)"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from graphtrain_inspect.inspector.checks import SEVERITIES, SEVERITY_RANK
+from graphtrain_inspect.inspector.checks.findings import SEVERITIES, SEVERITY_RANK
 
 DEFAULT = "warning"  # what a table shows when nobody chose: info is left out
 

@@ -25,7 +25,6 @@ import orjson
 from graphtrain_inspect.capture import logformat
 from graphtrain_inspect.capture.symbol_usage import is_unbacked
 from graphtrain_inspect.inspector.checks import row_rank_diff as rowdiff
-from graphtrain_inspect.inspector.checks import tables_and_blame
 from graphtrain_inspect.inspector.checks.rank_classes import class_rep_stage
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext, Observation
 from graphtrain_inspect.inspector.diff.graph_diff import _no_gc
@@ -526,7 +525,7 @@ def run(ctx: CheckContext) -> list:
             return cache[key]
         # the same rows as its rank class's lowest rank (but for group names and own device, which
         # name no symbol) and the same symbol map: that rank's observations
-        ref = class_rep_stage(ctx, stage) if tables_and_blame.CLASSES else None
+        ref = class_rep_stage(ctx, stage)
         if ref is None or not _same_symbol_maps(ctx, ref, stage):
             ref = _same_symbols_as_ref(ctx, stage)
         if ref is not None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Hashable, Iterable
 
 from graphtrain_inspect.capture import logformat
-from graphtrain_inspect.inspector.checks import Finding, NotRun
+from graphtrain_inspect.inspector.checks.findings import Finding, NotRun
 from graphtrain_inspect.inspector.checks.rank_classes import class_rank_diff
 from graphtrain_inspect.inspector.checks.row_rank_diff import positional_rank_diff
 from graphtrain_inspect.inspector.diff.graph_diff import GraphDiff, diff_tables, graph_normalizer
@@ -32,8 +32,6 @@ BACKWARD_ROLE = "bw"
 # rank diffs kept for the checks that read them again, by the nodes they list (the diffs made from
 # rows list only changed nodes, so nearly all of them stay)
 _RDIFF_NODES = 400_000
-# off: every rank diff is made (tests compare both ways; `check` reads the classes)
-CLASSES = True
 
 
 @dataclass
@@ -141,8 +139,11 @@ def _same_code_diff(ta: GraphTables, tb: GraphTables, ref: int, other: int) -> G
 
 
 class CheckContext:
-    def __init__(self, cap: "Capture", *, shared_graph: bool = False):
+    def __init__(self, cap: "Capture", *, shared_graph: bool = False, classes: bool = True):
         self.cap = cap
+        # off: every rank diff is made, none answered from the rank classes (tests compare both
+        # ways; `check` reads the classes)
+        self.classes = classes
         # the user says every graph is shared (compiled on one rank, loaded by the others): `check
         # --shared-graph`; a compile-on-one-rank capture shows it by itself
         self.shared_graph = shared_graph
@@ -286,7 +287,7 @@ class CheckContext:
             if self.identical(ref, ga, other, gb):
                 d = GraphDiff(f"rank {ref}", f"rank {other}", ga, gb, [], unlisted_same=True)
             else:
-                d = class_rank_diff(self, key, ref, other) if CLASSES else None
+                d = class_rank_diff(self, key, ref, other) if self.classes else None
             if d is None:
                 d = positional_rank_diff(
                     self.cap, ref, ga, self._stage_ctx(ref, ga), other, gb, self._stage_ctx(other, gb)

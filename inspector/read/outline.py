@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Hashable
+from typing import TYPE_CHECKING, Any, Hashable, Protocol, TypeVar
 
 from graphtrain_inspect.capture.rank_ranges import format_ranks
 from graphtrain_inspect.inspector.read.stages import TRACE, Stage, StageIndex
 
 if TYPE_CHECKING:
-    from graphtrain_inspect.inspector.checks import Finding
     from graphtrain_inspect.inspector.read.capture_index import Capture, PassRecord
 
 
@@ -230,6 +229,24 @@ def _failed_compiles(cap: "Capture", rank: int) -> list[tuple[str, str]]:
 # Findings on the outline
 
 
+class Placed(Protocol):
+    """What the tree reads of a finding to place it (`inspector.checks.Finding` is one): declared
+    here, so the reader does not import the checks, a floor above it."""
+
+    kind: str
+    ranks: list[int]
+    graph: str | None
+    subgraph: str | None
+    node: str | None
+    introduced_by: str | None
+    introduced_seq: int | None
+    pipeline: str | None
+    evidence: dict[str, Any]
+
+
+F = TypeVar("F", bound=Placed)
+
+
 @dataclass
 class Target:
     """Where to show a finding: a rank and graph state, a view, and the node."""
@@ -247,7 +264,7 @@ class Target:
     kernel: str | None = None  # output code: the kernel defining it, if one does
 
 
-def _stage_of(f: "Finding", index: StageIndex) -> Stage | None:
+def _stage_of(f: Placed, index: StageIndex) -> Stage | None:
     if f.introduced_by is None and f.introduced_seq is None:
         return None  # about the capture itself (a missing rank, a damaged log): no graph state
     ranks = f.ranks or sorted(index.by_rank)
@@ -263,7 +280,7 @@ def _stage_of(f: "Finding", index: StageIndex) -> Stage | None:
     return None
 
 
-def finding_stages(f: "Finding", index: StageIndex) -> dict[int, Stage]:
+def finding_stages(f: Placed, index: StageIndex) -> dict[int, Stage]:
     """The stage where the finding appears, on each of its ranks."""
     st = _stage_of(f, index)
     if st is None:
@@ -272,10 +289,10 @@ def finding_stages(f: "Finding", index: StageIndex) -> dict[int, Stage]:
     return {r: across[r] for r in (f.ranks or list(across)) if r in across}
 
 
-def finding_badges(findings: list["Finding"], index: StageIndex) -> dict[Hashable, list["Finding"]]:
+def finding_badges(findings: list[F], index: StageIndex) -> dict[Hashable, list[F]]:
     """Findings by the tree entry they belong to: (rank, seq) of the pass that introduced them, or
     (rank, "trace", pipeline index) when the traced graph already had them."""
-    out: dict[Hashable, list[Finding]] = {}
+    out: dict[Hashable, list[F]] = {}
     for f in findings:
         for r, st in finding_stages(f, index).items():
             if st.pass_rec is None:
@@ -293,7 +310,7 @@ def _pipeline_index(index: StageIndex, st: Stage) -> int | None:
     return None
 
 
-def finding_target(f: "Finding", index: StageIndex, prefer_rank: int | None = None) -> Target | None:
+def finding_target(f: Placed, index: StageIndex, prefer_rank: int | None = None) -> Target | None:
     stages = finding_stages(f, index)
     if not stages:
         return None

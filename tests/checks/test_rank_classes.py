@@ -8,7 +8,7 @@ import torch
 import torch.distributed  # registers the functional collectives
 import torch.fx
 
-from graphtrain_inspect.inspector.checks import check_report, tables_and_blame
+from graphtrain_inspect.inspector.checks import check_report
 from graphtrain_inspect.inspector.checks.differing_literals import literal_sites
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
 from graphtrain_inspect.inspector.read.capture_index import open_capture
@@ -67,9 +67,8 @@ def _classes(ctx: CheckContext) -> dict[str, list[tuple[int, ...]]]:
     return {k.label(): [c.ranks for c in ctx.rank_classes.at(k)] for k in ctx.index.keys}
 
 
-def _report(path: str, monkeypatch, classes: bool) -> dict:
-    monkeypatch.setattr(tables_and_blame, "CLASSES", classes)
-    return check_report(open_capture(path)).to_json()
+def _report(path: str, classes: bool) -> dict:
+    return check_report(open_capture(path), classes=classes).to_json()
 
 
 def test_classes_follow_the_normalized_graph(tmp_path):
@@ -96,31 +95,29 @@ def test_one_class_reads_as_agreement(tmp_path):
     assert ctx.rank_classes.summary_line() == "ranks 0-7 agree at every stage"
 
 
-def test_report_is_the_one_every_rank_diff_gives(tmp_path, monkeypatch):
+def test_report_is_the_one_every_rank_diff_gives(tmp_path):
     """The findings (rank-baked tp coordinate with every rank's value, the baked device on its
     rank, a rank-divergent pass) are the same document whether the checks make a rank diff per
     class or one per rank; and a member's diff names its own node values, not its class's."""
     for i, kw in enumerate(({"baked_device_rank": 5}, {"divergent_rank": 3}, {})):
         path = _capture(tmp_path / str(i), **kw)
-        with_classes = _report(path, monkeypatch, True)
-        assert with_classes == _report(path, monkeypatch, False), kw
+        with_classes = _report(path, True)
+        assert with_classes == _report(path, False), kw
         kinds = sorted({f["kind"] for f in with_classes["findings"] if f["severity"] == "error"})
         assert "rank-baked-constant" in kinds
         if kw.get("divergent_rank"):
             assert "rank-divergent-graph" in kinds
 
 
-def test_a_members_diff_reads_with_its_own_device(tmp_path, monkeypatch):
+def test_a_members_diff_reads_with_its_own_device(tmp_path):
     """Ranks 1 and 3 are one class (tp 1) with own devices cuda:1 and cuda:3: rank 3's diff with
     rank 0 is made from rank 1's, and reads cuda:3 where rank 1's read cuda:1."""
     path = _capture(tmp_path)
-    monkeypatch.setattr(tables_and_blame, "CLASSES", True)
     ctx = CheckContext(open_capture(path))
     key = ctx.index.by_rank[0][-1].key
     sites = {(s.node, s.where): s.values for s in literal_sites(ctx, key, list(range(8)))}
     d1, d3 = ctx.rank_diff(key, 0, 1), ctx.rank_diff(key, 0, 3)
-    monkeypatch.setattr(tables_and_blame, "CLASSES", False)
-    plain = CheckContext(open_capture(path))
+    plain = CheckContext(open_capture(path), classes=False)
     assert {(s.node, s.where): s.values for s in literal_sites(plain, key, list(range(8)))} == sites
     assert sites[("select", "args[2]")] == {r: r % 2 for r in range(8)}
     names = {r: mesh_rank_table(r, MESH, ("dp", "tp"))["meshes"][0]["group_names"] for r in range(8)}

@@ -16,7 +16,7 @@ Outside a capture each form costs one attribute lookup and a None check per call
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 from graphtrain_inspect.capture import session
 from graphtrain_inspect.capture.wrap import wrap_pass
@@ -31,8 +31,8 @@ class _Recording:
         self.name = name
         self.gm = gm
         self.result: Any = None
-        self._sess = None
-        self._frame = None
+        self._sess: session.Session | None = None
+        self._frame: Any = None
 
     def __enter__(self) -> "_Recording":
         sess = session.current()
@@ -43,7 +43,7 @@ class _Recording:
         self._t0 = time.perf_counter()
         return self
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Literal[False]:
         if self._sess is None:
             return False
         wall = time.perf_counter() - self._t0

@@ -70,10 +70,12 @@ def _view_safe(graph_pickler: Any, base_data: Any) -> Any:
 
     from torch._subclasses.fake_tensor import FakeTensor
 
-    view_safe = globals().get("_ViewSafeTensorPickleData")
+    view_safe: Any = globals().get("_ViewSafeTensorPickleData")
     if view_safe is None:
 
-        class _ViewSafeTensorPickleData(base_data):  # type: ignore[misc, valid-type]
+        class _ViewSafeTensorPickleData(base_data):
+            metadata: Any  # the base's field (an annotation only: nothing made at run time)
+
             def __init__(self, describer: Any, t: Any) -> None:
                 super().__init__(describer, t)
                 base = getattr(self.metadata, "base", None)

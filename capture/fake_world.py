@@ -19,6 +19,7 @@ import functools
 import os
 import sys
 import weakref
+from types import FrameType
 from typing import Any
 
 ENV_WORLD = "GTI_SIMULATE_WORLD"  # N: the simulated world size
@@ -89,7 +90,7 @@ def _patch_c10d(c10d: Any) -> None:
         REQUESTED_BACKEND = None if backend is None else str(backend)
         return original_init("fake", world_size=n, rank=r, store=FakeStore(), **kw)
 
-    init_process_group._gti_simulated = True  # type: ignore[attr-defined]
+    init_process_group._gti_simulated = True  # type: ignore[attr-defined]  # a marker on the function object
     c10d.init_process_group = init_process_group
 
     original_new_group = c10d.new_group
@@ -103,7 +104,7 @@ def _patch_c10d(c10d: Any) -> None:
             args = (*args[:2], None, *args[3:])
         return original_new_group(*args, **kwargs)
 
-    new_group._gti_simulated = True  # type: ignore[attr-defined]
+    new_group._gti_simulated = True  # type: ignore[attr-defined]  # a marker on the function object
     c10d.new_group = new_group
 
 
@@ -158,7 +159,7 @@ def stop_on() -> bool:
 def _install_first_call_stop(graph_module: Any) -> None:
     wrapped_call = getattr(graph_module, "_WrappedCall", None)
     original = None if wrapped_call is None else wrapped_call.__call__
-    if original is None or getattr(original, "_gti_simulated", False):
+    if wrapped_call is None or original is None or getattr(original, "_gti_simulated", False):
         return
 
     def __call__(self: Any, obj: Any, *args: Any, **kwargs: Any) -> Any:
@@ -166,7 +167,7 @@ def _install_first_call_stop(graph_module: Any) -> None:
             _maybe_stop_at_call(obj)
         return original(self, obj, *args, **kwargs)
 
-    __call__._gti_simulated = True  # type: ignore[attr-defined]
+    __call__._gti_simulated = True  # type: ignore[attr-defined]  # a marker on the function object
     wrapped_call.__call__ = __call__
 
 
@@ -176,7 +177,7 @@ def _maybe_stop_at_call(gm: Any) -> None:
     s = session.current()
     if s is None or s.passes == 0 or s.stack:
         return  # a pass running the graph it got (to estimate, to check) is part of the pipeline
-    frame = sys._getframe(2)
+    frame: FrameType | None = sys._getframe(2)
     while frame is not None and frame.f_globals.get("__name__", "") in (
         "torch.fx.graph_module",
         "torch.nn.modules.module",

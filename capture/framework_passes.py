@@ -41,5 +41,5 @@ def _applying(original: Callable) -> Callable:
         # a copy: the caller's list stays as it gave it
         return original(gm, example_inputs, wrap_pass_list(list(passes), target=TARGET), *args, **kwargs)
 
-    apply_graph_passes._gti_original = original  # type: ignore[attr-defined]
+    apply_graph_passes._gti_original = original  # type: ignore[attr-defined]  # a marker on the function object
     return apply_graph_passes

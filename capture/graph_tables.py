@@ -12,18 +12,19 @@ import enum
 import inspect
 import math
 import os
-from typing import Any, Iterator
+from typing import Any, Collection, Iterator
 
 import torch
 import torch.fx
 
 from graphtrain_inspect.capture import pass_sites
+from graphtrain_inspect.capture.logformat import NodeRow
 from graphtrain_inspect.capture.symbol_usage import symbol_usage
 
 # Constants at most this many elements have their values recorded (a baked rank shows here).
 SMALL_VALUE_NUMEL = 16
 
-_PRINT_READABLE_KW: dict[str, bool] | None = None
+_PRINT_READABLE_KW: dict[str, Any] | None = None
 
 
 def readable_code(gm: torch.fx.GraphModule) -> str:
@@ -58,7 +59,7 @@ def _nested(
             yield from _nested(sub, sub_path, seen)
 
 
-def _resolve_attr(gm: torch.nn.Module, target: str) -> Any:
+def _resolve_attr(gm: torch.nn.Module, target: object) -> Any:
     obj: Any = gm
     for part in str(target).split("."):
         obj = getattr(obj, part, None)
@@ -151,7 +152,7 @@ def encode_val(v: Any) -> Any:
     return {"t": "obj", "type": type(v).__qualname__}
 
 
-def _free_symbols(v: Any) -> set:
+def _free_symbols(v: Any) -> Collection[Any]:
     from torch.fx.experimental.symbolic_shapes import free_symbols
 
     try:
@@ -200,9 +201,9 @@ def _keystr(kp: Any) -> str:
 # The node table
 
 
-def node_row(gm: torch.fx.GraphModule, node: torch.fx.Node) -> dict[str, Any]:
+def node_row(gm: torch.fx.GraphModule, node: torch.fx.Node) -> NodeRow:
     meta = node.meta
-    row: dict[str, Any] = {
+    row: NodeRow = {
         "name": node.name,
         "op": node.op,
         "target": target_name(node.target),
@@ -290,7 +291,7 @@ class TableCache:
     def __init__(self) -> None:
         self.fingerprint: tuple | None = None
         self.result: Any = None
-        self.rows: dict[int, tuple[tuple, dict]] = {}
+        self.rows: dict[int, tuple[tuple, NodeRow]] = {}
         self._refs: list = []
 
     def fingerprint_of(self, gm: torch.fx.GraphModule) -> tuple:
@@ -302,7 +303,7 @@ class TableCache:
 
     def node_tables(self, gm: torch.fx.GraphModule) -> dict[str, Any]:
         graphs = []
-        rows: dict[int, tuple[tuple, dict]] = {}
+        rows: dict[int, tuple[tuple, NodeRow]] = {}
         refs: list = [gm]
         for path, sub, parent_node in iter_graph_modules(gm):
             out = []

@@ -37,7 +37,7 @@ def _observed(original: Callable) -> Callable:
         if sess is None or gm is None:
             return original(self, pass_fn)
         return sess.run_pass(
-            getattr(self, "passname", None) or getattr(pass_fn, "__name__", "pass"),
+            str(getattr(self, "passname", None) or getattr(pass_fn, "__name__", "pass")),
             _qualname(pass_fn),
             "inductor",
             gm,
@@ -46,7 +46,7 @@ def _observed(original: Callable) -> Callable:
             subsystem=getattr(self, "subsystem", None),
         )
 
-    apply._gti_original = original  # type: ignore[attr-defined]
+    apply._gti_original = original  # type: ignore[attr-defined]  # a marker on the function object
     apply.__name__ = original.__name__
     apply.__doc__ = original.__doc__
     return apply
@@ -84,5 +84,5 @@ def _partitioner(original: Callable, name: str) -> Callable:
             outputs,
         )
 
-    partition._gti_original = original  # type: ignore[attr-defined]
+    partition._gti_original = original  # type: ignore[attr-defined]  # a marker on the function object
     return partition

@@ -465,7 +465,8 @@ def _in_foreground() -> bool:
         return False
 
 
-def _fmt_bytes(n: int) -> str:
+def _fmt_bytes(size: int) -> str:
+    n = float(size)
     for unit in ("B", "KB", "MB", "GB"):
         if n < 1024 or unit == "GB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"

@@ -143,7 +143,7 @@ def _hook_pickler(module: Any) -> None:
 
     cls = getattr(module, "GraphPickler", None)
     raw = inspect.getattr_static(cls, "loads", None) if cls is not None else None
-    if raw is None or getattr(raw, "_gti_original", None) is not None:
+    if cls is None or raw is None or getattr(raw, "_gti_original", None) is not None:
         return
     # a staticmethod in 2.11 and 2.13; kept whatever kind it is, so callers see the same signature
     kind = type(raw) if isinstance(raw, (staticmethod, classmethod)) else None
@@ -156,7 +156,7 @@ def _hook_pickler(module: Any) -> None:
 
     loads.__name__ = getattr(fn, "__name__", "loads")
     wrapped = kind(loads) if kind is not None else loads
-    wrapped._gti_original = raw  # type: ignore[union-attr]
+    wrapped._gti_original = raw  # type: ignore[union-attr]  # a marker on the function object
     cls.loads = wrapped
 
 

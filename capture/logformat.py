@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import re
 import time
-from typing import Any, Iterator
+from typing import Any, Iterator, TypedDict
 
 import orjson
 
@@ -195,6 +195,30 @@ def graph_id(code: str, node_table_json: bytes = b"") -> str:
     return "g" + h.hexdigest()[:16]
 
 
+class _NodeRowKeys(TypedDict):
+    name: str
+    op: str
+
+
+class NodeRow(_NodeRowKeys, total=False):
+    """One row of a `gti_nodes` table (docs/log-format.md, "A row"): `name` and `op` always, the
+    rest where the node has them. A reader keeps only rows whose keys have these types
+    (inspector.read.graphmodel drops a key of another type)."""
+
+    target: str | None  # aten.add.Tensor, operator.getitem, or the placeholder/attribute name
+    args: list[Any]  # literals, and one-key objects for the rest: {"n": name} a node, {"dev": ...}
+    kwargs: dict[str, Any]
+    val: Any  # meta['val']: {"t": "tensor", "dtype", "shape", "stride", "device"}, a sym, a scalar, a list
+    syms: list[str]  # sorted free symbols of val
+    unbacked_bindings: dict[str, str]  # symbol -> keypath, of the symbols this node binds
+    stack: str  # `File "...", line N, in fn | code`: the user's innermost frame
+    created: str  # same form: the pass line that made a node without a stack
+    bwd: bool  # a backward node
+    recompute: str  # activation-checkpoint tag
+    subgraph: bool  # a get_attr of a nested GraphModule
+    attr: dict[str, Any]  # a get_attr of a tensor: its desc, `param`, and a small tensor's `value`
+
+
 # ---------------------------------------------------------------------------------------------
 # Node tables, one row per line
 #
@@ -324,7 +348,7 @@ def encode_record(
         text = payload
     lines = _payload_lines(text)
     body = "\n\t".join(lines).encode("utf-8", "surrogatepass")
-    artifact = {"name": kind, "encoding": encoding}
+    artifact: dict[str, Any] = {"name": kind, "encoding": encoding}
     if meta:
         artifact.update(meta)
     # the payload's length in bytes (its lines with their tabs and newlines): a reader jumps to the

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 from typing import Any
 
@@ -26,7 +27,7 @@ def parse_target(text: str) -> tuple[str, str]:
 def install(targets: list[str]) -> None:
     for t in targets:
         module, qual = parse_target(t)
-        import_hooks.when_imported(module, lambda mod, qual=qual, t=t: _wrap_in(mod, qual, t))
+        import_hooks.when_imported(module, functools.partial(_wrap_in, qual=qual, target=t))
 
 
 def _wrap_in(module: Any, qual: str, target: str) -> None:

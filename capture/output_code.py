@@ -14,6 +14,7 @@ written only if no pass recorded it) and the compile id, with each kernel's FX n
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import threading
 import time
@@ -35,7 +36,7 @@ _pending = threading.local()  # kernel name -> FX node names, for the compile in
 def install() -> None:
     import_hooks.when_imported("torch._inductor.graph", _hook_graph)
     for module, cls in _SCHEDULINGS:
-        import_hooks.when_imported(module, lambda m, cls=cls: _hook_scheduling(m, cls))
+        import_hooks.when_imported(module, functools.partial(_hook_scheduling, name=cls))
 
 
 def _hook_graph(module: Any) -> None:
@@ -56,14 +57,14 @@ def _hook_graph(module: Any) -> None:
             if chained is not None:
                 chained(code)
 
-    save_output_code._gti_original = chained or True  # type: ignore[attr-defined]
+    save_output_code._gti_original = chained or True  # type: ignore[attr-defined]  # a marker on the function object
     cls.save_output_code = staticmethod(save_output_code)
 
 
 def _hook_scheduling(module: Any, name: str) -> None:
     cls = getattr(module, name, None)
     original = cls.__dict__.get("define_kernel") if cls is not None else None
-    if original is None or getattr(original, "_gti_original", None) is not None:
+    if cls is None or original is None or getattr(original, "_gti_original", None) is not None:
         return
 
     def define_kernel(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -74,7 +75,7 @@ def _hook_scheduling(module: Any, name: str) -> None:
                 _note_kernel(kernel_name, nodes)
         return kernel_name
 
-    define_kernel._gti_original = original  # type: ignore[attr-defined]
+    define_kernel._gti_original = original  # type: ignore[attr-defined]  # a marker on the function object
     define_kernel.__name__ = original.__name__
     define_kernel.__doc__ = original.__doc__
     cls.define_kernel = define_kernel
@@ -120,7 +121,7 @@ def _record(code: Any) -> None:
         return
     with sess.recorded("output code"), sess.lock, session._quiet():
         gm = _current_gm()
-        gid = sess.snapshot(gm, None, "output code") if gm is not None and hasattr(gm, "graph") else None  # type: ignore[arg-type]
+        gid = sess.snapshot(gm, None, "output code") if gm is not None and hasattr(gm, "graph") else None  # type: ignore[arg-type]  # gm is the GraphModule Inductor compiles (hasattr checked)
         oid = "o" + hashlib.sha256(code.encode("utf-8", "surrogatepass")).hexdigest()[:16]
         written = sess.__dict__.setdefault("_gti_output_codes", set())
         if oid not in written:

@@ -18,6 +18,7 @@ import os
 import sys
 import threading
 import weakref
+from types import FrameType
 from typing import Any, Iterator
 
 import torch
@@ -40,7 +41,7 @@ def site_of(node: Any) -> str | None:
 
 
 def _caller_site() -> str | None:
-    f = sys._getframe(2)  # the caller of create_node
+    f: FrameType | None = sys._getframe(2)  # the caller of create_node
     while f is not None:
         path = f.f_code.co_filename
         if path.startswith(_CAPTURE_DIR):
@@ -74,7 +75,7 @@ def noting() -> Iterator[None]:
     with _LOCK:
         if _depth == 0:
             _original = torch.fx.Graph.create_node
-            torch.fx.Graph.create_node = _noting_create_node  # type: ignore[method-assign]
+            torch.fx.Graph.create_node = _noting_create_node  # type: ignore[method-assign]  # torch's method, patched while a pass runs
         _depth += 1
     try:
         yield
@@ -83,4 +84,4 @@ def noting() -> Iterator[None]:
             _depth -= 1
             if _depth == 0:
                 # _original stays set: a node another thread is making right now still finds it
-                torch.fx.Graph.create_node = _original  # type: ignore[method-assign]
+                torch.fx.Graph.create_node = _original  # type: ignore[method-assign]  # torch's method, patched while a pass runs

@@ -84,6 +84,6 @@ def register_mesh_hook(module: Any) -> None:
         except Exception:  # noqa: BLE001
             pass
 
-    __init__._gti_wrapped = True  # type: ignore[attr-defined]
-    __init__.__wrapped__ = original  # type: ignore[attr-defined]
+    __init__._gti_wrapped = True  # type: ignore[attr-defined]  # a marker on the function object
+    __init__.__wrapped__ = original  # type: ignore[attr-defined]  # the wrapped function, as functools.wraps sets it
     cls.__init__ = __init__

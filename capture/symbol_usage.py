@@ -6,7 +6,7 @@ derives the same map for graphs known only as text). Torch-free: rows are the `g
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 # Cap on per-symbol use lists: a symbol used by every node of a 200k-node graph would
 # otherwise dominate the log; the count is kept exactly.
@@ -19,8 +19,8 @@ def is_unbacked(name: str) -> bool:
 
 
 def symbol_usage(
-    graphs: Iterable[tuple[str, Iterable[dict[str, Any]]]],
-    symbols_of: Callable[[dict[str, Any]], Iterable[str]] = lambda row: row.get("syms", ()),
+    graphs: Iterable[tuple[str, Iterable[Mapping[str, Any]]]],
+    symbols_of: Callable[[Mapping[str, Any]], Iterable[str]] = lambda row: row.get("syms", ()),
 ) -> dict[str, dict[str, Any]]:
     """{symbol: {unbacked, bound_by, inputs, used_by, uses}} over (graph path, rows) pairs."""
     symbols: dict[str, dict[str, Any]] = {}

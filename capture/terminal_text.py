@@ -93,8 +93,8 @@ def install() -> None:
 
     if not _SAVED:
         _SAVED.append((sys.stdout, sys.stderr))
-        sys.stdout = EscapingStream(sys.stdout)  # type: ignore[assignment]
-        sys.stderr = EscapingStream(sys.stderr)  # type: ignore[assignment]
+        sys.stdout = EscapingStream(sys.stdout)
+        sys.stderr = EscapingStream(sys.stderr)
 
 
 def uninstall() -> None:

@@ -45,7 +45,7 @@ def _load_capture_package(home: "str | None") -> None:
     module = importlib.util.module_from_spec(spec)
     sys.modules["graphtrain_inspect.capture"] = module
     spec.loader.exec_module(module)
-    ns.capture = module
+    setattr(ns, "capture", module)  # noqa: B010 - a module attribute made at run time
 
 
 def _chain(here: str) -> None:

@@ -45,7 +45,7 @@ class CodeSite:
     def text(self) -> str | None:
         if self._text is False:
             self._text = code_text(self.ctx.cap, self.oc)
-        return self._text  # type: ignore[return-value]
+        return self._text  # type: ignore[return-value]  # False (not read yet) is replaced just above
 
     @property
     def kernels(self) -> list[Kernel]:
@@ -111,7 +111,7 @@ def aligned(ctx: CheckContext) -> dict[str, dict[int, CodeSite]]:
     if got is not None:
         return got
     out = {key: {r: CodeSite(ctx, oc) for r, oc in per_rank.items()} for key, per_rank in compile_keys(ctx.cap).items()}
-    ctx._codegen_aligned = out  # type: ignore[attr-defined]
+    ctx._codegen_aligned = out  # type: ignore[attr-defined]  # a per-context cache kept on the context
     return out
 
 

@@ -76,7 +76,7 @@ def per_graph(devices: dict[str, Any], own: str | None, *, shared: bool) -> list
             "target": lit.get("target"),
             "source": "literal",
         }
-        key = ("literal", lit.get("graph") or "", lit.get("target"), lit.get("where"), dev)
+        key: tuple[Any, ...] = ("literal", lit.get("graph") or "", lit.get("target"), lit.get("where"), dev)
         out.append(
             Observation(
                 key,
@@ -197,7 +197,7 @@ def _observe_own(ctx: CheckContext, key, group: list[int]) -> list[Observation]:
             base = (lit.get("graph") or "", lit.get("target"), lit.get("where"))
             n = seen.get(base, 0)
             seen[base] = n + 1
-            mine[(*base, n)] = lit
+            mine[base + (n,)] = lit
         per_rank[r] = mine
     common = set.intersection(*(set(m) for m in per_rank.values()))
     vectors = ctx.vectors()
@@ -206,8 +206,8 @@ def _observe_own(ctx: CheckContext, key, group: list[int]) -> list[Observation]:
         devs = {r: per_rank[r][k]["device"] for r in present}
         if len(set(devs.values())) < 2:
             continue
-        idx = {r: split_device(d)[1] for r, d in devs.items()}
-        matches = match_vectors(idx, vectors)  # type: ignore[arg-type]
+        indices = {r: split_device(d)[1] for r, d in devs.items()}
+        matches = match_vectors(indices, vectors)
         lit = per_rank[present[0]][k]
         vals = ", ".join(f"rank {r}: {devs[r]}" for r in present)
         msg = (

@@ -144,7 +144,7 @@ def run(ctx: CheckContext) -> list[Finding]:
                     records=len(records),
                 )
             )
-        if ours and records and cap.end(r) is None and not stopped:
+        if ours and log is not None and records and cap.end(r) is None and not stopped:
             last = records[-1]
             findings.append(
                 _finding(

@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import re
 from fractions import Fraction
-from typing import Any
+from typing import Any, Callable
 
+from graphtrain_inspect.capture.logformat import NodeRow
 from graphtrain_inspect.capture.rank_ranges import values_by_rank
 from graphtrain_inspect.inspector.checks.differing_literals import cross_rank_evidence, literal_sites
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext, Observation
@@ -69,14 +70,14 @@ def match_vectors(values: dict[int, Any], vectors: dict[str, dict[int, int]]) ->
         vs = [vec[r] for r in ranks]
         if len(set(vs)) < 2:
             continue
-        nums = [_num(x) for x in xs]
-        if all(n is not None for n in nums):
+        nums = [n for x in xs if (n := _num(x)) is not None]
+        if len(nums) == len(xs):
             if all(n == v for n, v in zip(nums, vs)):
                 out.append({"vector": name, "relation": "equal"})
                 continue
             found = False
             for shift, label in ((0, "{k} * {v}"), (1, "{k} * ({v} + 1)")):
-                ks = {n / (v + shift) for n, v in zip(nums, vs) if v + shift != 0}  # type: ignore[operator]
+                ks = {n / (v + shift) for n, v in zip(nums, vs) if v + shift != 0}
                 zero_ok = all(n == 0 for n, v in zip(nums, vs) if v + shift == 0)
                 if len(ks) == 1 and zero_ok:
                     k = ks.pop()
@@ -92,7 +93,7 @@ def match_vectors(values: dict[int, Any], vectors: dict[str, dict[int, int]]) ->
                         found = True
                         break
             if not found:
-                offs = {n - v for n, v in zip(nums, vs)}  # type: ignore[operator]
+                offs = {n - v for n, v in zip(nums, vs)}
                 if len(offs) == 1:
                     c = offs.pop()
                     out.append(
@@ -107,8 +108,8 @@ def match_vectors(values: dict[int, Any], vectors: dict[str, dict[int, int]]) ->
             if not found and len(set(vs)) >= 3:
                 v0, v1 = vs[0], next(v for v in vs if v != vs[0])
                 n0, n1 = nums[0], nums[vs.index(v1)]
-                k = (n1 - n0) / (v1 - v0)  # type: ignore[operator]
-                a = n0 - k * v0  # type: ignore[operator]
+                k = (n1 - n0) / (v1 - v0)
+                a = n0 - k * v0
                 if k != 0 and all(n == a + k * v for n, v in zip(nums, vs)):
                     out.append(
                         {
@@ -121,9 +122,9 @@ def match_vectors(values: dict[int, Any], vectors: dict[str, dict[int, int]]) ->
                     )
             continue
         if all(isinstance(x, bool) for x in xs):
-            for c in sorted(set(vs)):
-                if all(x == (v == c) for x, v in zip(xs, vs)):
-                    out.append({"vector": name, "relation": f"{name} == {c}"})
+            for cv in sorted(set(vs)):
+                if all(x == (v == cv) for x, v in zip(xs, vs)):
+                    out.append({"vector": name, "relation": f"{name} == {cv}"})
                     break
             continue
         if all(isinstance(x, str) for x in xs):
@@ -204,7 +205,7 @@ def _coord_values(ctx: CheckContext, rank: int) -> dict[int, int]:
     return {}
 
 
-_ARITH = {
+_ARITH: dict[str, Callable[..., Any]] = {
     "operator.mul": lambda a, b: a * b, "aten.mul.Tensor": lambda a, b: a * b, "aten.mul.Scalar": lambda a, b: a * b,
     "operator.add": lambda a, b: a + b, "aten.add.Tensor": lambda a, b: a + b, "aten.add.Scalar": lambda a, b: a + b,
     "operator.sub": lambda a, b: a - b, "aten.sub.Tensor": lambda a, b: a - b,
@@ -214,7 +215,7 @@ _ARITH = {
 _INDEX_OPS = ("aten.select.int", "aten.slice.Tensor", "aten.narrow.default")
 
 
-def _is_scalar(row: dict[str, Any]) -> bool:
+def _is_scalar(row: NodeRow) -> bool:
     v = row.get("val")
     return v is None or (isinstance(v, dict) and v.get("t") == "sym") or isinstance(v, (int, float))
 
@@ -332,8 +333,8 @@ def shared_graph_observations(
             target = str(row.get("target") or "")
             if COORD_OP in target:
                 args = row.get("args") or []
-                dim = args[1] if len(args) > 1 and isinstance(args[1], int) else 0
-                value[row["name"]] = coords.get(dim)
+                axis = args[1] if len(args) > 1 and isinstance(args[1], int) else 0
+                value[row["name"]] = coords.get(axis)
                 continue
             if not _is_scalar(row):
                 continue  # tensors computed from a coordinate are data, not the coordinate

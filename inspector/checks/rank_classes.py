@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 import orjson
 
@@ -287,7 +287,7 @@ def _swapped(value: Any, swap: dict[str, str]) -> Any:
     return value
 
 
-def _row_swap(row: dict[str, Any] | None, groups: dict[str, str], devices: dict[str, str]) -> dict[str, str]:
+def _row_swap(row: Mapping[str, Any] | None, groups: dict[str, str], devices: dict[str, str]) -> dict[str, str]:
     """The strings to swap in one row: group names in a collective's row only (where the
     normalizer reads them and the hash rewrote them), the own device anywhere."""
     if row is not None and groups and is_collective_target(row.get("target")):

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from graphtrain_inspect.capture.rank_ranges import format_ranks
+from graphtrain_inspect.inspector.checks.findings import Finding
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext, Observation
 from graphtrain_inspect.inspector.read.stages import TRACE, StageKey
 
@@ -45,7 +46,7 @@ def _literal_lines(d, n: int = 6) -> list[str]:
 
 
 def run(ctx: CheckContext) -> list:
-    findings = []
+    findings: list[Finding] = []
     groups = [g for g in ctx.rank_groups() if len([r for r in g if ctx.index.by_rank.get(r)]) >= 2]
     if not groups:
         ctx.skip(KIND, "needs graphs of at least two ranks to compare")

@@ -24,11 +24,12 @@ import bisect
 import re
 from itertools import accumulate, count
 from operator import add
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 import orjson
 
 from graphtrain_inspect.capture import logformat
+from graphtrain_inspect.capture.logformat import NodeRow
 from graphtrain_inspect.inspector.diff.graph_diff import GraphDiff, NodeDiff, SubgraphDiff, compare_rows
 from graphtrain_inspect.inspector.diff.normalize import (
     REDUCE_OPS,
@@ -66,7 +67,7 @@ def _device_tokens(*ctxs: RankContext) -> list[bytes]:
 
 
 def rows_with(
-    rows: list[bytes], tokens: list[bytes] = (), pattern: "re.Pattern[bytes] | None" = None, accept=None
+    rows: list[bytes], tokens: Sequence[bytes] = (), pattern: "re.Pattern[bytes] | None" = None, accept=None
 ) -> set[int]:
     """Positions of the rows containing any of `tokens`, or a match of `pattern` that `accept`
     (joined bytes, match) takes. The joined rows are searched at C speed; give `pattern` a literal
@@ -126,7 +127,7 @@ def _same_after_group_names(x: bytes, y: bytes, groups_a: list, groups_b: list) 
     return x == y
 
 
-def _knows_groups(row: dict[str, Any], ctx: RankContext) -> bool:
+def _knows_groups(row: NodeRow, ctx: RankContext) -> bool:
     if not is_collective_target(row.get("target")):
         return True
     return all(leaf in REDUCE_OPS or leaf in ctx.group_keys for _, leaf in _str_leaves(row))

@@ -18,11 +18,12 @@ import os
 import re
 from itertools import compress, repeat
 from operator import is_
-from typing import Any
+from typing import Any, Mapping
 
 import orjson
 
 from graphtrain_inspect.capture import logformat
+from graphtrain_inspect.capture.logformat import NodeRow
 from graphtrain_inspect.capture.symbol_usage import is_unbacked
 from graphtrain_inspect.inspector.checks import row_rank_diff as rowdiff
 from graphtrain_inspect.inspector.checks.rank_classes import class_rep_stage
@@ -52,7 +53,7 @@ def _canon(renamings: dict[str, str]):
     return canon
 
 
-def _text_binder(row: dict[str, Any]) -> bool:
+def _text_binder(row: NodeRow) -> bool:
     target = str(row.get("target") or "")
     if row.get("op") in ("placeholder", "output", "get_attr"):
         return False
@@ -77,7 +78,7 @@ def _ref_names(value: Any, out: list[str]) -> None:
             out.append(value["n"])
 
 
-def _row_refs(row: dict[str, Any]) -> list[str]:
+def _row_refs(row: NodeRow) -> list[str]:
     """The names of the nodes a row takes as input: `row_leaves`' references, in its order."""
     out: list[str] = []
     _ref_names(row.get("args") or [], out)
@@ -206,7 +207,7 @@ def _scope_pattern(names: set[bytes]):
     the test of a match. The names' common prefix goes into the pattern: a graph refers to other
     nodes a million times, to its subgraphs a few hundred. JSON escapes no character of an FX
     node name."""
-    prefix = os.path.commonprefix(sorted(names))
+    prefix = os.path.commonprefix(sorted(names)) or b""  # "" (of no names) as bytes
     pattern = re.compile(rb'"n(?:ame)?":"' + re.escape(prefix) + rb'([^"]*)"')
     return pattern, lambda _, m: prefix + m.group(1) in names
 
@@ -221,7 +222,7 @@ def scope_rows(rows: list[bytes], names: set[bytes]) -> set[int]:
     pattern at every `"n`, and a graph has a reference per input), and matched there as the
     pattern would: the key before it (`"n":` or `"name":`), the rest of the string, the name;
     after a match the search goes on past its row's end, as `rows_with`'s does."""
-    prefix = os.path.commonprefix(sorted(names))
+    prefix = os.path.commonprefix(sorted(names)) or b""  # "" (of no names) as bytes
     if not prefix:
         return rowdiff.rows_with(rows, (), *_scope_pattern(names))
     joined = b"\n".join(rows)
@@ -428,7 +429,8 @@ def _same_symbols_as_ref(ctx: CheckContext, stage) -> object | None:
         return None
     for n in d.changes():
         # the same node with the same symbols, bindings and value: only other literals differ
-        a, b = n.a or {}, n.b or {}
+        a: Mapping[str, Any] = n.a or {}
+        b: Mapping[str, Any] = n.b or {}
         if (
             n.structural
             or row_symbols(a) != row_symbols(b)

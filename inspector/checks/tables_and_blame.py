@@ -226,7 +226,7 @@ class CheckContext:
             vec: dict[str, dict[int, int]] = {"rank": {r: r for r in self.cap.ranks}}
             local = {r: self.cap.local_rank(r) for r in self.cap.ranks}
             if all(isinstance(v, int) for v in local.values()):
-                vec["local_rank"] = local  # type: ignore[assignment]
+                vec["local_rank"] = local  # type: ignore[assignment]  # every value checked to be an int just above
             dims: dict[str, dict[int, int]] = {}
             groups: dict[str, dict[int, int]] = {}
             for r in self.cap.ranks:
@@ -337,11 +337,11 @@ class CheckContext:
             merged.setdefault((ch.first.key, ch.okey, ch.obs.severity), []).append(ch)
         out = []
         for group in merged.values():
-            group.sort(key=lambda c: c.rank)
+            # every chain here was made with its rank (none is None)
+            group.sort(key=lambda c: c.rank or 0)
             first = group[0]
-            out.append(
-                self._finding(kind, first.first, first.last, first.obs, sorted({c.rank for c in group}), fixed=True)
-            )  # type: ignore[arg-type]
+            ranks = sorted({rank for c in group if (rank := c.rank) is not None})
+            out.append(self._finding(kind, first.first, first.last, first.obs, ranks, fixed=True))
         return out
 
     def blame_across(self, kind: str, observe: Callable[[StageKey, list[int]], Iterable[Observation]]) -> list[Finding]:
@@ -396,7 +396,7 @@ class CheckContext:
         if last.key.pipeline != first.key.pipeline:
             ev.setdefault("graph_now", last.gid)
             ev.setdefault("pipeline_now", last.key.pipeline)
-        x = last
+        x: Stage | None = last
         while x is not None and x is not first:
             if x.key.role == BACKWARD_ROLE:
                 ev.setdefault("lives_in", "backward")

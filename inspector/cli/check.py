@@ -245,8 +245,8 @@ def render(report, st: Style, width: int, hidden: int = 0) -> list[str]:
         by_line = source_line_groups(fs)
         if len(fs) > 1 and by_line and len(by_line) < len(fs):
             top = ", ".join(f"{where} ({n})" for where, n in list(by_line.items())[:5])
-            more = f", and {len(by_line) - 5} more" if len(by_line) > 5 else ""
-            lines.append(st(f"  {len(fs)} {kind} findings at {len(by_line)} source line(s): {top}{more}", "dim"))
+            rest = f", and {len(by_line) - 5} more" if len(by_line) > 5 else ""
+            lines.append(st(f"  {len(fs)} {kind} findings at {len(by_line)} source line(s): {top}{rest}", "dim"))
         lines.append("")
     reasons: dict[str, list[str]] = {}
     for n in report.not_run:  # checks skipped for one reason on one line

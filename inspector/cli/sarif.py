@@ -33,7 +33,7 @@ def _rules() -> tuple[list[dict[str, Any]], dict[str, int]]:
     for name, module in check_modules().items():
         kind = KIND_OF_CHECK.get(name, name)
         descriptions.setdefault(kind, []).append(module.DESCRIPTION)
-    rules = [
+    rules: list[dict[str, Any]] = [
         {"id": kind, "name": kind, "shortDescription": {"text": "; ".join(descriptions.get(kind, [kind]))}}
         for kind in FINDING_KINDS
     ]

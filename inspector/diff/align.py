@@ -37,11 +37,13 @@ from typing import Any, Callable, Iterable, Sequence
 
 from rapidfuzz.distance import LCSseq
 
+from graphtrain_inspect.capture.logformat import NodeRow
+
 _NUM_SUFFIX = re.compile(r"_?\d+$")
 _DIFFLIB_LIMIT = 250_000  # gap size product above which a compiled LCS replaces difflib
 
 
-def shallow_sig(row: dict[str, Any]) -> tuple:
+def shallow_sig(row: NodeRow) -> tuple:
     op = row.get("op")
     if op == "placeholder":
         return ("placeholder",)
@@ -121,10 +123,14 @@ class Parts:
         "_users",
         "_refs",
     )
+    # declared for the type checker, which reads `like`'s before this instance's are made
+    _info: list[Any]
+    ins: list[Any]
+    dup: set[int]
 
     def __init__(
         self,
-        rows: Sequence[dict[str, Any]],
+        rows: Sequence[NodeRow],
         leaf_norm: Callable[[Any, Any], Any] | None = None,
         like: "Parts | None" = None,
     ):
@@ -134,8 +140,9 @@ class Parts:
         self._normalized = leaf_norm is not None
         # every leaf_norm call, (target, leaf, result), and the span of them of each row that has
         # a normalizable leaf (flag 2): what the other side checks before it shares such a row
-        self._calls = calls = []
-        self._spans = spans = {}
+        self._calls: list[tuple[Any, Any, Any]] = []
+        self._spans: dict[int, tuple[int, int]] = {}
+        calls, spans = self._calls, self._spans
         if leaf_norm is not None:
             leaf_norm = _memo_leaf(leaf_norm, calls)
         # per row: (sig id, wheres, names, lits, flags); ins apart (they depend on the side)
@@ -143,6 +150,7 @@ class Parts:
         ins: list[Any]
         dup: set[int] = set()
         todo: Iterable[int] = range(n)
+        xs: Sequence[int]
         same_as: list[int] | None = None
         if like is None:
             self.index = index = dict(
@@ -464,9 +472,9 @@ def _match_gap(sa: Sequence, sb: Sequence, ia: list[int], ib: list[int], out: li
     # a large gap: a longest common subsequence of the signatures, in compiled code (rapidfuzz's
     # bit-parallel LCS: ~17 ms for a 932 x 2,136 gap where difflib takes seconds)
     xs, ys = [sa[i] for i in ia], [sb[j] for j in ib]
-    for blk in LCSseq.editops(xs, ys).as_matching_blocks():
-        for k in range(blk.size):
-            out.append((ia[blk.a + k], ib[blk.b + k]))
+    for mb in LCSseq.editops(xs, ys).as_matching_blocks():
+        for k in range(mb.size):
+            out.append((ia[mb.a + k], ib[mb.b + k]))
 
 
 def align_parts(pa: Parts, pb: Parts) -> dict[int, int]:
@@ -646,7 +654,7 @@ def _propagate(
             ys = ins_b[j]
             if ys:
                 if wh_a[i] == wh_b[j] and i not in dup_a:
-                    pairs = zip(xs, ys)
+                    pairs: Iterable[tuple[Any, Any]] = zip(xs, ys)
                 else:
                     rb = dict(zip(wh_b[j], ys))
                     pairs = [(x, rb.get(where, nb)) for where, x in zip(wh_a[i], xs)]
@@ -733,8 +741,8 @@ def _merge_order(ma: list[int], mb: list[int], na: int, nb: int) -> list[tuple[i
 
 
 def align_rows(
-    a_rows: Sequence[dict[str, Any]],
-    b_rows: Sequence[dict[str, Any]],
+    a_rows: Sequence[NodeRow],
+    b_rows: Sequence[NodeRow],
     leaf_norm_a: Callable[[Any, Any], Any] | None = None,
     leaf_norm_b: Callable[[Any, Any], Any] | None = None,
 ) -> list[tuple[int | None, int | None]]:

@@ -21,8 +21,9 @@ import re
 from dataclasses import dataclass, field
 from itertools import compress, repeat
 from operator import and_, eq, not_
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
+from graphtrain_inspect.capture.logformat import NodeRow
 from graphtrain_inspect.inspector.diff.align import Parts, _align, _merge_order, freeze
 from graphtrain_inspect.inspector.diff.normalize import IDENTITY, GraphNormalizer, RankContext, is_collective_target
 from graphtrain_inspect.inspector.read.graphmodel import GraphTables, SubGraph, row_leaves
@@ -38,8 +39,8 @@ META_KEYS = ("val", "unbacked_bindings", "bwd", "recompute", "attr", "subgraph")
 class NodeDiff:
     status: str  # same | changed | added | removed
     subgraph: str
-    a: dict[str, Any] | None
-    b: dict[str, Any] | None
+    a: NodeRow | None
+    b: NodeRow | None
     args: list[tuple[str, Any, Any]] = field(default_factory=list)  # (where, in a, in b)
     meta: list[tuple[str, Any, Any]] = field(default_factory=list)
     structural: bool = False  # target/op/arity differs or an input is another node
@@ -150,7 +151,7 @@ class GraphDiff:
                     "subgraph": n.subgraph or None,
                     "a": n.names[0],
                     "b": n.names[1],
-                    "target": (n.b or n.a or {}).get("target"),
+                    "target": r.get("target") if (r := n.b or n.a) else None,
                     "args": [{"where": w, "a": x, "b": y} for w, x, y in n.args],
                     "meta": [{"where": w, "a": x, "b": y} for w, x, y in n.meta],
                 }
@@ -219,7 +220,7 @@ def render_val_meta(val: Any) -> str:
     return render_value(val)
 
 
-def render_node(row: dict[str, Any] | None) -> str:
+def render_node(row: NodeRow | None) -> str:
     if row is None:
         return ""
     op = row.get("op")
@@ -240,7 +241,7 @@ def render_node(row: dict[str, Any] | None) -> str:
 # Comparing aligned nodes
 
 
-def _leaf_map(row: dict[str, Any]) -> dict[str, Any]:
+def _leaf_map(row: NodeRow) -> dict[str, Any]:
     return dict(row_leaves(row))
 
 
@@ -248,8 +249,8 @@ _MISSING = object()
 
 
 def compare_rows(
-    a: dict[str, Any],
-    b: dict[str, Any],
+    a: NodeRow,
+    b: NodeRow,
     name_map: dict[str, str],
     na: GraphNormalizer = IDENTITY,
     nb: GraphNormalizer = IDENTITY,
@@ -339,14 +340,14 @@ def _compare(
 _NONE: list = []
 
 
-def _same_meta(a: dict[str, Any], b: dict[str, Any], stack: bool) -> bool:
+def _same_meta(a: Mapping[str, Any], b: Mapping[str, Any], stack: bool) -> bool:
     for k in META_KEYS:
         if a.get(k) != b.get(k):
             return False
     return not stack or a.get("stack") == b.get("stack")
 
 
-def _leaf_or_none(row: dict[str, Any], where: str) -> Any:
+def _leaf_or_none(row: NodeRow, where: str) -> Any:
     return _leaf_map(row).get(where)
 
 
@@ -359,9 +360,9 @@ def diff_subgraph(
     meta: bool = True,
     stack: bool = False,
 ) -> SubgraphDiff:
-    path = (b or a).path  # type: ignore[union-attr]
+    path = (b or a).path  # type: ignore[union-attr]  # the caller passes at least one of a and b
     if a is None:
-        return SubgraphDiff(path, "added", [NodeDiff("added", path, None, r) for r in b.nodes])  # type: ignore[union-attr]
+        return SubgraphDiff(path, "added", [NodeDiff("added", path, None, r) for r in b.nodes])  # type: ignore[union-attr]  # a is None, so b is not (see above)
     if b is None:
         return SubgraphDiff(path, "removed", [NodeDiff("removed", path, r, None) for r in a.nodes])
     rows_a, rows_b = a.nodes, b.nodes
@@ -471,7 +472,7 @@ def _diff_rows(
     changed = False
     for i, j in _merge_order(ma, mb, len(rows_a), len(rows_b)):
         if j is None:
-            nodes.append(NodeDiff("removed", path, rows_a[i], None))  # type: ignore[index]
+            nodes.append(NodeDiff("removed", path, rows_a[i], None))  # type: ignore[index]  # i is None only with j, never here
             changed = True
         elif i is None:
             nodes.append(NodeDiff("added", path, None, rows_b[j]))
@@ -571,7 +572,7 @@ def normalize_code(
             line = _DEAD.sub("", line)
         if norm is not None:
             if own_idx is not None:
-                typ = own.partition(":")[0]  # type: ignore[union-attr]
+                typ = own.partition(":")[0]  # type: ignore[union-attr]  # own_idx is set only from own
                 line = line.replace(f"device(type='{typ}', index={own_idx})", f"device(type='{typ}', index=<own>)")
                 line = re.sub(rf"\b{typ}:{own_idx}\b", "<own>", line)
             if groups and ("c10d" in line or "_dtensor" in line or "device_mesh" in line):
@@ -672,9 +673,10 @@ class _CollectiveRows:
     def __init__(self, tables: GraphTables):
         self.tables = tables
 
-    def iter_nodes(self) -> Iterator[tuple[SubGraph, dict[str, Any]]]:
+    def iter_nodes(self) -> Iterator[tuple[SubGraph, NodeRow]]:
         for g in self.tables.graphs:
-            targets = list(map(dict.get, g.nodes, repeat("target")))
+            # rows are dicts at run time: dict.get mapped in C
+            targets = list(map(dict.get, g.nodes, repeat("target")))  # type: ignore[arg-type]  # rows are dicts
             try:
                 colls = {t for t in set(targets) if is_collective_target(t)}
             except TypeError:  # a target that is no string
@@ -687,7 +689,7 @@ class _CollectiveRows:
 
 def graph_normalizer(tables: GraphTables | None, ctx: RankContext | None) -> GraphNormalizer:
     """GraphNormalizer(tables, ctx), built from the collective rows alone."""
-    return GraphNormalizer(_CollectiveRows(tables) if tables is not None else None, ctx)  # type: ignore[arg-type]
+    return GraphNormalizer(_CollectiveRows(tables) if tables is not None else None, ctx)  # type: ignore[arg-type]  # _CollectiveRows reads like GraphTables where the normalizer looks
 
 
 def normalizers(

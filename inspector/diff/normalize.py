@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from graphtrain_inspect.capture.logformat import NodeRow
 from graphtrain_inspect.inspector.read.graphmodel import GraphTables, device_of_leaf, split_device
 
 REDUCE_OPS = frozenset(
@@ -120,7 +121,7 @@ def group_keys(table: dict[str, Any]) -> dict[str, str]:
     pattern of its members relative to its first (`ranks[2,stride=1]`), which is the same on
     every rank of a regular layout."""
     world = table.get("world_size")
-    groups = table.get("groups") if isinstance(table.get("groups"), dict) else {}
+    groups = g if isinstance(g := table.get("groups"), dict) else {}
     dims: dict[str, set[str]] = {}
     sizes: dict[str, int] = {}
     for mesh in table_meshes(table):
@@ -217,7 +218,7 @@ class GraphNormalizer:
         return val
 
 
-def _str_leaves(row: dict[str, Any]):
+def _str_leaves(row: NodeRow):
     from graphtrain_inspect.inspector.read.graphmodel import row_leaves
 
     for where, leaf in row_leaves(row):

@@ -133,10 +133,10 @@ class DiffModel:
                     out.append(Row("add", None, j, None, b[j], pair=pair))
             else:
                 for k in range(max(len(la), len(lb))):
-                    i = la[k] if k < len(la) else None
-                    j = lb[k] if k < len(lb) else None
-                    kind = "change" if i is not None and j is not None else ("del" if j is None else "add")
-                    out.append(Row(kind, i, j, a[i] if i is not None else None, b[j] if j is not None else None))
+                    ia = la[k] if k < len(la) else None
+                    jb = lb[k] if k < len(lb) else None
+                    kind = "change" if ia is not None and jb is not None else ("del" if jb is None else "add")
+                    out.append(Row(kind, ia, jb, a[ia] if ia is not None else None, b[jb] if jb is not None else None))
         return out
 
     def unified_text(self, a_label: str = "a", b_label: str = "b") -> str:

@@ -121,5 +121,5 @@ def _safe_extract(tf: tarfile.TarFile, dest: Path) -> None:
     for m in tf.getmembers():
         p = (dest / m.name).resolve()
         if not (m.isfile() or m.isdir()) or root not in (p, *p.parents):
-            raise BundledError(f"unsafe member {m.name!r} in {tf.name}")
+            raise BundledError(f"unsafe member {m.name!r} in {tf.name!s}")
     tf.extractall(dest)

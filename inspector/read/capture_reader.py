@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from itertools import compress, repeat
 from operator import is_
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
 from graphtrain_inspect.capture import logformat
+from graphtrain_inspect.capture.logformat import NodeRow
 from graphtrain_inspect.inspector.read import identity, torch_trace
 from graphtrain_inspect.inspector.read.capture_records import (
     GraphRef,
@@ -61,7 +62,7 @@ class Capture:
         self._tables = WeightedLRU(_TABLE_CACHE_NODES, _TABLE_CACHE_SIZE)
         self._rows = WeightedLRU(_ROWS_CACHE_BYTES, _TABLE_CACHE_SIZE)
         self._derived: dict[tuple[str, int, str | None], Any] = {}
-        self._row_pool: dict[bytes, Any] = {}  # row line -> its row dict, or False (not a row)
+        self._row_pool: dict[bytes, NodeRow | Literal[False]] = {}  # row line -> its row, or False (not a row)
         # graphs ranks ran without making them, made by other ranks' passes: gid -> producing ranks
         self.shared: dict[str, identity.Shared] = {}
 
@@ -73,8 +74,7 @@ class Capture:
 
     @property
     def world_size(self) -> int:
-        sizes = [r.header.get("world_size") for r in self._ranks.values() if r.header]
-        sizes = [s for s in sizes if isinstance(s, int)]
+        sizes = [s for r in self._ranks.values() if r.header and isinstance(s := r.header.get("world_size"), int)]
         return max(sizes) if sizes else (max(self._ranks) + 1 if self._ranks else 0)
 
     def all_errors(self) -> list[ReadError]:
@@ -241,8 +241,8 @@ class Capture:
             if not isinstance(v, dict) or type(v.get("seq")) is not int:
                 continue
             # A log may come from anywhere: every field is taken only with the type it must have.
-            after = v.get("after") if isinstance(v.get("after"), dict) else {}
-            blobs = v.get("blobs") if isinstance(v.get("blobs"), dict) else {}
+            after = a if isinstance(a := v.get("after"), dict) else {}
+            blobs = b if isinstance(b := v.get("blobs"), dict) else {}
             by_seq[v["seq"]] = PassRecord(
                 rank=r.rank,
                 seq=v["seq"],
@@ -327,7 +327,7 @@ class Capture:
 
     def node_count(self, rank: int, gid: str | None) -> int | None:
         ref = self.graph(rank, gid) if gid else None
-        if ref is None:
+        if ref is None or not gid:
             return None
         if ref.nodes is None:
             tables = self.node_table(rank, gid)
@@ -372,7 +372,7 @@ class Capture:
         self._tables.put(key, tables, 1 + (tables.node_count if tables is not None else 0))
         return tables
 
-    def node_row(self, rank: int, gid: str, path: str, name: str) -> tuple[bool, dict[str, Any] | None]:
+    def node_row(self, rank: int, gid: str, path: str, name: str) -> tuple[bool, NodeRow | None]:
         """(whether the graph has that subgraph, `node_table(...).subgraph(path).node(name)`)
         without decoding the whole table when it is not decoded yet: the one row line of that
         name, found in the undecoded rows. The whole table where the lines cannot say (no such
@@ -386,7 +386,7 @@ class Capture:
         sub = tables.subgraph(path) if tables is not None else None
         return (True, sub.node(name)) if sub is not None else (False, None)
 
-    def rows_around(self, rank: int, gid: str, path: str, name: str, reach: int) -> list[dict[str, Any]] | None:
+    def rows_around(self, rank: int, gid: str, path: str, name: str, reach: int) -> list[NodeRow] | None:
         """The rows of subgraph `path` within `reach` rows of node `name` (its row among them),
         what `node_table(...).subgraph(path).nodes` holds there, decoded from the undecoded rows
         alone when the table is not decoded yet; None where the lines cannot say (no such line,
@@ -400,7 +400,7 @@ class Capture:
             rows = [self.decoded_row(ln) for ln in lines[max(0, at - reach) : at + reach + 1]]
         except orjson.JSONDecodeError:
             return None
-        return rows if all(rows) else None  # type: ignore[return-value]
+        return rows if all(rows) else None  # type: ignore[return-value]  # all(rows): no None among them
 
     def _lines_named(self, rank: int, gid: str, path: str, name: str) -> tuple[list[bytes], list[int]] | None:
         """The undecoded row lines of subgraph `path` of a table not decoded yet, and the indices
@@ -419,7 +419,7 @@ class Capture:
             return lines, [i for i, ln in enumerate(lines) if ln.startswith(head)]
         return None
 
-    def decoded_row(self, line: bytes) -> dict[str, Any] | None:
+    def decoded_row(self, line: bytes) -> NodeRow | None:
         """One row line of `node_rows`, decoded and validated through the row pool (None: not a
         valid row). Raises orjson.JSONDecodeError when the line does not parse."""
         pool = self._row_pool
@@ -427,8 +427,8 @@ class Capture:
         if r is None:
             if len(pool) > _ROW_POOL_ROWS:
                 pool.clear()
-            r = logformat.decode_row(line)
-            r = pool[line] = r if _row_ok(r) else False
+            decoded = logformat.decode_row(line)
+            r = pool[line] = decoded if _row_ok(decoded) else False
         return r or None
 
     def _table_from_rows(self, rank: int, gid: str) -> GraphTables | None:
@@ -460,11 +460,8 @@ class Capture:
                     for i, row in zip(todo, rows):
                         got[i] = pool[lines[i]] = row if _row_ok(row) else False
                 parent = h.get("parent_node")
-                graphs.append(
-                    SubGraph(
-                        str(h.get("path") or ""), parent if isinstance(parent, str) else None, list(filter(None, got))
-                    )
-                )
+                nodes: list[NodeRow] = list(filter(None, got))  # type: ignore[arg-type]  # drops False too
+                graphs.append(SubGraph(str(h.get("path") or ""), parent if isinstance(parent, str) else None, nodes))
         except orjson.JSONDecodeError:
             return None
         if not graphs:
@@ -534,7 +531,7 @@ class Capture:
             if d and d.get("own_device"):
                 return d["own_device"]
         for g in self.graphs(rank):
-            rec = self.graph(rank, g).records.get(logformat.DEVICES)  # type: ignore[union-attr]
+            rec = self.graph(rank, g).records.get(logformat.DEVICES)  # type: ignore[union-attr]  # g is one of graphs(rank), so graph() finds it
             if rec is not None:
                 d = self.payload(rank, rec)
                 if isinstance(d, dict) and d.get("own_device"):

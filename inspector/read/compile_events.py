@@ -173,7 +173,7 @@ class CompileStory:
         return next((c for c in self.compiles(rank) if c.compile_id == base), None)
 
     def events(self, rank: int | None = None, kinds: tuple[str, ...] | None = None) -> list[CompileEvent]:
-        out = []
+        out: list[CompileEvent] = []
         for r in [rank] if rank is not None else sorted(self.by_rank):
             for c in self.compiles(r):
                 out.extend(e for e in c.events if kinds is None or e.kind in kinds)
@@ -264,7 +264,7 @@ def capture_compiles(cap: "Capture") -> CompileStory:
             infos.append(c)
         if infos:
             story.by_rank[rank] = infos
-    cap._capture_compiles = story  # type: ignore[attr-defined]
+    cap._capture_compiles = story  # type: ignore[attr-defined]  # a per-capture cache kept on the capture
     return story
 
 
@@ -279,7 +279,7 @@ def compile_story(cap: "Capture") -> CompileStory:
     if cached is not None:
         return cached
     story = _read_story(cap)
-    cap._compile_story = story  # type: ignore[attr-defined]
+    cap._compile_story = story  # type: ignore[attr-defined]  # a per-capture cache kept on the capture
     return story
 
 

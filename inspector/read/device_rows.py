@@ -72,8 +72,8 @@ def device_rows(
         detail = f"local rank {local}" if local is not None else "local rank ?"
         if visible:
             detail += f", CUDA_VISIBLE_DEVICES={visible}"
-        if (header or {}).get("host"):
-            detail += f", host {header['host']}"
+        if host := (header or {}).get("host"):
+            detail += f", host {host}"
         mismatch = None
         typ, idx = split_device(own)
         if idx is not None and local is not None and not visible and idx != local:

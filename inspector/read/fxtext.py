@@ -17,6 +17,8 @@ import ast
 import re
 from typing import Any
 
+from graphtrain_inspect.capture.logformat import NodeRow
+
 DTYPE_ABBRS = {
     "u8": "uint8", "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64",
     "f16": "float16", "f32": "float32", "f64": "float64", "c32": "complex32", "c64": "complex64",
@@ -63,7 +65,9 @@ _NO_STACK_RE = re.compile(r"^\s*# No stacktrace found")
 
 def split_top(text: str, sep: str = ",") -> list[str]:
     """Split on `sep` outside parentheses and brackets."""
-    out, depth, cur = [], 0, []
+    out: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in text:
         if ch in "([{":
             depth += 1
@@ -191,7 +195,7 @@ class _Parser:
                 continue
             if s.startswith("def forward"):
                 try:
-                    sig = ast.parse(s + "\n    pass").body[0]  # type: ignore[assignment]
+                    sig = ast.parse(s + "\n    pass").body[0]  # type: ignore[assignment]  # a `def` line parses to a FunctionDef
                 except SyntaxError:
                     sig = None
                 continue
@@ -258,22 +262,22 @@ class _Parser:
         return self._stacks[i] if 0 <= i < len(self._stacks) else None
 
     def _graph(self, fn: ast.FunctionDef, body: list[ast.stmt], path: str, parent_node: str | None) -> None:
-        rows: list[dict[str, Any]] = []
+        rows: list[NodeRow] = []
         names: set[str] = set()
-        placeholders: list[dict[str, Any]] = []
-        arg_index: dict[str, dict[str, Any]] = {}
+        placeholders: list[NodeRow] = []
+        arg_index: dict[str, NodeRow] = {}
         ann_placeholders = [
             st for st in body if isinstance(st, ast.AnnAssign) and st.value is None and isinstance(st.target, ast.Name)
         ]
         if ann_placeholders:
             # AOT's joint graph: forward(self, primals, tangents) then `primals_1: "f32[...]"` lines.
-            for st in ann_placeholders:
-                row = self._placeholder(st.target.id, st.annotation)  # type: ignore[union-attr]
+            for ann in ann_placeholders:
+                row = self._placeholder(ann.target.id, ann.annotation)  # type: ignore[union-attr]  # the filter above keeps Name targets only
                 placeholders.append(row)
                 arg_index[row["name"]] = row
         else:
-            args = list(fn.args.posonlyargs) + list(fn.args.args)
-            for a in args:
+            fn_args = list(fn.args.posonlyargs) + list(fn.args.args)
+            for a in fn_args:
                 if a.arg == "self":
                     continue
                 row = self._placeholder(a.arg, a.annotation)
@@ -311,12 +315,12 @@ class _Parser:
                 rows.append({"name": "output", "op": "output", "target": "output", "args": args, "kwargs": {}})
         self.graphs.append({"path": path, "parent_node": parent_node, "nodes": rows})
 
-    def _placeholder(self, name: str, annotation: ast.expr | None) -> dict[str, Any]:
-        row: dict[str, Any] = {"name": name, "op": "placeholder", "target": name, "args": [], "kwargs": {}}
+    def _placeholder(self, name: str, annotation: ast.expr | None) -> NodeRow:
+        row: NodeRow = {"name": name, "op": "placeholder", "target": name, "args": [], "kwargs": {}}
         self._annotate(row, annotation)
         return row
 
-    def _annotate(self, row: dict[str, Any], annotation: ast.expr | None) -> None:
+    def _annotate(self, row: NodeRow, annotation: ast.expr | None) -> None:
         if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
             val = parse_annotation(annotation.value)
             if val is not None:
@@ -331,9 +335,9 @@ class _Parser:
         value: ast.expr,
         annotation: ast.expr | None,
         lineno: int,
-        rows: list[dict[str, Any]],
+        rows: list[NodeRow],
         names: set[str],
-        arg_index: dict[str, dict[str, Any]],
+        arg_index: dict[str, NodeRow],
     ) -> None:
         if isinstance(value, ast.Name) and value.id in arg_index:
             # Dynamo: `l_x_ = L_x_` names the placeholder whose target is the forward argument.
@@ -345,7 +349,7 @@ class _Parser:
                 self._annotate(row, annotation)
             return
         op, target, args, kwargs = self._expr(value, names)
-        row: dict[str, Any] = {"name": name, "op": op, "target": target, "args": args, "kwargs": kwargs}
+        row = {"name": name, "op": op, "target": target, "args": args, "kwargs": kwargs}
         self._annotate(row, annotation)
         stack = self._stack_for(lineno)
         if stack:

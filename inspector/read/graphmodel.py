@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping, TypeGuard
 
+from graphtrain_inspect.capture.logformat import NodeRow
 from graphtrain_inspect.capture.symbol_usage import symbol_usage
 from graphtrain_inspect.inspector.read.fxtext import val_symbols
 
@@ -21,7 +22,7 @@ class SubGraph:
 
     __slots__ = ("path", "parent_node", "nodes", "_index")
 
-    def __init__(self, path: str, parent_node: str | None, nodes: list[dict[str, Any]]):
+    def __init__(self, path: str, parent_node: str | None, nodes: list[NodeRow]):
         self.path = path
         self.parent_node = parent_node
         self.nodes = nodes
@@ -32,7 +33,7 @@ class SubGraph:
             self._index = {row["name"]: i for i, row in enumerate(self.nodes)}
         return self._index.get(name)
 
-    def node(self, name: str) -> dict[str, Any] | None:
+    def node(self, name: str) -> NodeRow | None:
         i = self.index_of(name)
         return None if i is None else self.nodes[i]
 
@@ -85,7 +86,7 @@ class GraphTables:
     def node_count(self) -> int:
         return sum(len(g.nodes) for g in self.graphs)
 
-    def iter_nodes(self) -> Iterator[tuple[SubGraph, dict[str, Any]]]:
+    def iter_nodes(self) -> Iterator[tuple[SubGraph, NodeRow]]:
         for g in self.graphs:
             for row in g.nodes:
                 yield g, row
@@ -121,7 +122,7 @@ _VAL_TYPES: dict[str, Any] = {
 }
 
 
-def _row_ok(r: Any) -> bool:
+def _row_ok(r: Any) -> TypeGuard[NodeRow]:
     if not isinstance(r, dict) or not isinstance(r.get("name"), str) or not isinstance(r.get("op"), str):
         return False
     for k, t in _ROW_TYPES.items():
@@ -161,7 +162,7 @@ def _key_text(k: Any) -> str:
     return k if isinstance(k, str) else repr(k)
 
 
-def row_leaves(row: dict[str, Any]) -> Iterator[tuple[str, Any]]:
+def row_leaves(row: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
     """Leaves of a node's args and kwargs, paths like `args[1][0]` and `kwargs.device`."""
     yield from iter_leaves(row.get("args") or [], "args")
     for k, v in (row.get("kwargs") or {}).items():
@@ -192,7 +193,7 @@ def split_device(dev: str | None) -> tuple[str | None, int | None]:
     return typ, int(idx) if idx.isdigit() else None
 
 
-def row_symbols(row: dict[str, Any]) -> list[str]:
+def row_symbols(row: Mapping[str, Any]) -> list[str]:
     syms = row.get("syms")
     if syms is not None:
         return list(syms)

@@ -127,12 +127,12 @@ def shared_graphs(passes_by_rank: dict[int, list[PassRecord]]) -> dict[str, Shar
             pipelines.setdefault(p.pipeline, []).append(p)
         for pl in pipelines.values():
             first = next((p for p in pl if p.traced), pl[0])
-            g = first.before
-            if g is None or g in mine:
+            start = first.before
+            if start is None or start in mine:
                 continue
-            others = made.get(g, set()) - {r}
+            others = made.get(start, set()) - {r}
             if others:
-                sh = out.setdefault(g, Shared(sorted(others), []))
+                sh = out.setdefault(start, Shared(sorted(others), []))
                 sh.producers = sorted(set(sh.producers) | others)
                 sh.loaders = sorted(set(sh.loaders) | {r})
                 sh.runs.add(tuple(p.name for p in pl if p.parent is None))

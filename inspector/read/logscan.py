@@ -164,8 +164,8 @@ class LogFile:
 
     def _open(self) -> None:
         try:
-            self._fh = open_regular(self.path, base=self.base)
-            self.size = os.fstat(self._fh.fileno()).st_size
+            self._fh = fh = open_regular(self.path, base=self.base)
+            self.size = os.fstat(fh.fileno()).st_size
         except OSError as e:
             self.errors.append(ReadError(self.path, None, f"cannot read: {e.strerror or e}", self.rank))
             return
@@ -173,9 +173,9 @@ class LogFile:
             self.errors.append(ReadError(self.path, None, "empty file", self.rank))
             return
         try:
-            self._buf = mmap.mmap(self._fh.fileno(), 0, access=mmap.ACCESS_READ)
+            self._buf = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
         except (OSError, ValueError):
-            self._buf = self._fh.read()
+            self._buf = fh.read()
         self._scan()
 
     def _scan(self) -> None:

@@ -127,7 +127,7 @@ def _nodes(cap: "Capture", rank: int, gid: str | None) -> int | None:
 def pass_entry(cap: "Capture", p: "PassRecord", occurrence: int) -> PassEntry:
     nodes = p.nodes or {}
     before_n = nodes.get("before") if isinstance(nodes.get("before"), int) else _nodes(cap, p.rank, p.before)
-    after_counts = nodes.get("after") if isinstance(nodes.get("after"), dict) else {}
+    after_counts = a if isinstance(a := nodes.get("after"), dict) else {}
     after_n = {
         role: (after_counts.get(role) if isinstance(after_counts.get(role), int) else _nodes(cap, p.rank, gid))
         for role, gid in p.after.items()
@@ -211,7 +211,7 @@ def build_outline(cap: "Capture") -> Outline:
         kind=cap.kind,
         status=m.get("status"),
         torch_version=m.get("torch_version")
-        or next((cap.header(r).get("torch_version") for r in cap.ranks if cap.header(r)), None),
+        or next((h.get("torch_version") for r in cap.ranks if (h := cap.header(r))), None),
         world_size=cap.world_size,
         ranks=ranks,
     )

@@ -14,7 +14,7 @@ def rank_states(manifest: dict[str, Any] | None) -> dict[str, list[int]] | None:
     sim = (manifest or {}).get("simulated") if isinstance(manifest, dict) else None
     if not isinstance(sim, dict):
         return None
-    per_rank = sim.get("per_rank") if isinstance(sim.get("per_rank"), dict) else {}
+    per_rank = p if isinstance(p := sim.get("per_rank"), dict) else {}
     ran = {r for r in sim.get("ranks") or [] if isinstance(r, int)}
     ran.update(int(k) for k in per_rank if isinstance(k, str) and k.isdigit() and len(k) < 8)
     chosen = {r for r in (sim.get("chosen") or sim.get("ranks") or []) if isinstance(r, int)}

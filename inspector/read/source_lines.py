@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any
+from typing import Any, Mapping
+
+from graphtrain_inspect.capture.logformat import NodeRow
 
 _FRAME_RE = re.compile(r'File "(?P<file>[^"]*)", line (?P<line>\d+)(?:, in (?P<fn>[^|]*?))?\s*(?:\|\s?(?P<code>.*))?$')
 
@@ -35,7 +37,7 @@ def parse_frame(stack: Any) -> dict[str, Any] | None:
     }
 
 
-def node_source(row: dict[str, Any] | None, introduced_by: str | None) -> dict[str, Any] | None:
+def node_source(row: Mapping[str, Any] | None, introduced_by: str | None) -> dict[str, Any] | None:
     """The source of a finding's node row: its frame, else the pass that created it (a node
     with no stack after a pass other than the trace), else None."""
     src = parse_frame(row.get("stack")) if row else None
@@ -57,7 +59,7 @@ def _torch_frame(src: dict[str, Any]) -> bool:
 NEAREST_REACH = 50  # how far (in rows) nearest_source looks for a node with a stack
 
 
-def nearest_source(rows: list[dict[str, Any]], name: str, reach: int = NEAREST_REACH) -> dict[str, Any] | None:
+def nearest_source(rows: list[NodeRow], name: str, reach: int = NEAREST_REACH) -> dict[str, Any] | None:
     """For a node with no stack: the frame of the nearest node (by position in the graph, within
     `reach` nodes) whose stack names a line outside torch, with `nearest_node` naming it."""
     at = next((i for i, r in enumerate(rows) if r.get("name") == name), None)

@@ -31,7 +31,7 @@ class WeightedLRU:
         if item is _MISSING:
             return default
         self._items.move_to_end(key)
-        return item[0]  # type: ignore[index]
+        return item[0]  # type: ignore[index]  # _MISSING is returned above; the rest are (value, weight)
 
     def put(self, key: Hashable, value: Any, weight: int) -> None:
         old = self._items.pop(key, None)

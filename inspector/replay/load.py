@@ -11,7 +11,7 @@ import importlib.util
 import re
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import torch
 import torch.fx
@@ -38,7 +38,7 @@ OP_LIBRARIES: dict[str, tuple[str, ...]] = {
 }
 
 
-def import_op_libraries(namespaces: set[str], extra: list[str] = ()) -> list[str]:
+def import_op_libraries(namespaces: set[str], extra: Sequence[str] = ()) -> list[str]:
     """Import what registers the graph's operator namespaces; returns notes on what failed."""
     notes = []
     mods: list[str] = []
@@ -147,7 +147,7 @@ def _main_standins(found: list[str]) -> Iterator[None]:
         yield
         return
 
-    class _Unpickler(base):  # type: ignore[misc, valid-type]
+    class _Unpickler(base):  # type: ignore[misc, valid-type]  # torch's unpickler class, found at run time
         def find_class(self, module: str, name: str) -> Any:
             try:
                 return super().find_class(module, name)
@@ -160,11 +160,13 @@ def _main_standins(found: list[str]) -> Iterator[None]:
                 found.append(f"{module}.{name}")
                 return _standin(module, name)
 
-    gp._GraphUnpickler = _Unpickler
+    # torch's private unpickler class, swapped for this load and back: a class attribute of its
+    # module, which mypy reads as a type that cannot be assigned
+    gp._GraphUnpickler = _Unpickler  # type: ignore[misc]  # swapped for this load, put back below
     try:
         yield
     finally:
-        gp._GraphUnpickler = base
+        gp._GraphUnpickler = base  # type: ignore[misc]  # torch's own class, put back
 
 
 def explain_load_error(e: BaseException, blob: Blob, captured_torch: str | None) -> str:

@@ -241,7 +241,7 @@ def rank_environment(cap: "Capture", rank: int) -> dict[str, str]:
     if not launched_distributed(cap, rank):
         # A plain single-process run: torchrun's variables were not set there, so not here either.
         return env
-    world = h.get("world_size") if isinstance(h.get("world_size"), int) else cap.world_size
+    world = w if isinstance(w := h.get("world_size"), int) else cap.world_size
     local = h.get("local_rank") if isinstance(h.get("local_rank"), int) else rank
     host = h.get("host")
     same_host = [r for r in cap.ranks if (cap.header(r) or {}).get("host") == host] if host else []

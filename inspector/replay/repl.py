@@ -216,11 +216,11 @@ def start_repl(r: Any, out: Any, peer_outs: dict, delta: Any, args: argparse.Nam
     banner = _banner(r, out)
     if sys.stdin.isatty():
         try:
-            from IPython import start_ipython  # type: ignore[import-not-found]
+            from IPython import start_ipython  # type: ignore[import-not-found]  # optional: the REPL falls back to code.interact
         except ImportError:
             start_ipython = None
         if start_ipython is not None:
-            from traitlets.config import Config  # type: ignore[import-not-found]
+            from traitlets.config import Config  # type: ignore[import-not-found]  # optional: comes with IPython
 
             cfg = Config()
             cfg.TerminalInteractiveShell.banner1 = banner + "\n"

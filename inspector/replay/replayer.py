@@ -38,7 +38,7 @@ import re
 import time
 import traceback
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import orjson
 import torch
@@ -275,8 +275,8 @@ class Replayer:
         *,
         trust: bool = False,
         fn: Any = None,
-        setup: list[str] = (),
-        imports: list[str] = (),
+        setup: Sequence[str] = (),
+        imports: Sequence[str] = (),
         log: Callable[[str], None] | None = None,
     ):
         self.cap = cap
@@ -427,8 +427,8 @@ def check_delta(
             continue
         role = next(iter(out.rec.after), "out")
         replaced[r] = {role: out.view}
-    before = check_report(captured_view(cap, cuts))  # type: ignore[arg-type]
-    after = check_report(ReplayView(cap, cuts, replaced))  # type: ignore[arg-type]
+    before = check_report(captured_view(cap, cuts))  # type: ignore[arg-type]  # a view that reads like a Capture (duck-typed)
+    after = check_report(ReplayView(cap, cuts, replaced))  # type: ignore[arg-type]  # a view that reads like a Capture (duck-typed)
     seqs = {target.rec.seq, *(p.seq for p in peer_recs.values())}
     new, gone, kept = compare_findings(before.findings, after.findings, seqs)
     return CheckDelta(new, gone, kept, sorted(replaced), after.not_run, notes + list(after.notes))

@@ -12,7 +12,7 @@ import inspect
 import os
 import sys
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import torch
 import torch.fx
@@ -64,7 +64,8 @@ def init_fake_world(rank: int, world_size: int, table: dict | None) -> tuple[str
     if dist.is_initialized():
         dist.destroy_process_group()
     dist.init_process_group("fake", rank=rank, world_size=world_size, store=FakeStore())
-    made = [str(dist.group.WORLD.group_name)] if hasattr(dist.group.WORLD, "group_name") else []
+    world_group = dist.group.WORLD
+    made = [str(world_group.group_name)] if world_group is not None and hasattr(world_group, "group_name") else []
     groups = (table or {}).get("groups") or {}
     world = getattr(c10d, "_world", None)
 
@@ -117,7 +118,7 @@ def rank_world(
     fake_mode: Any,
     *,
     inductor: bool = False,
-    setup: list[str] = (),
+    setup: Sequence[str] = (),
     distributed: bool = True,
 ) -> Iterator[World]:
     """Enter the captured rank's environment for the duration of a pass (see the module docstring)."""

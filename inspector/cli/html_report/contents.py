@@ -11,7 +11,7 @@ network, nothing computed in the browser). Findings are the same objects `check`
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from graphtrain_inspect.capture.rank_ranges import format_ranks, values_by_rank
 from graphtrain_inspect.inspector.cli.html_report import excerpts
@@ -34,19 +34,19 @@ class Diffs:
     focus: dict[str, list[str]] = field(default_factory=dict)  # id -> nodes to centre on
     wanted: dict[str, tuple] = field(default_factory=dict)  # id -> how to make it
 
-    def rank_diff(self, key: "StageKey", a: int, b: int, nodes: list[str] = ()) -> str:
+    def rank_diff(self, key: "StageKey", a: int, b: int, nodes: Sequence[str] = ()) -> str:
         did = f"rd-{self.index.keys.index(key)}-{a}-{b}"
         self.wanted.setdefault(did, ("rank", key, a, b))
         self.focus.setdefault(did, []).extend(n for n in nodes if n not in self.focus[did])
         return did
 
-    def pass_diff(self, key: "StageKey", rank: int, nodes: list[str] = ()) -> str:
+    def pass_diff(self, key: "StageKey", rank: int, nodes: Sequence[str] = ()) -> str:
         did = f"pd-{self.index.keys.index(key)}-{rank}"
         self.wanted.setdefault(did, ("pass", key, rank))
         self.focus.setdefault(did, []).extend(n for n in nodes if n not in self.focus[did])
         return did
 
-    def graph(self, key: "StageKey", rank: int, nodes: list[str] = ()) -> str:
+    def graph(self, key: "StageKey", rank: int, nodes: Sequence[str] = ()) -> str:
         did = f"gr-{self.index.keys.index(key)}-{rank}"
         self.wanted.setdefault(did, ("graph", key, rank))
         self.focus.setdefault(did, []).extend(n for n in nodes if n not in self.focus[did])
@@ -141,7 +141,7 @@ def _finding(f, fid: str, cap, index: "StageIndex", diffs: Diffs) -> dict[str, A
     focus = [n for n in {f.node, *((ev.get("nodes") or {}).values() if isinstance(ev.get("nodes"), dict) else ())} if n]
     ref = f.ranks[0] if f.ranks else None
     st = _stage_of(index, f, ref) if ref is not None and f.layer == "graph" else None
-    if st is not None:
+    if st is not None and ref is not None:
         if st.pass_rec is not None and st.pass_rec.before is not None:
             out["links"].append(("pass diff on rank %d" % ref, diffs.pass_diff(st.key, ref, focus)))
         others = [r for r in cap.ranks if r != ref and r in index.across(st.key)]

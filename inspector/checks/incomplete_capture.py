@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import os
 import stat
+from dataclasses import dataclass
 from typing import Any
 
 from graphtrain_inspect.capture import logformat
@@ -81,25 +82,48 @@ def expected_ranks(cap: Any) -> list[int]:
     return sorted(want)
 
 
+@dataclass
+class _Capture:
+    """What every finding of this check reads of the capture."""
+
+    cap: Any
+    ours: bool  # written by `graphtrain-inspect capture` (not torch's own logs)
+    base: str  # its folder
+    how: str  # how the run ended, as a clause (", the run failed", ...) or ""
+    running: bool  # the manifest says it is still running
+
+
 def run(ctx: CheckContext) -> list[Finding]:
     cap = ctx.cap
-    findings: list[Finding] = []
-    ours = getattr(cap, "kind", None) == "capture"
     manifest = cap.manifest if isinstance(getattr(cap, "manifest", None), dict) else None
-    running = bool(manifest and manifest.get("status") == "running")
-    how = _ended_how(manifest)
-    base = cap.path if os.path.isdir(cap.path) else os.path.dirname(os.path.abspath(cap.path))
+    c = _Capture(
+        cap,
+        ours=getattr(cap, "kind", None) == "capture",
+        base=cap.path if os.path.isdir(cap.path) else os.path.dirname(os.path.abspath(cap.path)),
+        how=_ended_how(manifest),
+        running=bool(manifest and manifest.get("status") == "running"),
+    )
+    findings = _capture_findings(c, manifest)
+    left_out = getattr(cap, "left_out", {})
+    for r in expected_ranks(cap) if c.ours else cap.ranks:
+        if r not in left_out:
+            findings += _rank_findings(c, r)
+    return findings
 
-    if ours and manifest is None:
+
+def _capture_findings(c: _Capture, manifest: dict | None) -> list[Finding]:
+    """The capture's own: no manifest, a linked blobs folder, logs left out of the reading."""
+    cap = c.cap
+    findings: list[Finding] = []
+    if c.ours and manifest is None:
         why = next(
             (e.message for e in cap.errors if os.path.basename(e.path) == logformat.MANIFEST_NAME), "no manifest.json"
         )
         findings.append(
             _finding(None, "no-manifest", f"{why}: which command ran and how it ended are unknown", "info", detail=why)
         )
-    left_out = getattr(cap, "left_out", {})
-    blob_dir = os.path.join(base, logformat.BLOB_DIR)
-    if ours and os.path.islink(blob_dir):
+    blob_dir = os.path.join(c.base, logformat.BLOB_DIR)
+    if c.ours and os.path.islink(blob_dir):
         target = os.readlink(blob_dir)
         findings.append(
             _finding(
@@ -110,84 +134,96 @@ def run(ctx: CheckContext) -> list[Finding]:
                 detail=target[:200],
             )
         )
-    for r, (path, problem, why) in sorted(left_out.items()):
+    for r, (path, problem, why) in sorted(getattr(cap, "left_out", {}).items()):
         findings.append(_finding(r, problem, f"{os.path.basename(path)}: {why}", log=path, detail=why))
-    for r in expected_ranks(cap) if ours else cap.ranks:
-        if r in left_out:
-            continue
-        log = cap.log_file(r)
-        records = log.records if log is not None else []
-        stopped = cap.stopped(r) if ours else None
-        if ours and not records:
-            path = log.path if log is not None else os.path.join(base, logformat.log_file_name(r))
-            if log is None:
-                why = f"{os.path.basename(path)} is missing"
-            else:
-                why = f"no readable record: {log.errors[0].message if log.errors else 'empty'}"
-            findings.append(
-                _finding(
-                    r,
-                    "missing-rank",
-                    f"rank {r}'s capture log: {why}; nothing of this rank can be compared{how}",
-                    log=path,
-                    detail=why,
-                )
+    return findings
+
+
+def _rank_findings(c: _Capture, r: int) -> list[Finding]:
+    """One rank's log: missing, stopped, without its end, damaged; then its passes and blobs."""
+    cap, how = c.cap, c.how
+    findings: list[Finding] = []
+    log = cap.log_file(r)
+    records = log.records if log is not None else []
+    stopped = cap.stopped(r) if c.ours else None
+    if c.ours and not records:
+        path = log.path if log is not None else os.path.join(c.base, logformat.log_file_name(r))
+        if log is None:
+            why = f"{os.path.basename(path)} is missing"
+        else:
+            why = f"no readable record: {log.errors[0].message if log.errors else 'empty'}"
+        findings.append(
+            _finding(
+                r,
+                "missing-rank",
+                f"rank {r}'s capture log: {why}; nothing of this rank can be compared{how}",
+                log=path,
+                detail=why,
             )
-        if stopped:
-            findings.append(
-                _finding(
-                    r,
-                    "stopped",
-                    f"rank {r}'s capture stopped writing while training went on: {stopped}; later passes of "
-                    "this rank are missing",
-                    reason=stopped,
-                    records=len(records),
-                )
+        )
+    if stopped:
+        findings.append(
+            _finding(
+                r,
+                "stopped",
+                f"rank {r}'s capture stopped writing while training went on: {stopped}; later passes of "
+                "this rank are missing",
+                reason=stopped,
+                records=len(records),
             )
-        if ours and log is not None and records and cap.end(r) is None and not stopped:
-            last = records[-1]
-            findings.append(
-                _finding(
-                    r,
-                    "no-end-record",
-                    f"rank {r}'s log has no end record: its process was killed, crashed or is still "
-                    f"running{how}; it ends after {len(records)} records",
-                    "info" if running else "warning",
-                    log=log.path,
-                    records=len(records),
-                    last_record=last.kind,
-                    detail=f"last record: {last.kind} at line {log.line_of(last.offset)}",
-                )
+        )
+    if c.ours and log is not None and records and cap.end(r) is None and not stopped:
+        last = records[-1]
+        findings.append(
+            _finding(
+                r,
+                "no-end-record",
+                f"rank {r}'s log has no end record: its process was killed, crashed or is still "
+                f"running{how}; it ends after {len(records)} records",
+                "info" if c.running else "warning",
+                log=log.path,
+                records=len(records),
+                last_record=last.kind,
+                detail=f"last record: {last.kind} at line {log.line_of(last.offset)}",
             )
-        if log is not None and log.errors and records:
-            first = log.errors[0]
-            findings.append(
-                _finding(
-                    r,
-                    "damaged",
-                    f"{len(log.errors)} damaged or unreadable line(s) in rank {r}'s log; everything else is "
-                    f"read (first: {first})",
-                    log=log.path,
-                    count=len(log.errors),
-                    first=str(first),
-                    detail=str(first),
-                )
+        )
+    if log is not None and log.errors and records:
+        first = log.errors[0]
+        findings.append(
+            _finding(
+                r,
+                "damaged",
+                f"{len(log.errors)} damaged or unreadable line(s) in rank {r}'s log; everything else is "
+                f"read (first: {first})",
+                log=log.path,
+                count=len(log.errors),
+                first=str(first),
+                detail=str(first),
             )
-        if not ours or not records:
-            continue
-        for p in cap.passes(r):
-            if p.status == "incomplete" and not stopped:  # a stopped capture misses its records, not a dead rank
-                f = _finding(
-                    r,
-                    "pass-unfinished",
-                    f"pass {p.label} started on rank {r} and never finished: the rank stopped inside it{how}",
-                    seq=p.seq,
-                    pass_name=p.name,
-                )
-                f.introduced_by = f.pass_ = p.name
-                f.introduced_seq = f.last_seq = p.seq
-                findings.append(f)
-        findings.extend(_blob_findings(cap, r, base))
+        )
+    if not c.ours or not records:
+        return findings
+    if not stopped:  # a stopped capture misses its records, not a dead rank
+        findings += _unfinished_passes(cap, r, how)
+    findings.extend(_blob_findings(cap, r, c.base))
+    return findings
+
+
+def _unfinished_passes(cap: Any, r: int, how: str) -> list[Finding]:
+    """Passes the rank started and never finished: it died inside them."""
+    findings = []
+    for p in cap.passes(r):
+        if p.status == "incomplete":
+            f = _finding(
+                r,
+                "pass-unfinished",
+                f"pass {p.label} started on rank {r} and never finished: the rank stopped inside it{how}",
+                seq=p.seq,
+                pass_name=p.name,
+            )
+            f.introduced_by = f.pass_ = p.name
+            f.introduced_seq = f.last_seq = p.seq
+            findings.append(f)
     return findings
 
 

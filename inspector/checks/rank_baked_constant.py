@@ -248,158 +248,190 @@ def shared_graph_observations(
     rank_values = {name: vec[rank] for name, vec in vectors.items() if rank in vec}
     sizes = {k: v for k, v in (mesh_sizes or {}).items() if v > 1}
     for g in tables.graphs:
-        by_name = {r["name"]: r for r in g.nodes}
-        # (1) chunk selection at the compiling rank's coordinate
-        taken: dict[tuple[str, int], set] = {}
-        for row in g.nodes:
-            t = str(row.get("target"))
-            args = row.get("args") or []
-            if (
-                t in _INDEX_OPS
-                and len(args) >= 3
-                and is_ref(args[0])
-                and isinstance(args[1], int)
-                and not any(is_ref(x) for x in args[2:])
-            ):
-                taken.setdefault((args[0]["n"], args[1]), set()).add(repr(args[2:]))
-        for row in g.nodes:
-            t = str(row.get("target"))
-            args = row.get("args") or []
-            if t not in _INDEX_OPS or len(args) < 3 or not isinstance(args[1], int):
-                continue
-            shape = _shape(by_name, args[0])
-            d = args[1]
-            if not shape or not (-len(shape) <= d < len(shape)) or not isinstance(shape[d], int):
-                continue
-            if len(taken.get((args[0]["n"], d), ())) > 1:
-                continue  # the graph takes several chunks of this dimension: it enumerates them
-            size = shape[d]
-            chunk = index = None
-            if t == "aten.select.int" and isinstance(args[2], int) and not isinstance(args[2], bool):
-                chunk, index = 1, args[2]
-            elif (
-                t == "aten.slice.Tensor"
-                and len(args) >= 4
-                and all(isinstance(x, int) and not isinstance(x, bool) for x in args[2:4])
-            ):
-                length = min(args[3], size) - args[2]
-                if length > 0 and args[2] % length == 0:
-                    chunk, index = length, args[2] // length
-            elif t == "aten.narrow.default" and len(args) >= 4 and all(isinstance(x, int) for x in args[2:4]):
-                if args[3] > 0 and args[2] % args[3] == 0:
-                    chunk, index = args[3], args[2] // args[3]
-            if chunk is None:
-                continue
-            pieces = size // chunk if size % chunk == 0 else None
-            for dim, n in sizes.items():
-                vec = (
-                    f"coordinate[{dim}]"
-                    if f"coordinate[{dim}]" in rank_values
-                    else ("rank" if dim == "world" else None)
-                )
-                if vec is None or pieces != n or rank_values.get(vec) != index:
-                    continue
-                msg = (
-                    f"{t} takes chunk {index} of {n} of a dimension (size {size}) at a literal equal to the "
-                    "compiling rank's "
-                    f"{vec}: every rank that loads this graph takes rank {rank}'s chunk"
-                )
-                ev = {
-                    "where": "args[2]",
-                    "target": t,
-                    "value": args[2],
-                    "chunk_index": index,
-                    "chunks": n,
-                    "dim_size": size,
-                    "compiling_rank": rank,
-                    "equals": vec,
-                    "backward": bool(row.get("bwd")),
-                }
-                out.append(
-                    Observation(
-                        ("coor-chunk", g.path, t, index, n),
-                        "error",
-                        msg,
-                        node=row["name"],
-                        subgraph=g.path or None,
-                        evidence=ev,
-                        loose_key=("coor-chunk", t, index, n),
-                    )
-                )
-                break
-        # (2) runtime-coordinate twins
-        value: dict[str, Any] = {}
-        for row in g.nodes:
-            target = str(row.get("target") or "")
-            if COORD_OP in target:
-                args = row.get("args") or []
-                axis = args[1] if len(args) > 1 and isinstance(args[1], int) else 0
-                value[row["name"]] = coords.get(axis)
-                continue
-            if not _is_scalar(row):
-                continue  # tensors computed from a coordinate are data, not the coordinate
-            leaves = [leaf for _, leaf in row_leaves(row)]
-            if not any(is_ref(x) and x["n"] in value for x in leaves):
-                continue
-            fn = _ARITH.get(target)
-            ins = [value.get(x["n"]) if is_ref(x) else x for x in leaves]
-            v = None
-            if fn is not None and all(isinstance(x, int) and not isinstance(x, bool) for x in ins):
-                try:
-                    v = fn(*ins)
-                except Exception:  # noqa: BLE001
-                    v = None
-            value[row["name"]] = v
-        if not value:
+        taken = _taken_chunks(g)
+        out += _chunk_observations(g, taken, rank, rank_values, sizes)
+        value = _runtime_values(g, coords)
+        if value:
+            out += _twin_observations(g, taken, value, rank, rank_values)
+    return out
+
+
+def _taken_chunks(g) -> dict[tuple[str, int], set]:
+    """(input node, dimension) -> the literal chunk arguments the graph's select/slice/narrow
+    nodes take of it: more than one, and the graph enumerates the chunks."""
+    taken: dict[tuple[str, int], set] = {}
+    for row in g.nodes:
+        t = str(row.get("target"))
+        args = row.get("args") or []
+        if (
+            t in _INDEX_OPS
+            and len(args) >= 3
+            and is_ref(args[0])
+            and isinstance(args[1], int)
+            and not any(is_ref(x) for x in args[2:])
+        ):
+            taken.setdefault((args[0]["n"], args[1]), set()).add(repr(args[2:]))
+    return taken
+
+
+def _chunk_at(t: str, args: list, size: int) -> tuple[int, int] | None:
+    """(chunk length, chunk index) that a select/slice/narrow with literal bounds takes of a
+    dimension of `size`; None when it takes no whole chunk."""
+    if t == "aten.select.int" and isinstance(args[2], int) and not isinstance(args[2], bool):
+        return 1, args[2]
+    if (
+        t == "aten.slice.Tensor"
+        and len(args) >= 4
+        and all(isinstance(x, int) and not isinstance(x, bool) for x in args[2:4])
+    ):
+        length = min(args[3], size) - args[2]
+        if length > 0 and args[2] % length == 0:
+            return length, args[2] // length
+    elif t == "aten.narrow.default" and len(args) >= 4 and all(isinstance(x, int) for x in args[2:4]):
+        if args[3] > 0 and args[2] % args[3] == 0:
+            return args[3], args[2] // args[3]
+    return None
+
+
+def _chunk_observations(
+    g, taken: dict[tuple[str, int], set], rank: int, rank_values: dict[str, int], sizes: dict[str, int]
+) -> list[Observation]:
+    """(1) chunk selection at the compiling rank's coordinate."""
+    out: list[Observation] = []
+    by_name = {r["name"]: r for r in g.nodes}
+    for row in g.nodes:
+        t = str(row.get("target"))
+        args = row.get("args") or []
+        if t not in _INDEX_OPS or len(args) < 3 or not isinstance(args[1], int):
             continue
-        twins: dict[tuple[str, str], tuple[str, Any]] = {}
-        for row in g.nodes:
-            for where, leaf in row_leaves(row):
-                if is_ref(leaf) and leaf["n"] in value:
-                    twins.setdefault((str(row.get("target")), where), (row["name"], value[leaf["n"]]))
-        for row in g.nodes:
-            target = str(row.get("target"))
+        shape = _shape(by_name, args[0])
+        d = args[1]
+        if not shape or not (-len(shape) <= d < len(shape)) or not isinstance(shape[d], int):
+            continue
+        if len(taken.get((args[0]["n"], d), ())) > 1:
+            continue  # the graph takes several chunks of this dimension: it enumerates them
+        size = shape[d]
+        at = _chunk_at(t, args, size)
+        if at is None:
+            continue
+        chunk, index = at
+        pieces = size // chunk if size % chunk == 0 else None
+        for dim, n in sizes.items():
+            vec = f"coordinate[{dim}]" if f"coordinate[{dim}]" in rank_values else ("rank" if dim == "world" else None)
+            if vec is None or pieces != n or rank_values.get(vec) != index:
+                continue
+            msg = (
+                f"{t} takes chunk {index} of {n} of a dimension (size {size}) at a literal equal to the "
+                "compiling rank's "
+                f"{vec}: every rank that loads this graph takes rank {rank}'s chunk"
+            )
+            ev = {
+                "where": "args[2]",
+                "target": t,
+                "value": args[2],
+                "chunk_index": index,
+                "chunks": n,
+                "dim_size": size,
+                "compiling_rank": rank,
+                "equals": vec,
+                "backward": bool(row.get("bwd")),
+            }
+            out.append(
+                Observation(
+                    ("coor-chunk", g.path, t, index, n),
+                    "error",
+                    msg,
+                    node=row["name"],
+                    subgraph=g.path or None,
+                    evidence=ev,
+                    loose_key=("coor-chunk", t, index, n),
+                )
+            )
+            break
+    return out
+
+
+def _runtime_values(g, coords: dict[int, int]) -> dict[str, Any]:
+    """The scalar nodes computed at run time from the mesh coordinate, by name: their value on the
+    compiling rank (None where the arithmetic is not evaluated here)."""
+    value: dict[str, Any] = {}
+    for row in g.nodes:
+        target = str(row.get("target") or "")
+        if COORD_OP in target:
             args = row.get("args") or []
-            for where, leaf in row_leaves(row):
-                tw = twins.get((target, where))
-                if tw is None or is_ref(leaf) or isinstance(leaf, bool) or not isinstance(leaf, int):
-                    continue
-                if (
-                    target in _INDEX_OPS
-                    and len(args) >= 2
-                    and is_ref(args[0])
-                    and len(taken.get((args[0]["n"], args[1]), ())) > 1
-                ):
-                    continue  # enumerates every chunk of the dimension
-                twin_name, twin_value = tw
-                if twin_value is None or leaf != twin_value:
-                    continue
-                hits = [n for n, v in rank_values.items() if v == leaf]
-                msg = (
-                    f"{target} {where} is the literal {leaf!r}, the compiling rank's value; {twin_name} computes "
-                    "it at run time from the mesh coordinate"
+            axis = args[1] if len(args) > 1 and isinstance(args[1], int) else 0
+            value[row["name"]] = coords.get(axis)
+            continue
+        if not _is_scalar(row):
+            continue  # tensors computed from a coordinate are data, not the coordinate
+        leaves = [leaf for _, leaf in row_leaves(row)]
+        if not any(is_ref(x) and x["n"] in value for x in leaves):
+            continue
+        fn = _ARITH.get(target)
+        ins = [value.get(x["n"]) if is_ref(x) else x for x in leaves]
+        v = None
+        if fn is not None and all(isinstance(x, int) and not isinstance(x, bool) for x in ins):
+            try:
+                v = fn(*ins)
+            except Exception:  # noqa: BLE001
+                v = None
+        value[row["name"]] = v
+    return value
+
+
+def _twin_observations(
+    g, taken: dict[tuple[str, int], set], value: dict[str, Any], rank: int, rank_values: dict[str, int]
+) -> list[Observation]:
+    """(2) a literal where a twin node (same op, same place) takes a runtime-coordinate value."""
+    out: list[Observation] = []
+    twins: dict[tuple[str, str], tuple[str, Any]] = {}
+    for row in g.nodes:
+        for where, leaf in row_leaves(row):
+            if is_ref(leaf) and leaf["n"] in value:
+                twins.setdefault((str(row.get("target")), where), (row["name"], value[leaf["n"]]))
+    for row in g.nodes:
+        target = str(row.get("target"))
+        args = row.get("args") or []
+        for where, leaf in row_leaves(row):
+            tw = twins.get((target, where))
+            if tw is None or is_ref(leaf) or isinstance(leaf, bool) or not isinstance(leaf, int):
+                continue
+            if (
+                target in _INDEX_OPS
+                and len(args) >= 2
+                and is_ref(args[0])
+                and len(taken.get((args[0]["n"], args[1]), ())) > 1
+            ):
+                continue  # enumerates every chunk of the dimension
+            twin_name, twin_value = tw
+            if twin_value is None or leaf != twin_value:
+                continue
+            hits = [n for n, v in rank_values.items() if v == leaf]
+            msg = (
+                f"{target} {where} is the literal {leaf!r}, the compiling rank's value; {twin_name} computes "
+                "it at run time from the mesh coordinate"
+            )
+            ev = {
+                "where": where,
+                "target": target,
+                "value": leaf,
+                "compiling_rank": rank,
+                "runtime_twin": twin_name,
+                "twin_value_on_compiling_rank": twin_value,
+                "equals": hits,
+                "backward": bool(row.get("bwd")),
+            }
+            out.append(
+                Observation(
+                    ("coor", g.path, target, where, leaf),
+                    "error",
+                    msg,
+                    node=row["name"],
+                    subgraph=g.path or None,
+                    evidence=ev,
+                    loose_key=("coor", target, where, leaf),
                 )
-                ev = {
-                    "where": where,
-                    "target": target,
-                    "value": leaf,
-                    "compiling_rank": rank,
-                    "runtime_twin": twin_name,
-                    "twin_value_on_compiling_rank": twin_value,
-                    "equals": hits,
-                    "backward": bool(row.get("bwd")),
-                }
-                out.append(
-                    Observation(
-                        ("coor", g.path, target, where, leaf),
-                        "error",
-                        msg,
-                        node=row["name"],
-                        subgraph=g.path or None,
-                        evidence=ev,
-                        loose_key=("coor", target, where, leaf),
-                    )
-                )
+            )
     return out
 
 

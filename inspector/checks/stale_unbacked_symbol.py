@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass, field
 from itertools import compress, repeat
 from operator import is_
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import orjson
 
@@ -92,9 +93,6 @@ def stale_symbols(tables: GraphTables, symmap: dict[str, Any] | None) -> list[Ob
     symmap = symmap or {}
     renamings = {str(k): str(v) for k, v in (symmap.get("renamings") or {}).items()}
     canon = _canon(renamings)
-    text = tables.source == "text"
-    info = symmap.get("symbols") or {}
-    shape_env = bool(symmap.get("shape_env"))
     children: dict[str | None, list[SubGraph]] = {}
     for g in tables.graphs:
         if g.path:
@@ -104,63 +102,57 @@ def stale_symbols(tables: GraphTables, symmap: dict[str, Any] | None) -> list[Ob
     for g, row in tables.iter_nodes():
         for s in row.get("unbacked_bindings") or ():
             bound_anywhere.setdefault(canon(str(s)), []).append(f"{g.path + ':' if g.path else ''}{row['name']}")
-    out: list[Observation] = []
+    info = symmap.get("symbols") or {}
+    shape_env = bool(symmap.get("shape_env"))
+    walk = _ScopeWalk(canon, bool(renamings), tables.source == "text", info, shape_env, children, bound_anywhere)
+    walk.graph(tables.root, set(), True)
+    out = walk.out
+    if shape_env:
+        out += _unknown_to_shape_env(info, out)
+    return out
 
-    def walk(g: SubGraph, scope: set[str], is_root: bool) -> None:
+
+@dataclass
+class _ScopeWalk:
+    """The walk of one graph and its subgraphs in scope order: each graph sees the symbols bound
+    before the node that uses it; a symbol used where nothing in scope binds it is stale."""
+
+    canon: Callable[[str], str]  # a symbol's name after the graph's renamings
+    renamed: bool  # the graph has renamings (else canon is the identity)
+    text: bool  # rows parsed from graph text: bindings inferred, not captured
+    info: dict[str, Any]  # the symbol map's symbols
+    shape_env: bool  # the symbol map comes from a ShapeEnv (its `known` says something)
+    children: dict[str | None, list[SubGraph]]  # subgraphs by their parent's path
+    bound_anywhere: dict[str, list[str]]  # symbol -> nodes binding it anywhere in the graph
+    out: list[Observation] = field(default_factory=list)
+
+    def graph(self, g: SubGraph, scope: set[str], is_root: bool) -> None:
+        canon, renamed, text = self.canon, self.renamed, self.text
         bound = set(scope)
-        reported: set[str] = set()
         found: dict[str, Observation] = {}
         sub_scope: dict[str, set[str]] = {}
-        sub_by_node = {c.parent_node: c for c in children.get(g.path, []) if c.parent_node}
+        sub_by_node = {c.parent_node: c for c in self.children.get(g.path, []) if c.parent_node}
         for row in g.nodes:
             op = row.get("op")
             # (row_symbols, without copying the row's list: it is only read)
             syms = row.get("syms")
             if syms is None:
                 syms = row_symbols(row)
-            if renamings:
+            if renamed:
                 syms = [canon(s) for s in syms]
             ub = row.get("unbacked_bindings")
-            binds = ({canon(str(s)) for s in ub} if renamings else {str(s) for s in ub}) if ub else set()
+            binds = ({canon(str(s)) for s in ub} if renamed else {str(s) for s in ub}) if ub else set()
             if op == "placeholder" and is_root:
                 bound.update(syms)
                 continue
             if text and not binds and _text_binder(row):
                 binds = {s for s in syms if is_unbacked(s) and s not in bound}
             for s in syms:
-                if s in bound or s in binds or not is_unbacked(s):
-                    if s in found:
-                        found[s].evidence["uses"] += 1
-                    continue
-                if s in reported:
+                if s in found:
                     found[s].evidence["uses"] += 1
-                    continue
-                reported.add(s)
-                where = "placeholder" if op == "placeholder" else "node"
-                in_sub = f" of subgraph {g.path}" if g.path else ""
-                msg = f"unbacked symbol {s} in {where} {row['name']}{in_sub} is bound by nothing in scope"
-                if op == "placeholder":
-                    msg += " (not lifted from the parent graph)"
-                ev: dict[str, Any] = {
-                    "symbol": s,
-                    "in_placeholder": op == "placeholder",
-                    "value": row.get("val"),
-                    "uses": 1,
-                    "bound_elsewhere": bound_anywhere.get(s, []),
-                    "shape_env_known": (info.get(s) or {}).get("known") if shape_env else None,
-                    "bindings": "inferred from graph text" if text else "captured (unbacked_bindings)",
-                }
-                o = Observation(
-                    key=("stale", g.path, s),
-                    severity="warning" if text else "error",
-                    message=msg,
-                    node=row["name"],
-                    subgraph=g.path or None,
-                    evidence=ev,
-                    loose_key=("stale", s),
-                )
-                found[s] = o
-                out.append(o)
+                elif s not in bound and s not in binds and is_unbacked(s):
+                    found[s] = o = self._stale(g, row, s)
+                    self.out.append(o)
             if binds:
                 bound.update(binds)
             if not sub_by_node:
@@ -174,26 +166,54 @@ def stale_symbols(tables: GraphTables, symmap: dict[str, Any] | None) -> list[Ob
                     if n in sub_by_node:
                         sub_scope[n] = set(bound)
         for node_name, child in sub_by_node.items():
-            walk(child, sub_scope.get(node_name, bound), False)
-        orphan = [c for c in children.get(g.path, []) if not c.parent_node]
-        for child in orphan:
-            walk(child, bound, False)
+            self.graph(child, sub_scope.get(node_name, bound), False)
+        for child in self.children.get(g.path, []):
+            if not child.parent_node:
+                self.graph(child, bound, False)
 
-    walk(tables.root, set(), True)
-    if shape_env:
-        for name, e in info.items():
-            if is_unbacked(name) and e.get("known") is False and not any(o.evidence.get("symbol") == name for o in out):
-                where = (e.get("bound_by") or e.get("inputs") or e.get("used_by") or [{}])[0]
-                out.append(
-                    Observation(
-                        key=("unknown", name),
-                        severity="warning",
-                        message=f"unbacked symbol {name} is not known to the ShapeEnv",
-                        node=where.get("node"),
-                        subgraph=where.get("graph") or None,
-                        evidence={"symbol": name, "bound_by": e.get("bound_by"), "uses": e.get("uses")},
-                    )
+    def _stale(self, g: SubGraph, row: NodeRow, s: str) -> Observation:
+        op = row.get("op")
+        where = "placeholder" if op == "placeholder" else "node"
+        in_sub = f" of subgraph {g.path}" if g.path else ""
+        msg = f"unbacked symbol {s} in {where} {row['name']}{in_sub} is bound by nothing in scope"
+        if op == "placeholder":
+            msg += " (not lifted from the parent graph)"
+        ev: dict[str, Any] = {
+            "symbol": s,
+            "in_placeholder": op == "placeholder",
+            "value": row.get("val"),
+            "uses": 1,
+            "bound_elsewhere": self.bound_anywhere.get(s, []),
+            "shape_env_known": (self.info.get(s) or {}).get("known") if self.shape_env else None,
+            "bindings": "inferred from graph text" if self.text else "captured (unbacked_bindings)",
+        }
+        return Observation(
+            key=("stale", g.path, s),
+            severity="warning" if self.text else "error",
+            message=msg,
+            node=row["name"],
+            subgraph=g.path or None,
+            evidence=ev,
+            loose_key=("stale", s),
+        )
+
+
+def _unknown_to_shape_env(info: dict[str, Any], stale: list[Observation]) -> list[Observation]:
+    """Unbacked symbols the ShapeEnv does not know, where no stale use names them already."""
+    out = []
+    for name, e in info.items():
+        if is_unbacked(name) and e.get("known") is False and not any(o.evidence.get("symbol") == name for o in stale):
+            where = (e.get("bound_by") or e.get("inputs") or e.get("used_by") or [{}])[0]
+            out.append(
+                Observation(
+                    key=("unknown", name),
+                    severity="warning",
+                    message=f"unbacked symbol {name} is not known to the ShapeEnv",
+                    node=where.get("node"),
+                    subgraph=where.get("graph") or None,
+                    evidence={"symbol": name, "bound_by": e.get("bound_by"), "uses": e.get("uses")},
                 )
+            )
     return out
 
 

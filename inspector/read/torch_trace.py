@@ -10,6 +10,7 @@ payload md5.
 from __future__ import annotations
 
 from collections import OrderedDict
+from dataclasses import dataclass, field
 
 from graphtrain_inspect.capture import logformat
 from graphtrain_inspect.inspector.read.capture_records import GraphRef, PassRecord, _Rank
@@ -88,125 +89,156 @@ def torch_passes(r: _Rank) -> list[PassRecord]:
     by_cid: OrderedDict[str, list[tuple[str, GraphRef]]] = OrderedDict()
     for label, ref in r.torch_states:
         by_cid.setdefault(ref.compile_id or "", []).append((label, ref))
-    out: list[PassRecord] = []
-    pipeline = -1
-    seq = 0
+    passes = _TorchPasses(r.rank)
+    for cid, states in by_cid.items():
+        passes.compile(cid, states)
+    return passes.out
+
+
+# the graph records that continue the main line (before partitioning): the pass between the
+# previous graph and this one, and its subsystem
+_MAIN_LINE = {
+    "before_pre_grad_graph": ("inductor_entry", None),
+    "after_pre_grad_graph": ("pre_grad_passes", "pre_grad_passes"),
+    "inductor_pre_grad_graph": ("pre_grad_passes", "pre_grad_passes"),
+    "aot_joint_graph": ("aot_autograd", None),
+    "aot_inference_graph": ("aot_autograd", None),
+}
+
+
+@dataclass
+class _TorchPasses:
+    """The passes of one rank, made compile by compile: each graph record names the graph after
+    a stage of torch.compile; the pass is the step from the graph before it."""
+
+    rank: int
+    out: list[PassRecord] = field(default_factory=list)
+    pipeline: int = -1
+    seq: int = 0
+    # one compile's state
+    cid: str = ""
+    cur: str | None = None  # the main line before partitioning
+    aot_outputs: list[tuple[str, str]] = field(default_factory=list)  # (role, gid) compiled by Inductor in turn
+    joint: str | None = None
+    fw_bw: dict[str, str] = field(default_factory=dict)
+    post_k: int = 0
+    post_before: dict[int, str] = field(default_factory=dict)
+    joint_before: str | None = None
+    started: bool = False
 
     def add(
-        name: str, before: str | None, after: dict[str, str], traced: bool, cid: str, subsystem: str | None = None
+        self, name: str, before: str | None, after: dict[str, str], traced: bool, subsystem: str | None = None
     ) -> None:
-        nonlocal seq
-        out.append(
+        self.out.append(
             PassRecord(
-                rank=r.rank, seq=seq, name=name, before=before, after=after, pipeline=pipeline, traced=traced,
-                source="torch", subsystem=subsystem, compile_id=cid or None, synthetic=True,
+                rank=self.rank, seq=self.seq, name=name, before=before, after=after, pipeline=self.pipeline,
+                traced=traced, source="torch", subsystem=subsystem, compile_id=self.cid or None, synthetic=True,
             )
         )  # fmt: skip
-        seq += 1
+        self.seq += 1
 
-    for cid, states in by_cid.items():
-        pipeline += 1
-        cur: str | None = None  # the main line before partitioning
-        aot_outputs: list[tuple[str, str]] = []  # (role, gid) compiled by Inductor in turn
-        joint: str | None = None
-        fw_bw: dict[str, str] = {}
-        post_k = 0
-        post_before: dict[int, str] = {}
-        joint_before: str | None = None
-        started = False
+    def first(self, gid: str, name: str) -> None:
+        self.add(name, None, {"out": gid}, True)
+        self.started = True
 
-        def first(gid: str, name: str) -> None:
-            nonlocal started
-            add(name, None, {"out": gid}, True, cid)
-            started = True
+    def step(self, base: str | None, gid: str, label: str, name: str, subsystem: str | None = None) -> None:
+        """The pass `name` from `base` to `gid`; the first graph of the pipeline where none is before it."""
+        if base is None:
+            self.first(gid, label)
+        else:
+            self.add(name, base, {"out": gid}, False, subsystem)
 
+    def compile(self, cid: str, states: list[tuple[str, GraphRef]]) -> None:
+        self.pipeline += 1
+        self.cid, self.cur, self.started, self.joint_before = cid, None, False, None
+        self._reset_aot()
         for label, ref in states:
             gid = ref.gid
             if label == "dynamo_output_graph":
-                if started:
-                    pipeline += 1
-                    aot_outputs, joint, fw_bw, post_k, post_before = [], None, {}, 0, {}
-                first(gid, "dynamo")
-                cur = gid
-            elif label == "before_pre_grad_graph":
-                if cur is None:
-                    first(gid, "trace")
-                else:
-                    add("inductor_entry", cur, {"out": gid}, False, cid)
-                cur = gid
-            elif label in ("after_pre_grad_graph", "inductor_pre_grad_graph"):
-                if cur is None:
-                    first(gid, label)
-                else:
-                    add("pre_grad_passes", cur, {"out": gid}, False, cid, "pre_grad_passes")
-                cur = gid
-            elif label in ("aot_joint_graph", "aot_inference_graph"):
-                if cur is None:
-                    first(gid, label)
-                else:
-                    add("aot_autograd", cur, {"out": gid}, False, cid)
-                if label == "aot_joint_graph":
-                    joint = gid
-                else:
-                    aot_outputs.append(("inference", gid))
-                cur = gid
+                if self.started:
+                    self.pipeline += 1
+                    self._reset_aot()
+                self.first(gid, "dynamo")
+                self.cur = gid
+            elif label in _MAIN_LINE:
+                self._main_line(label, gid)
             elif label in ("aot_forward_graph", "aot_backward_graph"):
-                role = "fw" if label == "aot_forward_graph" else "bw"
-                fw_bw[role] = gid
-                aot_outputs.append((role, gid))
-                if "fw" in fw_bw and "bw" in fw_bw:
-                    base = joint or cur
-                    if base is None:
-                        first(fw_bw["fw"], "aot_forward_graph")
-                        add("aot_backward", None, {"bw": fw_bw["bw"]}, True, cid)
-                    else:
-                        add("partition" if joint else "aot_autograd", base, dict(fw_bw), False, cid)
+                self._partitioned(label, gid)
             elif label == "before_joint_graph":
-                # Inductor's joint-graph passes, on the joint graph or on the graph it compiles
-                if joint is not None and not fw_bw:
-                    base = joint
-                elif post_k < len(aot_outputs):
-                    base = aot_outputs[post_k][1]
-                else:
-                    base = cur
-                if base is None:
-                    first(gid, label)
-                else:
-                    add("inductor_entry", base, {"out": gid}, False, cid)
-                joint_before = gid
+                self._before_joint(gid)
             elif label == "after_joint_graph":
-                base = joint_before if joint_before is not None else (joint or cur)
-                if base is None:
-                    first(gid, label)
-                else:
-                    add("joint_graph_passes", base, {"out": gid}, False, cid, "joint_graph_passes")
-                if joint is not None and not fw_bw:
-                    joint = gid
-                elif post_k < len(aot_outputs):
-                    aot_outputs[post_k] = (aot_outputs[post_k][0], gid)
-                else:
-                    cur = gid
-                joint_before = None
+                self._after_joint(gid)
             elif label == "before_post_grad_graph":
-                role, base = aot_outputs[post_k] if post_k < len(aot_outputs) else ("out", cur)
+                role, base = self.aot_outputs[self.post_k] if self.post_k < len(self.aot_outputs) else ("out", self.cur)
                 if base is None:
-                    first(gid, label)
+                    self.first(gid, label)
                 else:
-                    add("inductor_entry", base, {role: gid}, False, cid)
-                post_before[post_k] = gid
+                    self.add("inductor_entry", base, {role: gid}, False)
+                self.post_before[self.post_k] = gid
             elif label in ("after_post_grad_graph", "inductor_post_grad_graph"):
-                role = aot_outputs[post_k][0] if post_k < len(aot_outputs) else "out"
-                base = post_before.get(post_k) or (aot_outputs[post_k][1] if post_k < len(aot_outputs) else cur)
-                if base is None:
-                    first(gid, label)
-                else:
-                    add("post_grad_passes", base, {role: gid}, False, cid, "post_grad_passes")
-                post_k += 1
+                self._after_post_grad(label, gid)
             else:
                 # graph_dump, compiled autograd, DDP splits ...: graphs of their own
-                pipeline += 1
-                add(label, None, {"out": gid}, True, cid)
-        if fw_bw and not ("fw" in fw_bw and "bw" in fw_bw):
-            base = joint or cur
-            add("partition" if joint else "aot_autograd", base, dict(fw_bw), base is None, cid)
-    return out
+                self.pipeline += 1
+                self.add(label, None, {"out": gid}, True)
+        if self.fw_bw and not ("fw" in self.fw_bw and "bw" in self.fw_bw):
+            base = self.joint or self.cur
+            self.add("partition" if self.joint else "aot_autograd", base, dict(self.fw_bw), base is None)
+
+    def _reset_aot(self) -> None:
+        self.aot_outputs, self.joint, self.fw_bw, self.post_k, self.post_before = [], None, {}, 0, {}
+
+    def _main_line(self, label: str, gid: str) -> None:
+        name, subsystem = _MAIN_LINE[label]
+        # the first record of a compile names the pipeline's first graph: by "trace" for Inductor's entry
+        self.step(self.cur, gid, "trace" if label == "before_pre_grad_graph" else label, name, subsystem)
+        if label == "aot_joint_graph":
+            self.joint = gid
+        elif label == "aot_inference_graph":
+            self.aot_outputs.append(("inference", gid))
+        self.cur = gid
+
+    def _partitioned(self, label: str, gid: str) -> None:
+        role = "fw" if label == "aot_forward_graph" else "bw"
+        self.fw_bw[role] = gid
+        self.aot_outputs.append((role, gid))
+        if "fw" in self.fw_bw and "bw" in self.fw_bw:
+            base = self.joint or self.cur
+            if base is None:
+                self.first(self.fw_bw["fw"], "aot_forward_graph")
+                self.add("aot_backward", None, {"bw": self.fw_bw["bw"]}, True)
+            else:
+                self.add("partition" if self.joint else "aot_autograd", base, dict(self.fw_bw), False)
+
+    def _before_joint(self, gid: str) -> None:
+        # Inductor's joint-graph passes, on the joint graph or on the graph it compiles
+        base: str | None
+        if self.joint is not None and not self.fw_bw:
+            base = self.joint
+        elif self.post_k < len(self.aot_outputs):
+            base = self.aot_outputs[self.post_k][1]
+        else:
+            base = self.cur
+        self.step(base, gid, "before_joint_graph", "inductor_entry")
+        self.joint_before = gid
+
+    def _after_joint(self, gid: str) -> None:
+        base = self.joint_before if self.joint_before is not None else (self.joint or self.cur)
+        self.step(base, gid, "after_joint_graph", "joint_graph_passes", "joint_graph_passes")
+        if self.joint is not None and not self.fw_bw:
+            self.joint = gid
+        elif self.post_k < len(self.aot_outputs):
+            self.aot_outputs[self.post_k] = (self.aot_outputs[self.post_k][0], gid)
+        else:
+            self.cur = gid
+        self.joint_before = None
+
+    def _after_post_grad(self, label: str, gid: str) -> None:
+        k, outs = self.post_k, self.aot_outputs
+        role = outs[k][0] if k < len(outs) else "out"
+        base = self.post_before.get(k) or (outs[k][1] if k < len(outs) else self.cur)
+        if base is None:
+            self.first(gid, label)
+        else:
+            self.add("post_grad_passes", base, {role: gid}, False, "post_grad_passes")
+        self.post_k += 1

@@ -56,3 +56,30 @@ def resolve_capture(args: Any, command: str, name: str = "dir") -> None:
 def diff_title(what: str, where: str, a: str, b: str) -> str:
     """Every diff's header, in one style: `WHAT (WHERE): A vs B`."""
     return f"{what} ({where}): {a} vs {b}" if where else f"{what}: {a} vs {b}"
+
+
+def rank_pair(cap: Any, spec: str | None, directory: str, usage: str) -> tuple[int, int]:
+    """The two ranks of `--ranks A,B`, each one the capture has; `usage` is the error's opening
+    when `spec` is not two integers."""
+    try:
+        ra, rb = (int(x) for x in (spec or "").split(","))
+    except ValueError:
+        raise CommandError(f"{usage}, not {spec!r}") from None
+    for r in (ra, rb):
+        if r not in cap.ranks:
+            raise CommandError(f"no rank {r} in {directory} (ranks: {cap.ranks})")
+    return ra, rb
+
+
+def write_diffs(docs: list[dict[str, Any]], lines: list[str], as_json: bool) -> None:
+    """A diff command's output: `{"diffs": docs}` with --json, else its lines."""
+    import sys
+
+    import orjson
+
+    if as_json:
+        sys.stdout.write(
+            orjson.dumps({"diffs": docs}, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode() + "\n"
+        )
+    else:
+        sys.stdout.write("\n".join(lines) + "\n")

@@ -17,11 +17,15 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import sys
 
-import orjson
-
-from graphtrain_inspect.inspector.cli.common import CommandError, add_capture_argument, diff_title, open_or_fail
+from graphtrain_inspect.inspector.cli.common import (
+    CommandError,
+    add_capture_argument,
+    diff_title,
+    open_or_fail,
+    rank_pair,
+    write_diffs,
+)
 from graphtrain_inspect.inspector.diff.render import (
     Style,
     add_common_arguments,
@@ -151,7 +155,6 @@ def run(args: argparse.Namespace) -> int:
         return diff_output_code.run(args, _text_lines)
     if not args.pass_name:
         raise CommandError("--pass NAME (or --output-code) is required")
-    from graphtrain_inspect.inspector.diff import graph_diff as gdiff
     from graphtrain_inspect.inspector.read.stages import StageIndex
 
     cap = open_or_fail(args.dir, args.source)
@@ -160,116 +163,109 @@ def run(args: argparse.Namespace) -> int:
     docs: list[dict] = []
     with cap:
         print_read_errors(cap)
-        index = StageIndex(cap)
         if args.ranks:
-            try:
-                ra, rb = (int(x) for x in args.ranks.split(","))
-            except ValueError:
-                raise CommandError(f"--ranks wants two ranks like 0,1, not {args.ranks!r}") from None
-            for r in (ra, rb):
-                if r not in cap.ranks:
-                    raise CommandError(f"no rank {r} in {args.dir} (ranks: {cap.ranks})")
-            keys = index.find(args.pass_name, ra) or index.find(args.pass_name)
-            keys = _select(keys, args)
-            if not keys:
-                raise CommandError(f"no pass {args.pass_name!r} on rank {ra} ({_pass_choices(cap, ra)})")
-            for key in keys:
-                stages = index.across(key)
-                title = diff_title(key.label(), key.pipeline_label(), f"rank {ra}", f"rank {rb}")
-                out.append(st(title, "bold", "magenta"))
-                missing = [r for r in (ra, rb) if r not in stages]
-                if missing:
-                    out.append(
-                        st(f"  rank {missing[0]} has no such graph (the pass did not run there, or raised)", "red")
-                    )
-                    docs.append({"stage": key.label(), "pipeline": key.pipeline, "missing_on": missing})
-                    continue
-                d = gdiff.rank_diff(cap, key, ra, rb, index=index)
-                if d is None:
-                    out.append(st("  graph tables unreadable on one of the ranks", "red"))
-                    continue
-                docs.append({"stage": key.label(), "pipeline": key.pipeline, **d.to_json()})
-                if d.empty:
-                    out.append(st(f"  ranks {ra} and {rb} agree (after normalization)", "green"))
-                    continue
-                if not args.text:
-                    out.extend(_node_lines(d, st))
-                if not args.nodes:
-                    la = gdiff.rank_text(cap, ra, stages[ra].gid) or []
-                    lb = gdiff.rank_text(cap, rb, stages[rb].gid) or []
-                    out.extend(
-                        _text_lines(la, lb, f"rank {ra} {stages[ra].gid}", f"rank {rb} {stages[rb].gid}", args, st)
-                    )
+            _rank_diffs(cap, StageIndex(cap), args, st, out, docs)
         else:
-            rank = args.rank if args.rank is not None else (cap.ranks[0] if cap.ranks else 0)
-            if rank not in cap.ranks:
-                raise CommandError(f"no rank {rank} in {args.dir} (ranks: {cap.ranks})")
-            if args.pass_name == "trace":
-                raise CommandError("the traced graph has no 'before': compare it across ranks with --ranks A,B")
-            found = cap.find_passes(args.pass_name, rank)
-            passes = _select_passes([p for p in found if p.before is not None], args)
-            first = _select_passes([p for p in found if p.before is None and p.status == "ok"], args)
-            if not passes and first:
-                # the pass made the first graph of its pipeline (torch's dynamo): show that graph whole
-                out.extend(_first_graph_lines(cap, rank, first, args, st))
-            elif not passes:
-                cut = [p for p in found if p.status == "incomplete"]
-                if cut:  # listed by name below, so say why it cannot be diffed
-                    raise CommandError(
-                        f"pass #{cut[0].seq} {cut[0].name} started on rank {rank} and never finished "
-                        "(the rank stopped inside it): no graph after it to diff"
-                    )
-                raise CommandError(f"no pass {args.pass_name!r} on rank {rank} ({_pass_choices(cap, rank)})")
-            for p in passes:
-                roles = [r for r in p.after if not args.role or r == args.role]
-                title = diff_title(f"#{p.seq} {p.name} on rank {rank}", _where(p), "before", "after")
-                out.append(st(title, "bold", "magenta"))
-                if p.status != "ok":
-                    out.append(
-                        st(
-                            f"  {p.status}"
-                            + (f": {p.exception.get('type')}: {p.exception.get('message')}" if p.exception else ""),
-                            "red",
-                        )
-                    )
-                    if not p.after:
-                        continue
-                for role, d in gdiff.pass_diffs(cap, rank, p, stack=args.stack):
-                    if args.role and role != args.role:
-                        continue
-                    if role != "out" or len(roles) > 1:
-                        out.append(st(f" output {role}: {p.before} -> {p.after[role]}", "cyan"))
-                    else:
-                        out.append(st(f" {p.before} -> {p.after[role]}", "cyan"))
-                    if d is None:
-                        out.append(st("  graph tables unreadable", "red"))
-                        continue
-                    docs.append({"pass": p.name, "seq": p.seq, "rank": rank, "role": role, **d.to_json()})
-                    if d.empty and p.before == p.after[role]:
-                        out.append(st("  the pass returned the graph unchanged", "dim"))
-                        continue
-                    if not args.text:
-                        out.extend(_node_lines(d, st))
-                    if not args.nodes:
-                        texts = gdiff.pass_text_diff(cap, rank, p, role)
-                        if texts is not None:
-                            out.extend(
-                                _text_lines(
-                                    texts[0],
-                                    texts[1],
-                                    f"before #{p.seq} {p.name}",
-                                    f"after #{p.seq} {p.name}" + ("" if role == "out" else f" [{role}]"),
-                                    args,
-                                    st,
-                                )
-                            )
-    if args.json:
-        sys.stdout.write(
-            orjson.dumps({"diffs": docs}, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode() + "\n"
-        )
-    else:
-        sys.stdout.write("\n".join(out) + "\n")
+            _pass_diffs(cap, args, st, out, docs)
+    write_diffs(docs, out, args.json)
     return 0
+
+
+def _rank_diffs(cap, index, args: argparse.Namespace, st: Style, out: list[str], docs: list[dict]) -> None:
+    """`--ranks A,B`: the graphs after the pass on two ranks."""
+    from graphtrain_inspect.inspector.diff import graph_diff as gdiff
+
+    ra, rb = rank_pair(cap, args.ranks, args.dir, "--ranks wants two ranks like 0,1")
+    keys = index.find(args.pass_name, ra) or index.find(args.pass_name)
+    keys = _select(keys, args)
+    if not keys:
+        raise CommandError(f"no pass {args.pass_name!r} on rank {ra} ({_pass_choices(cap, ra)})")
+    for key in keys:
+        stages = index.across(key)
+        title = diff_title(key.label(), key.pipeline_label(), f"rank {ra}", f"rank {rb}")
+        out.append(st(title, "bold", "magenta"))
+        missing = [r for r in (ra, rb) if r not in stages]
+        if missing:
+            out.append(st(f"  rank {missing[0]} has no such graph (the pass did not run there, or raised)", "red"))
+            docs.append({"stage": key.label(), "pipeline": key.pipeline, "missing_on": missing})
+            continue
+        d = gdiff.rank_diff(cap, key, ra, rb, index=index)
+        if d is None:
+            out.append(st("  graph tables unreadable on one of the ranks", "red"))
+            continue
+        docs.append({"stage": key.label(), "pipeline": key.pipeline, **d.to_json()})
+        if d.empty:
+            out.append(st(f"  ranks {ra} and {rb} agree (after normalization)", "green"))
+            continue
+        if not args.text:
+            out.extend(_node_lines(d, st))
+        if not args.nodes:
+            la = gdiff.rank_text(cap, ra, stages[ra].gid) or []
+            lb = gdiff.rank_text(cap, rb, stages[rb].gid) or []
+            out.extend(_text_lines(la, lb, f"rank {ra} {stages[ra].gid}", f"rank {rb} {stages[rb].gid}", args, st))
+
+
+def _pass_diffs(cap, args: argparse.Namespace, st: Style, out: list[str], docs: list[dict]) -> None:
+    """`--pass NAME [--rank R]`: each run of the pass on one rank, before against after."""
+    rank = args.rank if args.rank is not None else (cap.ranks[0] if cap.ranks else 0)
+    if rank not in cap.ranks:
+        raise CommandError(f"no rank {rank} in {args.dir} (ranks: {cap.ranks})")
+    if args.pass_name == "trace":
+        raise CommandError("the traced graph has no 'before': compare it across ranks with --ranks A,B")
+    found = cap.find_passes(args.pass_name, rank)
+    passes = _select_passes([p for p in found if p.before is not None], args)
+    first = _select_passes([p for p in found if p.before is None and p.status == "ok"], args)
+    if not passes and first:
+        # the pass made the first graph of its pipeline (torch's dynamo): show that graph whole
+        out.extend(_first_graph_lines(cap, rank, first, args, st))
+    elif not passes:
+        cut = [p for p in found if p.status == "incomplete"]
+        if cut:  # listed by name below, so say why it cannot be diffed
+            raise CommandError(
+                f"pass #{cut[0].seq} {cut[0].name} started on rank {rank} and never finished "
+                "(the rank stopped inside it): no graph after it to diff"
+            )
+        raise CommandError(f"no pass {args.pass_name!r} on rank {rank} ({_pass_choices(cap, rank)})")
+    for p in passes:
+        _one_pass(cap, rank, p, args, st, out, docs)
+
+
+def _one_pass(cap, rank: int, p, args: argparse.Namespace, st: Style, out: list[str], docs: list[dict]) -> None:
+    from graphtrain_inspect.inspector.diff import graph_diff as gdiff
+
+    roles = [r for r in p.after if not args.role or r == args.role]
+    title = diff_title(f"#{p.seq} {p.name} on rank {rank}", _where(p), "before", "after")
+    out.append(st(title, "bold", "magenta"))
+    if p.status != "ok":
+        out.append(
+            st(
+                f"  {p.status}" + (f": {p.exception.get('type')}: {p.exception.get('message')}" if p.exception else ""),
+                "red",
+            )
+        )
+        if not p.after:
+            return
+    for role, d in gdiff.pass_diffs(cap, rank, p, stack=args.stack):
+        if args.role and role != args.role:
+            continue
+        if role != "out" or len(roles) > 1:
+            out.append(st(f" output {role}: {p.before} -> {p.after[role]}", "cyan"))
+        else:
+            out.append(st(f" {p.before} -> {p.after[role]}", "cyan"))
+        if d is None:
+            out.append(st("  graph tables unreadable", "red"))
+            continue
+        docs.append({"pass": p.name, "seq": p.seq, "rank": rank, "role": role, **d.to_json()})
+        if d.empty and p.before == p.after[role]:
+            out.append(st("  the pass returned the graph unchanged", "dim"))
+            continue
+        if not args.text:
+            out.extend(_node_lines(d, st))
+        if not args.nodes:
+            texts = gdiff.pass_text_diff(cap, rank, p, role)
+            if texts is not None:
+                after = f"after #{p.seq} {p.name}" + ("" if role == "out" else f" [{role}]")
+                out.extend(_text_lines(texts[0], texts[1], f"before #{p.seq} {p.name}", after, args, st))
 
 
 def _where(p) -> str:

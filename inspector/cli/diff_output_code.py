@@ -13,12 +13,10 @@ or a rank or compile does not exist.
 from __future__ import annotations
 
 import argparse
-import sys
+from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
-from graphtrain_inspect.inspector.cli.common import CommandError, diff_title, open_or_fail
+from graphtrain_inspect.inspector.cli.common import CommandError, diff_title, open_or_fail, rank_pair, write_diffs
 
 
 def _pick(keys: list[str], want: str | None) -> list[str]:
@@ -28,10 +26,8 @@ def _pick(keys: list[str], want: str | None) -> list[str]:
 
 
 def run(args: argparse.Namespace, text_lines: Any) -> int:
-    from graphtrain_inspect.inspector.diff.normalize import RankContext
-    from graphtrain_inspect.inspector.diff.output_code import CodeNormalizer
     from graphtrain_inspect.inspector.diff.render import Style, print_read_errors, want_color
-    from graphtrain_inspect.inspector.read.output_code import code_text, compile_keys
+    from graphtrain_inspect.inspector.read.output_code import compile_keys
 
     cap = open_or_fail(args.dir, args.source)
     st = Style(want_color(args.color))
@@ -44,95 +40,110 @@ def run(args: argparse.Namespace, text_lines: Any) -> int:
             raise CommandError(
                 f"no generated code in {args.dir} (capture with Inductor hooks on, or TORCH_TRACE a torch.compile run)"
             )
-        ctxs: dict[tuple, RankContext] = {}
-
-        def norm(r: int, oc: Any) -> list[str] | None:
-            key = (r, oc.graph)
-            if key not in ctxs:
-                # the own device of the graph the code was made from (torch's logs: inferred from its inputs)
-                ctxs[key] = RankContext.from_table(
-                    r, cap.rank_table(r), local_rank=cap.local_rank(r), own_device=cap.own_device(r, oc.graph)
-                )
-            text = code_text(cap, oc)
-            return None if text is None else CodeNormalizer(ctxs[key]).lines(text)
-
-        pairs: list[tuple[str, int, Any, int, Any]] = []  # (title, rank a, code a, rank b, code b)
         if args.compiles:
-            parts = args.compiles.split(",")
-            if len(parts) != 2:
-                raise CommandError(f"--compiles wants two compile keys like 0/0#0,1/0#0, not {args.compiles!r}")
-            rank = args.rank if args.rank is not None else (cap.ranks[0] if cap.ranks else 0)
-            got = []
-            for k in parts:
-                ks = _pick(sorted(by_key), k)
-                oc = next((by_key[x][rank] for x in ks if rank in by_key[x]), None)
-                if oc is None:
-                    raise CommandError(
-                        f"no generated code of compile {k!r} on rank {rank} (compiles: {', '.join(sorted(by_key))})"
-                    )
-                got.append(oc)
-            pairs.append(
-                (
-                    diff_title("generated code", f"rank {rank}", f"compile {parts[0]}", f"compile {parts[1]}"),
-                    rank,
-                    got[0],
-                    rank,
-                    got[1],
+            pairs = [_compile_pair(cap, by_key, args)]
+        else:
+            pairs = _rank_pairs(cap, by_key, args, st, out, docs)
+        _diff_pairs(cap, pairs, args, st, text_lines, out, docs)
+    write_diffs(docs, out, args.json)
+    return 0
+
+
+@dataclass
+class _Pair:
+    """Two pieces of generated code to compare, under `title`."""
+
+    title: str
+    ra: int
+    a: Any  # OutputCode
+    rb: int
+    b: Any
+
+
+def _compile_pair(cap: Any, by_key: dict[str, dict[int, Any]], args: argparse.Namespace) -> _Pair:
+    """`--compiles K1,K2`: two compiles' code on one rank."""
+    parts = args.compiles.split(",")
+    if len(parts) != 2:
+        raise CommandError(f"--compiles wants two compile keys like 0/0#0,1/0#0, not {args.compiles!r}")
+    rank = args.rank if args.rank is not None else (cap.ranks[0] if cap.ranks else 0)
+    got = []
+    for k in parts:
+        ks = _pick(sorted(by_key), k)
+        oc = next((by_key[x][rank] for x in ks if rank in by_key[x]), None)
+        if oc is None:
+            raise CommandError(
+                f"no generated code of compile {k!r} on rank {rank} (compiles: {', '.join(sorted(by_key))})"
+            )
+        got.append(oc)
+    title = diff_title("generated code", f"rank {rank}", f"compile {parts[0]}", f"compile {parts[1]}")
+    return _Pair(title, rank, got[0], rank, got[1])
+
+
+def _rank_pairs(
+    cap: Any, by_key: dict[str, dict[int, Any]], args: argparse.Namespace, st: Any, out: list[str], docs: list[dict]
+) -> list[_Pair]:
+    """`--ranks A,B`: each compile's code on the two ranks (a compile one of them lacks is said so)."""
+    ra, rb = rank_pair(cap, args.ranks, args.dir, "--output-code wants --ranks A,B or --compiles K1,K2")
+    keys = _pick(list(by_key), args.pipeline)
+    if not keys:
+        raise CommandError(f"no generated code of compile {args.pipeline!r} (compiles: {', '.join(by_key)})")
+    pairs = []
+    for k in keys:
+        per = by_key[k]
+        title = diff_title("generated code", f"compile {k}", f"rank {ra}", f"rank {rb}")
+        missing = [r for r in (ra, rb) if r not in per]
+        if missing:
+            out.append(st(title, "bold", "magenta"))
+            out.append(
+                st(
+                    f"  rank {missing[0]} has no generated code for this compile (compiled elsewhere, or not at all)",
+                    "red",
                 )
             )
-        else:
-            try:
-                ra, rb = (int(x) for x in (args.ranks or "").split(","))
-            except ValueError:
-                raise CommandError(f"--output-code wants --ranks A,B or --compiles K1,K2, not {args.ranks!r}") from None
-            for r in (ra, rb):
-                if r not in cap.ranks:
-                    raise CommandError(f"no rank {r} in {args.dir} (ranks: {cap.ranks})")
-            keys = _pick(list(by_key), args.pipeline)
-            if not keys:
-                raise CommandError(f"no generated code of compile {args.pipeline!r} (compiles: {', '.join(by_key)})")
-            for k in keys:
-                per = by_key[k]
-                title = diff_title("generated code", f"compile {k}", f"rank {ra}", f"rank {rb}")
-                missing = [r for r in (ra, rb) if r not in per]
-                if missing:
-                    out.append(st(title, "bold", "magenta"))
-                    out.append(
-                        st(
-                            f"  rank {missing[0]} has no generated code for this compile (compiled "
-                            "elsewhere, or not at all)",
-                            "red",
-                        )
-                    )
-                    docs.append({"compile": k, "missing_on": missing})
-                    continue
-                pairs.append((title, ra, per[ra], rb, per[rb]))
-        for title, ra, a, rb, b in pairs:
-            out.append(st(title, "bold", "magenta"))
-            la, lb = norm(ra, a), norm(rb, b)
-            if la is None or lb is None:
-                out.append(st("  generated code unreadable on one side", "red"))
-                continue
-            from graphtrain_inspect.inspector.diff.graph_diff import text_diff
+            docs.append({"compile": k, "missing_on": missing})
+            continue
+        pairs.append(_Pair(title, ra, per[ra], rb, per[rb]))
+    return pairs
 
-            d = text_diff(la, lb, f"rank {ra} {a.oid}", f"rank {rb} {b.oid}", context=args.context)
-            docs.append(
-                {
-                    "title": title,
-                    "a": {"rank": ra, "oid": a.oid, "compile_id": a.compile_id},
-                    "b": {"rank": rb, "oid": b.oid, "compile_id": b.compile_id},
-                    "empty": not d,
-                    "diff": d,
-                }
+
+def _diff_pairs(
+    cap: Any, pairs: list[_Pair], args: argparse.Namespace, st: Any, text_lines: Any, out: list[str], docs: list[dict]
+) -> None:
+    from graphtrain_inspect.inspector.diff.graph_diff import text_diff
+    from graphtrain_inspect.inspector.diff.normalize import RankContext
+    from graphtrain_inspect.inspector.diff.output_code import CodeNormalizer
+    from graphtrain_inspect.inspector.read.output_code import code_text
+
+    ctxs: dict[tuple, RankContext] = {}
+
+    def norm(r: int, oc: Any) -> list[str] | None:
+        key = (r, oc.graph)
+        if key not in ctxs:
+            # the own device of the graph the code was made from (torch's logs: inferred from its inputs)
+            ctxs[key] = RankContext.from_table(
+                r, cap.rank_table(r), local_rank=cap.local_rank(r), own_device=cap.own_device(r, oc.graph)
             )
-            if not d:
-                out.append(st("  the generated code agrees (after normalization)", "green"))
-                continue
-            out.extend(text_lines(la, lb, f"rank {ra} {a.oid}", f"rank {rb} {b.oid}", args, st))
-    if args.json:
-        sys.stdout.write(
-            orjson.dumps({"diffs": docs}, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode() + "\n"
+        text = code_text(cap, oc)
+        return None if text is None else CodeNormalizer(ctxs[key]).lines(text)
+
+    for p in pairs:
+        ra, a, rb, b = p.ra, p.a, p.rb, p.b
+        out.append(st(p.title, "bold", "magenta"))
+        la, lb = norm(ra, a), norm(rb, b)
+        if la is None or lb is None:
+            out.append(st("  generated code unreadable on one side", "red"))
+            continue
+        d = text_diff(la, lb, f"rank {ra} {a.oid}", f"rank {rb} {b.oid}", context=args.context)
+        docs.append(
+            {
+                "title": p.title,
+                "a": {"rank": ra, "oid": a.oid, "compile_id": a.compile_id},
+                "b": {"rank": rb, "oid": b.oid, "compile_id": b.compile_id},
+                "empty": not d,
+                "diff": d,
+            }
         )
-    else:
-        sys.stdout.write("\n".join(out) + "\n")
-    return 0
+        if not d:
+            out.append(st("  the generated code agrees (after normalization)", "green"))
+            continue
+        out.extend(text_lines(la, lb, f"rank {ra} {a.oid}", f"rank {rb} {b.oid}", args, st))

@@ -31,6 +31,7 @@ import bisect
 import difflib
 import itertools
 import re
+from dataclasses import dataclass
 from itertools import compress, repeat
 from operator import add, and_, contains, eq, itemgetter, mul, not_, sub
 from typing import Any, Callable, Iterable, Sequence
@@ -90,6 +91,17 @@ _NAME = itemgetter("name")
 _NO_ROW: dict = {}  # equal to no row (every row has a name)
 
 
+@dataclass
+class _Shared:
+    """What one side of a diff takes from the other's Parts before walking its own rows."""
+
+    info: list[Any]  # per row: (sig id, wheres, names, lits, flags), None where still to walk
+    ins: list[Any]  # per row: its inputs' row indices (shared rows only)
+    dup: set[int]  # rows where two refs share a path
+    todo: Iterable[int]  # the rows to walk
+    same_as: list[int] | None  # per row: like's row it shares, or -1
+
+
 class Parts:
     """Per-node pieces of one node list, computed once: signatures, refs, normalized literals.
 
@@ -142,71 +154,103 @@ class Parts:
         # a normalizable leaf (flag 2): what the other side checks before it shares such a row
         self._calls: list[tuple[Any, Any, Any]] = []
         self._spans: dict[int, tuple[int, int]] = {}
-        calls, spans = self._calls, self._spans
         if leaf_norm is not None:
-            leaf_norm = _memo_leaf(leaf_norm, calls)
-        # per row: (sig id, wheres, names, lits, flags); ins apart (they depend on the side)
-        info: list[Any]
-        ins: list[Any]
-        dup: set[int] = set()
-        todo: Iterable[int] = range(n)
-        xs: Sequence[int]
-        same_as: list[int] | None = None
+            leaf_norm = _memo_leaf(leaf_norm, self._calls)
         if like is None:
             self.index = index = dict(
                 zip(row_names, range(n))
             )  # a name twice: its last row, as the index always had it
             self.names_unique = len(index) == n
-            info = [None] * n
+            shared = _Shared([None] * n, [], set(), range(n), None)
         else:
-            # A row equal to like's row of the same name shares its pieces unless something
-            # forbids it: a dict literal always; a normalizable leaf if a side normalizes, unless
-            # both do and normalize each of its leaves alike. Row by row in C (map).
-            block = 1 | 2 if (leaf_norm is not None or like._normalized) else 1
-            positional = like._row_names == row_names
-            if positional:
-                # the same names in the same order (a rank diff): the same index, inputs too
-                self.index = index = like.index
-                self.names_unique = like.names_unique
-                xs = range(n)
-                eqs = list(map(eq, like.rows, rows))
-                flags_x = like._flags
-            else:
-                self.index = index = dict(zip(row_names, range(n)))
-                self.names_unique = len(index) == n
-                ln = len(like.rows)
-                xs = list(map(like.index.get, row_names, repeat(ln)))  # ln: no such row
-                eqs = list(map(eq, map([*like.rows, _NO_ROW].__getitem__, xs), rows))
-                flags_x = list(map([*like._flags, block].__getitem__, xs))
-            ok = list(map(and_, eqs, map(not_, map(and_, flags_x, repeat(block)))))
-            if leaf_norm is not None and like._normalized:
-                l_calls, l_spans = like._calls, like._spans
-                for j in compress(range(n), map(and_, eqs, map(eq, flags_x, repeat(2)))):
-                    span = l_spans.get(xs[j])
-                    if span is not None and all([leaf_norm(t, v) == r for t, v, r in l_calls[span[0] : span[1]]]):
-                        ok[j] = True
-            if positional:
-                same_as = list(map(sub, map(mul, range(1, n + 1), ok), repeat(1)))  # j, or -1
-                info = list(like._info)
-                ins = list(like.ins)
-            else:
-                same_as = list(map(sub, map(mul, map(add, xs, repeat(1)), ok), repeat(1)))  # x, or -1
-                info = list(map([*like._info, None].__getitem__, same_as))  # -1: None
-                # a shared row's inputs: its inputs in like, each taken to the row of its name here
-                # (a2b); a name that is no row of like (ln), looked up here
-                a2b = [n] * (ln + 1)
-                for j, x in enumerate(xs):  # the last b row of each name, as index has it
-                    a2b[x] = j
-                a2b[ln] = n
-                l_ins = [*like.ins, ()]
-                ins = list(map(tuple, map(map, repeat(a2b.__getitem__), map(l_ins.__getitem__, same_as))))
-                for j in compress(range(n), map(contains, map(l_ins.__getitem__, same_as), repeat(ln))):
-                    ins[j] = tuple(map(index.get, info[j][2], repeat(n)))
-            if like.dup:
-                dup.update(j for j, x in enumerate(same_as) if x in like.dup)
-            todo = list(compress(range(n), map(not_, ok)))
+            shared = self._share(like, leaf_norm)
+            index = self.index
+        # per row: (sig id, wheres, names, lits, flags); ins apart (they depend on the side)
+        info, ins, todo = shared.info, shared.ins, shared.todo
+        self._walk_rows(todo, info, shared.dup, leaf_norm)
+        self._info = info
+        if info:
+            sigs, wheres, names, lits, flags = zip(*info)
+        else:
+            sigs = wheres = names = lits = flags = ()
+        # the walked rows' inputs, by name
         get = index.get
         rep_n = repeat(n)
+        if like is None:
+            ins = list(map(tuple, map(map, repeat(get), names, repeat(rep_n))))
+        else:
+            for j in todo:
+                ins[j] = tuple(map(get, names[j], rep_n))
+        self.sigs: list[int] = list(sigs)
+        self.wheres: Sequence[tuple] = wheres
+        self.names: Sequence[tuple] = names
+        self.lits: Sequence[tuple] = lits
+        self._flags: Sequence[int] = flags
+        self.ins = ins
+        self.dup = shared.dup
+        self.same_as = shared.same_as
+        self._users: list[list[tuple[int, str]]] | None = None
+        self._refs: list[tuple] | None = None
+
+    def _share(self, like: "Parts", leaf_norm: Callable[[Any, Any], Any] | None) -> "_Shared":
+        """The pieces this side takes from `like`'s rows (sets index and names_unique): a row
+        equal to like's row of the same name shares its pieces unless something forbids it: a
+        dict literal always; a normalizable leaf if a side normalizes, unless both do and
+        normalize each of its leaves alike. Row by row in C (map)."""
+        rows, row_names = self.rows, self._row_names
+        n = len(rows)
+        xs: Sequence[int]
+        block = 1 | 2 if (leaf_norm is not None or like._normalized) else 1
+        positional = like._row_names == row_names
+        if positional:
+            # the same names in the same order (a rank diff): the same index, inputs too
+            self.index = index = like.index
+            self.names_unique = like.names_unique
+            xs = range(n)
+            eqs = list(map(eq, like.rows, rows))
+            flags_x = like._flags
+        else:
+            self.index = index = dict(zip(row_names, range(n)))
+            self.names_unique = len(index) == n
+            ln = len(like.rows)
+            xs = list(map(like.index.get, row_names, repeat(ln)))  # ln: no such row
+            eqs = list(map(eq, map([*like.rows, _NO_ROW].__getitem__, xs), rows))
+            flags_x = list(map([*like._flags, block].__getitem__, xs))
+        ok = list(map(and_, eqs, map(not_, map(and_, flags_x, repeat(block)))))
+        if leaf_norm is not None and like._normalized:
+            l_calls, l_spans = like._calls, like._spans
+            for j in compress(range(n), map(and_, eqs, map(eq, flags_x, repeat(2)))):
+                span = l_spans.get(xs[j])
+                if span is not None and all([leaf_norm(t, v) == r for t, v, r in l_calls[span[0] : span[1]]]):
+                    ok[j] = True
+        if positional:
+            same_as = list(map(sub, map(mul, range(1, n + 1), ok), repeat(1)))  # j, or -1
+            info = list(like._info)
+            ins = list(like.ins)
+        else:
+            same_as = list(map(sub, map(mul, map(add, xs, repeat(1)), ok), repeat(1)))  # x, or -1
+            info = list(map([*like._info, None].__getitem__, same_as))  # -1: None
+            # a shared row's inputs: its inputs in like, each taken to the row of its name here
+            # (a2b); a name that is no row of like (ln), looked up here
+            a2b = [n] * (ln + 1)
+            for j, x in enumerate(xs):  # the last b row of each name, as index has it
+                a2b[x] = j
+            a2b[ln] = n
+            l_ins = [*like.ins, ()]
+            ins = list(map(tuple, map(map, repeat(a2b.__getitem__), map(l_ins.__getitem__, same_as))))
+            for j in compress(range(n), map(contains, map(l_ins.__getitem__, same_as), repeat(ln))):
+                ins[j] = tuple(map(index.get, info[j][2], repeat(n)))
+        dup: set[int] = set()
+        if like.dup:
+            dup.update(j for j, x in enumerate(same_as) if x in like.dup)
+        return _Shared(info, ins, dup, list(compress(range(n), map(not_, ok))), same_as)
+
+    def _walk_rows(
+        self, todo: Iterable[int], info: list[Any], dup: set[int], leaf_norm: Callable[[Any, Any], Any] | None
+    ) -> None:
+        """Each row of `todo`'s pieces into `info` (its index in `dup` where two refs share a path):
+        from the row pool where the row object was seen before, else walked."""
+        rows, calls, spans = self.rows, self._calls, self._spans
         sig_ids = _SIG_IDS
         arg_paths = _ARG_PATHS
         no: tuple = ()
@@ -287,27 +331,6 @@ class Parts:
                 info[j] = (sid, no, no, tuple(lt) if lt else no, fl)
             if not fl & 2:
                 pool[id(row)] = (row, info[j], is_dup)
-        self._info = info
-        if info:
-            sigs, wheres, names, lits, flags = zip(*info)
-        else:
-            sigs = wheres = names = lits = flags = ()
-        # the walked rows' inputs, by name
-        if like is None:
-            ins = list(map(tuple, map(map, repeat(get), names, repeat(rep_n))))
-        else:
-            for j in todo:
-                ins[j] = tuple(map(get, names[j], rep_n))
-        self.sigs: list[int] = list(sigs)
-        self.wheres: Sequence[tuple] = wheres
-        self.names: Sequence[tuple] = names
-        self.lits: Sequence[tuple] = lits
-        self._flags: Sequence[int] = flags
-        self.ins = ins
-        self.dup = dup
-        self.same_as = same_as
-        self._users: list[list[tuple[int, str]]] | None = None
-        self._refs: list[tuple] | None = None
 
     @property
     def refs(self) -> list[tuple]:

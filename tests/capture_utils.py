@@ -25,27 +25,50 @@ def torchrun(nproc: int, *module_and_args: str) -> list[str]:
     ]
 
 
-def run_cli(*args: str, timeout: int = 300, env: dict | None = None) -> subprocess.CompletedProcess:
+CLI = [sys.executable, "-m", "graphtrain_inspect.inspector.cli"]
+
+
+def child_env(extra: dict | None = None) -> dict:
+    """The environment of every program a test starts: this checkout first on PYTHONPATH (the
+    tests' own programs import as tests.programs.*), one OpenMP thread (2 shared cores)."""
     e = dict(os.environ)
     e.setdefault("OMP_NUM_THREADS", "1")
     e["PYTHONPATH"] = os.pathsep.join([str(ROOT), *[p for p in e.get("PYTHONPATH", "").split(os.pathsep) if p]])
-    if env:
-        e.update(env)
-    return subprocess.run(
-        [sys.executable, "-m", "graphtrain_inspect.inspector.cli", *args],
-        cwd=ROOT,
-        env=e,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    if extra:
+        e.update(extra)
+    return e
+
+
+def run_cli(*args: str, timeout: int = 300, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([*CLI, *args], cwd=ROOT, env=child_env(env), capture_output=True, text=True, timeout=timeout)
 
 
 def run_plain(cmd: list[str], timeout: int = 300) -> subprocess.CompletedProcess:
-    e = dict(os.environ)
-    e.setdefault("OMP_NUM_THREADS", "1")
-    e["PYTHONPATH"] = os.pathsep.join([str(ROOT), *[p for p in e.get("PYTHONPATH", "").split(os.pathsep) if p]])
-    return subprocess.run(cmd, cwd=ROOT, env=e, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(cmd, cwd=ROOT, env=child_env(), capture_output=True, text=True, timeout=timeout)
+
+
+def capture(
+    out: Path | str, program: list[str], *options: str, timeout: int = 300, env: dict | None = None
+) -> subprocess.CompletedProcess:
+    """`graphtrain-inspect capture --out OUT [OPTIONS] -- PROGRAM`: one program run under capture,
+    to its end (program: `torchrun(n, module, ...)` or any command line)."""
+    return run_cli("capture", "--out", str(out), *options, "--", *program, timeout=timeout, env=env)
+
+
+def start_capture(
+    out: Path | str, program: list[str], *options: str, env: dict | None = None, stderr: int | None = subprocess.PIPE
+) -> subprocess.Popen:
+    """`capture` as `capture()` runs it, started in the background (the test acts while it runs);
+    its output in .stdout (and .stderr, unless `stderr=subprocess.STDOUT`)."""
+    return subprocess.Popen(
+        [*CLI, "capture", "--out", str(out), *options, "--", *program],
+        cwd=ROOT,
+        env=child_env(env),
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def loss_lines(stdout: str) -> list[str]:

@@ -279,3 +279,12 @@ def _nest(flat: list[int], shape: tuple[int, ...]) -> Any:
         return list(flat)
     step = len(flat) // shape[0]
     return [_nest(flat[i * step : (i + 1) * step], shape[1:]) for i in range(shape[0])]
+
+
+def kinds(findings, severity=("error", "warning")):
+    """(kind, introduced_by) of the findings of these severities, sorted: what a check test compares."""
+    return sorted((f.kind, f.introduced_by) for f in findings if f.severity in severity)
+
+
+def identity_pass(gm):
+    return gm

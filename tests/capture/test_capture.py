@@ -10,7 +10,17 @@ import sys
 import pytest
 
 from graphtrain_inspect.capture import logformat
-from tests.capture_utils import ROOT, loss_lines, payloads, records, run_cli, run_plain, tlparse_exe, torchrun
+from tests.capture_utils import (
+    ROOT,
+    capture,
+    loss_lines,
+    payloads,
+    records,
+    run_cli,
+    run_plain,
+    tlparse_exe,
+    torchrun,
+)
 
 PASSES = "tests.programs.joint_passes"
 
@@ -19,14 +29,8 @@ PASSES = "tests.programs.joint_passes"
 def joint(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("cap")
     out = tmp / "joint"
-    cap = run_cli(
-        "capture",
-        "--out",
-        str(out),
-        "--pass",
-        f"{PASSES}:PIPELINE",
-        "--",
-        *torchrun(2, "tests.programs.joint_step", "--losses", str(tmp / "captured")),
+    cap = capture(
+        out, torchrun(2, "tests.programs.joint_step", "--losses", str(tmp / "captured")), "--pass", f"{PASSES}:PIPELINE"
     )
     assert cap.returncode == 0, cap.stderr[-3000:]
     plain = run_plain(torchrun(2, "tests.programs.joint_step", "--losses", str(tmp / "plain")))

@@ -22,7 +22,7 @@ import orjson
 from graphtrain_inspect.capture import logformat
 from graphtrain_inspect.inspector.read.capture_index import open_capture
 from graphtrain_inspect.inspector.read.logscan import LogFile
-from tests.capture_utils import ROOT, run_cli, torchrun
+from tests.capture_utils import ROOT, capture, run_cli, start_capture, torchrun
 
 PROGRAM = "tests.programs.fault_step"
 
@@ -46,26 +46,7 @@ def test_sigkill_of_one_rank_inside_a_pass(tmp_path):
     names the ranks without an end record and how the command ended."""
     out = tmp_path / "cap"
     hold = tmp_path / "hold"
-    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
-    launcher = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "graphtrain_inspect.inspector.cli",
-            "capture",
-            "--out",
-            str(out),
-            "--no-inductor",
-            "--",
-            *torchrun(2, PROGRAM, "--steps", "3", "--hold", str(hold)),
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        stdin=subprocess.DEVNULL,
-    )
+    launcher = start_capture(out, torchrun(2, PROGRAM, "--steps", "3", "--hold", str(hold)), "--no-inductor")
     deadline = time.time() + 120
     while not all((tmp_path / f"hold.{r}").exists() for r in (0, 1)):
         assert launcher.poll() is None and time.time() < deadline, launcher.communicate()[1][-3000:]
@@ -121,14 +102,10 @@ def test_write_failures_stop_the_capture_not_the_training(tmp_path):
     ends at a whole record (the half-written one is cut off)."""
     out = tmp_path / "cap"
     steps = 10
-    r = run_cli(
-        "capture",
-        "--out",
-        str(out),
-        "--no-inductor",
-        "--",
-        *torchrun(2, PROGRAM, "--steps", str(steps), "--fsize-rank", "1", "--fsize", "30000", "--delete-log-at", "3"),
+    program = torchrun(
+        2, PROGRAM, "--steps", str(steps), "--fsize-rank", "1", "--fsize", "30000", "--delete-log-at", "3"
     )
+    r = capture(out, program, "--no-inductor")
     assert r.returncode == 0, r.stderr[-3000:]
     assert _steps(r.stdout, 0) == _steps(r.stdout, 1) == _expected(steps)
     assert "rank 1 stopped capturing" in r.stderr and "bytes of rank 1's log; training goes on" in r.stderr

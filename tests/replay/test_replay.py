@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import pickle
 import shutil
 import subprocess
@@ -21,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from graphtrain_inspect.capture import logformat
-from tests.capture_utils import ROOT, Plant, rewrite_log, run_cli
+from tests.capture_utils import ROOT, Plant, child_env, rewrite_log, run_cli, start_capture
 
 ALL_BUGS = ("device-literal", "rank-baked", "rank-divergent", "stale-symbol")
 SETUP = "tests.programs.replay_sample:bugs_from_argv"
@@ -35,13 +34,6 @@ SAMPLE_PASSES = [
     "resolve_coordinates",
     "place_devices",
 ]
-
-
-def _env() -> dict:
-    e = dict(os.environ)
-    e.setdefault("OMP_NUM_THREADS", "1")
-    e["PYTHONPATH"] = os.pathsep.join([str(ROOT), *[p for p in e.get("PYTHONPATH", "").split(os.pathsep) if p]])
-    return e
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -60,26 +52,11 @@ def _sample_switches_restored():
 def captures(sample_capture, tmp_path_factory):
     """(sample capture dir, compile capture dir): the compile capture runs while the sample is captured."""
     out = tmp_path_factory.mktemp("replay") / "compile"
-    e = _env()
-    e["TORCHINDUCTOR_COMPILE_THREADS"] = "1"  # no worker pool: less to start on 2 cores
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "graphtrain_inspect.inspector.cli",
-            "capture",
-            "--out",
-            str(out),
-            "--",
-            sys.executable,
-            "-m",
-            "tests.programs.replay_compile",
-        ],
-        cwd=ROOT,
-        env=e,
-        stdout=subprocess.PIPE,
+    proc = start_capture(
+        out,
+        [sys.executable, "-m", "tests.programs.replay_compile"],
+        env={"TORCHINDUCTOR_COMPILE_THREADS": "1"},  # no worker pool: less to start on 2 cores
         stderr=subprocess.STDOUT,
-        text=True,
     )
     try:
         sample = sample_capture(*ALL_BUGS)
@@ -105,7 +82,7 @@ def replay(*args: str, stdin: str | None = None, timeout: int = 300) -> subproce
     return subprocess.run(
         [sys.executable, "-m", "graphtrain_inspect.inspector.cli", "replay", *args, "--color", "never"],
         cwd=ROOT,
-        env=_env(),
+        env=child_env(),
         input=stdin,
         capture_output=True,
         text=True,
@@ -485,5 +462,7 @@ def test_command_imports_torch_only_when_it_runs():
         "graphtrain_inspect.inspector.replay.plan, graphtrain_inspect.inspector.replay.view; print('torch' in "
         "sys.modules)"
     )
-    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=child_env(), capture_output=True, text=True, timeout=60
+    )
     assert r.stdout.strip() == "False", r.stdout + r.stderr

@@ -243,6 +243,39 @@ def _rank_signature(rank_entry: dict) -> tuple:
 
 
 def render(data: dict[str, Any], st: Style, fold: bool = True) -> list[str]:
+    lines = _head_lines(data, st)
+    seen: dict[tuple, int] = {}
+    for entry in data["ranks"]:
+        r = entry["rank"]
+        sig = _rank_signature(entry)
+        info = (
+            f"{len(entry['passes'])} passes, {entry['graphs']} graphs, {entry['records']} records, "
+            f"{fmt_bytes(entry['bytes'])}"
+        )
+        errs = entry["capture_errors"]
+        extra = _rank_state(entry, st)
+        where = f"  pid {entry['pid']} on {entry['host']}" if entry.get("pid") else ""
+        lines.append("")
+        if fold and sig in seen and sig:
+            lines.append(
+                st(f"rank {r}", "bold", "cyan")
+                + f": {info}{where}; same passes and graphs as rank {seen[sig]}"
+                + (f"  [{', '.join(extra)}]" if extra else "")
+            )
+            lines.extend(_error_lines(errs, st))
+            continue
+        seen.setdefault(sig, r)
+        lines.append(
+            st(f"rank {r}", "bold", "cyan") + f": {info}{where}" + (f"  [{', '.join(extra)}]" if extra else "")
+        )
+        lines.extend(_pipeline_lines(entry, st))
+        lines.extend(ls_compile.rows(entry.get("compile"), st))
+        lines.extend(_error_lines(errs, st))
+    return lines + _tail_lines(data, st)
+
+
+def _head_lines(data: dict[str, Any], st: Style) -> list[str]:
+    """The capture's line (path, kind, status, torch, ranks) and what is said of it as a whole."""
     lines: list[str] = []
     m = data.get("manifest") or {}
     head = f"{data['path']}  {data['kind']}"
@@ -270,73 +303,67 @@ def render(data: dict[str, Any], st: Style, fold: bool = True) -> list[str]:
         lines.append(f"graphs: {agreement.get('line') or agreement.get('skipped')}")
     if data.get("torch_trace"):
         lines.append(f"torch's own TORCH_TRACE logs: {data['torch_trace']} (ls --source torch)")
-    seen: dict[tuple, int] = {}
-    for entry in data["ranks"]:
-        r = entry["rank"]
-        sig = _rank_signature(entry)
-        info = (
-            f"{len(entry['passes'])} passes, {entry['graphs']} graphs, {entry['records']} records, "
-            f"{fmt_bytes(entry['bytes'])}"
-        )
-        errs = entry["capture_errors"]
-        raised = sum(1 for p in entry["passes"] if p["status"] == "raised")
-        incomplete = sum(1 for p in entry["passes"] if p["status"] == "incomplete")
-        extra = []
-        if errs:
-            extra.append(st(f"{len(errs)} capture errors", "yellow"))
-        if raised:
-            extra.append(st(f"{raised} passes raised", "red"))
-        if incomplete:
-            extra.append(st(f"{incomplete} unfinished", "red"))
-        if entry.get("stopped"):
-            extra.append(st(f"capture stopped writing: {entry['stopped']}", "red"))
-        elif entry["complete"] is False and entry.get("exit"):
-            ex, n = entry["exit"], sum(1 for p in entry["passes"] if p["status"] != "incomplete")
-            how = f"killed by {ex['signal']}" if ex.get("signal") else f"exited with code {ex['exit_code']}"
-            extra.append(st(f"rank {entry['rank']} {how} after {n} passes (no end record)", "red"))
-        elif entry["complete"] is False:
-            extra.append(st("no end record (killed or still running)", "red"))
-        where = f"  pid {entry['pid']} on {entry['host']}" if entry.get("pid") else ""
-        lines.append("")
-        if fold and sig in seen and sig:
-            lines.append(
-                st(f"rank {r}", "bold", "cyan")
-                + f": {info}{where}; same passes and graphs as rank {seen[sig]}"
-                + (f"  [{', '.join(extra)}]" if extra else "")
-            )
-            lines.extend(_error_lines(errs, st))
-            continue
-        seen.setdefault(sig, r)
-        lines.append(
-            st(f"rank {r}", "bold", "cyan") + f": {info}{where}" + (f"  [{', '.join(extra)}]" if extra else "")
-        )
-        cols = Columns.measure(entry)
-        pipeline = None
-        for p in entry["passes"]:
-            if p["pipeline"] != pipeline:
-                if pipeline is not None:
-                    lines.extend(ls_output_code.rows(entry, pipeline, st, cols.row, fmt_bytes))
-                pipeline = p["pipeline"]
-                cid = f" (compile {p['compile_id']})" if p.get("compile_id") else ""
-                if p.get("origin") == "loaded":
-                    made = p.get("loaded_from") or []
-                    cid += f" on a loaded graph ({'made by rank ' + format_ranks(made) if made else 'unpickled'})"
-                if p.get("module"):
-                    cid += f" in {p['module']}"
-                lines.append(st(f"  pipeline {pipeline}{cid}", "bold"))
-                lines.append(cols.header(st))
-                b = p["before"]
-                if b["gid"] and p["traced"]:
-                    lines.append(cols.row("trace", "", b["gid"], "", _n(b["nodes"]), "", "", "", st))
-            lines.extend(_pass_lines(p, st, cols))
-        if pipeline is not None:
-            lines.extend(ls_output_code.rows(entry, pipeline, st, cols.row, fmt_bytes))
-        loose = ls_output_code.rows(entry, None, st, cols.row, fmt_bytes)
-        if loose:
-            lines.append(st("  generated code of graphs no listed pipeline made", "bold"))
-            lines.extend(loose)
-        lines.extend(ls_compile.rows(entry.get("compile"), st))
-        lines.extend(_error_lines(errs, st))
+    return lines
+
+
+def _rank_state(entry: dict[str, Any], st: Style) -> list[str]:
+    """What went wrong on the rank, for its line: capture errors, raised and unfinished passes, how it ended."""
+    errs = entry["capture_errors"]
+    raised = sum(1 for p in entry["passes"] if p["status"] == "raised")
+    incomplete = sum(1 for p in entry["passes"] if p["status"] == "incomplete")
+    extra = []
+    if errs:
+        extra.append(st(f"{len(errs)} capture errors", "yellow"))
+    if raised:
+        extra.append(st(f"{raised} passes raised", "red"))
+    if incomplete:
+        extra.append(st(f"{incomplete} unfinished", "red"))
+    if entry.get("stopped"):
+        extra.append(st(f"capture stopped writing: {entry['stopped']}", "red"))
+    elif entry["complete"] is False and entry.get("exit"):
+        ex, n = entry["exit"], sum(1 for p in entry["passes"] if p["status"] != "incomplete")
+        how = f"killed by {ex['signal']}" if ex.get("signal") else f"exited with code {ex['exit_code']}"
+        extra.append(st(f"rank {entry['rank']} {how} after {n} passes (no end record)", "red"))
+    elif entry["complete"] is False:
+        extra.append(st("no end record (killed or still running)", "red"))
+    return extra
+
+
+def _pipeline_lines(entry: dict[str, Any], st: Style) -> list[str]:
+    """The rank's pipelines, each a table of its passes then its generated code; code no listed
+    pipeline made last."""
+    lines: list[str] = []
+    cols = Columns.measure(entry)
+    pipeline = None
+    for p in entry["passes"]:
+        if p["pipeline"] != pipeline:
+            if pipeline is not None:
+                lines.extend(ls_output_code.rows(entry, pipeline, st, cols.row, fmt_bytes))
+            pipeline = p["pipeline"]
+            cid = f" (compile {p['compile_id']})" if p.get("compile_id") else ""
+            if p.get("origin") == "loaded":
+                made = p.get("loaded_from") or []
+                cid += f" on a loaded graph ({'made by rank ' + format_ranks(made) if made else 'unpickled'})"
+            if p.get("module"):
+                cid += f" in {p['module']}"
+            lines.append(st(f"  pipeline {pipeline}{cid}", "bold"))
+            lines.append(cols.header(st))
+            b = p["before"]
+            if b["gid"] and p["traced"]:
+                lines.append(cols.row("trace", "", b["gid"], "", _n(b["nodes"]), "", "", "", st))
+        lines.extend(_pass_lines(p, st, cols))
+    if pipeline is not None:
+        lines.extend(ls_output_code.rows(entry, pipeline, st, cols.row, fmt_bytes))
+    loose = ls_output_code.rows(entry, None, st, cols.row, fmt_bytes)
+    if loose:
+        lines.append(st("  generated code of graphs no listed pipeline made", "bold"))
+        lines.extend(loose)
+    return lines
+
+
+def _tail_lines(data: dict[str, Any], st: Style) -> list[str]:
+    """After the ranks: the nodes note, torch's compile note, unsigned files, reading problems."""
+    lines: list[str] = []
     if any(e["passes"] for e in data["ranks"]):
         lines.append("")
         lines.append(

@@ -214,27 +214,80 @@ def run(args: argparse.Namespace) -> int:
     cmd = list(args.cmd)
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
-    if not cmd:
-        return _fail("no command given: graphtrain-inspect capture [options] -- torchrun --nproc-per-node 2 train.py")
-    for t in args.passes:
-        try:
-            parse_target(t)
-        except TargetError as e:
-            return _fail(str(e))
-    sim_problem = _simulate_options_problem(args, cmd)
-    if sim_problem:
-        return _fail(sim_problem)
-    problem = _command_problem(cmd[0])
+    problem = _arguments_problem(args, cmd)
     if problem:
-        return _fail(f"{problem} (nothing was run, nothing was written)")
+        return _fail(problem)
     out = os.path.abspath(args.out or _default_out())
     try:
         made = claim(out)
     except ClaimRefused as e:
         return _fail(f"{e} (nothing was run)")
 
-    env = dict(os.environ)
     run_id = uuid.uuid4().hex  # every rank's header names it: a log of another run is told apart
+    env = _worker_env(args, out, run_id)
+    manifest = _first_manifest(args, cmd, env, run_id)
+    try:
+        write_manifest(out, manifest, first=True)
+    except OSError as e:
+        release(out, made)
+        return _fail(f"cannot write {_manifest_path(out)}: {e.strerror or e} (nothing was run)")
+
+    if args.simulate_world:
+        code, sig = simulated_run(cmd, env, args, out, manifest)
+    else:
+        try:
+            child = subprocess.Popen(cmd, env=env)
+        except OSError as e:
+            # Nothing ran: leave --out as it was, so the same command, fixed, can use it.
+            release(out, made)
+            return _fail(f"cannot run {cmd[0]!r}: {e.strerror or e} (nothing was run; {out} left as it was)")
+        code, sig = _wait_child(child)
+
+    summaries = summarize(out)
+    free = free_bytes(out)
+    disk_full = (free is not None and free < DISK_FULL_BYTES) or any(
+        "ENOSPC" in (s.stopped or "") or "EDQUOT" in (s.stopped or "") for s in summaries
+    )
+    _end_manifest(manifest, summaries, code, sig, free, disk_full)
+    signed = ""
+    if not os.path.isdir(out):
+        print(
+            f"graphtrain-inspect capture: the capture directory {out} was removed while the command ran; "
+            "nothing was kept",
+            file=sys.stderr,
+        )
+    else:
+        try:
+            write_manifest(out, manifest)
+        except OSError as e:
+            print(f"graphtrain-inspect capture: could not update {_manifest_path(out)}: {e}", file=sys.stderr)
+        signed = _sign(out)
+    _print_summary(out, args, summaries, code, sig, signed, disk_full, free)
+    return code
+
+
+def _arguments_problem(args: argparse.Namespace, cmd: list[str]) -> str | None:
+    """Why the command cannot be run as given (nothing run, nothing written), or None."""
+    if not cmd:
+        return "no command given: graphtrain-inspect capture [options] -- torchrun --nproc-per-node 2 train.py"
+    for t in args.passes:
+        try:
+            parse_target(t)
+        except TargetError as e:
+            return str(e)
+    sim_problem = _simulate_options_problem(args, cmd)
+    if sim_problem:
+        return sim_problem
+    problem = _command_problem(cmd[0])
+    if problem:
+        return f"{problem} (nothing was run, nothing was written)"
+    return None
+
+
+def _worker_env(args: argparse.Namespace, out: str, run_id: str) -> dict[str, str]:
+    """The command's environment: the bootstrap on PYTHONPATH (it starts the capture in every
+    worker) and the capture's settings."""
+    env = dict(os.environ)
     here = os.path.dirname(os.path.abspath(__file__))
     bootstrap = os.path.join(here, "bootstrap")
     env["PYTHONPATH"] = os.pathsep.join([bootstrap, *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]])
@@ -249,12 +302,16 @@ def run(args: argparse.Namespace) -> int:
             env.setdefault(name, value)
     if args.torch_trace:
         env["TORCH_TRACE"] = os.path.join(out, "torch_trace")
+    return env
 
+
+def _first_manifest(args: argparse.Namespace, cmd: list[str], env: dict[str, str], run_id: str) -> dict[str, Any]:
+    """The manifest written before the command starts (status running)."""
     try:
         user = getpass.getuser()
     except Exception:  # noqa: BLE001
         user = str(os.getuid())
-    manifest: dict[str, Any] = {
+    return {
         "format": logformat.FORMAT_NAME,
         "format_version": logformat.FORMAT_VERSION,
         "command": cmd,
@@ -279,24 +336,12 @@ def run(args: argparse.Namespace) -> int:
         },
         "ranks": {},
     }
-    try:
-        write_manifest(out, manifest, first=True)
-    except OSError as e:
-        release(out, made)
-        return _fail(f"cannot write {_manifest_path(out)}: {e.strerror or e} (nothing was run)")
 
-    if args.simulate_world:
-        code, sig = simulated_run(cmd, env, args, out, manifest)
-    else:
-        try:
-            child = subprocess.Popen(cmd, env=env)
-        except OSError as e:
-            # Nothing ran: leave --out as it was, so the same command, fixed, can use it.
-            release(out, made)
-            return _fail(f"cannot run {cmd[0]!r}: {e.strerror or e} (nothing was run; {out} left as it was)")
-        code, sig = _wait_child(child)
 
-    summaries = summarize(out)
+def _end_manifest(
+    manifest: dict[str, Any], summaries: list, code: int, sig: str | None, free: int | None, disk_full: bool
+) -> None:
+    """The manifest once the command ended: how, and each rank's log as the launcher found it."""
     manifest["ended"] = time.time()
     manifest["exit_code"] = code
     manifest["signal"] = sig
@@ -306,10 +351,6 @@ def run(args: argparse.Namespace) -> int:
     manifest["incomplete_ranks"] = [s.rank for s in summaries if s.state() != "complete"]
     manifest["stopped_ranks"] = {str(s.rank): s.stopped for s in summaries if s.stopped}
     manifest["still_running"] = {str(s.rank): s.alive for s in summaries if s.alive}
-    free = free_bytes(out)
-    disk_full = (free is not None and free < DISK_FULL_BYTES) or any(
-        "ENOSPC" in (s.stopped or "") or "EDQUOT" in (s.stopped or "") for s in summaries
-    )
     manifest["disk"] = {"free_bytes": free, "full": disk_full}
     # What went wrong, said once each: a failed write (where), a rank killed or exited without its end
     manifest["problems"] = [
@@ -320,21 +361,6 @@ def run(args: argparse.Namespace) -> int:
     ]  # fmt: skip
     if "simulated" in manifest:
         manifest["simulated"]["stopped_after_passes"] = [s.rank for s in summaries if s.stopped_after_passes]
-    signed = ""
-    if not os.path.isdir(out):
-        print(
-            f"graphtrain-inspect capture: the capture directory {out} was removed while the command ran; "
-            "nothing was kept",
-            file=sys.stderr,
-        )
-    else:
-        try:
-            write_manifest(out, manifest)
-        except OSError as e:
-            print(f"graphtrain-inspect capture: could not update {_manifest_path(out)}: {e}", file=sys.stderr)
-        signed = _sign(out)
-    _print_summary(out, args, summaries, code, sig, signed, disk_full, free)
-    return code
 
 
 def _sign(out: str) -> str:

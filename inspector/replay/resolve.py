@@ -184,7 +184,36 @@ def inductor_pass(rec: "PassRecord", gm: torch.fx.GraphModule) -> PassFn:
     config slots as objects without a name, and the partitioner (see `partitioner_pass`).
     """
     name, sub, qual = rec.name, rec.subsystem, rec.qualname or ""
-    modname = _INDUCTOR_MODULES.get(sub or "")
+    own = _inductor_closure(rec, gm)
+    if own is not None:
+        return own
+    m = re.fullmatch(r"pass_pattern_(\d+)", name)
+    if qual.endswith(":PatternMatcherPass.apply") or m:
+        return _pattern_pass(rec, gm, m)
+    if not qual:
+        raise CannotReplay(
+            f"#{rec.seq} {name} ({sub}): the capture recorded no module:qualname (a functools.partial or a "
+            "callable object in a config slot); give the function with --fn MODULE:FUNC"
+        )
+    if "<locals>" in qual or "<lambda>" in qual:
+        raise CannotReplay(
+            f"#{rec.seq} {name} ({sub}) is {qual}, a closure inside an Inductor function: it has no "
+            "importable name; give an equivalent function with --fn MODULE:FUNC"
+        )
+    mod_name, _, attr = qual.partition(":")
+    if "." in attr:
+        raise CannotReplay(
+            f"#{rec.seq} {name} ({sub}) is the method {qual} of an object the capture did not record; "
+            "give an equivalent function with --fn MODULE:FUNC"
+        )
+    fn = _unwrap(import_target(qual))
+    return PassFn(fn, graph_or_gm(fn), qual, (name, sub))
+
+
+def _inductor_closure(rec: "PassRecord", gm: torch.fx.GraphModule) -> PassFn | None:
+    """The three of Inductor's own closures replay knows (group_batch_fusion_passes, pre- and
+    post-grad, and reinplace_inplaceable_ops), as Inductor makes them; None for any other pass."""
+    name, sub, qual = rec.name, rec.subsystem, rec.qualname or ""
     key = (sub, name)
     if key == ("pre_grad_passes", "group_batch_fusion_passes") or (
         key == ("post_grad_passes", "post_grad_custom_pre_pass") and not qual
@@ -223,58 +252,46 @@ def inductor_pass(rec: "PassRecord", gm: torch.fx.GraphModule) -> PassFn:
                 "(Inductor makes it at the start of post_grad_passes)"
             ],
         )
-    m = re.fullmatch(r"pass_pattern_(\d+)", name)
-    if qual.endswith(":PatternMatcherPass.apply") or m:
-        if modname is None:
-            raise CannotReplay(
-                f"#{rec.seq} {name}: a pattern-matcher pass of subsystem {sub!r}, which replay does not know"
-            )
-        mod = importlib.import_module(modname)
-        obj = None
-        if m and sub in ("joint_graph_passes", "post_grad_passes"):
-            pats = getattr(mod, "pass_patterns", None)
-            if isinstance(pats, (list, tuple)) and int(m.group(1)) < len(pats):
-                obj = pats[int(m.group(1))]
-        if obj is None:
-            cand = getattr(mod, name, None)
+    return None
+
+
+def _pattern_pass(rec: "PassRecord", gm: torch.fx.GraphModule, m: "re.Match[str] | None") -> PassFn:
+    """A pattern-matcher pass: `pass_pattern_<i>` of the joint or post-grad subsystem (`m`), or one
+    named by its module attribute or its module's pattern table."""
+    name, sub = rec.name, rec.subsystem
+    modname = _INDUCTOR_MODULES.get(sub or "")
+    if modname is None:
+        raise CannotReplay(
+            f"#{rec.seq} {name}: a pattern-matcher pass of subsystem {sub!r}, which replay does not know"
+        )
+    mod = importlib.import_module(modname)
+    obj = None
+    if m and sub in ("joint_graph_passes", "post_grad_passes"):
+        pats = getattr(mod, "pass_patterns", None)
+        if isinstance(pats, (list, tuple)) and int(m.group(1)) < len(pats):
+            obj = pats[int(m.group(1))]
+    if obj is None:
+        cand = getattr(mod, name, None)
+        if cand is not None and hasattr(cand, "apply"):
+            obj = cand
+    if obj is None:
+        for table in ("PRE_GRAD_PATTERNS", "POST_GRAD_PATTERNS"):
+            cand = (getattr(mod, table, None) or {}).get(name)
             if cand is not None and hasattr(cand, "apply"):
                 obj = cand
-        if obj is None:
-            for table in ("PRE_GRAD_PATTERNS", "POST_GRAD_PATTERNS"):
-                cand = (getattr(mod, table, None) or {}).get(name)
-                if cand is not None and hasattr(cand, "apply"):
-                    obj = cand
-                    break
-        if obj is None:
-            raise CannotReplay(f"#{rec.seq} {name} ({sub}): no pattern-matcher pass of that name in {modname}")
-        lazy = getattr(mod, "lazy_init", None)
-        if callable(lazy):
-            _lazy_init(lazy, gm)
-        return PassFn(
-            obj.apply,
-            "graph",
-            f"{modname}:{name} (PatternMatcherPass.apply)",
-            (name, sub),
-            ["patterns registered by this process's Inductor config (the capture does not record the config)"],
-        )
-    if not qual:
-        raise CannotReplay(
-            f"#{rec.seq} {name} ({sub}): the capture recorded no module:qualname (a functools.partial or a "
-            "callable object in a config slot); give the function with --fn MODULE:FUNC"
-        )
-    if "<locals>" in qual or "<lambda>" in qual:
-        raise CannotReplay(
-            f"#{rec.seq} {name} ({sub}) is {qual}, a closure inside an Inductor function: it has no "
-            "importable name; give an equivalent function with --fn MODULE:FUNC"
-        )
-    mod_name, _, attr = qual.partition(":")
-    if "." in attr:
-        raise CannotReplay(
-            f"#{rec.seq} {name} ({sub}) is the method {qual} of an object the capture did not record; "
-            "give an equivalent function with --fn MODULE:FUNC"
-        )
-    fn = _unwrap(import_target(qual))
-    return PassFn(fn, graph_or_gm(fn), qual, (name, sub))
+                break
+    if obj is None:
+        raise CannotReplay(f"#{rec.seq} {name} ({sub}): no pattern-matcher pass of that name in {modname}")
+    lazy = getattr(mod, "lazy_init", None)
+    if callable(lazy):
+        _lazy_init(lazy, gm)
+    return PassFn(
+        obj.apply,
+        "graph",
+        f"{modname}:{name} (PatternMatcherPass.apply)",
+        (name, sub),
+        ["patterns registered by this process's Inductor config (the capture does not record the config)"],
+    )
 
 
 def _lazy_init(lazy: Callable, gm: torch.fx.GraphModule) -> None:

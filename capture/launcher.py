@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 import uuid
-from typing import Any
+from typing import Any, Callable
 
 import orjson
 
@@ -682,25 +682,7 @@ def simulated_run(
         first = [explicit[0]] if explicit else [0]
         say(f"simulating {n} ranks on hosts of {k} (fake process group); rank {first[0]} first")
         runs = simulate.run_ranks(cmd, first, env_of, 1, lambda: bool(received), record)
-        if explicit:
-            ranks, sim["chosen_by"] = explicit, "--simulate-ranks"
-            sim["reasons"] = [f"rank {r}: named" for r in explicit]
-        else:
-            meshes = simulate.Meshes()
-            if getattr(args, "mesh_shape", None):
-                names, shape = args.mesh_shape
-                meshes = simulate.Meshes(simulate.mesh_coords(names, shape), f"--mesh {args.mesh}")
-            else:
-                table = simulate.rank_table_of(out, 0)
-                if table:
-                    meshes = simulate.meshes_from_table(table, n)
-            ranks, sim["reasons"] = simulate.choose_ranks(n, k, meshes)
-            sim["chosen_by"] = "default"
-            sim["mesh_source"] = meshes.source or None
-            how = meshes.source or "no mesh spanning the world in rank 0's capture: ranks, local ranks and hosts only"
-            say(f"ranks chosen ({how}): {simulate.format_ranks(ranks)}")
-            for line in sim["reasons"]:
-                say(f"  {line}")
+        ranks = _simulated_ranks(args, out, sim, say)
         sim["ranks"] = ranks
         rest = [r for r in ranks if r != first[0]]
         if runs and runs[0].code and rest:
@@ -722,6 +704,33 @@ def simulated_run(
     code = bad[0].code if bad else 0
     sig = received[0] if received else (bad[0].signal if bad else None)
     return int(code or 0), sig
+
+
+def _simulated_ranks(args: argparse.Namespace, out: str, sim: dict[str, Any], say: Callable[[str], None]) -> list[int]:
+    """The ranks to simulate (noted in `sim`): those named, else a choice covering each mesh
+    coordinate (the mesh from --mesh, or from rank 0's rank table, once it ran)."""
+    n, k = args.simulate_world, args.local_world_size
+    explicit = getattr(args, "simulate_rank_list", None)
+    if explicit:
+        sim["chosen_by"] = "--simulate-ranks"
+        sim["reasons"] = [f"rank {r}: named" for r in explicit]
+        return explicit
+    meshes = simulate.Meshes()
+    if getattr(args, "mesh_shape", None):
+        names, shape = args.mesh_shape
+        meshes = simulate.Meshes(simulate.mesh_coords(names, shape), f"--mesh {args.mesh}")
+    else:
+        table = simulate.rank_table_of(out, 0)
+        if table:
+            meshes = simulate.meshes_from_table(table, n)
+    ranks, sim["reasons"] = simulate.choose_ranks(n, k, meshes)
+    sim["chosen_by"] = "default"
+    sim["mesh_source"] = meshes.source or None
+    how = meshes.source or "no mesh spanning the world in rank 0's capture: ranks, local ranks and hosts only"
+    say(f"ranks chosen ({how}): {simulate.format_ranks(ranks)}")
+    for line in sim["reasons"]:
+        say(f"  {line}")
+    return ranks
 
 
 def _print_tail(path: str, lines: int = 15) -> None:

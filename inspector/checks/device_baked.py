@@ -239,7 +239,7 @@ def _observe_own(ctx: CheckContext, key, group: list[int]) -> list[Observation]:
 
 def run(ctx: CheckContext) -> list:
     coor, compiling = compile_on_one_rank(ctx)
-    cache: dict[tuple[int, str], list[Observation]] = {}
+    cache: dict[tuple, list[Observation]] = {}
     unknown_own: set[int] = set()
 
     def observe(stage):

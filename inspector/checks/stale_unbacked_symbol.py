@@ -31,6 +31,7 @@ from graphtrain_inspect.inspector.checks.rank_classes import class_rep_stage
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext, Observation
 from graphtrain_inspect.inspector.diff.graph_diff import _no_gc
 from graphtrain_inspect.inspector.read.graphmodel import GraphTables, SubGraph, row_symbols
+from graphtrain_inspect.inspector.read.stages import Stage
 
 KIND = "stale-unbacked-symbol"
 DESCRIPTION = "unbacked symbols that no node in scope binds (root or nested subgraph, placeholders included)"
@@ -432,7 +433,7 @@ def _same_symbol_maps(ctx: CheckContext, a, b) -> bool:
     return sa is not None and sb is not None and {**sa, "gid": None} == {**sb, "gid": None}
 
 
-def _same_symbols_as_ref(ctx: CheckContext, stage) -> object | None:
+def _same_symbols_as_ref(ctx: CheckContext, stage: Stage) -> Stage | None:
     """The reference rank's stage for this one when their graphs agree on every row that names an
     unbacked symbol (the rank diff lists every other difference) and their symbol maps are the
     same record: its observations hold here too, node names included."""

@@ -23,6 +23,7 @@ from graphtrain_inspect.inspector.read.stages import TRACE, Stage, StageIndex, S
 from graphtrain_inspect.inspector.read.weighted_cache import WeightedLRU
 
 if TYPE_CHECKING:
+    from graphtrain_inspect.inspector.checks.rank_classes import RankClasses
     from graphtrain_inspect.inspector.read.capture_index import Capture
 
 
@@ -155,7 +156,7 @@ class CheckContext:
         self._norm = WeightedLRU(8, 8)
         self._rdiff = WeightedLRU(_RDIFF_NODES, 1 << 16)
         self._groups: list[list[int]] | None = None
-        self._classes = None
+        self._classes: RankClasses | None = None
         self._vectors: dict[str, dict[int, int]] | None = None
         # check kind -> results made by other processes (check -j), by what the check keys them on
         self.prefetched: dict[str, dict[Any, Any]] = {}

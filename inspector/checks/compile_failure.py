@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from graphtrain_inspect.inspector.checks.compile_findings import finding, fold, story, where_key, whose
 from graphtrain_inspect.inspector.checks.findings import Finding
+from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
 from graphtrain_inspect.inspector.read.compile_events import BREAK_FAIL_TYPES
 
 KIND = "compile-failure"
 DESCRIPTION = "a torch.compile that failed: fell back to eager or raised (a graph break under fullgraph=True included)"
 
 
-def run(ctx) -> list[Finding]:
+def run(ctx: CheckContext) -> list[Finding]:
     out = []
     for e, ranks, _ in fold(story(ctx).events(kinds=("failure",)), where_key):
         fullgraph = e.fail_type in BREAK_FAIL_TYPES and not e.fell_back

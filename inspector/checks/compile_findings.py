@@ -8,7 +8,7 @@ user frame of the event (file, line, code, fn), `evidence` the event as `ls --js
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from graphtrain_inspect.inspector.checks.findings import Finding
 from graphtrain_inspect.inspector.read.compile_events import (
@@ -21,10 +21,13 @@ from graphtrain_inspect.inspector.read.compile_events import (
     torch_own,
 )
 
+if TYPE_CHECKING:
+    from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
+
 INTRODUCED_BY = "dynamo"
 
 
-def story(ctx: Any) -> CompileStory:
+def story(ctx: CheckContext) -> CompileStory:
     """torch's own compile story; without torch's logs, the compiles the capture's own records
     show (`capture_compiles`: compile ids and recompiles, enough for rank-divergent-compile and
     recompile), and graph breaks and failures are not checked."""
@@ -82,7 +85,13 @@ def pipeline_key(cap: Any, rank: int, compile_id: str) -> str:
 
 
 def finding(
-    kind: str, severity: str, e: CompileEvent, ranks: list[int], message: str, ctx: Any = None, **extra: Any
+    kind: str,
+    severity: str,
+    e: CompileEvent,
+    ranks: list[int],
+    message: str,
+    ctx: CheckContext | None = None,
+    **extra: Any,
 ) -> Finding:
     st = compile_story_fn_name(e)
     src = e.frame.to_json() if e.frame is not None else None

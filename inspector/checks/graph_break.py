@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from graphtrain_inspect.inspector.checks.compile_findings import finding, fold, story, where_key, whose
 from graphtrain_inspect.inspector.checks.findings import Finding
+from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
 
 KIND = "graph-break"
 DESCRIPTION = "a graph break in a compiled function (reason, user line, resume function)"
 
 
-def run(ctx) -> list[Finding]:
+def run(ctx: CheckContext) -> list[Finding]:
     s = story(ctx)
     out = []
     explained: set[tuple] = set()

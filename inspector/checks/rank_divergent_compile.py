@@ -17,6 +17,7 @@ from typing import Any
 
 from graphtrain_inspect.inspector.checks.compile_findings import INTRODUCED_BY, pipeline_key, story
 from graphtrain_inspect.inspector.checks.findings import Finding
+from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
 from graphtrain_inspect.inspector.read.compile_events import CompileInfo, short_path
 
 KIND = "rank-divergent-compile"
@@ -52,7 +53,7 @@ def _what(c: CompileInfo | None) -> str:
     return "; ".join(parts)
 
 
-def run(ctx) -> list[Finding]:
+def run(ctx: CheckContext) -> list[Finding]:
     s = story(ctx)
     ranks = sorted(s.by_rank)
     if len(ranks) < 2:

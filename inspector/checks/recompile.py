@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from graphtrain_inspect.inspector.checks.compile_findings import finding, fold, story
 from graphtrain_inspect.inspector.checks.findings import Finding
+from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
 
 KIND = "recompile"
 DESCRIPTION = "a frame compiled again because a guard failed (the guard)"
 
 
-def run(ctx) -> list[Finding]:
+def run(ctx: CheckContext) -> list[Finding]:
     out = []
     for e, ranks, _ in fold(
         story(ctx).events(kinds=("recompile",)), lambda e: (e.compile_id, e.frame and e.frame.where(), e.guard)

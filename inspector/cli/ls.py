@@ -371,11 +371,12 @@ class Columns:
                 gids.append(a["gid"] or "")
                 counts.append(_n(a["nodes"]))
         gids.extend(oc["oid"] or "" for oc in entry.get("output_code") or [])
+        # max over lists, never max(5, *xs): a rank that ran no pass has no gids or counts at all
         return cls(
             name=min(NAME_MAX, max(map(len, names))),
-            role=max(map(len, roles), default=0) and max(4, *map(len, roles)),
-            gid=max(5, *map(len, gids)),
-            nodes=max(4, *map(len, counts)),
+            role=max(map(len, roles), default=0) and max([4, *map(len, roles)]),
+            gid=max([5, *map(len, gids)]),
+            nodes=max([4, *map(len, counts)]),
         )
 
     def row(

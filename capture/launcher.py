@@ -23,6 +23,7 @@ import orjson
 
 from graphtrain_inspect.capture import fake_world, logformat, session, signing, simulate
 from graphtrain_inspect.capture.named_passes import TargetError, parse_target
+from graphtrain_inspect.capture.pass_lookup import why_unresolvable
 from graphtrain_inspect.capture.summary import RankSummary, summarize
 
 # Variables that shape a run and are worth keeping in the manifest.
@@ -174,6 +175,9 @@ def run(args: argparse.Namespace) -> int:
             parse_target(t)
         except TargetError as e:
             return _fail(str(e))
+        unresolvable = why_unresolvable(t)  # a typo ends here, before any training runs
+        if unresolvable:
+            return _fail(f"{unresolvable} (nothing was run)")
     sim_problem = _simulate_options_problem(args, cmd)
     if sim_problem:
         return _fail(sim_problem)

@@ -1,0 +1,86 @@
+"""A `--pass` that cannot resolve ends `capture` at once with one line naming it and why, exit 2,
+before anything runs (issue 32: a typo exited 0 with an unexplained capture error)."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+
+import pytest
+
+from graphtrain_inspect.capture.pass_lookup import why_unresolvable
+from tests.capture_utils import run_cli
+
+
+@pytest.fixture
+def pkg(tmp_path, monkeypatch):
+    """A package `gtiuser` on sys.path whose import would fail loudly: the lookup must not run it."""
+    root = tmp_path / "gtiuser"
+    root.mkdir()
+    (root / "__init__.py").write_text("raise RuntimeError('imported')\n")
+    (root / "passes.py").write_text(
+        textwrap.dedent(
+            """
+            import functools
+            from collections import OrderedDict as OD
+            raise RuntimeError('imported')
+
+            def fold(gm): ...
+
+            class Passes:
+                def run(self, gm): ...
+
+            try:
+                import fancy
+                FAST = fancy.x
+            except ImportError:
+                SLOW = 1
+            PIPELINE, OTHER = [fold], ()
+            """
+        )
+    )
+    (root / "star.py").write_text("from os.path import *\n")
+    (root / "lazy.py").write_text("def __getattr__(name): ...\n")
+    (root / "dynamic.py").write_text("globals()['made'] = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("gtiuser", None)
+    yield "gtiuser"
+    assert "gtiuser" not in sys.modules  # looked up, never imported
+
+
+@pytest.mark.parametrize("name", ["fold", "Passes.run", "PIPELINE", "OTHER", "FAST", "SLOW", "functools", "OD"])
+def test_names_the_module_binds_pass(pkg, name):
+    assert why_unresolvable(f"{pkg}.passes:{name}") is None
+
+
+def test_a_typo_is_named_with_the_closest_name(pkg):
+    why = why_unresolvable(f"{pkg}.passes:PIPELIN")
+    assert why.startswith(f"--pass {pkg}.passes:PIPELIN: module {pkg}.passes (")
+    assert "has no attribute 'PIPELIN'; did you mean gtiuser.passes:PIPELINE?" in why
+    assert "did you mean gtiuser.passes:Passes.run?" in why_unresolvable(f"{pkg}.passes:Passe.run")
+
+
+def test_a_missing_module_is_named(pkg):
+    assert "no module named 'gtiuser.pases'" in why_unresolvable(f"{pkg}.pases:fold")
+    assert "gtiuser.passes is a module, not a package" in why_unresolvable(f"{pkg}.passes.sub:fold")
+
+
+@pytest.mark.parametrize("module", ["star", "lazy", "dynamic"])
+def test_what_cannot_be_told_from_the_source_is_left_to_the_workers(pkg, module):
+    assert why_unresolvable(f"{pkg}.{module}:anything") is None
+
+
+def test_a_module_not_on_this_path_is_left_to_the_workers():
+    assert why_unresolvable("gti_no_such_top_level_module.x:f") is None
+
+
+def test_capture_stops_before_training_with_one_line(tmp_path):
+    out = tmp_path / "cap"
+    r = run_cli(
+        "capture", "--out", str(out), "--pass", "graphtrain_inspect.samples.pipeline:PIPELIN",
+        "--", sys.executable, "-c", "open('ran', 'w')",
+    )  # fmt: skip
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.count("\n") == 1, r.stderr
+    assert "has no attribute 'PIPELIN'; did you mean graphtrain_inspect.samples.pipeline:PIPELINE?" in r.stderr
+    assert "nothing was run" in r.stderr and not out.exists()

@@ -75,6 +75,12 @@ def run(args: argparse.Namespace) -> int:
         path = resolve_path(args)
     except ValueError as e:
         raise CommandError(str(e)) from None
+    import os
+
+    if not os.path.exists(path):  # as every command says it, before the screen is taken over
+        from graphtrain_inspect.inspector.errors import CaptureUnreadable
+
+        raise CaptureUnreadable(f"{path}: no such file or directory")
     from graphtrain_inspect.tui.app import InspectApp
     from graphtrain_inspect.tui.keymap import load_keymap
 

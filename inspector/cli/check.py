@@ -164,7 +164,7 @@ def _codegen_evidence(kind: str, ev: dict) -> str:
     return "  |  ".join(p for p in parts if p)
 
 
-def render(report, st: Style, width: int, hidden: int = 0) -> list[str]:
+def render(report, st: Style, width: int, hidden: int = 0, checked: str | None = None) -> list[str]:
     from graphtrain_inspect.inspector.checks import CHECKS
     from graphtrain_inspect.inspector.checks.shown import summary
     from graphtrain_inspect.inspector.read.source_lines import source_text
@@ -225,6 +225,8 @@ def render(report, st: Style, width: int, hidden: int = 0) -> list[str]:
         lines.append(st(f"not run: {', '.join(checks)}: {reason}", "yellow"))
     for n in report.notes:
         lines.append(st(f"note: {n}", "dim"))
+    if checked:
+        lines.append(st(checked, "dim"))
     head, more = summary(findings, hidden, "--severity info shows them")
     errors = sum(1 for f in findings if f.severity == "error")
     lines.append(st(head, "red" if errors else ("yellow" if findings else "green")))
@@ -266,6 +268,9 @@ def run(args: argparse.Namespace) -> int:
         report = check_report(
             cap, args.check, shared_graph=args.shared_graph, jobs=args.jobs if args.jobs is not None else default_jobs()
         )
+        from graphtrain_inspect.inspector.checks.coverage import checked_line
+
+        checked = checked_line(cap, report, args.check)
         sim = simulated_line(getattr(cap, "manifest", None))
         if sim:  # findings compare only the ranks that ran; say which, of how many
             report.notes.append(sim)
@@ -284,5 +289,5 @@ def run(args: argparse.Namespace) -> int:
             tty = want_color("auto")
             width = args.width or (shutil.get_terminal_size((120, 40)).columns if tty else 100_000)
             st = Style(want_color(args.color))
-            sys.stdout.write("\n".join(render(report, st, width, hidden)) + "\n")
+            sys.stdout.write("\n".join(render(report, st, width, hidden, checked)) + "\n")
     return 1 if has_error else 0

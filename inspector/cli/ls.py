@@ -156,9 +156,12 @@ def rank_agreement(cap, ranks: list[int], *, force: bool | None = None) -> dict[
     classes = RankClasses(cap, StageIndex(cap))
     groups = classes.agreement(ranks)
     if groups is None:
+        # format 1 wrote tables that are not one row per line; a newer log only misses it by damage
+        fmt = (cap.header(ranks[0]) or {}).get("format_version")
+        why = "log format 1" if fmt == 1 else f"log format {fmt}, a table did not read back row by row"
         return {
             "line": None,
-            "skipped": "not compared across ranks: node tables not laid out one row per line (log format 1)",
+            "skipped": f"not compared across ranks: node tables not laid out one row per line ({why})",
         }
     return {
         "line": classes.summary_line(ranks),

@@ -4,6 +4,8 @@ raised on an empty rank)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
@@ -52,3 +54,16 @@ def test_rank_that_ran_no_pass(tmp_path, capsys):
     code, out, _ = _ls(capsys, str(tmp_path / "cap"))
     assert code == 0
     assert "rank 1: 0 passes" in out and "#0 drop_relu" in out
+
+
+@pytest.mark.parametrize("name", bundled.names())
+def test_a_log_format_is_named_only_when_it_is_the_captures(capsys, name):
+    """`ls` said "(log format 1)" of any capture whose ranks it could not compare (issue 32)."""
+    from graphtrain_inspect.inspector.read.capture_index import open_capture
+
+    path = str(bundled.path_of(name))
+    with open_capture(path) as cap:
+        version = (cap.header(cap.ranks[0]) or {}).get("format_version")
+    _, out, _ = _ls(capsys, path)
+    for said in re.findall(r"log format (\d+)", out):
+        assert int(said) == version, (name, said, version)

@@ -286,13 +286,18 @@ class InspectApp(CaptureLoading, ViewActions, CompileActions, TorchNodeCounts, A
     def idle_status(self) -> str:
         if self.session is None:
             return ""
+        from graphtrain_inspect.inspector.checks.shown import hidden_info
+
         o = self.session.outline
-        n = len(self.findings)
+        fv = self.findings_view
+        n = len(fv.visible(self.findings))  # what the Findings tab lists, under the same filter
+        hidden = hidden_info(self.findings, fv.severity_floor)
+        left_out = f" ({hidden} info not shown: {fv.how()})" if hidden else ""
         live = " · live: watching for new records" if o.live else ""
         place = f" · {self.place.label(o)}" if self.place else ""
         return (
             f"{o.name}: {plural(len(o.ranks), 'rank')} · {plural(sum(len(r.passes) for r in o.ranks), 'pass')} · "
-            f"{plural(n, 'finding')}{place}{live}"
+            f"{plural(n, 'finding')}{left_out}{place}{live}"
         )
 
     @on(Progress)

@@ -124,7 +124,10 @@ def run_label(o: Outline, findings: int | None) -> Text:
     t.append(f"  {status}", style="green" if status == "finished" else ("yellow" if status == "running" else "red"))
     if status == "finished":  # the usual case: the first thing to go in a narrow tree
         t.stylize(OPTIONAL, start, len(t))
-    t.append(f" · {plural(len(o.ranks), 'rank')}", style="dim")
+    if o.world_size and o.world_size > len(o.ranks):  # the others recorded nothing (Problems says which)
+        t.append(f" · {len(o.ranks)} of {o.world_size} ranks", style="yellow")
+    else:
+        t.append(f" · {plural(len(o.ranks), 'rank')}", style="dim")
     if o.live:
         t.append(" · live", style="bold yellow")
     if findings:

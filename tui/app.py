@@ -549,7 +549,7 @@ class InspectApp(CaptureLoading, ViewActions, CompileActions, TorchNodeCounts, A
             target.role if target.seq is not None else None,
         )
         if target.view == "output-code":
-            self.pending_code_line = (target.line, target.kernel, code_caption(f))
+            self.pending_code_line = (target.line, target.kernel, code_caption(f, self.findings_view.source_root))
             self.pending_jump = (target.view, target.node or target.kernel or "", None, place)
         elif target.node:
             self.pending_jump = (target.view, target.node, target.subgraph, place)

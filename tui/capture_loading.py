@@ -320,6 +320,7 @@ class CaptureLoading:
         fv = self.findings_view
         fv.checks_note = checks_note(m.not_run, m.notes)
         fv.shared_graph = self.shared_graph
+        fv.source_root = (getattr(self.session.cap, "manifest", None) or {}).get("cwd") if self.session else None
         fv.set_findings(m.findings, ranks=self.session.cap.ranks if self.session else None)
         self.show_finding_counts()
         if self.checks_dirty:

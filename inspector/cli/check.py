@@ -172,6 +172,7 @@ def render(report, st: Style, width: int, hidden: int = 0, checked: str | None =
 
     lines: list[str] = []
     findings = report.findings
+    root = ((getattr(report.cap, "manifest", None) or {}).get("cwd")) or None  # the recorded program's
     by_kind: dict[str, list] = {}
     for f in findings:
         by_kind.setdefault(f.kind, []).append(f)
@@ -212,7 +213,7 @@ def render(report, st: Style, width: int, hidden: int = 0, checked: str | None =
                 ev = _evidence_line(f)
                 if ev:
                     lines.append(st(" " * plain_len + truncate(ev, max(20, width - plain_len)), "dim"))
-                src = source_text(f.source)
+                src = source_text(f.source, root)
                 if src:
                     # the model's line reads "at model.py:42 ..."; a pass-made node's "created by pass X [at ...]"
                     at = "at " if f.source.get("file") and not f.source.get("created_by") else ""

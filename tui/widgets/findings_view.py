@@ -17,7 +17,7 @@ from graphtrain_inspect.tui.widgets.record_table import RecordTable
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
 
-def code_caption(f) -> str:
+def code_caption(f, root: str | None = None) -> str:
     """A generated-code finding's FX node and source line, for the Output code view's title."""
     from graphtrain_inspect.inspector.read.source_lines import source_text
 
@@ -30,7 +30,7 @@ def code_caption(f) -> str:
             f"FX node {f.node}"
             + (f" ({ev['source_node']})" if ev.get("source_node") and ev["source_node"] != f.node else "")
         )
-    src = source_text(f.source)
+    src = source_text(f.source, root)
     if src:
         parts.append(src)
     return " · ".join(parts)
@@ -83,6 +83,7 @@ class FindingsView(Vertical):
         self.filters: dict[str, object] = {k: Select.NULL for k in self.FILTERS}
         self.checks_note = ""  # the checks that did not run and the notes, after the counts
         self.shared_graph = False  # how the findings in view were graded (the app's check flag)
+        self.source_root: str | None = None  # where the recorded program ran: source paths under it shown relative
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="findings-filters"):
@@ -222,7 +223,7 @@ class FindingsView(Vertical):
             return out
         out.append(f"{f.severity.upper()} ", style=SEVERITY_STYLE.get(f.severity, ""))
         out.append(f"{f.kind}: {f.message}\n")
-        src = source_text(f.source)
+        src = source_text(f.source, self.source_root)
         out.append("source: ", style="dim")
         out.append(src or "unknown (the node has no stack trace)")
         if src and f.source and f.source.get("file") and not lines:

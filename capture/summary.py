@@ -32,6 +32,7 @@ class RankSummary:
     # a simulated rank ended on purpose once its passes ran (--stop-after-passes), and where
     stopped_after_passes: bool = False
     stopped_at: str = ""
+    world_size: int = 0  # from the log's header: the ranks of the world that wrote no log are named
 
     @property
     def alive(self) -> list[int]:
@@ -155,7 +156,7 @@ def summarize_log(path: str, rank: int) -> RankSummary:
         s.records += 1
         if kind == logformat.GRAPH_CODE:
             s.graphs += 1
-        elif kind in (logformat.PASS, logformat.ERROR, logformat.END):
+        elif kind in (logformat.PASS, logformat.ERROR, logformat.END, logformat.HEADER):
             try:
                 payload = logformat.decode_payload(payload_lines, env)
             except logformat.FormatError as e:
@@ -166,6 +167,8 @@ def summarize_log(path: str, rank: int) -> RankSummary:
                 s.raised += payload.get("status") == "raised"
                 if payload.get("target"):
                     s.targets.add(payload["target"])
+            elif kind == logformat.HEADER:
+                s.world_size = payload.get("world_size") or 0 if isinstance(payload, dict) else 0
             elif kind == logformat.ERROR:
                 s.capture_errors += 1
             else:

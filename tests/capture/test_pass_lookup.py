@@ -84,3 +84,28 @@ def test_capture_stops_before_training_with_one_line(tmp_path):
     assert r.stderr.count("\n") == 1, r.stderr
     assert "has no attribute 'PIPELIN'; did you mean graphtrain_inspect.samples.pipeline:PIPELINE?" in r.stderr
     assert "nothing was run" in r.stderr and not out.exists()
+
+
+def test_the_summary_names_ranks_that_recorded_nothing(tmp_path, capsys):
+    """Under --coor rank 1 loads rank 0's graph and writes no log: the summary says so (issue 32)."""
+    import argparse
+
+    import torch
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from graphtrain_inspect.capture import logformat
+    from graphtrain_inspect.capture.launcher import _print_summary
+    from graphtrain_inspect.capture.summary import summarize_log
+    from tests.small_captures import CaptureWriter
+
+    gm = make_fx(lambda x: (x * 2).relu().sum())(torch.randn(4))
+    w = CaptureWriter(tmp_path, world_size=2)
+    r0 = w.rank(0)
+    r0.apply("drop_relu", gm, gm)
+    r0.end()
+    w.finish()
+    summaries = [summarize_log(str(tmp_path / logformat.log_file_name(0)), 0)]
+    assert summaries[0].world_size == 2
+    _print_summary(str(tmp_path), argparse.Namespace(passes=[], no_inductor=False), summaries, 0, None)
+    err = capsys.readouterr().err
+    assert "  rank 1 of world size 2: recorded nothing (no log; ran no captured pass)\n" in err, err

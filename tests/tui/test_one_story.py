@@ -86,3 +86,19 @@ async def test_a_rank_that_recorded_nothing_is_on_screen(tmp_path):
         problems = [p for p in app.session.problems() if p[1] == "1"]
         assert len(problems) == 1 and "rank 1 of world size 2 recorded nothing" in problems[0][2]
         assert str(app.query_one(TabbedContent).get_tab("problems").label) == "Problems (1)"
+
+
+async def test_enter_on_a_finding_brings_its_literal_into_view(bundled_capture):
+    """At 120x40 the baked `0)` of `select.int(view, 0, 0)` was past the right edge (issue 32)."""
+    async with opened(bundled_capture("h200x2-coor-rank-baked"), size=(120, 40)) as (app, pilot):
+        f = next(f for f in app.findings_view.shown if f.node == "select")
+        assert app.jump_to_finding(f)
+        await settle(pilot)
+        cv = app.code_view
+        line = cv.lines[cv.cursor]
+        assert line.lstrip().startswith("select: ")
+        end = line.rindex(")", 0, line.find(";  ") if ";  " in line else len(line)) + 1
+        visible = cv.scrollable_content_region.width - cv.gutter_width()
+        assert end > visible  # the literal would be past the edge unscrolled
+        x = int(cv.scroll_offset.x)
+        assert x < end <= x + visible, (x, end, visible)

@@ -283,8 +283,8 @@ class CaptureLoading:
     def show_finding_counts(self) -> None:
         """The Findings tab's count and the tree's badges: the findings the severity filter lets
         through, the same as `check` counts (info only when asked)."""
-        self.tree.set_badges(self.visible_badges())
         n = len(self.findings_view.visible(self.findings))
+        self.tree.set_badges(self.visible_badges(), total=n)
         self.query_one(TabbedContent).get_tab("findings").label = f"Findings ({n})" if n else "Findings"
         if not self.jobs:  # the status bar counts as the tab does
             self.query_one("#status", Label).update(self.idle_status())

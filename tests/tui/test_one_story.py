@@ -102,3 +102,13 @@ async def test_enter_on_a_finding_brings_its_literal_into_view(bundled_capture):
         assert end > visible  # the literal would be past the edge unscrolled
         x = int(cv.scroll_offset.x)
         assert x < end <= x + visible, (x, end, visible)
+
+
+async def test_the_root_counts_findings_on_no_pass_too(compile_events_trace):
+    """On torch's logs the root said 3 findings and the tab 4: a failed compile is on no pass."""
+    async with opened(compile_events_trace, size=(120, 40)) as (app, pilot):
+        n = len(app.findings_view.shown)
+        assert any(f.kind == "compile-failure" for f in app.findings_view.shown)
+        assert _tab(app) == f"Findings ({n})"
+        assert f"· {n} findings" in str(app.tree.root.label)
+        assert f"· {n} findings" in _status(app)

@@ -230,6 +230,7 @@ class CaptureTree(Tree[TreeData]):
         self.pass_keys: dict[tuple[int, int], Hashable] = {}  # (rank, seq) -> its key in nodes_by_key
         self.signatures: dict[Hashable, tuple] = {}  # what a pass's label shows, to relabel only changes
         self._siblings: dict[int, tuple[int, list[str]]] = {}  # id(parent) -> (children, their names)
+        self.total_findings: int | None = None
         self.pipeline_entries: dict[Hashable, PipelineEntry] = {}
         self.populated: set[Hashable] = set()  # graphs whose passes are in the tree
 
@@ -260,7 +261,11 @@ class CaptureTree(Tree[TreeData]):
         number of entries added."""
         self.outline = outline
         added = 0
-        self.root.set_label(run_label(outline, len({id(f) for v in self.badges.values() for f in v}) or None))
+        badged = len({id(f) for v in self.badges.values() for f in v})
+        # the root counts what the Findings tab lists: findings on no pass (a failed compile) too
+        self.root.set_label(
+            run_label(outline, (self.total_findings if self.total_findings is not None else badged) or None)
+        )
         for i, r in enumerate(outline.ranks):
             key = ("rank", r.rank)
             node = self.nodes_by_key.get(key)
@@ -373,8 +378,10 @@ class CaptureTree(Tree[TreeData]):
         if node is not None:
             node.remove()
 
-    def set_badges(self, badges: dict[Hashable, list]) -> None:
+    def set_badges(self, badges: dict[Hashable, list], total: int | None = None) -> None:
+        """The findings on each entry, and `total`: how many the Findings tab lists (the root's count)."""
         self.badges = badges
+        self.total_findings = total
         if self.outline is not None:
             self.sync(self.outline)
 

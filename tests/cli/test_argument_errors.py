@@ -32,3 +32,12 @@ def test_a_missing_path_is_one_line_in_every_command(command, tmp_path):
     r = run_cli(command, missing, *(["--pass", "p"] if command == "diff" else []))
     assert r.returncode == 2, r.stderr
     assert r.stderr == f"graphtrain-inspect {command}: {missing}: no such file or directory\n"
+
+
+def test_tui_on_a_directory_with_nothing_to_read_is_one_line(tmp_path):
+    r = run_cli("tui", str(tmp_path))
+    assert r.returncode == 2
+    assert (
+        r.stderr
+        == f"graphtrain-inspect tui: {tmp_path}: not a capture: no dedicated_log_torch_trace_rank_<R>_gti.log logs\n"
+    )

@@ -56,7 +56,7 @@ def kept_spans(name: str, keep: int, others: Iterable[str] = ()) -> Spans:
     if keep >= n:
         return [(0, n)]
     if keep < 3:
-        return [(0, max(keep, 0))]
+        return [(0, max(keep - 1, 0))]  # and the ellipsis
     a, b = distinguishing(name, others)
     if (a, b) == (0, n):
         return _middle(n, keep)

@@ -468,14 +468,18 @@ def _print_summary(
                 "rest of training "
                 f"did not run): ranks {simulate.format_ranks(stopped)}"
             )
+    wrap_errors = {t: why for s in summaries for t, why in s.target_errors.items()}
+    for t, why in wrap_errors.items():  # imported in a worker, but not what --pass names: say why
+        p(f"  --pass {t}: not captured: {why}")
     total = sum(s.passes for s in summaries)
     if total == 0:
         p("  no graph pass fired. Possible reasons:")
         if not args.passes:
             p("   - no --pass MODULE:FUNC was named, so only Inductor's passes and record_pass() are captured;")
-        else:
+        elif set(args.passes) - set(wrap_errors):
+            unexplained = [t for t in args.passes if t not in wrap_errors]
             p(
-                f"   - the modules of {', '.join(args.passes)} were never imported, or the functions were "
+                f"   - the modules of {', '.join(unexplained)} were never imported, or the functions were "
                 "never called with a GraphModule;"
             )
         if args.no_inductor:
@@ -484,7 +488,7 @@ def _print_summary(
             p("   - the program never ran torch.compile with Inductor (or Inductor's caches were forced on);")
         p("   - the program did not run under this Python (PYTHONPATH must reach the workers).")
     else:
-        unmatched = [t for t in args.passes if not any(t in s.targets for s in summaries)]
+        unmatched = [t for t in args.passes if not any(t in s.targets for s in summaries) and t not in wrap_errors]
         for t in unmatched:
             p(f"  note: --pass {t} never fired (module never imported, or never called with a GraphModule)")
     if signed:

@@ -33,6 +33,8 @@ class RankSummary:
     stopped_after_passes: bool = False
     stopped_at: str = ""
     world_size: int = 0  # from the log's header: the ranks of the world that wrote no log are named
+    # --pass targets a worker could not wrap (imported, but no such attribute...): target -> why
+    target_errors: dict[str, str] = field(default_factory=dict)
 
     @property
     def alive(self) -> list[int]:
@@ -171,6 +173,15 @@ def summarize_log(path: str, rank: int) -> RankSummary:
                 s.world_size = payload.get("world_size") or 0 if isinstance(payload, dict) else 0
             elif kind == logformat.ERROR:
                 s.capture_errors += 1
+                where = str(payload.get("where") or "") if isinstance(payload, dict) else ""
+                if where.startswith("--pass "):
+                    msg = str(payload.get("message") or "").strip()
+                    # the wrap runs as the module finishes importing, so Python calls it "partially
+                    # initialized ... (most likely due to a circular import)": it was not
+                    msg = msg.replace("partially initialized module", "module")
+                    msg = msg.removesuffix(" (most likely due to a circular import)")
+                    why = f"{payload.get('type') or 'error'}: {msg}"
+                    s.target_errors.setdefault(where.removeprefix("--pass "), why)
             else:
                 s.ended = True
                 stop = payload.get("stopped_after_passes") if isinstance(payload, dict) else None

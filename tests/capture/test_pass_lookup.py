@@ -109,3 +109,21 @@ def test_the_summary_names_ranks_that_recorded_nothing(tmp_path, capsys):
     _print_summary(str(tmp_path), argparse.Namespace(passes=[], no_inductor=False), summaries, 0, None)
     err = capsys.readouterr().err
     assert "  rank 1 of world size 2: recorded nothing (no log; ran no captured pass)\n" in err, err
+
+
+def test_a_target_only_the_workers_can_import_is_explained_in_the_summary(tmp_path):
+    """Where the launcher cannot tell (the module is on the workers' path only), the summary names
+    the worker's reason instead of 'never imported' (issue 32: the module had been imported)."""
+    mods = tmp_path / "mods"
+    mods.mkdir()
+    (mods / "gti_worker_only.py").write_text("def real_pass(gm):\n    return gm\n")
+    program = f"import sys; sys.path.insert(0, {str(mods)!r}); import gti_worker_only"
+    r = run_cli(
+        "capture", "--out", str(tmp_path / "cap"), "--no-inductor", "--pass", "gti_worker_only:real_pas",
+        "--", sys.executable, "-c", program,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr  # the command's own exit code: the training ran
+    assert "--pass gti_worker_only:real_pas: not captured: AttributeError:" in r.stderr, r.stderr
+    why = r.stderr.split("not captured:")[1].splitlines()[0]
+    assert why == " AttributeError: module 'gti_worker_only' has no attribute 'real_pas'", why
+    assert "were never imported" not in r.stderr, r.stderr

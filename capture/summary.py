@@ -175,11 +175,7 @@ def summarize_log(path: str, rank: int) -> RankSummary:
                 s.capture_errors += 1
                 where = str(payload.get("where") or "") if isinstance(payload, dict) else ""
                 if where.startswith("--pass "):
-                    msg = str(payload.get("message") or "").strip()
-                    # the wrap runs as the module finishes importing, so Python calls it "partially
-                    # initialized ... (most likely due to a circular import)": it was not
-                    msg = msg.replace("partially initialized module", "module")
-                    msg = msg.removesuffix(" (most likely due to a circular import)")
+                    msg = str(payload.get("message") or "").strip().split("\n")[0]
                     why = f"{payload.get('type') or 'error'}: {msg}"
                     s.target_errors.setdefault(where.removeprefix("--pass "), why)
             else:

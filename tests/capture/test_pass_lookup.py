@@ -127,3 +127,11 @@ def test_a_target_only_the_workers_can_import_is_explained_in_the_summary(tmp_pa
     why = r.stderr.split("not captured:")[1].splitlines()[0]
     assert why == " AttributeError: module 'gti_worker_only' has no attribute 'real_pas'", why
     assert "were never imported" not in r.stderr, r.stderr
+    c = run_cli("check", str(tmp_path / "cap"))
+    assert c.returncode == 0, c.stderr  # a fact about the capture, not a bug in the training: a warning
+    assert (
+        "WARNING" in c.stdout
+        and "--pass gti_worker_only:real_pas was not captured: AttributeError: module 'gti_worker_only' has no "
+        "attribute 'real_pas'; none of its runs is in the capture"
+        in c.stdout
+    ), c.stdout

@@ -49,6 +49,8 @@ def listing(cap, ranks: list[int] | None = None, *, classes: bool | None = None)
         "manifest": _manifest_summary(cap.manifest),
         "world_size": cap.world_size,
         "torch_trace": cap.torch_trace_dir,
+        # ranks of the world with no log at all (under --coor: the ranks that loaded rank 0's graph)
+        "absent_ranks": [r for r in range(cap.world_size or 0) if r not in cap.ranks],
         "ranks": [],
     }
     for r in ranks if ranks is not None else cap.ranks:
@@ -251,6 +253,9 @@ def render(data: dict[str, Any], st: Style, fold: bool = True) -> list[str]:
     sim_line = simulated_line(m)
     if sim_line:
         lines.append(st(sim_line, "yellow"))
+    absent = data.get("absent_ranks") or []
+    if absent and not sim_line and data.get("kind") == "capture":
+        lines.append(st(f"rank {format_ranks(absent)}: recorded nothing (no log; ran no captured pass)", "yellow"))
     agreement = data.get("rank_classes") or {}
     if agreement.get("line") or agreement.get("skipped"):
         lines.append(f"graphs: {agreement.get('line') or agreement.get('skipped')}")

@@ -170,7 +170,8 @@ def summarize_log(path: str, rank: int) -> RankSummary:
                 if payload.get("target"):
                     s.targets.add(payload["target"])
             elif kind == logformat.HEADER:
-                s.world_size = payload.get("world_size") or 0 if isinstance(payload, dict) else 0
+                world = payload.get("world_size") if isinstance(payload, dict) else None
+                s.world_size = world if isinstance(world, int) and not isinstance(world, bool) else 0
             elif kind == logformat.ERROR:
                 s.capture_errors += 1
                 where = str(payload.get("where") or "") if isinstance(payload, dict) else ""

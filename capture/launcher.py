@@ -441,7 +441,7 @@ def _print_summary(
             p(f"    {len(s.problems)} damaged lines, first: {s.problems[0]}")
         if s.stopped:
             p(f"    capture stopped: {s.stopped}")
-    world = max((s.world_size for s in summaries), default=0)
+    world = min(max((s.world_size for s in summaries), default=0), 1 << 20)  # a damaged header: not expanded
     absent = [r for r in range(world) if r not in {s.rank for s in summaries}]
     if absent and not manifest_simulated(out):  # under --coor: the ranks that loaded rank 0's graph
         who = f"rank {simulate.format_ranks(absent)} of world size {world}"

@@ -362,7 +362,7 @@ class CaptureSession:
                 # a rank of the world with no log at all: nothing else on screen would say it exists
                 from graphtrain_inspect.capture import logformat
 
-                for r in (r for r in range(world) if r not in self.cap.ranks):
+                for r in self.cap.absent_ranks:
                     out.append(
                         (
                             os.path.join(self.path, logformat.log_file_name(r)),

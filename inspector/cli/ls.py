@@ -50,7 +50,7 @@ def listing(cap, ranks: list[int] | None = None, *, classes: bool | None = None)
         "world_size": cap.world_size,
         "torch_trace": cap.torch_trace_dir,
         # ranks of the world with no log at all (under --coor: the ranks that loaded rank 0's graph)
-        "absent_ranks": [r for r in range(cap.world_size or 0) if r not in cap.ranks],
+        "absent_ranks": cap.absent_ranks,
         "ranks": [],
     }
     for r in ranks if ranks is not None else cap.ranks:

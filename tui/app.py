@@ -727,10 +727,17 @@ class InspectApp(CaptureLoading, ViewActions, CompileActions, TorchNodeCounts, A
             + 2 * len(tabs)
             + 6
         )
-        short = need > tabbed.size.width
+        # shorten only as many as needed, those that save most first: `Compile` stays whole when
+        # `Pass Δ`, `Rank Δ` and `Output` make room
+        shorten: set[str] = set()
+        for pane_id, (full, brief) in sorted(self.SHORT_TABS.items(), key=lambda kv: len(kv[1][1]) - len(kv[1][0])):
+            if need <= tabbed.size.width:
+                break
+            shorten.add(pane_id)
+            need -= len(full) - len(brief)
         for pane_id, names in self.SHORT_TABS.items():
             tab = tabbed.get_tab(pane_id)
-            want = names[1] if short else names[0]
+            want = names[1] if pane_id in shorten else names[0]
             if tab.label_text != want:
                 tab.label = want
 

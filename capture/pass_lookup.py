@@ -14,6 +14,7 @@ import ast
 import difflib
 import importlib.machinery
 import importlib.util
+import sys
 
 from graphtrain_inspect.capture.named_passes import parse_target
 
@@ -55,11 +56,28 @@ def _locate(module: str) -> tuple[str | None, str | None]:
         locations = spec.submodule_search_locations
         if locations is None:
             return None, f"{'.'.join(parts[:i])} is a module, not a package: no module named {module!r}"
-        spec = importlib.machinery.PathFinder.find_spec(".".join(parts[: i + 1]), list(locations))
+        spec = _find_spec(".".join(parts[: i + 1]), list(locations))
         if spec is None:
             return None, f"no module named {module!r} (package {'.'.join(parts[:i])} has no {parts[i]!r})"
     origin = spec.origin
     return (origin if origin and origin.endswith(".py") else None), None
+
+
+def _find_spec(fullname: str, path: list[str]) -> importlib.machinery.ModuleSpec | None:
+    """A submodule's spec from the finders an import would ask, in their order, without importing
+    it or its parents: the path finder, and finders of editable installs that map packages to
+    other folders (setuptools', for this project's own `graphtrain_inspect.*`)."""
+    for finder in sys.meta_path:
+        find = getattr(finder, "find_spec", None)
+        if find is None:
+            continue
+        try:
+            spec = find(fullname, path)
+        except Exception:  # noqa: BLE001 - a third-party finder that cannot answer this one
+            continue
+        if spec is not None:
+            return spec
+    return None
 
 
 def _module_names(tree: ast.Module) -> set[str] | None:

@@ -244,7 +244,7 @@ def render(report, st: Style, width: int, hidden: int = 0, checked: str | None =
                         at = "at backward of "
                     lines.append(" " * plain_len + st(at, "dim") + truncate(src, max(20, width - plain_len - len(at))))
         by_line = source_line_groups(fs)
-        if len(fs) > 1 and by_line and len(by_line) < len(fs):
+        if len(fs) >= 4 and by_line and len(by_line) < len(fs):
             top = ", ".join(f"{where} ({n})" for where, n in list(by_line.items())[:5])
             more = f", and {len(by_line) - 5} more" if len(by_line) > 5 else ""
             lines.append(st(f"  {len(fs)} {kind} findings at {len(by_line)} source line(s): {top}{more}", "dim"))

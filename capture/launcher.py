@@ -24,6 +24,7 @@ import orjson
 
 from graphtrain_inspect.capture import fake_world, logformat, session, signing, simulate
 from graphtrain_inspect.capture.named_passes import TargetError, parse_target
+from graphtrain_inspect.capture.pass_lookup import why_unresolvable
 from graphtrain_inspect.capture.summary import RankSummary, summarize
 
 # Variables that shape a run and are worth keeping in the manifest.
@@ -275,6 +276,9 @@ def _arguments_problem(args: argparse.Namespace, cmd: list[str]) -> str | None:
             parse_target(t)
         except TargetError as e:
             return str(e)
+        unresolvable = why_unresolvable(t)  # a typo ends here, before any training runs
+        if unresolvable:
+            return f"{unresolvable} (nothing was run)"
     sim_problem = _simulate_options_problem(args, cmd)
     if sim_problem:
         return sim_problem
@@ -527,6 +531,11 @@ def _print_summary(
             p(f"    {len(s.problems)} damaged lines, first: {s.problems[0]}")
         if s.stopped:
             p(f"    capture stopped: {s.stopped}")
+    world = min(max((s.world_size for s in summaries), default=0), 1 << 20)  # a damaged header: not expanded
+    absent = [r for r in range(world) if r not in {s.rank for s in summaries}]
+    if absent and not manifest_simulated(out):  # under --coor: the ranks that loaded rank 0's graph
+        who = f"rank {simulate.format_ranks(absent)} of world size {world}"
+        p(f"  {who}: recorded nothing (no log; ran no captured pass)")
     blob_dir = os.path.join(out, logformat.BLOB_DIR)
     try:
         files = [f for f in os.listdir(blob_dir) if f.endswith(logformat.BLOB_SUFFIX)]
@@ -549,6 +558,9 @@ def _print_summary(
                 "rest of training "
                 f"did not run): ranks {simulate.format_ranks(stopped)}"
             )
+    wrap_errors = {t: why for s in summaries for t, why in s.target_errors.items()}
+    for t, why in wrap_errors.items():  # imported in a worker, but not what --pass names: say why
+        p(f"  --pass {t}: not captured: {why}")
     total = sum(s.passes for s in summaries)
     if disk_full:
         now = _fmt_bytes(free) if free is not None else "?"
@@ -565,9 +577,10 @@ def _print_summary(
         p("  no graph pass fired. Possible reasons:")
         if not args.passes:
             p("   - no --pass MODULE:FUNC was named, so only Inductor's passes and record_pass() are captured;")
-        else:
+        elif set(args.passes) - set(wrap_errors):
+            unexplained = [t for t in args.passes if t not in wrap_errors]
             p(
-                f"   - the modules of {', '.join(args.passes)} were never imported, or the functions were "
+                f"   - the modules of {', '.join(unexplained)} were never imported, or the functions were "
                 "never called with a GraphModule;"
             )
         if args.no_inductor:
@@ -576,7 +589,7 @@ def _print_summary(
             p("   - the program never ran torch.compile with Inductor (or Inductor's caches were forced on);")
         p("   - the program did not run under this Python (PYTHONPATH must reach the workers).")
     else:
-        unmatched = [t for t in args.passes if not any(t in s.targets for s in summaries)]
+        unmatched = [t for t in args.passes if not any(t in s.targets for s in summaries) and t not in wrap_errors]
         for t in unmatched:
             p(f"  note: --pass {t} never fired (module never imported, or never called with a GraphModule)")
     if signed:

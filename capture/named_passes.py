@@ -24,6 +24,17 @@ def parse_target(text: str) -> tuple[str, str]:
     return module, qual
 
 
+def _wrap_error_text(message: str) -> str:
+    """A wrap error's message as it reads to a user: the wrap runs as the module finishes
+    importing, so Python calls a missing name's module "partially initialized ... (most likely
+    due to a circular import)"; it was not."""
+    return (
+        message.replace("partially initialized module", "module")
+        .removesuffix(" (most likely due to a circular import)")
+        .strip()
+    )
+
+
 def install(targets: list[str]) -> None:
     for t in targets:
         module, qual = parse_target(t)
@@ -68,6 +79,8 @@ def _wrap_in(module: Any, qual: str, target: str) -> None:
         else:
             raise TypeError(f"{target} is a {type(raw).__name__}, not a function or a list of passes")
     except Exception as e:  # noqa: BLE001 - a bad target is reported in the capture, the training runs
+        if isinstance(e, AttributeError):  # recorded as the user should read it
+            e = AttributeError(_wrap_error_text(str(e))).with_traceback(e.__traceback__)
         sess = session.current()
         if sess is not None:
             sess.error(f"--pass {target}", e)

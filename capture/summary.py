@@ -33,6 +33,9 @@ class RankSummary:
     # a simulated rank ended on purpose once its passes ran (--stop-after-passes), and where
     stopped_after_passes: bool = False
     stopped_at: str = ""
+    world_size: int = 0  # from the log's header: the ranks of the world that wrote no log are named
+    # --pass targets a worker could not wrap (imported, but no such attribute...): target -> why
+    target_errors: dict[str, str] = field(default_factory=dict)
 
     @property
     def alive(self) -> list[int]:
@@ -189,7 +192,7 @@ def summarize_log(path: str, rank: int) -> RankSummary:
         s.records += 1
         if kind == logformat.GRAPH_CODE:
             s.graphs += 1
-        elif kind in (logformat.PASS, logformat.ERROR, logformat.END):
+        elif kind in (logformat.PASS, logformat.ERROR, logformat.END, logformat.HEADER):
             try:
                 payload = logformat.decode_payload(payload_lines, env)
             except logformat.FormatError as e:
@@ -200,8 +203,16 @@ def summarize_log(path: str, rank: int) -> RankSummary:
                 s.raised += payload.get("status") == "raised"
                 if payload.get("target"):
                     s.targets.add(payload["target"])
+            elif kind == logformat.HEADER:
+                world = payload.get("world_size") if isinstance(payload, dict) else None
+                s.world_size = world if isinstance(world, int) and not isinstance(world, bool) else 0
             elif kind == logformat.ERROR:
                 s.capture_errors += 1
+                where = str(payload.get("where") or "") if isinstance(payload, dict) else ""
+                if where.startswith("--pass "):
+                    msg = str(payload.get("message") or "").strip().split("\n")[0]
+                    why = f"{payload.get('type') or 'error'}: {msg}"
+                    s.target_errors.setdefault(where.removeprefix("--pass "), why)
             else:
                 s.ended = True
                 stop = payload.get("stopped_after_passes") if isinstance(payload, dict) else None

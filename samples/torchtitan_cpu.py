@@ -69,6 +69,20 @@ def use_cpu_device() -> None:
     for name, fn in answers.items():
         if not hasattr(cpu, name):  # a later torch that has them keeps its own
             setattr(cpu, name, fn)
+    _rebind_imported_torchtitan(torch)
+
+
+def _rebind_imported_torchtitan(torch: Any) -> None:
+    """torchtitan reads its device once, when `torchtitan.tools.utils` is imported, and other
+    modules copy it (`from torchtitan.tools.utils import device_module, device_type`). Code that
+    imported torchtitan before this set-up (a pass module of the user's, say) left `cuda` there,
+    and the first `torch.cuda.set_device` fails: every copy made so far is pointed at `cpu`, so
+    the order of imports does not matter."""
+    for name, mod in list(sys.modules.items()):
+        if not name.startswith("torchtitan") or mod is None:
+            continue
+        if getattr(mod, "device_type", None) == "cuda" and getattr(mod, "device_module", None) is torch.cuda:
+            mod.device_type, mod.device_module = "cpu", torch.cpu
 
 
 def main(argv: list[str]) -> None:

@@ -288,13 +288,18 @@ class InspectApp(CaptureLoading, ViewActions, CompileActions, TorchNodeCounts, A
     def idle_status(self) -> str:
         if self.session is None:
             return ""
+        from graphtrain_inspect.inspector.checks.shown import hidden_info
+
         o = self.session.outline
-        n = len(self.findings)
+        fv = self.findings_view
+        n = len(fv.visible(self.findings))  # what the Findings tab lists, under the same filter
+        hidden = hidden_info(self.findings, fv.severity_floor)
+        left_out = f" ({hidden} info not shown: {fv.how()})" if hidden else ""
         live = " · live: watching for new records" if o.live else ""
         place = f" · {self.place.label(o)}" if self.place else ""
         return (
             f"{o.name}: {plural(len(o.ranks), 'rank')} · {plural(sum(len(r.passes) for r in o.ranks), 'pass')} · "
-            f"{plural(n, 'finding')}{place}{live}"
+            f"{plural(n, 'finding')}{left_out}{place}{live}"
         )
 
     @on(Progress)
@@ -546,7 +551,7 @@ class InspectApp(CaptureLoading, ViewActions, CompileActions, TorchNodeCounts, A
             target.role if target.seq is not None else None,
         )
         if target.view == "output-code":
-            self.pending_code_line = (target.line, target.kernel, code_caption(f))
+            self.pending_code_line = (target.line, target.kernel, code_caption(f, self.findings_view.source_root))
             self.pending_jump = (target.view, target.node or target.kernel or "", None, place)
         elif target.node:
             self.pending_jump = (target.view, target.node, target.subgraph, place)
@@ -724,10 +729,17 @@ class InspectApp(CaptureLoading, ViewActions, CompileActions, TorchNodeCounts, A
             + 2 * len(tabs)
             + 6
         )
-        short = need > tabbed.size.width
+        # shorten only as many as needed, those that save most first: `Compile` stays whole when
+        # `Pass Δ`, `Rank Δ` and `Output` make room
+        shorten: set[str] = set()
+        for pane_id, (full, brief) in sorted(self.SHORT_TABS.items(), key=lambda kv: len(kv[1][1]) - len(kv[1][0])):
+            if need <= tabbed.size.width:
+                break
+            shorten.add(pane_id)
+            need -= len(full) - len(brief)
         for pane_id, names in self.SHORT_TABS.items():
             tab = tabbed.get_tab(pane_id)
-            want = names[1] if short else names[0]
+            want = names[1] if pane_id in shorten else names[0]
             if tab.label_text != want:
                 tab.label = want
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 from textual import work
-from textual.widgets import TabbedContent
+from textual.widgets import Label, TabbedContent
 from textual.worker import get_current_worker
 
 from graphtrain_inspect.inspector.cli.ls import rank_agreement, simulated_line
@@ -283,9 +283,11 @@ class CaptureLoading:
     def show_finding_counts(self) -> None:
         """The Findings tab's count and the tree's badges: the findings the severity filter lets
         through, the same as `check` counts (info only when asked)."""
-        self.tree.set_badges(self.visible_badges())
         n = len(self.findings_view.visible(self.findings))
+        self.tree.set_badges(self.visible_badges(), total=n)
         self.query_one(TabbedContent).get_tab("findings").label = f"Findings ({n})" if n else "Findings"
+        if not self.jobs:  # the status bar counts as the tab does
+            self.query_one("#status", Label).update(self.idle_status())
 
     def visible_badges(self) -> dict:
         fv = self.findings_view
@@ -293,6 +295,17 @@ class CaptureLoading:
 
     def on_findings_view_severity_changed(self, m) -> None:
         self.show_finding_counts()
+
+    def on_findings_view_shared_graph_toggled(self, m) -> None:
+        self.toggle_shared_graph()
+
+    def toggle_shared_graph(self) -> None:
+        """Run the checks again graded the other way: as a graph compiled once and loaded by every
+        rank (check --shared-graph), or as graphs each rank traced for itself."""
+        self.shared_graph = not self.shared_graph
+        how = "as a shared graph (check --shared-graph)" if self.shared_graph else "per rank (each rank traced its own)"
+        self.notify(f"findings graded {how}: running the checks again", timeout=4)
+        self.run_checks(asked=True)
 
     def on_findings_ready(self, m: FindingsReady) -> None:
         if self.closing():
@@ -306,6 +319,8 @@ class CaptureLoading:
         self.badges = m.badges
         fv = self.findings_view
         fv.checks_note = checks_note(m.not_run, m.notes)
+        fv.shared_graph = self.shared_graph
+        fv.source_root = (getattr(self.session.cap, "manifest", None) or {}).get("cwd") if self.session else None
         fv.set_findings(m.findings, ranks=self.session.cap.ranks if self.session else None)
         self.show_finding_counts()
         if self.checks_dirty:

@@ -29,6 +29,12 @@ class CaptureCommands(Provider):
         out: list[tuple[str, object, str]] = []
         for view, label in getattr(app, "VIEW_TITLES", {}).items():
             out.append((f"view: {label}", partial(app.show_view, view), "switch the right-hand view"))
+        fv = getattr(app, "findings_view", None)
+        if fv is not None and hasattr(app, "toggle_shared_graph"):
+            info = "hide info findings" if fv.severity_floor == "info" else "show info findings"
+            grade = "per rank (each rank traced its own)" if app.shared_graph else "as a shared graph (--shared-graph)"
+            out.append((f"findings: {info}", fv.action_toggle_info, "i in the Findings view"))
+            out.append((f"findings: grade {grade}", app.toggle_shared_graph, "s in the Findings view"))
         if session is None:
             return out
         o = session.outline

@@ -357,6 +357,20 @@ class CaptureSession:
                                 f"{st.get('reason') or 'no reason given'}; records after that are missing",
                             )
                         )
+            world = self.cap.world_size or 0
+            if not isinstance((getattr(self.cap, "manifest", None) or {}).get("simulated"), dict):
+                # a rank of the world with no log at all: nothing else on screen would say it exists
+                from graphtrain_inspect.capture import logformat
+
+                for r in self.cap.absent_ranks:
+                    out.append(
+                        (
+                            os.path.join(self.path, logformat.log_file_name(r)),
+                            str(r),
+                            f"rank {r} of world size {world} recorded nothing: no log (it never ran a captured "
+                            "pass, e.g. it loaded a graph compiled on another rank)",
+                        )
+                    )
             for r in self.cap.ranks:
                 log = self.cap.log_file(r)
                 for ce in self.cap.capture_errors(r):

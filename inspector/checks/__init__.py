@@ -21,6 +21,7 @@ May import: read and diff. Never replay, cli or tui; never torch, textual or ric
 from __future__ import annotations
 
 import importlib
+import re
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -121,8 +122,14 @@ def _sort_key(f: Finding) -> tuple:
         f.pipeline or "",
         f.introduced_seq if f.introduced_seq is not None else -1,
         f.subgraph or "",
-        f.node or "",
+        natural_key(f.node or ""),
     )
+
+
+def natural_key(name: str) -> tuple:
+    """`name`'s sort key with its numbers compared as numbers: ge, ge_1, ge_2, ..., ge_10 (FX's
+    own order of naming), not ge, ge_1, ge_10, ge_11, ..., ge_2."""
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
 
 
 def check_report(

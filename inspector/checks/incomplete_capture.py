@@ -21,7 +21,9 @@ One finding per rank and problem (`evidence.problem`):
 * `no-manifest` (info): no readable manifest.json, so the command and how it ended are unknown;
 * `stray-log`: a log whose records say they are another rank's (a copy of rank 1's log saved as
   rank 5's): the reader left it out, so it is in no cross-rank comparison;
-* `empty-log`: an empty log: not counted as a rank.
+* `empty-log`: an empty log: not counted as a rank;
+* `pass-not-captured`: a `--pass` target the workers imported and could not wrap (no such
+  attribute: a typo the launcher could not see), with the workers' reason.
 
 All are warnings (info for a capture still running), so `check`'s exit status still says whether
 the training has a bug. Capture-level findings have no pass (`introduced_by` is None) except
@@ -108,6 +110,8 @@ def run(ctx: CheckContext) -> list[Finding]:
     for r in expected_ranks(cap) if c.ours else cap.ranks:
         if r not in left_out:
             findings += _rank_findings(c, r)
+    if c.ours:
+        findings.extend(_unwrapped_targets(cap))
     return findings
 
 
@@ -225,6 +229,31 @@ def _unfinished_passes(cap: Any, r: int, how: str) -> list[Finding]:
             f.introduced_seq = f.last_seq = p.seq
             findings.append(f)
     return findings
+
+
+def _unwrapped_targets(cap: Any) -> list[Finding]:
+    """A `--pass` the workers imported and could not wrap (a typo in its name): none of its runs
+    is in the capture, so "no findings" would say nothing about it. One finding per target."""
+    why: dict[str, str] = {}
+    ranks: dict[str, list[int]] = {}
+    for r in cap.ranks:
+        for e in cap.capture_errors(r):
+            where = str(e.get("where") or "")
+            if where.startswith("--pass "):
+                t = where.removeprefix("--pass ")
+                msg = str(e.get("message") or "").strip().splitlines()
+                why.setdefault(t, f"{e.get('type') or 'error'}: {msg[0] if msg else ''}")
+                ranks.setdefault(t, []).append(r)
+    return [
+        _finding(
+            None,
+            "pass-not-captured",
+            f"--pass {t} was not captured: {why[t]}; none of its runs is in the capture",
+            target=t,
+            detail=why[t],
+        )
+        for t in why
+    ]
 
 
 def _blob_findings(cap: Any, rank: int, base: str) -> list[Finding]:

@@ -186,7 +186,7 @@ def source_line_groups(findings: list) -> dict[str, int]:
     return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
 
 
-def render(report, st: Style, width: int, hidden: int = 0) -> list[str]:
+def render(report, st: Style, width: int, hidden: int = 0, checked: str | None = None) -> list[str]:
     from graphtrain_inspect.inspector.checks import CHECKS
     from graphtrain_inspect.inspector.checks.shown import summary
     from graphtrain_inspect.inspector.read.source_lines import source_text
@@ -194,6 +194,7 @@ def render(report, st: Style, width: int, hidden: int = 0) -> list[str]:
 
     lines: list[str] = []
     findings = report.findings
+    root = ((getattr(report.cap, "manifest", None) or {}).get("cwd")) or None  # the recorded program's
     by_kind: dict[str, list] = {}
     for f in findings:
         by_kind.setdefault(f.kind, []).append(f)
@@ -234,7 +235,7 @@ def render(report, st: Style, width: int, hidden: int = 0) -> list[str]:
                 ev = _evidence_line(f)
                 if ev:
                     lines.append(st(" " * plain_len + truncate(ev, max(20, width - plain_len)), "dim"))
-                src = source_text(f.source)
+                src = source_text(f.source, root)
                 if src:
                     # the model's line reads "at model.py:42 ..."; a pass-made node's "created by pass X [at ...]";
                     # a backward node's stack is the forward op's it differentiates: "at backward of model.py:42"
@@ -243,7 +244,7 @@ def render(report, st: Style, width: int, hidden: int = 0) -> list[str]:
                         at = "at backward of "
                     lines.append(" " * plain_len + st(at, "dim") + truncate(src, max(20, width - plain_len - len(at))))
         by_line = source_line_groups(fs)
-        if len(fs) > 1 and by_line and len(by_line) < len(fs):
+        if len(fs) >= 4 and by_line and len(by_line) < len(fs):
             top = ", ".join(f"{where} ({n})" for where, n in list(by_line.items())[:5])
             rest = f", and {len(by_line) - 5} more" if len(by_line) > 5 else ""
             lines.append(st(f"  {len(fs)} {kind} findings at {len(by_line)} source line(s): {top}{rest}", "dim"))
@@ -256,6 +257,8 @@ def render(report, st: Style, width: int, hidden: int = 0) -> list[str]:
         lines.append(st(f"not run: {', '.join(checks)}{sep}{reason}", "yellow"))
     for n in report.notes:
         lines.append(st(f"note: {n}", "dim"))
+    if checked:
+        lines.append(st(checked, "dim"))
     head, more = summary(findings, hidden, "--severity info shows them")
     errors = sum(1 for f in findings if f.severity == "error")
     lines.append(st(head, "red" if errors else ("yellow" if findings else "green")))
@@ -298,6 +301,9 @@ def run(args: argparse.Namespace) -> int:
         report = check_report(
             cap, args.check, shared_graph=args.shared_graph, jobs=args.jobs if args.jobs is not None else default_jobs()
         )
+        from graphtrain_inspect.inspector.checks.coverage import checked_line
+
+        checked = checked_line(cap, report, args.check)
         sim = simulated_line(getattr(cap, "manifest", None))
         if sim:  # findings compare only the ranks that ran; say which, of how many
             report.notes.append(sim)
@@ -317,5 +323,5 @@ def run(args: argparse.Namespace) -> int:
             tty = want_color("auto")
             width = args.width or (shutil.get_terminal_size((120, 40)).columns if tty else 100_000)
             st = Style(want_color(args.color))
-            sys.stdout.write("\n".join(render(report, st, width, hidden)) + "\n")
+            sys.stdout.write("\n".join(render(report, st, width, hidden, checked)) + "\n")
     return 1 if has_error else 0

@@ -50,6 +50,8 @@ def listing(cap, ranks: list[int] | None = None, *, classes: bool | None = None)
         "manifest": _manifest_summary(cap.manifest),
         "world_size": cap.world_size,
         "torch_trace": cap.torch_trace_dir,
+        # ranks of the world with no log at all (under --coor: the ranks that loaded rank 0's graph)
+        "absent_ranks": cap.absent_ranks,
         "ranks": [],
     }
     for r in ranks if ranks is not None else cap.ranks:
@@ -167,9 +169,12 @@ def rank_agreement(cap, ranks: list[int], *, force: bool | None = None) -> dict[
     classes = RankClasses(cap, StageIndex(cap))
     groups = classes.agreement(ranks)
     if groups is None:
+        # format 1 wrote tables that are not one row per line; a newer log only misses it by damage
+        fmt = (cap.header(ranks[0]) or {}).get("format_version")
+        why = "log format 1" if fmt == 1 else f"log format {fmt}, a table did not read back row by row"
         return {
             "line": None,
-            "skipped": "not compared across ranks: node tables not laid out one row per line (log format 1)",
+            "skipped": f"not compared across ranks: node tables not laid out one row per line ({why})",
         }
     return {
         "line": classes.summary_line(ranks),
@@ -298,6 +303,9 @@ def _head_lines(data: dict[str, Any], st: Style) -> list[str]:
     sim_line = simulated_line(m)
     if sim_line:
         lines.append(st(sim_line, "yellow"))
+    absent = data.get("absent_ranks") or []
+    if absent and not sim_line and data.get("kind") == "capture":
+        lines.append(st(f"rank {format_ranks(absent)}: recorded nothing (no log; ran no captured pass)", "yellow"))
     agreement = data.get("rank_classes") or {}
     if agreement.get("line") or agreement.get("skipped"):
         lines.append(f"graphs: {agreement.get('line') or agreement.get('skipped')}")
@@ -428,10 +436,11 @@ class Columns:
                 gids.append(a["gid"] or "")
                 counts.append(_n(a["nodes"]))
         gids.extend(oc["oid"] or "" for oc in entry.get("output_code") or [])
+        # max over lists, never max(5, *xs): a rank that ran no pass has no gids or counts at all
         return cls(
             name=min(NAME_MAX, max(map(len, names))),
-            role=max(map(len, roles), default=0) and max(4, *map(len, roles)),
-            gid=max([5, *map(len, gids)]),  # a rank with no pass (its log unreadable) has none
+            role=max(map(len, roles), default=0) and max([4, *map(len, roles)]),
+            gid=max([5, *map(len, gids)]),
             nodes=max([4, *map(len, counts)]),
         )
 

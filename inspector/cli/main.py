@@ -60,7 +60,9 @@ def version() -> str:
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    from graphtrain_inspect.inspector.cli.argument_errors import ErrorFirstParser
+
+    parser = ErrorFirstParser(
         prog="graphtrain-inspect",
         description="Inspect and debug the graph passes of graph-based distributed PyTorch training.",
     )

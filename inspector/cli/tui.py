@@ -70,11 +70,37 @@ def describe(args: argparse.Namespace, path: str) -> str:
     )
 
 
+def _refuse_what_is_no_capture(path: str, source: str) -> None:
+    """CaptureUnreadable, with the line every other command prints, for a path that does not exist
+    or a directory that holds no log, manifest, claim or torch_trace/ at all: found by listing it,
+    before the screen is taken over (the app reads the logs, and watches a capture starting)."""
+    import os
+
+    from graphtrain_inspect.capture import logformat
+    from graphtrain_inspect.inspector.errors import CaptureUnreadable
+
+    if not os.path.exists(path):
+        raise CaptureUnreadable(f"{path}: no such file or directory")
+    if not os.path.isdir(path):
+        return
+    try:
+        names = os.listdir(path)
+    except OSError:
+        return  # the app says why it cannot be read
+    started = {logformat.MANIFEST_NAME, logformat.CLAIM_NAME, "torch_trace"}  # a capture starting: watched
+    if started & set(names) or any(n.endswith(".log") for n in names):
+        return
+    from graphtrain_inspect.inspector.read.capture_index import open_capture
+
+    open_capture(path, source=source).close()  # raises its one line: nothing here to read
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         path = resolve_path(args)
     except ValueError as e:
         raise CommandError(str(e)) from None
+    _refuse_what_is_no_capture(path, args.source)
     from graphtrain_inspect.tui.app import InspectApp
     from graphtrain_inspect.tui.keymap import load_keymap
 

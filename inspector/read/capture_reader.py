@@ -77,6 +77,14 @@ class Capture:
         sizes = [s for r in self._ranks.values() if r.header and isinstance(s := r.header.get("world_size"), int)]
         return max(sizes) if sizes else (max(self._ranks) + 1 if self._ranks else 0)
 
+    @property
+    def absent_ranks(self) -> list[int]:
+        """Ranks of the world with no log (a rank that ran no captured pass writes none: under
+        compile-on-one-rank, those that loaded its graph). A world size past 2**20 (a damaged or
+        hostile header) is not expanded."""
+        world = self.world_size
+        return [r for r in range(world) if r not in self._ranks] if world <= 1 << 20 else []
+
     def all_errors(self) -> list[ReadError]:
         """Read errors of the capture and of every log, in file order (decode errors included)."""
         out = list(self.errors)

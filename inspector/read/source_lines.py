@@ -74,12 +74,17 @@ def nearest_source(rows: list[NodeRow], name: str, reach: int = NEAREST_REACH) -
     return None
 
 
-def source_text(src: dict[str, Any] | None) -> str | None:
-    """One line for a table: `model.py:42  y = x * 2`, or `created by pass X [at passes.py:7  code]`."""
+def source_text(src: dict[str, Any] | None, root: str | None = None) -> str | None:
+    """One line for a table: `model.py:42  y = x * 2`, or `created by pass X [at passes.py:7  code]`.
+    `root`: the directory the recorded program ran in (the manifest's `cwd`); a file under it is
+    shown relative to it (`samples/model.py`, not the recording machine's `/work/main/...`)."""
     if not src:
         return None
     code = src.get("code") or ""
-    where = f"{src['file']}:{src['line']}" + (f"  {code}" if code else "") if src.get("file") is not None else None
+    file = src.get("file")
+    if isinstance(file, str) and root and file.startswith(root.rstrip("/") + "/"):
+        file = file[len(root.rstrip("/")) + 1 :]
+    where = f"{file}:{src['line']}" + (f"  {code}" if code else "") if file is not None else None
     if where and src.get("nearest_node"):
         where += f"  (no stack of its own: nearest node with one, {src['nearest_node']})"
     if src.get("created_by"):

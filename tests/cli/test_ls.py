@@ -97,3 +97,18 @@ def test_ls_killed_rank(tmp_path):
         "graphtrain-inspect diff: pass #9 killed_here started on rank 1 and never finished (the rank stopped "
         "inside it): no graph after it to diff"
     ]
+
+
+def test_ls_names_the_ranks_that_recorded_nothing(tmp_path, capsys):
+    """Under --coor rank 1 loads rank 0's graph and writes no log: ls says so (issue 32)."""
+    from graphtrain_inspect.inspector.cli.main import main
+
+    w = CaptureWriter(tmp_path / "cap", world_size=2)
+    r0 = w.rank(0)
+    r0.apply("drop_relu", g1(), g2())
+    r0.end()
+    w.finish()
+    assert main(["ls", str(tmp_path / "cap")]) == 0
+    assert "rank 1: recorded nothing (no log; ran no captured pass)" in capsys.readouterr().out.splitlines()
+    assert main(["ls", str(tmp_path / "cap"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["absent_ranks"] == [1]

@@ -486,3 +486,14 @@ def test_small_capture_is_deterministic(tmp_path):
         ga = [ln for ln in da.split(b"\n") if b"gti_graph" in ln]
         gb = [ln for ln in db.split(b"\n") if b"gti_graph" in ln]
         assert [x.split(b"]", 1)[1] for x in ga] == [x.split(b"]", 1)[1] for x in gb]
+
+
+def test_help_names_every_view_with_its_key():
+    """F1 lists all nine views, each under the key that opens it (issue 32: 9 Compile was missing)."""
+    from graphtrain_inspect.tui.screens.help import INTRO
+
+    views = [b for b in InspectApp.BINDINGS if (b.id or "").startswith("view.")]
+    assert len(views) == 9
+    for b in views:
+        title = InspectApp.VIEW_TITLES[b.id.removeprefix("view.")].split()[0]
+        assert f"[b]{b.key} {title}" in INTRO, (b.key, title)

@@ -24,6 +24,7 @@ shows it in the views on the right:
   [b]6 Devices[/b]      each rank's own device and the devices baked into the graph
   [b]7 Problems[/b]     what could not be read, as file:line: message
   [b]8 Output code[/b]  the code Inductor generated; i: from a node to its kernel, I: back
+  [b]9 Compile[/b]      torch.compile's events per rank (breaks, recompiles) and where ranks part
 
 F1 or ? opens this help; w narrows, hides and restores the tree.
 

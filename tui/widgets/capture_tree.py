@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Hashable
+from typing import Any, Hashable, Sequence
 
 from rich.style import Style
 from rich.text import Text
@@ -19,6 +19,7 @@ from textual.widgets.tree import TreeNode
 
 from graphtrain_inspect.inspector.read.outline import Outline, PassEntry, PipelineEntry, RankEntry
 from graphtrain_inspect.tui.session import Place
+from graphtrain_inspect.tui.widgets.name_abbrev import kept_spans
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,7 @@ def _span(label: Text, key: str):
     return next((sp for sp in label.spans if isinstance(sp.style, Style) and (sp.style.meta or {}).get(key)), None)
 
 
-def _elide_name(label: Text, over: int, keep_at_least: int) -> Text:
+def _elide_name(label: Text, over: int, keep_at_least: int, others: Sequence[str] = ()) -> Text:
     span = _span(label, "gti_elide")
     if span is None or over <= 0:
         return label
@@ -74,26 +75,39 @@ def _elide_name(label: Text, over: int, keep_at_least: int) -> Text:
     keep = max(keep_at_least, len(name) - over - 1)
     if keep >= len(name):
         return label
-    head = (keep + 1) // 2
-    short = label[span.start : span.start + head] + Text("…", style="dim") + label[span.end - (keep - head) : span.end]
+    short, pos = Text(), 0  # the part that tells the name from its siblings kept (name_abbrev)
+    for a, b in kept_spans(name, keep + 1, others):  # keep: the name's characters, and one "…"
+        if a > pos:
+            short.append("…", style="dim")
+        short.append_text(label[span.start + a : span.start + b])
+        pos = b
+    if pos < len(name):
+        short.append("…", style="dim")
     short.spans[:] = [sp for sp in short.spans if sp.style is not ELIDE]
     short.stylize(ELIDE)  # still one name: it may shrink again
     return label[: span.start] + short + label[span.end :]
 
 
-def fit_label(label: Text, width: int) -> Text:
+def label_name(label: Text) -> str | None:
+    """The name in a label (its ELIDE span), as the label was made."""
+    span = _span(label, "gti_elide")
+    return label.plain[span.start : span.end] if span is not None else None
+
+
+def fit_label(label: Text, width: int, others: Sequence[str] = ()) -> Text:
     """`label` in `width` cells: the name marked ELIDE loses its middle (down to MIN_NAME), then
     the OPTIONAL part goes, then the name shrinks further, then whole fields are dropped from the
-    end (a count, a time or a badge is never cut into another number)."""
+    end (a count, a time or a badge is never cut into another number). `others`: the sibling
+    rows' names, so that a shortened name keeps what tells it from them."""
     if width <= 0 or label.cell_len <= width:
         return label
-    short = _elide_name(label, label.cell_len - width, MIN_NAME)
+    short = _elide_name(label, label.cell_len - width, MIN_NAME, others)
     if short.cell_len <= width:
         return short
     optional = _span(label, "gti_optional")
     if optional is not None:
         label = label[: optional.start] + label[optional.end :]
-    label = _elide_name(label, label.cell_len - width, 4)
+    label = _elide_name(label, label.cell_len - width, 4, others)
     if label.cell_len <= width:
         return label
     cuts = [m.start() for m in _FIELD.finditer(label.plain) if 0 < m.start() <= width]
@@ -124,7 +138,10 @@ def run_label(o: Outline, findings: int | None) -> Text:
     t.append(f"  {status}", style="green" if status == "finished" else ("yellow" if status == "running" else "red"))
     if status == "finished":  # the usual case: the first thing to go in a narrow tree
         t.stylize(OPTIONAL, start, len(t))
-    t.append(f" · {plural(len(o.ranks), 'rank')}", style="dim")
+    if o.world_size and o.world_size > len(o.ranks):  # the others recorded nothing (Problems says which)
+        t.append(f" · {len(o.ranks)} of {o.world_size} ranks", style="yellow")
+    else:
+        t.append(f" · {plural(len(o.ranks), 'rank')}", style="dim")
     if o.live:
         t.append(" · live", style="bold yellow")
     if findings:
@@ -212,6 +229,8 @@ class CaptureTree(Tree[TreeData]):
         self.nodes_by_key: dict[Hashable, TreeNode[TreeData]] = {}
         self.pass_keys: dict[tuple[int, int], Hashable] = {}  # (rank, seq) -> its key in nodes_by_key
         self.signatures: dict[Hashable, tuple] = {}  # what a pass's label shows, to relabel only changes
+        self._siblings: dict[int, tuple[int, list[str]]] = {}  # id(parent) -> (children, their names)
+        self.total_findings: int | None = None
         self.pipeline_entries: dict[Hashable, PipelineEntry] = {}
         self.populated: set[Hashable] = set()  # graphs whose passes are in the tree
 
@@ -242,7 +261,11 @@ class CaptureTree(Tree[TreeData]):
         number of entries added."""
         self.outline = outline
         added = 0
-        self.root.set_label(run_label(outline, len({id(f) for v in self.badges.values() for f in v}) or None))
+        badged = len({id(f) for v in self.badges.values() for f in v})
+        # the root counts what the Findings tab lists: findings on no pass (a failed compile) too
+        self.root.set_label(
+            run_label(outline, (self.total_findings if self.total_findings is not None else badged) or None)
+        )
         for i, r in enumerate(outline.ranks):
             key = ("rank", r.rank)
             node = self.nodes_by_key.get(key)
@@ -355,8 +378,10 @@ class CaptureTree(Tree[TreeData]):
         if node is not None:
             node.remove()
 
-    def set_badges(self, badges: dict[Hashable, list]) -> None:
+    def set_badges(self, badges: dict[Hashable, list], total: int | None = None) -> None:
+        """The findings on each entry, and `total`: how many the Findings tab lists (the root's count)."""
         self.badges = badges
+        self.total_findings = total
         if self.outline is not None:
             self.sync(self.outline)
 
@@ -403,7 +428,19 @@ class CaptureTree(Tree[TreeData]):
         depth, parent = 0, node.parent
         while parent is not None:
             depth, parent = depth + 1, parent.parent
-        return fit_label(label, width - depth * self.guide_depth)
+        return fit_label(label, width - depth * self.guide_depth, self._sibling_names(node))
+
+    def _sibling_names(self, node: TreeNode[TreeData]) -> list[str]:
+        """The names of `node` and its siblings, read once per parent until the parent grows."""
+        parent = node.parent
+        if parent is None:
+            return []
+        kids = parent.children
+        cached = self._siblings.get(id(parent))
+        if cached is None or cached[0] != len(kids):
+            cached = (len(kids), [n for k in kids if (n := label_name(k.label)) is not None])
+            self._siblings[id(parent)] = cached
+        return cached[1]
 
     def action_expand_everything(self) -> None:
         self.root.expand_all()

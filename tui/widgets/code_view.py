@@ -89,6 +89,12 @@ class CodeView(LineView):
         self.mark = Mark(loc.line, loc.start, loc.end)
         self._cache.clear()
         self.set_cursor(loc.line, center=True)
+        # the node's arguments (where a baked literal sits) end its call: bring them into view,
+        # after the layout (a view just switched to has no width yet)
+        line = self.lines[loc.line] if 0 <= loc.line < len(self.lines) else ""
+        tail = line.find(";  ")
+        end = line.rfind(")", 0, tail if tail > 0 else len(line)) + 1 or len(line)
+        self.call_after_refresh(self.reveal_columns, loc.line, loc.start, max(end, loc.end))
         self.refresh()
         return True
 

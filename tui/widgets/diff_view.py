@@ -58,9 +58,7 @@ class DiffView(LineView):
     def show_result(self, d, status, ctx: ResultContext) -> Drawn:
         """A diff (tui.session.DiffResult), or None: there is none to show, and the line says why.
         `status`: the rank diff's ranks and their agreement, for its status line."""
-        status_line = (
-            "  ".join(status or []) + "   (b: change the base rank, [ ]: other rank)" if self.across_ranks else None
-        )
+        status_line = "  ".join(status or []) + "   b: base · [ ]: rank" if self.across_ranks else None
         if d is not None:
             self.show(d.model, a_label=d.a_label, b_label=d.b_label, a_index=d.a_index, b_index=d.b_index, key=d.key)
             return Drawn(title=f"{d.title} · {d.summary} · {self.mode}", key=d.key, status=status_line)

@@ -17,7 +17,7 @@ from graphtrain_inspect.tui.widgets.record_table import RecordTable
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
 
-def code_caption(f) -> str:
+def code_caption(f, root: str | None = None) -> str:
     """A generated-code finding's FX node and source line, for the Output code view's title."""
     from graphtrain_inspect.inspector.read.source_lines import source_text
 
@@ -30,7 +30,7 @@ def code_caption(f) -> str:
             f"FX node {f.node}"
             + (f" ({ev['source_node']})" if ev.get("source_node") and ev["source_node"] != f.node else "")
         )
-    src = source_text(f.source)
+    src = source_text(f.source, root)
     if src:
         parts.append(src)
     return " · ".join(parts)
@@ -51,14 +51,21 @@ class FindingsView(Vertical):
     DEFAULT_CSS = """
     FindingsView #findings-filters { height: 3; }
     FindingsView #findings-filters Select { width: 1fr; }
-    FindingsView #findings-status { height: 1; color: $text-muted; padding: 0 1; }
+    FindingsView #findings-status { width: 100%; height: auto; max-height: 3; color: $text-muted; padding: 0 1; }
     FindingsView #finding-detail { height: auto; max-height: 40%; padding: 0 1; border-top: solid $primary-darken-2; }
     """
 
-    BINDINGS = [Binding("o", "show_source", "Source lines around the finding", id="findings.source")]
+    BINDINGS = [
+        Binding("o", "show_source", "Source lines around the finding", id="findings.source"),
+        Binding("i", "toggle_info", "Show or hide info findings", id="findings.info"),
+        Binding("s", "toggle_shared_graph", "Grade as a shared graph, or per rank", id="findings.shared-graph"),
+    ]
 
     class SeverityChanged(Message):
         """The severity filter changed: the tab's count and the tree's badges follow it."""
+
+    class SharedGraphToggled(Message):
+        """`s`: run the checks again with the other grading (check --shared-graph or not)."""
 
     class Chosen(Message):
         """Enter on a finding: the app jumps to it."""
@@ -75,6 +82,8 @@ class FindingsView(Vertical):
         self.shown: list = []
         self.filters: dict[str, object] = {k: Select.NULL for k in self.FILTERS}
         self.checks_note = ""  # the checks that did not run and the notes, after the counts
+        self.shared_graph = False  # how the findings in view were graded (the app's check flag)
+        self.source_root: str | None = None  # where the recorded program ran: source paths under it shown relative
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="findings-filters"):
@@ -127,11 +136,7 @@ class FindingsView(Vertical):
     def _status(self) -> str:
         from graphtrain_inspect.inspector.checks.shown import hidden_info, summary
 
-        head, more = summary(
-            self.visible(self.findings),
-            hidden_info(self.findings, self.severity_floor),
-            "severity filter: info shows them",
-        )
+        head, more = summary(self.visible(self.findings), hidden_info(self.findings, self.severity_floor), self.how())
         parts = (
             [head]
             + ([more] if more else [])
@@ -139,6 +144,16 @@ class FindingsView(Vertical):
             + ([self.checks_note] if self.checks_note else [])
         )
         return " · ".join(parts)
+
+    def how(self) -> str:
+        """The keys that show what the counts leave out, as every count of hidden findings says it."""
+        return "i shows them" + ("" if self.shared_graph else ", s grades as shared graph")
+
+    def action_toggle_info(self) -> None:
+        self.set_filter("severity", Select.NULL if self.severity_floor == "info" else "info")
+
+    def action_toggle_shared_graph(self) -> None:
+        self.post_message(self.SharedGraphToggled())
 
     def set_status(self, text: str) -> None:
         self.query_one("#findings-status", Label).update(text)
@@ -208,7 +223,7 @@ class FindingsView(Vertical):
             return out
         out.append(f"{f.severity.upper()} ", style=SEVERITY_STYLE.get(f.severity, ""))
         out.append(f"{f.kind}: {f.message}\n")
-        src = source_text(f.source)
+        src = source_text(f.source, self.source_root)
         out.append("source: ", style="dim")
         out.append(src or "unknown (the node has no stack trace)")
         if src and f.source and f.source.get("file") and not lines:

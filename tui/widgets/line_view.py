@@ -79,6 +79,7 @@ class LineView(ScrollView, can_focus=True):
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
         self._cache: LRUCache[tuple, Strip] = LRUCache(512)
+        self._reveal: tuple[int, int, int] | None = None  # (row, start, end) to keep in view sideways
         self._version = 0
         self.query_text: str = ""
         self.mark: Mark | None = None
@@ -168,6 +169,30 @@ class LineView(ScrollView, can_focus=True):
         elif row >= top + h:
             self.scroll_to(y=row - h + 1, animate=False)
 
+    def reveal_columns(self, row: int, start: int, end: int) -> None:
+        """Scroll sideways so that body columns [start, end) of `row` are in view (their end, when
+        the span is wider than the view); again when the view's size changes (a view just
+        switched to is laid out after the jump) while the cursor stays on `row`."""
+        self._reveal = (row, start, end)
+        self._apply_reveal()
+
+    def on_resize(self) -> None:
+        self._apply_reveal()
+
+    def _apply_reveal(self) -> None:
+        if self._reveal is None or self._reveal[0] != self.cursor:
+            self._reveal = None
+            return
+        _, start, end = self._reveal
+        visible = self.scrollable_content_region.width - self.gutter_width()
+        if visible <= 0:
+            return
+        x = int(self.scroll_offset.x)
+        if start >= x and end <= x + visible:
+            return
+        want = max(0, end - visible + 1)  # wider than the view: its end (a call's arguments) wins
+        self.scroll_to(x=want, animate=False)
+
     def current_line_text(self) -> str:
         return self.row_plain(self.cursor) if self.row_count() else ""
 
@@ -206,6 +231,7 @@ class LineView(ScrollView, can_focus=True):
         self.set_cursor(self.row_count() - 1 if end else 0)
 
     def action_hscroll(self, delta: int) -> None:
+        self._reveal = None  # the user scrolls: a resize no longer brings the span back
         self.scroll_to(x=max(0, self.scroll_offset.x + delta), animate=False)
 
     def on_click(self, event: events.Click) -> None:

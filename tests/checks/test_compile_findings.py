@@ -148,12 +148,14 @@ def test_only_rank1_recompiles_is_one_rank_divergent_compile_error(two_ranks):
 
 
 @pytest.mark.slow
-def test_rank1_recompiling_alone_is_an_error_without_torch_logs(tmp_path):
-    """The capture's own compile ids say it (no --torch-trace): exactly the rank-divergent-compile
-    error, and nothing taken for compile on one rank (no device-baked or shared-graph finding)."""
+def test_rank1_recompiling_alone_is_an_error_without_torch_logs(two_ranks, tmp_path):
+    """The capture's own compile ids say it (the same capture without torch's logs, as a capture
+    made without --torch-trace is): exactly the rank-divergent-compile error, and nothing taken
+    for compile on one rank (no device-baked or shared-graph finding)."""
+    import shutil
+
     out = tmp_path / "divergent"
-    r = run_cli("capture", "--out", str(out), "--", *torchrun(2, "tests.programs.rank_recompile", "--divergent"))
-    assert r.returncode == 0, r.stderr[-4000:]
+    shutil.copytree(two_ranks["divergent"], out, ignore=shutil.ignore_patterns("torch_trace"))
     r = run_cli("check", str(out), "--json")
     assert r.returncode == 1, r.stdout[-3000:]
     doc = json.loads(r.stdout)
@@ -161,6 +163,7 @@ def test_rank1_recompiling_alone_is_an_error_without_torch_logs(tmp_path):
     assert found == [("rank-divergent-compile", "error", [0, 1])]
     assert "rank 0: no compile [0/1]" in doc["findings"][0]["message"]
     assert not any("compile on one rank" in n for n in doc["summary"]["notes"])
+    assert "compile-failure" in json.dumps(doc["summary"]["not_run"])  # breaks and failures: torch's logs only
 
 
 @pytest.mark.slow

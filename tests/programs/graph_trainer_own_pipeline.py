@@ -44,8 +44,10 @@ def main() -> None:
     passes = PASS_PIPELINE_REGISTRY["mine"](None, None, parallel_dims=None)
     gm = apply_graph_passes(gm, (x,), passes)
     print(f"rank {dist.get_rank()}: {gm(x)[0].sum().item():.4f}", flush=True)
-    dist.destroy_process_group()
 
 
 if __name__ == "__main__":
+    from graphtrain_inspect.samples.worker_exit import end_worker
+
     main()
+    end_worker()  # gloo can abort a finalizing interpreter (worker_exit says why)

@@ -52,9 +52,10 @@ def main() -> None:
         if distributed:
             dist.all_reduce(loss)
         print(f"rank {rank} step {i} loss {loss.item():.4f}", flush=True)
-    if distributed:
-        dist.destroy_process_group()
 
 
 if __name__ == "__main__":
+    from graphtrain_inspect.samples.worker_exit import end_worker
+
     main()
+    end_worker()  # gloo can abort a finalizing interpreter (worker_exit says why)

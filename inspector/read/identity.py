@@ -36,6 +36,12 @@ def chain_pipelines(passes: list[PassRecord]) -> None:
         _chain_by_lineage(passes, parents)
     else:
         _chain_by_graph_id(passes, parents)
+    _place_containers(passes, parents)
+
+
+def _place_containers(passes: list[PassRecord], parents: set[int]) -> None:
+    """A pass that contains others takes its first child's pipeline (the last one, with no
+    child finished); it never starts a pipeline of its own."""
     first_child: dict[int, int] = {}
     for p in passes:
         if p.seq not in parents and p.parent is not None:
@@ -176,13 +182,7 @@ def split_at_shared(passes: list[PassRecord], shared: dict[str, Shared]) -> None
     for p in passes:
         if p.seq not in parents:
             p.pipeline = order[p.pipeline]
-    first_child: dict[int, int] = {}
-    for p in passes:
-        if p.seq not in parents and p.parent is not None:
-            first_child.setdefault(p.parent, p.pipeline)
-    for p in passes:
-        if p.seq in parents and p.seq in first_child:
-            p.pipeline = first_child[p.seq]
+    _place_containers(passes, parents)
 
 
 def pipeline_key(cid: str, origin: str, ordinal: int, module: str | None) -> str:

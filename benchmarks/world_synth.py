@@ -29,7 +29,7 @@ from typing import Any
 
 import orjson
 
-from graphtrain_inspect.capture import logformat
+from graphtrain_inspect.capture import logformat, rank_tokens
 from graphtrain_inspect.inspector.read.capture_index import open_capture
 
 
@@ -67,6 +67,7 @@ def synthesize(src: str, out: str, ranks: int, log=print) -> dict[str, Any]:
         log_file = cap.log_file(s)
         path = os.path.join(out, logformat.log_file_name(r))
         n = 0
+        new_table: dict[str, Any] | None = None
         with open(path, "wb") as f:
             for rec in cap.records(s):
                 if rec.kind not in logformat.KINDS:
@@ -80,7 +81,7 @@ def synthesize(src: str, out: str, ranks: int, log=print) -> dict[str, Any]:
                     h.update({"rank": r, "world_size": ranks})
                     payload: Any = h
                 elif rec.kind == logformat.RANKS:
-                    payload = _rank_table(orjson.loads(text), r, ranks, names)
+                    payload = new_table = _rank_table(orjson.loads(text), r, ranks, names)
                 else:
                     # group names live in the graph: its code and its node rows (a blind replace
                     # elsewhere would hit other strings, a symbol map's "0")
@@ -88,7 +89,16 @@ def synthesize(src: str, out: str, ranks: int, log=print) -> dict[str, Any]:
                     for a, b in subs:
                         text = text.replace(a, b)
                     payload = text if logformat.KINDS[rec.kind] == "json" else text.decode("utf-8", "surrogatepass")
-                meta = {k: v for k, v in rec.meta.items() if k not in ("name", "encoding", logformat.PAYLOAD_BYTES)}
+                meta = {
+                    k: v
+                    for k, v in rec.meta.items()
+                    if k not in ("name", "encoding", logformat.PAYLOAD_BYTES, rank_tokens.NORM)
+                }
+                if rec.kind == logformat.NODES and rank_tokens.NORM in rec.meta:
+                    # the digest as this rank's capture would have written it: its own group names
+                    norm = rank_tokens.table_norm(text, new_table, cap.own_device(s, rec.meta.get("gid")))
+                    if norm is not None:
+                        meta[rank_tokens.NORM] = norm
                 compile_id = {k: rec.env[k] for k in logformat.COMPILE_ID_KEYS if k in rec.env}
                 f.write(
                     logformat.encode_record(

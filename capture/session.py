@@ -91,6 +91,7 @@ class Session:
         self.stack: list[_Frame] = []
         self.header_written = False
         self.rank_table_key: Any = None
+        self.rank_table: dict[str, Any] | None = None  # the last written: node tables' digests name its groups
         self.ended = False
         self.table_cache: Any = None
         self.children: Any = None  # blob_children.Children, made at the first forked blob
@@ -181,7 +182,7 @@ class Session:
     def snapshot(self, gm: Any, frame: _Frame, role: str) -> str | None:
         """Write the graph's records once per distinct content; return its gid (None on failure)."""
 
-        from graphtrain_inspect.capture import graph_tables
+        from graphtrain_inspect.capture import graph_tables, rank_tokens
 
         if self.table_cache is None:
             self.table_cache = graph_tables.TableCache()
@@ -216,7 +217,13 @@ class Session:
         shape_env = None
         if tables is not None:
             # The table is already JSON: splice the gid in rather than encode it twice.
-            self._write(logformat.NODES, logformat.node_table_payload(gid, tables_json), meta)
+            payload = logformat.node_table_payload(gid, tables_json)
+            nodes_meta: dict[str, Any] = meta
+            with self.recorded(f"node table digest ({role})", frame):
+                norm = rank_tokens.table_norm(payload, self.rank_table, graph_tables.own_device())
+                if norm is not None:
+                    nodes_meta = {**meta, rank_tokens.NORM: norm}
+            self._write(logformat.NODES, payload, nodes_meta)
             with self.recorded(f"symbol map ({role})", frame):
                 shape_env = graph_tables.find_shape_env(gm)
                 self._write(
@@ -306,7 +313,8 @@ class Session:
             key = rank_table.change_key()
             if key != self.rank_table_key:
                 self.rank_table_key = key
-                self._write(logformat.RANKS, rank_table.rank_table(self.rank, self.world_size))
+                self.rank_table = rank_table.rank_table(self.rank, self.world_size)
+                self._write(logformat.RANKS, self.rank_table)
 
     # -- passes ----------------------------------------------------------------------------------
 

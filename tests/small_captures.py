@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from graphtrain_inspect.capture import graph_tables, logformat
+from graphtrain_inspect.capture import graph_tables, logformat, rank_tokens
 
 
 class RankWriter:
@@ -35,8 +35,13 @@ class RankWriter:
         local_rank: int | None = None,
         own_device: str | None = None,
         rank_table: dict | None = None,
+        digests: bool = True,
     ):
+        """`digests`: write each node table's normalized digest in its envelope, as the capture
+        does since format 4's `norm` (off: as older captures were written)."""
         self.parent = parent
+        self.rank_table = rank_table
+        self.digests = digests
         self.rank = rank
         self.local_rank = rank if local_rank is None else local_rank
         self.own_device = own_device
@@ -88,7 +93,10 @@ class RankWriter:
         self.graphs[gid] = n
         meta = {"gid": gid, "nodes": n}
         self._write(logformat.GRAPH_CODE, code, meta)
-        self._write(logformat.NODES, logformat.node_table_payload(gid, body), meta)
+        payload = logformat.node_table_payload(gid, body)
+        own = self.own_device or graph_tables.own_device()  # what the device table below says
+        norm = rank_tokens.table_norm(payload, self.rank_table, own) if self.digests else None
+        self._write(logformat.NODES, payload, {**meta, rank_tokens.NORM: norm} if norm is not None else meta)
         self._write(logformat.SYMBOLS, {"gid": gid, **graph_tables.symbol_map(gm, tables)}, {"gid": gid})
         dev = graph_tables.device_table(gm)
         if self.own_device is not None:

@@ -17,21 +17,23 @@ quoted own-device string that is not a leaf the normalizer rewrites (a dict key)
 here: none is written by the capture.
 
 Two ranks that logged the same bytes (same graph id and node-table md5) and normalize them the
-same way (same group names and own device) share one hash without reading the table.
+same way (same group names and own device) share one hash without reading the table. Since log
+format 4's `norm` field the capture writes each table's hash (`capture.rank_tokens`, the same
+function on the same bytes) with the names it rewrote: where those are the rewrites made here, the
+hash is taken from the envelope and no table is read, so classes cost what the index costs and
+answer for two ranks as well as for many.
 """
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 import orjson
 
-from graphtrain_inspect.capture import logformat
+from graphtrain_inspect.capture import logformat, rank_tokens
 from graphtrain_inspect.capture.rank_ranges import format_ranks
-from graphtrain_inspect.inspector.diff.normalize import OWN_DEVICE, GraphNormalizer, RankContext, is_collective_target
-from graphtrain_inspect.inspector.read.graphmodel import split_device
+from graphtrain_inspect.inspector.diff.normalize import RankContext, is_collective_target
 
 if TYPE_CHECKING:
     from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
@@ -39,9 +41,6 @@ if TYPE_CHECKING:
     from graphtrain_inspect.inspector.read.capture_index import Capture
     from graphtrain_inspect.inspector.read.stages import Stage, StageIndex, StageKey
 
-_OWN = orjson.dumps(OWN_DEVICE)
-_TARGET = b'"target":"'
-_TABLE_HEAD = b'"graphs":['  # the end of a node table's first line (logformat.node_table_rows)
 
 
 @dataclass(frozen=True)
@@ -66,13 +65,12 @@ class Rewrites:
     @classmethod
     def of(cls, ctx: RankContext) -> "Rewrites | None":
         """None where the bytes cannot stand for the normalized rows (see the module's docstring)."""
-        keys = list(ctx.group_keys.values())
-        if len(set(keys)) != len(keys):
-            return None
-        norm = GraphNormalizer(None, ctx)
-        groups = tuple((orjson.dumps(name), orjson.dumps(norm.group(name))) for name in sorted(ctx.group_keys))
-        own = ctx.own_device
-        return cls(groups, orjson.dumps(own) if own and split_device(own)[1] is not None else None)
+        rw = rank_tokens.digest_rewrites(ctx.group_keys, ctx.own_device)
+        return cls(*rw) if rw is not None else None
+
+    @property
+    def pair(self) -> rank_tokens.Rewrites:
+        return self.groups, self.own
 
     def swap_to(self, other: "Rewrites") -> dict[str, str]:
         """Each string this rank's rows hold where `other`'s hold its own (the same normalized
@@ -85,59 +83,6 @@ class Rewrites:
         if self.own and other.own and self.own != other.own:
             out[orjson.loads(self.own)] = orjson.loads(other.own)
         return out
-
-
-def _is_collective_row(row: bytes) -> bool:
-    at = row.find(_TARGET)
-    if at < 0:
-        return False
-    end = row.find(b'"', at + len(_TARGET))
-    return end > 0 and is_collective_target(row[at + len(_TARGET) : end].decode("utf-8", "replace"))
-
-
-def _finds(data: bytes, tok: bytes, start: int = 0) -> Iterable[int]:
-    at = data.find(tok, start)
-    while at >= 0:
-        yield at
-        at = data.find(tok, at + 1)
-
-
-def table_digest(text: bytes, rw: Rewrites) -> bytes | None:
-    """The hash of a node table's payload (md5-verified, `LogFile.payload_bytes`) as the rank
-    normalizer would read it: the lines after the first (which names the graph id) with the lines
-    holding one of the rank's tokens rewritten, group names in collective rows only (the
-    normalizer leaves other rows' strings alone), the own device everywhere. None when the table
-    is not laid out one row per line (log format 1): its lines are not rows.
-
-    At C speed: only the few lines that hold a group name are rewritten one by one; between them
-    the own device is replaced by one `bytes.replace` per stretch of whole lines (a JSON string
-    holds no newline, so that is the same as line by line), and the stretches are hashed as they
-    come, never joined. sha256: OpenSSL's is the fastest of hashlib's strong hashes on x86's
-    SHA extensions (half blake2b's time on this machine's tables)."""
-    first = text.find(b"\n")
-    if first < 0 or not text[:first].endswith(_TABLE_HEAD) or not text.endswith(b"\n]}"):
-        return None
-    view = memoryview(text)
-    h = hashlib.sha256()
-    own = rw.own
-
-    def stretch(a: int, b: int) -> None:
-        h.update(text[a:b].replace(own, _OWN) if own else view[a:b])
-
-    pos = first + 1
-    starts = sorted({text.rfind(b"\n", 0, at) + 1 for name, _ in rw.groups for at in _finds(text, name, pos)})
-    for start in starts:
-        end = text.find(b"\n", start)
-        end = len(text) if end < 0 else end
-        line = text[start:end]
-        if _is_collective_row(line):
-            for name, norm in rw.groups:
-                line = line.replace(name, norm)
-        stretch(pos, start)
-        h.update(line.replace(own, _OWN) if own else line)
-        pos = end
-    stretch(pos, len(text))
-    return h.digest()
 
 
 class RankClasses:
@@ -172,14 +117,40 @@ class RankClasses:
             return None
         ref = self.cap.graph(rank, gid)
         rec = ref.records.get(logformat.NODES) if ref is not None else None
+        recorded = self.recorded(rec, rw)
+        if recorded is not None:
+            return recorded
         md5 = rec.env.get("has_payload") if rec is not None else None
         # the same bytes rewritten the same way: one hash, the table read once
         k: tuple = (gid, md5, rw) if isinstance(md5, str) and md5 else (rank, gid)
         if k not in self._digests:
             log = self.cap.log_file(rank)
             got = log.payload_bytes(rec) if log is not None and rec is not None else None
-            self._digests[k] = table_digest(got, rw) if got is not None else None
+            self._digests[k] = rank_tokens.table_digest(got, rw.pair) if got is not None else None
         return self._digests[k]
+
+    @staticmethod
+    def recorded(rec: Any, rw: Rewrites) -> bytes | None:
+        """The digest the capture wrote in the node table's envelope (`rank_tokens.table_norm`),
+        where it hashed with the very rewrites this reader makes for the graph; None otherwise
+        (older logs; a rank table or own device that the reader reads otherwise)."""
+        norm = rec.meta.get(rank_tokens.NORM) if rec is not None else None
+        if not isinstance(norm, dict) or rank_tokens.recorded_rewrites(norm) != rw.pair:
+            return None
+        digest = norm.get("sha256")
+        if not (isinstance(digest, str) and len(digest) == 64):
+            return None
+        try:
+            return bytes.fromhex(digest)
+        except ValueError:
+            return None
+
+    def free(self, rank: int, gid: str) -> bool:
+        """Whether the graph's digest is known without reading its table (the capture wrote it)."""
+        rw = self.rewrites(rank, gid)
+        ref = self.cap.graph(rank, gid)
+        rec = ref.records.get(logformat.NODES) if ref is not None else None
+        return rw is not None and self.recorded(rec, rw) is not None
 
     def at(self, key: "StageKey", ranks: Iterable[int] | None = None) -> list[RankClass]:
         """The classes of the ranks (default: all) that have this stage, in order of their
@@ -332,11 +303,17 @@ def translated_diff(
 
 def _class_group(ctx: "CheckContext", key: "StageKey", *ranks: int) -> list[int] | None:
     """The rank group holding `ranks` when the classes answer for it: classes on
-    (`CheckContext.classes`) and 3 or more of its ranks at this stage (with two, one diff is
-    made either way, and the hashes would read both tables again)."""
+    (`CheckContext.classes`) and 3 or more of its ranks at this stage, or 2 whose hashes the
+    capture wrote (with two ranks to hash here, one diff is made either way, and hashing would
+    read both tables again)."""
     group = next((g for g in ctx.rank_groups() if all(r in g for r in ranks)), None)
+    if not ctx.classes or group is None:
+        return None
     stages = ctx.index.across(key)
-    if not ctx.classes or group is None or sum(r in stages for r in group) < 3:
+    present = [r for r in group if r in stages]
+    if len(present) < 2:
+        return None
+    if len(present) == 2 and not all(ctx.rank_classes.free(r, stages[r].gid) for r in present):
         return None
     return group
 

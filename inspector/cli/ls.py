@@ -139,7 +139,8 @@ def listing(cap, ranks: list[int] | None = None, *, classes: bool | None = None)
 
 
 # node-table bytes ls reads by itself to compare ranks (beyond: `ls --classes`); ls otherwise reads
-# envelope lines only, a few ms per thousand records whatever the payloads weigh
+# envelope lines only, a few ms per thousand records whatever the payloads weigh (and the digests
+# the capture wrote there: tables with one are not read)
 CLASSES_AUTO_BYTES = 16 << 20
 
 
@@ -149,12 +150,17 @@ def rank_agreement(cap, ranks: list[int], *, force: bool | None = None) -> dict[
     when `force`, or when None and the distinct node tables weigh at most CLASSES_AUTO_BYTES."""
     if len(ranks) < 2 or force is False:
         return None
+    from graphtrain_inspect.inspector.checks.rank_classes import RankClasses
+    from graphtrain_inspect.inspector.read.stages import StageIndex
+
+    classes = RankClasses(cap, StageIndex(cap))
     if force is None:
+        # what is left to read: the tables whose digest the capture did not write
         tables: dict[tuple, int] = {}
         for r in ranks:
             for gid, ref in cap.graphs(r).items():
                 rec = ref.records.get(logformat.NODES)
-                if rec is not None:
+                if rec is not None and not classes.free(r, gid):
                     md5 = rec.env.get("has_payload")
                     tables[(gid, md5) if isinstance(md5, str) and md5 else (r, gid)] = rec.end - rec.payload_start
         weight = sum(tables.values())
@@ -163,10 +169,6 @@ def rank_agreement(cap, ranks: list[int], *, force: bool | None = None) -> dict[
                 "line": None,
                 "skipped": f"not compared across ranks: {fmt_bytes(weight)} of node tables to read (ls --classes)",
             }
-    from graphtrain_inspect.inspector.checks.rank_classes import RankClasses
-    from graphtrain_inspect.inspector.read.stages import StageIndex
-
-    classes = RankClasses(cap, StageIndex(cap))
     groups = classes.agreement(ranks)
     if groups is None:
         # format 1 wrote tables that are not one row per line; a newer log only misses it by damage

@@ -42,7 +42,6 @@ if TYPE_CHECKING:
     from graphtrain_inspect.inspector.read.stages import Stage, StageIndex, StageKey
 
 
-
 @dataclass(frozen=True)
 class RankClass:
     """Ranks whose graphs at one stage agree after normalization; `rep` (the lowest) stands for all."""

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from graphtrain_inspect.capture import logformat
+
 
 def checked_line(cap: Any, report: Any, only: list[str] | None = None) -> str:
     from graphtrain_inspect.inspector.checks import CHECKS
@@ -26,7 +28,7 @@ def checked_line(cap: Any, report: Any, only: list[str] | None = None) -> str:
     graphs = sum(len(cap.graphs(r)) for r in ranks)
     what = [_many(graphs, "graph")]
     if "stale-unbacked-symbol" in done:
-        uses = sum(_symbol_uses(cap, r, gid) for r in ranks for gid in cap.graphs(r))
+        uses = _all_symbol_uses(cap, ranks)
         what.append(_many(uses, "symbol use"))
     span = "0" if not passes else str(passes[0]) if len(passes) == 1 else f"{passes[0]}-{passes[-1]}"
     line = (
@@ -34,6 +36,23 @@ def checked_line(cap: Any, report: Any, only: list[str] | None = None) -> str:
         f" x {span} pass{'es' if span != '1' else ''} ({', '.join(what)})"
     )
     return line + (f"; not run: {', '.join(skipped)}" if skipped else "")
+
+
+def _all_symbol_uses(cap: Any, ranks: list[int]) -> int:
+    """The uses in every rank's graphs, each distinct symbol map decoded once: ranks that logged
+    the same map (same graph id, same payload md5) count its uses without decoding it again (64
+    ranks of a few graph classes would otherwise decode 64 copies)."""
+    counted: dict[tuple, int] = {}
+    total = 0
+    for r in ranks:
+        for gid, ref in cap.graphs(r).items():
+            rec = ref.records.get(logformat.SYMBOLS)
+            md5 = rec.env.get("has_payload") if rec is not None else None
+            key = (gid, md5) if isinstance(md5, str) and md5 else (r, gid)
+            if key not in counted:
+                counted[key] = _symbol_uses(cap, r, gid)
+            total += counted[key]
+    return total
 
 
 def _symbol_uses(cap: Any, rank: int, gid: str) -> int:

@@ -10,10 +10,11 @@ from textual import work
 from textual.widgets import Label, TabbedContent
 from textual.worker import get_current_worker
 
-from graphtrain_inspect.inspector.cli.ls import rank_agreement, simulated_line
+from graphtrain_inspect.inspector.checks.rank_agreement import rank_agreement
 from graphtrain_inspect.inspector.read.capture_index import CaptureUnreadable
 from graphtrain_inspect.inspector.read.live import files_signature
 from graphtrain_inspect.inspector.read.progressive import ProgressiveLoader
+from graphtrain_inspect.inspector.read.simulated import simulated_line
 from graphtrain_inspect.tui.messages import CaptureFailed, CaptureLoaded, FindingsReady, Progress
 from graphtrain_inspect.tui.session import CaptureSession, Place
 from graphtrain_inspect.tui.widgets.findings_view import checks_note

@@ -2,7 +2,8 @@
 
 Everything that reads the capture runs in thread workers (`@work(thread=True, exclusive=True,
 group=...)`) and reports back with the messages in `graphtrain_inspect.tui.messages`; the UI thread only lays out
-what arrived. A view is filled when it is shown, for the place selected in the tree.
+what arrived. A view is filled when it is shown, for the place selected in the tree. The views
+are declared in `graphtrain_inspect.tui.views`: their tabs, keys and jobs here come from that table.
 """
 
 from __future__ import annotations
@@ -78,10 +79,10 @@ KEYS: list[Binding | None] = [
 
 def bindings(views: tuple[View, ...]) -> list[Binding]:
     """The app's keys with a key per view, in the order F1 lists them."""
-    shown = [
+    per_view = [
         Binding(v.key, f"show_view('{v.id}')", v.binding_description, show=False, id=f"view.{v.id}") for v in views
     ]
-    return [b for k in KEYS for b in ([k] if k is not None else shown)]
+    return [b for k in KEYS for b in ([k] if k is not None else per_view)]
 
 
 class InspectApp(CaptureLoading, ViewActions, CompileActions, TorchNodeCounts, App[int]):

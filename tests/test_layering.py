@@ -51,6 +51,8 @@ ALLOWED: dict[str, set[str]] = {
         "inspector.cli",
     },
     "inspector": set(),
+    # not cli: what the TUI shares with a command (rank agreement, the simulated-world line) is
+    # data, made in the core; the TUI starts commands (check, replay) as child processes
     "tui": {
         "capture",
         "inspector.errors",
@@ -58,7 +60,6 @@ ALLOWED: dict[str, set[str]] = {
         "inspector.diff",
         "inspector.checks",
         "inspector.replay",
-        "inspector.cli",
         "tui",
     },
     "samples": {"capture", "inspector.errors", "inspector.read", "inspector.diff", "inspector.checks", "samples"},
@@ -79,6 +80,9 @@ SHARED_FORMAT = {
 # The one place the core reaches the UI: the `tui` command's launcher, inside its run function.
 LAZY_UI = {("inspector/cli/tui.py", "tui")}
 UI_LIBRARIES = ("textual", "rich")
+# The TUI's modules that the app's worker threads call and tests use without a screen: no UI
+# library, not even inside a function, and nothing of the TUI (every other tui module is UI).
+HEADLESS_TUI = {"tui/session.py"}
 
 
 def layer_of_module(name: str) -> str | None:
@@ -136,6 +140,9 @@ def violations(rel: str, source: str) -> list[str]:
             bad.append(f"{rel}: imports {name} at module level (the core stays headless)")
             continue
         target = layer_of_module(name)
+        if rel in HEADLESS_TUI and (head in UI_LIBRARIES or target == "tui"):
+            bad.append(f"{rel}: imports {name} (this module stays headless, even inside a function)")
+            continue
         if target is None or target == layer:
             continue
         if layer in ("inspector.read", "inspector.diff", "inspector.checks") and target == "capture":
@@ -194,6 +201,14 @@ def test_the_table_catches_a_wrong_direction():
     )
     assert violations("inspector/errors.py", "from graphtrain_inspect.inspector.read import logscan\n")
     assert violations("capture/wrap.py", "from graphtrain_inspect.inspector.errors import CaptureUnreadable\n")
+    assert violations("tui/capture_loading.py", "from graphtrain_inspect.inspector.cli.ls import listing\n")
+    assert violations("tui/app.py", "def f():\n    from graphtrain_inspect.inspector.cli import ls\n")
+    assert violations("tui/app.py", "from graphtrain_inspect.inspector.checks.rank_agreement import x\n") == []
+    assert violations("tui/session.py", "def f():\n    import textual.widgets\n")
+    assert violations("tui/session.py", "def f():\n    from rich.text import Text\n")
+    assert violations("tui/session.py", "def f():\n    from graphtrain_inspect.tui.widgets.compile_view import x\n")
+    assert violations("tui/session.py", "from graphtrain_inspect.inspector.read.compile_rows import x\n") == []
+    assert violations("tui/app.py", "def f():\n    import textual.widgets\n") == []
 
 
 def test_every_package_source_was_read():
@@ -236,6 +251,15 @@ def test_core_imports_without_ui_or_torch(folder, heavy):
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "{}", f"heavy modules imported by: {r.stdout}"
     assert f"{NS}.inspector.cli.check" in mods or folder == "capture"
+
+
+def test_tui_session_imports_without_ui():
+    """The TUI's session imported alone in a fresh interpreter loads neither textual nor rich (the
+    table above holds its own imports; this holds what the core modules it imports bring)."""
+    code = f"import sys\nimport {NS}.tui.session\nprint(sorted(m for m in {UI_LIBRARIES!r} if m in sys.modules))\n"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/", timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]"
 
 
 def test_every_check_module_is_a_file_the_walk_read():

@@ -2,13 +2,15 @@
 
 Everything that reads the capture runs in thread workers (`@work(thread=True, exclusive=True,
 group=...)`) and reports back with the messages in `graphtrain_inspect.tui.messages`; the UI thread only lays out
-what arrived. A view is filled when it is shown, for the place selected in the tree.
+what arrived. A view is filled when it is shown, for the place selected in the tree. The views
+are declared in `graphtrain_inspect.tui.views`: their tabs, keys and jobs here come from that table.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from textual import on
@@ -20,7 +22,7 @@ from textual.widgets import Footer, Header, Input, Label, ProgressBar, TabbedCon
 from graphtrain_inspect.inspector.read.outline import finding_target
 from graphtrain_inspect.inspector.read.progressive import ProgressiveLoader
 from graphtrain_inspect.tui import escaping
-from graphtrain_inspect.tui.capture_loading import CAPTURE_VIEWS, VIEWS, CaptureLoading
+from graphtrain_inspect.tui.capture_loading import CaptureLoading
 from graphtrain_inspect.tui.commands import CaptureCommands
 from graphtrain_inspect.tui.compile_actions import COMPILE_FINDING_KINDS, COMPILE_FINDING_ROWS, CompileActions
 from graphtrain_inspect.tui.escaping import ESCAPE_CONTROLS
@@ -30,6 +32,7 @@ from graphtrain_inspect.tui.screens.prompt import PromptScreen
 from graphtrain_inspect.tui.session import CaptureSession, Place
 from graphtrain_inspect.tui.torch_node_counts import TorchNodeCounts
 from graphtrain_inspect.tui.view_actions import ViewActions
+from graphtrain_inspect.tui.views import VIEWS, View
 from graphtrain_inspect.tui.widgets.capture_tree import CaptureTree, RankData, plural
 from graphtrain_inspect.tui.widgets.code_view import CodeView
 from graphtrain_inspect.tui.widgets.compile_view import CompileView
@@ -37,12 +40,53 @@ from graphtrain_inspect.tui.widgets.diff_view import DiffView
 from graphtrain_inspect.tui.widgets.findings_view import FindingsView, code_caption
 from graphtrain_inspect.tui.widgets.line_view import LineView
 from graphtrain_inspect.tui.widgets.output_code_view import OutputCodeView
-from graphtrain_inspect.tui.widgets.table_views import DevicesView, NodeChosen, ProblemsView, SymbolsView
+from graphtrain_inspect.tui.widgets.table_views import NodeChosen
 from graphtrain_inspect.tui.widgets.view_result import ResultContext
+
+# The app's keys; each view's key (tui/views.py) is added where `None` stands, so F1 lists them there.
+KEYS: list[Binding | None] = [
+    Binding("q", "quit", "Quit", id="app.quit"),
+    Binding("question_mark,f1", "help", "Help", id="app.help"),
+    Binding("slash", "search", "Search", id="app.search"),
+    Binding("n", "search_next(1)", "Next match of the search", show=False, id="app.search-next"),
+    Binding("N", "search_next(-1)", "Previous match of the search", show=False, id="app.search-previous"),
+    Binding("g", "goto_node_prompt", "Go to node", id="app.goto-node"),
+    Binding("s", "toggle_diff_mode", "Split/unified", id="diff.toggle-mode"),
+    Binding("z", "expand_folds", "Diff: open every folded stretch", show=False, id="diff.expand-all"),
+    Binding("b", "cycle_base_rank", "Rank diff: take the next rank as base", show=False, id="rankdiff.base-rank"),
+    Binding(
+        "left_square_bracket",
+        "other_rank(-1)",
+        "The same pass on the previous rank",
+        show=False,
+        id="app.rank-previous",
+    ),
+    Binding("right_square_bracket", "other_rank(1)", "The same pass on the next rank", show=False, id="app.rank-next"),
+    Binding("y", "copy_line", "Copy the line (or table row)", show=False, id="app.copy-line"),
+    Binding("Y", "copy_hunk", "Copy the diff hunk around the cursor", show=False, id="app.copy-hunk"),
+    Binding("e", "export", "Export", id="app.export"),
+    Binding("r", "replay", "Replay pass", id="app.replay"),
+    Binding("t", "focus_tree", "Focus the tree", show=False, id="app.focus-tree"),
+    Binding("w", "tree_width", "Tree: narrow, hide, restore", show=False, id="app.tree-width"),
+    Binding("v", "focus_view", "Focus the view on the right", show=False, id="app.focus-view"),
+    Binding("R", "reload", "Read new records now", show=False, id="app.reload"),
+    Binding("c", "run_checks", "Run the checks (large captures)", show=False, id="app.run-checks"),
+    None,
+    Binding("i", "goto_kernel", "Code view: the Inductor kernel computing the node", show=False, id="app.goto-kernel"),
+    Binding("I", "goto_fx_node", "Output code: the FX node the kernel computes", show=False, id="app.goto-fx-node"),
+]
+
+
+def bindings(views: tuple[View, ...]) -> list[Binding]:
+    """The app's keys with a key per view, in the order F1 lists them."""
+    per_view = [
+        Binding(v.key, f"show_view('{v.id}')", v.binding_description, show=False, id=f"view.{v.id}") for v in views
+    ]
+    return [b for k in KEYS for b in ([k] if k is not None else per_view)]
 
 
 class InspectApp(CaptureLoading, ViewActions, CompileActions, TorchNodeCounts, App[int]):
-    CSS_PATH = "app.tcss"
+    CSS_PATH = Path(__file__).with_name("app.tcss")  # whole: Textual reads a relative one beside a subclass
     TITLE = "graphtrain-inspect"
     COMMANDS = App.COMMANDS | {CaptureCommands}
 
@@ -51,61 +95,18 @@ class InspectApp(CaptureLoading, ViewActions, CompileActions, TorchNodeCounts, A
     STEP_BYTES = 32 << 20  # indexed per log between two looks at the clock
     SNAPSHOT_SECONDS = 0.4  # a large capture's tree grows after 0.4 s of indexing, then 0.8 s, 1.6 s ...
 
-    VIEW_TITLES = {
-        "code": "Code",
-        "pass-diff": "Pass diff",
-        "rank-diff": "Rank diff",
-        "findings": "Findings",
-        "symbols": "Symbols",
-        "devices": "Devices",
-        "problems": "Problems",
-        "output-code": "Output code",
-        "compile": "Compile events",
-    }
+    VIEWS = VIEWS  # the views, declared in tui/views.py: everything below about a view comes from its row
+    BINDINGS = bindings(VIEWS)
 
-    BINDINGS = [
-        Binding("q", "quit", "Quit", id="app.quit"),
-        Binding("question_mark,f1", "help", "Help", id="app.help"),
-        Binding("slash", "search", "Search", id="app.search"),
-        Binding("n", "search_next(1)", "Next match of the search", show=False, id="app.search-next"),
-        Binding("N", "search_next(-1)", "Previous match of the search", show=False, id="app.search-previous"),
-        Binding("g", "goto_node_prompt", "Go to node", id="app.goto-node"),
-        Binding("s", "toggle_diff_mode", "Split/unified", id="diff.toggle-mode"),
-        Binding("z", "expand_folds", "Diff: open every folded stretch", show=False, id="diff.expand-all"),
-        Binding("b", "cycle_base_rank", "Rank diff: take the next rank as base", show=False, id="rankdiff.base-rank"),
-        Binding(
-            "left_square_bracket",
-            "other_rank(-1)",
-            "The same pass on the previous rank",
-            show=False,
-            id="app.rank-previous",
-        ),
-        Binding(
-            "right_square_bracket", "other_rank(1)", "The same pass on the next rank", show=False, id="app.rank-next"
-        ),
-        Binding("y", "copy_line", "Copy the line (or table row)", show=False, id="app.copy-line"),
-        Binding("Y", "copy_hunk", "Copy the diff hunk around the cursor", show=False, id="app.copy-hunk"),
-        Binding("e", "export", "Export", id="app.export"),
-        Binding("r", "replay", "Replay pass", id="app.replay"),
-        Binding("t", "focus_tree", "Focus the tree", show=False, id="app.focus-tree"),
-        Binding("w", "tree_width", "Tree: narrow, hide, restore", show=False, id="app.tree-width"),
-        Binding("v", "focus_view", "Focus the view on the right", show=False, id="app.focus-view"),
-        Binding("R", "reload", "Read new records now", show=False, id="app.reload"),
-        Binding("c", "run_checks", "Run the checks (large captures)", show=False, id="app.run-checks"),
-        Binding("1", "show_view('code')", "Code", show=False, id="view.code"),
-        Binding("2", "show_view('pass-diff')", "Pass diff", show=False, id="view.pass-diff"),
-        Binding("3", "show_view('rank-diff')", "Rank diff", show=False, id="view.rank-diff"),
-        Binding("4", "show_view('findings')", "Findings", show=False, id="view.findings"),
-        Binding("5", "show_view('symbols')", "Symbols", show=False, id="view.symbols"),
-        Binding("6", "show_view('devices')", "Devices", show=False, id="view.devices"),
-        Binding("7", "show_view('problems')", "Problems", show=False, id="view.problems"),
-        Binding("8", "show_view('output-code')", "Output code (Inductor)", show=False, id="view.output-code"),
-        Binding("9", "show_view('compile')", "Compile events (torch.compile)", show=False, id="view.compile"),
-        Binding(
-            "i", "goto_kernel", "Code view: the Inductor kernel computing the node", show=False, id="app.goto-kernel"
-        ),
-        Binding("I", "goto_fx_node", "Output code: the FX node the kernel computes", show=False, id="app.goto-fx-node"),
-    ]
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # an app with a table of its own gets its keys from it (before Textual merges the bindings)
+        if "VIEWS" in cls.__dict__ and "BINDINGS" not in cls.__dict__:
+            cls.BINDINGS = bindings(cls.VIEWS)
+        super().__init_subclass__(**kwargs)
+
+    @classmethod
+    def view_of(cls, view: str) -> View:
+        return next(v for v in cls.VIEWS if v.id == view)
 
     def __init__(
         self,
@@ -139,7 +140,7 @@ class InspectApp(CaptureLoading, ViewActions, CompileActions, TorchNodeCounts, A
         self.base_rank: int | None = None
         self.findings: list = []
         self.badges: dict = {}
-        self.stale: set[str] = set(VIEWS)
+        self.stale: set[str] = {v.id for v in self.VIEWS}
         self.shown: dict[str, Any] = {}  # view -> key of what it shows
         self.pending_jump: tuple[str, str, str | None, Place | None] | None = None  # (view, node, subgraph, place)
         self.pending_code_line: tuple[int | None, str | None, str] | None = (
@@ -168,30 +169,14 @@ class InspectApp(CaptureLoading, ViewActions, CompileActions, TorchNodeCounts, A
         with Horizontal(id="main"):
             yield CaptureTree(id="tree")
             with Vertical(id="right"):
-                with TabbedContent(id="views", initial="code"):
-                    with TabPane("Code", id="code"):
-                        yield Label("", id="code-title", classes="view-title")
-                        yield CodeView(id="code-view")
-                    with TabPane("Pass diff", id="pass-diff"):
-                        yield Label("", id="pass-diff-title", classes="view-title")
-                        yield DiffView(id="pass-diff-view")
-                    with TabPane("Rank diff", id="rank-diff"):
-                        yield Label("", id="rank-diff-title", classes="view-title")
-                        yield Label("", id="rank-diff-status", classes="view-status")
-                        yield DiffView(id="rank-diff-view", across_ranks=True)
-                    with TabPane("Findings", id="findings"):
-                        yield FindingsView(id="findings-view")
-                    with TabPane("Symbols", id="symbols"):
-                        yield SymbolsView(id="symbols-view")
-                    with TabPane("Devices", id="devices"):
-                        yield DevicesView(id="devices-view")
-                    with TabPane("Problems", id="problems"):
-                        yield ProblemsView(id="problems-view")
-                    with TabPane("Output code", id="output-code"):
-                        yield Label("", id="output-code-title", classes="view-title")
-                        yield OutputCodeView(id="output-code-view")
-                    with TabPane("Compile", id="compile"):
-                        yield CompileView(id="compile-view")
+                with TabbedContent(id="views", initial=self.VIEWS[0].id):
+                    for v in self.VIEWS:
+                        with TabPane(v.tab, id=v.id):
+                            if v.title_line:
+                                yield Label("", id=f"{v.id}-title", classes="view-title")
+                            if v.status_line:
+                                yield Label("", id=f"{v.id}-status", classes="view-status")
+                            yield v.widget(id=f"{v.id}-view")
         with Horizontal(id="search-bar"):
             yield Label("/", id="search-label")
             yield Input(placeholder="search in this view (Enter: next, Esc: close)", id="search-input")
@@ -231,18 +216,10 @@ class InspectApp(CaptureLoading, ViewActions, CompileActions, TorchNodeCounts, A
         return self.query_one(TabbedContent).active or "code"
 
     def view_widget(self, view: str | None = None) -> Any:
-        view = view or self.active_view
-        return {
-            "code": lambda: self.code_view,
-            "pass-diff": lambda: self.pass_diff_view,
-            "rank-diff": lambda: self.rank_diff_view,
-            "findings": lambda: self.findings_view.table,
-            "symbols": lambda: self.query_one(SymbolsView).table,
-            "devices": lambda: self.query_one(DevicesView).table,
-            "problems": lambda: self.query_one(ProblemsView).table,
-            "output-code": lambda: self.output_code_view,
-            "compile": lambda: self.query_one(CompileView).table,
-        }[view]()
+        """The widget of `view` (the one in front by default) that keys act on."""
+        v = self.view_of(view or self.active_view)
+        widget = self.query_one(f"#{v.id}-view")
+        return getattr(widget, v.inner) if v.inner else widget
 
     # -- start ---------------------------------------------------------------------------------------
 
@@ -331,9 +308,13 @@ class InspectApp(CaptureLoading, ViewActions, CompileActions, TorchNodeCounts, A
         changed = place != self.place
         self.place = place
         if changed:
-            self.stale = (set(VIEWS) - CAPTURE_VIEWS) | (self.stale & CAPTURE_VIEWS)
+            self.place_changed()
         self.refresh_view()
         self.set_job("idle", None)
+
+    def place_changed(self) -> None:
+        """Every view of the place is to be filled again; the views of the whole capture stay."""
+        self.stale = {v.id for v in self.VIEWS if not v.whole_capture or v.id in self.stale}
 
     def open_place(self, place: Place, view: str | None = None) -> None:
         """Select `place` in the tree (and the views follow), optionally showing `view`."""
@@ -395,28 +376,16 @@ class InspectApp(CaptureLoading, ViewActions, CompileActions, TorchNodeCounts, A
         if view not in self.stale and not force:
             return
         self.stale.discard(view)
-        place = self.place
-        if view == "code":
-            self._load(view, place, self._code_job)
-        elif view == "pass-diff":
-            if place.seq is None:
-                self.pass_diff_view.clear("the traced graph has no pass: select a pass to see what it changed")
-                self._title("pass-diff", f"{place.label(self.session.outline)}: traced graph")
-                return
-            self._load(view, place, self._pass_diff_job)
-        elif view == "rank-diff":
-            if len(self.session.cap.ranks) < 2:
-                self.rank_diff_view.clear("one rank only: nothing to compare")
-                return
-            self._load(view, place, self._rank_diff_job)
-        elif view == "symbols":
-            self._load(view, place, self._symbols_job)
-        elif view == "devices":
-            self._load(view, place, self._devices_job)
-        elif view == "output-code":
-            self._load(view, place, self._output_code_job)
-        elif view == "compile":
-            self._load(view, place, self._compile_job)
+        v = self.view_of(view)
+        if v.job is None:
+            return  # filled by the app as results come (the checks' findings, the reading problems)
+        skip = v.guard(self.session, self.place) if v.guard else None
+        if skip is not None:
+            self.view_widget(view).clear(skip.message)
+            if skip.title is not None:
+                self._title(view, skip.title)
+            return
+        self._load(view, self.place, v.job)
 
     def _title(self, view: str, text: str) -> None:
         self.query_one(f"#{view}-title", Label).update(text)
@@ -424,15 +393,16 @@ class InspectApp(CaptureLoading, ViewActions, CompileActions, TorchNodeCounts, A
     def _load(self, view: str, place: Place, job) -> None:
         widget = self.view_widget(view)
         widget.loading = True
-        base = self.base_rank_for(place) if view == "rank-diff" else None
+        base = self.base_rank_for(place)
         # exclusive=True marks the older worker cancelled but cannot stop its thread (Textual's
         # thread workers run to the end): its ViewReady still arrives, and may come after this
         # request's `_load`. The counter is what tells on_view_ready to drop it.
         self.requests[view] = request = self.requests.get(view, 0) + 1
         session = self.session
+        loading = f"loading {self.view_of(view).title.lower()}…"
 
         def work() -> None:
-            self.post_message(Progress(f"view-{view}", f"loading {self.VIEW_TITLES[view].lower()}…"))
+            self.post_message(Progress(f"view-{view}", loading))
             try:
                 payload, extra = job(session, place, base)
                 msg = ViewReady(view, place, payload, extra, request=request)
@@ -444,39 +414,9 @@ class InspectApp(CaptureLoading, ViewActions, CompileActions, TorchNodeCounts, A
         # one worker per view at a time: a newer request cancels the older one
         self.run_worker(work, name=f"view-{view}", group=f"view-{view}", exclusive=True, thread=True)
 
-    # jobs: run in a worker thread, return (payload, extra)
-
-    @staticmethod
-    def _code_job(session: CaptureSession, place: Place, base):
-        return session.graph_text(place), None
-
-    @staticmethod
-    def _pass_diff_job(session: CaptureSession, place: Place, base):
-        return session.pass_diff(place), None
-
-    @staticmethod
-    def _rank_diff_job(session: CaptureSession, place: Place, base):
-        return session.rank_diff(place, base)
-
-    @staticmethod
-    def _symbols_job(session: CaptureSession, place: Place, base):
-        return session.symbols(place), None
-
-    @staticmethod
-    def _devices_job(session: CaptureSession, place: Place, base):
-        return session.devices(place), None
-
-    @staticmethod
-    def _output_code_job(session: CaptureSession, place: Place, base):
-        return session.output_code(place)
-
-    @staticmethod
-    def _compile_job(session: CaptureSession, place: Place, base):
-        return session.compile_rows()
-
     def base_rank_for(self, place: Place) -> int:
         """The rank diff's base: the chosen one (b), else the lowest rank."""
-        ranks = self.session.cap.ranks if self.session else [0]
+        ranks = (self.session.cap.ranks if self.session else None) or [0]
         return self.base_rank if self.base_rank in ranks else ranks[0]  # type: ignore[return-value]
 
     @on(ViewReady)
@@ -519,7 +459,7 @@ class InspectApp(CaptureLoading, ViewActions, CompileActions, TorchNodeCounts, A
         w = self.view_widget(view)
         if isinstance(w, LineView):
             w.clear(error)  # type: ignore[attr-defined]
-        self.notify(error, title=f"{self.VIEW_TITLES[view]} failed", severity="error")
+        self.notify(error, title=f"{self.view_of(view).title} failed", severity="error")
 
     # -- jumping to findings and nodes --------------------------------------------------------------
 
@@ -556,7 +496,7 @@ class InspectApp(CaptureLoading, ViewActions, CompileActions, TorchNodeCounts, A
         elif target.node:
             self.pending_jump = (target.view, target.node, target.subgraph, place)
         self.query_one(TabbedContent).active = target.view
-        self.stale = (set(VIEWS) - CAPTURE_VIEWS) | (self.stale & CAPTURE_VIEWS)
+        self.place_changed()
         self.place = place
         self.refresh_view(force=True)
         self.tree.reveal(place, select=False)
@@ -684,7 +624,7 @@ class InspectApp(CaptureLoading, ViewActions, CompileActions, TorchNodeCounts, A
         ]
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen(self.binding_groups(), self.user_keymap))
+        self.push_screen(HelpScreen(self.binding_groups(), self.user_keymap, self.VIEWS))
 
     def action_focus_tree(self) -> None:
         if self.tree.has_class("-hidden"):
@@ -705,24 +645,16 @@ class InspectApp(CaptureLoading, ViewActions, CompileActions, TorchNodeCounts, A
         # after the next refresh the tabs still have the old width: fit them after the layout
         self.call_after_refresh(lambda: self.call_after_refresh(self.fit_tabs))
 
-    # the tab names that shorten when the tab bar would not show every tab whole
-    SHORT_TABS = {
-        "pass-diff": ("Pass diff", "Pass Δ"),
-        "rank-diff": ("Rank diff", "Rank Δ"),
-        "output-code": ("Output code", "Output"),
-        "symbols": ("Symbols", "Syms"),
-        "devices": ("Devices", "Devs"),
-        "compile": ("Compile", "Comp"),
-    }
-
     def fit_tabs(self) -> None:
         tabbed = self.query_one(TabbedContent)
         tabs = [tabbed.get_tab(p.id) for p in tabbed.query(TabPane) if p.id]
+        # the tab names that shorten when the tab bar would not show every tab whole
+        short_tabs = {v.id: (v.tab, v.short_tab) for v in self.VIEWS if v.short_tab}
         # each tab is its label and one cell either side; room kept for counts added later
         need = (
             sum(
-                len(self.SHORT_TABS[t.id.removeprefix("--content-tab-")][0])
-                if t.id.removeprefix("--content-tab-") in self.SHORT_TABS
+                len(short_tabs[t.id.removeprefix("--content-tab-")][0])
+                if t.id.removeprefix("--content-tab-") in short_tabs
                 else len(t.label_text)
                 for t in tabs
             )
@@ -732,12 +664,12 @@ class InspectApp(CaptureLoading, ViewActions, CompileActions, TorchNodeCounts, A
         # shorten only as many as needed, those that save most first: `Compile` stays whole when
         # `Pass Δ`, `Rank Δ` and `Output` make room
         shorten: set[str] = set()
-        for pane_id, (full, brief) in sorted(self.SHORT_TABS.items(), key=lambda kv: len(kv[1][1]) - len(kv[1][0])):
+        for pane_id, (full, brief) in sorted(short_tabs.items(), key=lambda kv: len(kv[1][1]) - len(kv[1][0])):
             if need <= tabbed.size.width:
                 break
             shorten.add(pane_id)
             need -= len(full) - len(brief)
-        for pane_id, names in self.SHORT_TABS.items():
+        for pane_id, names in short_tabs.items():
             tab = tabbed.get_tab(pane_id)
             want = names[1] if pane_id in shorten else names[0]
             if tab.label_text != want:

@@ -10,18 +10,15 @@ from textual import work
 from textual.widgets import Label, TabbedContent
 from textual.worker import get_current_worker
 
-from graphtrain_inspect.inspector.cli.ls import rank_agreement, simulated_line
+from graphtrain_inspect.inspector.checks.rank_agreement import rank_agreement
 from graphtrain_inspect.inspector.read.capture_index import CaptureUnreadable
 from graphtrain_inspect.inspector.read.live import files_signature
 from graphtrain_inspect.inspector.read.progressive import ProgressiveLoader
+from graphtrain_inspect.inspector.read.simulated import simulated_line
 from graphtrain_inspect.tui.messages import CaptureFailed, CaptureLoaded, FindingsReady, Progress
 from graphtrain_inspect.tui.session import CaptureSession, Place
 from graphtrain_inspect.tui.widgets.findings_view import checks_note
 from graphtrain_inspect.tui.widgets.table_views import ProblemsView
-
-VIEWS = ("code", "pass-diff", "rank-diff", "findings", "symbols", "devices", "problems", "output-code", "compile")
-# views of the whole capture, not of the place selected in the tree: selecting a place leaves them be
-CAPTURE_VIEWS = frozenset({"findings", "problems", "compile"})
 
 
 def mb(n: int) -> str:
@@ -148,7 +145,7 @@ class CaptureLoading:
             if m.reload and added:
                 self.notify(f"{added} new entries", title="capture grew", timeout=3)
             if m.reload:
-                self.stale = set(VIEWS) - {"findings"}
+                self.stale = {v.id for v in self.VIEWS} - {"findings"}
                 self.refresh_view()
             if self.place is None:  # nothing to show until now (a capture that just started)
                 place = self._first_place()
@@ -156,7 +153,8 @@ class CaptureLoading:
                     tree.reveal(place)
         if not m.final:
             return
-        self.stale.add("compile")  # read from the whole capture: once it is all indexed
+        # the views with a job that read the whole capture: again, once it is all indexed
+        self.stale |= {v.id for v in self.VIEWS if v.whole_capture and v.job is not None}
         self.refresh_view()
         self.count_torch_nodes()
         self.load_seconds = m.seconds

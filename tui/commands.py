@@ -27,8 +27,8 @@ class CaptureCommands(Provider):
         app = self.app
         session = getattr(app, "session", None)
         out: list[tuple[str, object, str]] = []
-        for view, label in getattr(app, "VIEW_TITLES", {}).items():
-            out.append((f"view: {label}", partial(app.show_view, view), "switch the right-hand view"))
+        for v in getattr(app, "VIEWS", ()):
+            out.append((f"view: {v.title}", partial(app.show_view, v.id), "switch the right-hand view"))
         fv = getattr(app, "findings_view", None)
         if fv is not None and hasattr(app, "toggle_shared_graph"):
             info = "hide info findings" if fv.severity_floor == "info" else "show info findings"

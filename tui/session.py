@@ -18,6 +18,8 @@ from graphtrain_inspect.inspector.diff.graph_diff import normalize_code, rank_di
 from graphtrain_inspect.inspector.diff.text_rows import DiffModel
 from graphtrain_inspect.inspector.read.capture_index import Capture, CaptureUnreadable, open_capture
 from graphtrain_inspect.inspector.read.code_locate import CodeIndex
+from graphtrain_inspect.inspector.read.compile_events import compile_story
+from graphtrain_inspect.inspector.read.compile_rows import CompileRow, compile_rows
 from graphtrain_inspect.inspector.read.device_rows import DeviceRow, device_rows
 from graphtrain_inspect.inspector.read.outline import Outline, PassEntry, PipelineEntry, build_outline
 from graphtrain_inspect.inspector.read.output_code import Kernel, code_text, kernels_of, output_codes, pipeline_of
@@ -102,11 +104,8 @@ class CaptureSession:
                 for pl in r.pipelines:
                     pl.passes = [p for p in pl.passes if p.status != "incomplete"]
 
-    def compile_rows(self) -> tuple[list, str]:
+    def compile_rows(self) -> tuple[list[CompileRow], str]:
         """The compile-events view's rows (every rank) and its title."""
-        from graphtrain_inspect.inspector.read.compile_events import compile_story
-        from graphtrain_inspect.tui.widgets.compile_view import compile_rows
-
         with self.lock:
             story = compile_story(self.cap)
             rows = compile_rows(story)

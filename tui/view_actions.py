@@ -161,7 +161,7 @@ class ViewActions:
 
         self.push_screen(
             PromptScreen(
-                f"Export the {self.VIEW_TITLES[self.active_view].lower()} view to a file",
+                f"Export the {self.view_of(self.active_view).title.lower()} view to a file",
                 value=self.default_export_name(),
                 id="export-prompt",
             ),

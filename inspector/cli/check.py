@@ -291,8 +291,8 @@ def run(args: argparse.Namespace) -> int:
 
     from graphtrain_inspect.inspector.checks import check_report
     from graphtrain_inspect.inspector.checks.shown import at_least, hidden_info
-    from graphtrain_inspect.inspector.cli.ls import simulated_line
     from graphtrain_inspect.inspector.read.capture_files import integrity_notes
+    from graphtrain_inspect.inspector.read.simulated import simulated_line
 
     cap = open_or_fail(args.dir, args.source)
     with cap:

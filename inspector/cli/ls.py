@@ -14,8 +14,8 @@ from typing import Any
 
 import orjson
 
-from graphtrain_inspect.capture import logformat
 from graphtrain_inspect.capture.rank_ranges import format_ranks
+from graphtrain_inspect.inspector.checks.rank_agreement import rank_agreement
 from graphtrain_inspect.inspector.cli import ls_compile, ls_output_code
 from graphtrain_inspect.inspector.cli.common import add_capture_argument, open_or_fail
 from graphtrain_inspect.inspector.diff.render import (
@@ -25,7 +25,7 @@ from graphtrain_inspect.inspector.diff.render import (
     want_color,
 )
 from graphtrain_inspect.inspector.read.capture_files import integrity_notes
-from graphtrain_inspect.inspector.read.simulated import rank_states, states_text
+from graphtrain_inspect.inspector.read.simulated import simulated_line
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -138,59 +138,6 @@ def listing(cap, ranks: list[int] | None = None, *, classes: bool | None = None)
     return out
 
 
-# node-table bytes ls reads by itself to compare ranks (beyond: `ls --classes`); ls otherwise reads
-# envelope lines only, a few ms per thousand records whatever the payloads weigh (and the digests
-# the capture wrote there: tables with one are not read)
-CLASSES_AUTO_BYTES = 16 << 20
-
-
-def rank_agreement(cap, ranks: list[int], *, force: bool | None = None) -> dict[str, Any] | None:
-    """Which ranks agree at every stage after rank normalization (checks.rank_classes): the line
-    ls prints, and the groups with the first stage where each differs from the largest. Made
-    when `force`, or when None and the distinct node tables weigh at most CLASSES_AUTO_BYTES."""
-    if len(ranks) < 2 or force is False:
-        return None
-    from graphtrain_inspect.inspector.checks.rank_classes import RankClasses
-    from graphtrain_inspect.inspector.read.stages import StageIndex
-
-    classes = RankClasses(cap, StageIndex(cap))
-    if force is None:
-        # what is left to read: the tables whose digest the capture did not write
-        tables: dict[tuple, int] = {}
-        for r in ranks:
-            for gid, ref in cap.graphs(r).items():
-                rec = ref.records.get(logformat.NODES)
-                if rec is not None and not classes.free(r, gid):
-                    md5 = rec.env.get("has_payload")
-                    tables[(gid, md5) if isinstance(md5, str) and md5 else (r, gid)] = rec.end - rec.payload_start
-        weight = sum(tables.values())
-        if weight > CLASSES_AUTO_BYTES:
-            return {
-                "line": None,
-                "skipped": f"not compared across ranks: {fmt_bytes(weight)} of node tables to read (ls --classes)",
-            }
-    groups = classes.agreement(ranks)
-    if groups is None:
-        # format 1 wrote tables that are not one row per line; a newer log only misses it by damage
-        fmt = (cap.header(ranks[0]) or {}).get("format_version")
-        why = "log format 1" if fmt == 1 else f"log format {fmt}, a table did not read back row by row"
-        return {
-            "line": None,
-            "skipped": f"not compared across ranks: node tables not laid out one row per line ({why})",
-        }
-    return {
-        "line": classes.summary_line(ranks),
-        "groups": [
-            {
-                "ranks": list(members),
-                "differs_from": first.label() if first is not None else None,
-                "pipeline": first.pipeline if first is not None else None,
-            }
-            for members, first in groups
-        ],
-    }
-
-
 def _manifest_summary(m: dict | None) -> dict | None:
     if not m:
         return None
@@ -211,25 +158,6 @@ def _manifest_summary(m: dict | None) -> dict | None:
         )
         if k in m
     }
-
-
-def simulated_line(m: dict | None) -> str | None:
-    """The manifest's `simulated` (capture --simulate-world) in one line, for ls and the TUI header."""
-    sim = (m or {}).get("simulated")
-    if not isinstance(sim, dict):
-        return None
-    ranks = [r for r in sim.get("ranks") or [] if isinstance(r, int)]
-    line = (
-        f"simulated: {len(ranks)} of {sim.get('world_size')} ranks ({format_ranks(ranks)}), hosts of "
-        f"{sim.get('local_world_size')}, fake process group (no communication, no GPUs)"
-    )
-    stopped = [r for r in sim.get("stopped_after_passes") or [] if isinstance(r, int)]
-    if stopped:
-        line += f"; ranks {format_ranks(stopped)} stopped after their passes"
-    states = rank_states(m)
-    if states and (states["failed"] or states["never_ran"]):
-        line += f"; {states_text(states, format_ranks)}"
-    return line
 
 
 def _rank_signature(rank_entry: dict) -> tuple:

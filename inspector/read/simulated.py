@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from graphtrain_inspect.capture.rank_ranges import format_ranks
+
 
 def rank_states(manifest: dict[str, Any] | None) -> dict[str, list[int]] | None:
     """{"ran": ranks that exited 0, "failed": exited otherwise or by a signal, "never_ran": chosen
@@ -35,3 +37,23 @@ def states_text(states: dict[str, list[int]], fmt) -> str:
         if states[k]
     ]
     return "; ".join(parts)
+
+
+def simulated_line(m: dict | None) -> str | None:
+    """The manifest's `simulated` (capture --simulate-world) in one line, for ls, check, the report
+    and the TUI header."""
+    sim = (m or {}).get("simulated")
+    if not isinstance(sim, dict):
+        return None
+    ranks = [r for r in sim.get("ranks") or [] if isinstance(r, int)]
+    line = (
+        f"simulated: {len(ranks)} of {sim.get('world_size')} ranks ({format_ranks(ranks)}), hosts of "
+        f"{sim.get('local_world_size')}, fake process group (no communication, no GPUs)"
+    )
+    stopped = [r for r in sim.get("stopped_after_passes") or [] if isinstance(r, int)]
+    if stopped:
+        line += f"; ranks {format_ranks(stopped)} stopped after their passes"
+    states = rank_states(m)
+    if states and (states["failed"] or states["never_ran"]):
+        line += f"; {states_text(states, format_ranks)}"
+    return line

@@ -490,10 +490,10 @@ def test_small_capture_is_deterministic(tmp_path):
 
 def test_help_names_every_view_with_its_key():
     """F1 lists all nine views, each under the key that opens it (issue 32: 9 Compile was missing)."""
-    from graphtrain_inspect.tui.screens.help import INTRO
+    from graphtrain_inspect.tui.screens.help import intro
 
     views = [b for b in InspectApp.BINDINGS if (b.id or "").startswith("view.")]
     assert len(views) == 9
     for b in views:
-        title = InspectApp.VIEW_TITLES[b.id.removeprefix("view.")].split()[0]
-        assert f"[b]{b.key} {title}" in INTRO, (b.key, title)
+        title = InspectApp.view_of(b.id.removeprefix("view.")).title.split()[0]
+        assert f"[b]{b.key} {title}" in intro(InspectApp.VIEWS), (b.key, title)

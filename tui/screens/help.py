@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Sequence
+
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -10,27 +12,27 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-INTRO = """[b]graphtrain-inspect tui[/b]: browse a capture of graph passes on every rank.
+from graphtrain_inspect.tui.views import View
+
+INTRO_HEAD = """[b]graphtrain-inspect tui[/b]: browse a capture of graph passes on every rank.
 
 The tree on the left lists the run, each rank, each traced graph and the passes applied to it in order, with node \
 counts, node deltas, wall times and a red badge with the number of findings a pass introduced. Selecting an entry \
 shows it in the views on the right:
-
-  [b]1 Code[/b]         the graph after the selected pass (or the traced graph)
-  [b]2 Pass diff[/b]    what the pass changed, before against after
-  [b]3 Rank diff[/b]    the graph on another rank against a base rank, normalized as in `diff`
-  [b]4 Findings[/b]     what `check` finds; Enter: the node, with its rank and pass selected
-  [b]5 Symbols[/b]      unbacked symbols of the graph: who binds, who uses them, stale ones
-  [b]6 Devices[/b]      each rank's own device and the devices baked into the graph
-  [b]7 Problems[/b]     what could not be read, as file:line: message
-  [b]8 Output code[/b]  the code Inductor generated; i: from a node to its kernel, I: back
-  [b]9 Compile[/b]      torch.compile's events per rank (breaks, recompiles) and where ranks part
-
-F1 or ? opens this help; w narrows, hides and restores the tree.
+"""
+INTRO_TAIL = """F1 or ? opens this help; w narrows, hides and restores the tree.
 
 Keys can be remapped by binding id in ~/.config/graphtrain-inspect/keymap.toml (or --keymap FILE), one line per \
 binding:  "app.replay" = "ctrl+r"
 """
+
+
+def intro(views: Sequence[View]) -> str:
+    """The help's introduction: the tree, then a line per view (its key, its tab, what it shows)."""
+    names = [f"{v.key} {v.tab}" for v in views]
+    width = max(map(len, names), default=0) + 2
+    lines = [f"  [b]{name}[/b]{' ' * (width - len(name))}{v.help}" for name, v in zip(names, views)]
+    return "\n".join([INTRO_HEAD, *lines, "", INTRO_TAIL])
 
 
 def binding_rows(
@@ -70,10 +72,11 @@ class HelpScreen(ModalScreen[None]):
 
     BINDINGS = [Binding("escape,q,question_mark,f1", "close", "Close", id="help.close")]
 
-    def __init__(self, groups: list[tuple[str, list[Binding]]], keymap: dict[str, str]) -> None:
+    def __init__(self, groups: list[tuple[str, list[Binding]]], keymap: dict[str, str], views: Sequence[View]) -> None:
         super().__init__(id="help")
         self.groups = groups
         self.keymap = keymap
+        self.views = views
         self.rows: list[tuple[str, str, str, str]] = binding_rows(groups, keymap)
 
     def on_mount(self) -> None:
@@ -82,7 +85,7 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll():
-            yield Static(INTRO, id="help-intro")
+            yield Static(intro(self.views), id="help-intro")
             yield Static(bindings_table(self.rows), id="help-keys")
 
     def action_close(self) -> None:

@@ -278,7 +278,7 @@ def _meta(cap) -> dict[str, Any]:
 def gather(cap: "Capture", jobs: int = 1) -> dict[str, Any]:
     from graphtrain_inspect.inspector.checks import check_report
     from graphtrain_inspect.inspector.checks.shown import at_least, hidden_info, summary
-    from graphtrain_inspect.inspector.cli.ls import simulated_line
+    from graphtrain_inspect.inspector.read.simulated import simulated_line
     from graphtrain_inspect.inspector.read.stages import StageIndex
 
     index = StageIndex(cap)

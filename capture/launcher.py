@@ -264,7 +264,25 @@ def run(args: argparse.Namespace) -> int:
             print(f"graphtrain-inspect capture: could not update {_manifest_path(out)}: {e}", file=sys.stderr)
         signed = _sign(out)
     _print_summary(out, args, summaries, code, sig, signed, disk_full, free)
-    return code
+    unresolved = unresolved_passes(summaries)
+    for target, why in unresolved.items():
+        print(
+            f"graphtrain-inspect capture: --pass {target}: not captured: {why} (the workers could not resolve it; "
+            "the training ran unchanged)",
+            file=sys.stderr,
+        )
+    # the training's own failure first; else a pass asked for and never captured is a wrong argument
+    return code or (2 if unresolved else 0)
+
+
+def unresolved_passes(summaries: list[RankSummary]) -> dict[str, str]:
+    """--pass targets a worker imported but could not resolve (the launcher could not tell before
+    the training: the module is on the workers' path only, say), each with the first reason."""
+    found: dict[str, str] = {}
+    for s in summaries:
+        for target, why in s.target_errors.items():
+            found.setdefault(target, why)
+    return found
 
 
 def _arguments_problem(args: argparse.Namespace, cmd: list[str]) -> str | None:
@@ -558,9 +576,7 @@ def _print_summary(
                 "rest of training "
                 f"did not run): ranks {simulate.format_ranks(stopped)}"
             )
-    wrap_errors = {t: why for s in summaries for t, why in s.target_errors.items()}
-    for t, why in wrap_errors.items():  # imported in a worker, but not what --pass names: say why
-        p(f"  --pass {t}: not captured: {why}")
+    wrap_errors = unresolved_passes(summaries)  # said last, each in its own line (run)
     total = sum(s.passes for s in summaries)
     if disk_full:
         now = _fmt_bytes(free) if free is not None else "?"
@@ -583,6 +599,8 @@ def _print_summary(
                 f"   - the modules of {', '.join(unexplained)} were never imported, or the functions were "
                 "never called with a GraphModule;"
             )
+        if wrap_errors:
+            p(f"   - {len(wrap_errors)} --pass target(s) did not resolve in the workers (last line: which, and why);")
         if args.no_inductor:
             p("   - --no-inductor: torch.compile's passes were not hooked;")
         else:

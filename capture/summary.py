@@ -34,7 +34,7 @@ class RankSummary:
     stopped_after_passes: bool = False
     stopped_at: str = ""
     world_size: int = 0  # from the log's header: the ranks of the world that wrote no log are named
-    # --pass targets a worker could not wrap (imported, but no such attribute...): target -> why
+    # --pass targets a worker could not resolve (imported, but no such attribute...): target -> why
     target_errors: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -209,10 +209,13 @@ def summarize_log(path: str, rank: int) -> RankSummary:
             elif kind == logformat.ERROR:
                 s.capture_errors += 1
                 where = str(payload.get("where") or "") if isinstance(payload, dict) else ""
-                if where.startswith("--pass "):
+                target = where.removeprefix("--pass ")
+                # "--pass T" alone: T did not resolve (named_passes); "--pass T: wrapping ..." is
+                # an instrumentation error of a pass that did (a target has no ": " in it)
+                if target != where and ": " not in target:
                     msg = str(payload.get("message") or "").strip().split("\n")[0]
                     why = f"{payload.get('type') or 'error'}: {msg}"
-                    s.target_errors.setdefault(where.removeprefix("--pass "), why)
+                    s.target_errors.setdefault(target, why)
             else:
                 s.ended = True
                 stop = payload.get("stopped_after_passes") if isinstance(payload, dict) else None

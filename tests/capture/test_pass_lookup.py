@@ -9,7 +9,7 @@ import textwrap
 import pytest
 
 from graphtrain_inspect.capture.pass_lookup import why_unresolvable
-from tests.capture_utils import run_cli
+from tests.capture_utils import capture, run_cli
 
 
 @pytest.fixture
@@ -111,27 +111,54 @@ def test_the_summary_names_ranks_that_recorded_nothing(tmp_path, capsys):
     assert "  rank 1 of world size 2: recorded nothing (no log; ran no captured pass)\n" in err, err
 
 
-def test_a_target_only_the_workers_can_import_is_explained_in_the_summary(tmp_path):
-    """Where the launcher cannot tell (the module is on the workers' path only), the summary names
-    the worker's reason instead of 'never imported' (issue 32: the module had been imported)."""
+def _worker_only_module(tmp_path) -> str:
+    """A folder holding module `gti_worker_only`, on no path but the one the training adds: the
+    launcher cannot look into it, only the workers that import it can tell the typo."""
     mods = tmp_path / "mods"
     mods.mkdir()
     (mods / "gti_worker_only.py").write_text("def real_pass(gm):\n    return gm\n")
-    program = f"import sys; sys.path.insert(0, {str(mods)!r}); import gti_worker_only"
-    r = run_cli(
-        "capture", "--out", str(tmp_path / "cap"), "--no-inductor", "--pass", "gti_worker_only:real_pas",
-        "--", sys.executable, "-c", program,
-    )  # fmt: skip
-    assert r.returncode == 0, r.stderr  # the command's own exit code: the training ran
-    assert "--pass gti_worker_only:real_pas: not captured: AttributeError:" in r.stderr, r.stderr
-    why = r.stderr.split("not captured:")[1].splitlines()[0]
-    assert why == " AttributeError: module 'gti_worker_only' has no attribute 'real_pas'", why
+    return str(mods)
+
+
+TYPO = "gti_worker_only:real_pas"
+LAST_LINE = (
+    f"graphtrain-inspect capture: --pass {TYPO}: not captured: AttributeError: module 'gti_worker_only' has no "
+    "attribute 'real_pas'"
+)
+
+
+def test_a_target_only_the_workers_can_resolve_ends_capture_after_training_exit_2(tmp_path):
+    """torchrun's two workers import the module and record the typo; the training runs to its end
+    unchanged, then `capture` ends with one line naming the target and the workers' reason, exit 2,
+    instead of the training's 0 (issue 32: it exited 0 with an unexplained capture error)."""
+    train = tmp_path / "train.py"
+    train.write_text(
+        f"import os, sys\nsys.path.insert(0, {_worker_only_module(tmp_path)!r})\nimport gti_worker_only\n"
+        f"open(os.path.join({str(tmp_path)!r}, 'done-' + os.environ['RANK']), 'w').close()\n"
+    )
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", str(train)]
+    r = capture(tmp_path / "cap", torchrun, "--no-inductor", "--pass", TYPO)
+    assert r.returncode == 2, r.stderr
+    assert "graphtrain-inspect capture: command exited with 0" in r.stderr, r.stderr
+    assert (tmp_path / "done-0").exists() and (tmp_path / "done-1").exists()  # the training ran to its end
+    last = r.stderr.rstrip("\n").splitlines()[-1]
+    assert last.startswith(LAST_LINE) and last.endswith(
+        "(the workers could not resolve it; the training ran unchanged)"
+    )
+    assert r.stderr.count(f"--pass {TYPO}") == 1, r.stderr  # said once, last
     assert "were never imported" not in r.stderr, r.stderr
     c = run_cli("check", str(tmp_path / "cap"))
     assert c.returncode == 0, c.stderr  # a fact about the capture, not a bug in the training: a warning
     assert (
         "WARNING" in c.stdout
-        and "--pass gti_worker_only:real_pas was not captured: AttributeError: module 'gti_worker_only' has no "
+        and f"--pass {TYPO} was not captured: AttributeError: module 'gti_worker_only' has no "
         "attribute 'real_pas'; none of its runs is in the capture"
         in c.stdout
     ), c.stdout
+
+
+def test_a_failed_training_keeps_its_exit_code_and_still_names_the_target(tmp_path):
+    program = f"import sys; sys.path.insert(0, {_worker_only_module(tmp_path)!r}); import gti_worker_only; sys.exit(3)"
+    r = capture(tmp_path / "cap", [sys.executable, "-c", program], "--no-inductor", "--pass", TYPO)
+    assert r.returncode == 3, r.stderr
+    assert r.stderr.rstrip("\n").splitlines()[-1].startswith(LAST_LINE), r.stderr

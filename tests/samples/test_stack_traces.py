@@ -1,29 +1,72 @@
 """The sample's traced nodes keep the model line that made them (make_fx keeps only frames named
-`forward` unless torch offers stack-trace anchors: the model's functions are registered as such),
-and a finding's node without a stack of its own is given the nearest node's, said so."""
+`forward`: where torch offers stack-trace anchors the model's functions are registered as such,
+elsewhere, as on torch 2.11, they are named `forward` while make_fx traces), and a finding's node
+without a stack of its own is given the nearest node's, said so."""
 
 from __future__ import annotations
 
+import os
+import re
+
 import pytest
 import torch
+import torch.fx.proxy as fx_proxy
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from graphtrain_inspect.inspector.read.source_lines import nearest_source, parse_frame, source_text
 from graphtrain_inspect.samples import model
-from graphtrain_inspect.samples.tracing import keep_model_frames
+from graphtrain_inspect.samples.tracing import model_frames_kept
+from tests.capture_utils import ROOT, capture, run_cli, torchrun
+
+# A torch without stack-trace anchors (2.11): what the bundled GPU captures were traced with.
+NO_ANCHORS = """import torch.fx.proxy as p
+del p._register_stack_trace_anchor
+p._STACK_TRACE_ANCHORS = set()
+"""
 
 
-def test_model_functions_traced_by_make_fx_name_their_model_line():
-    if not keep_model_frames():
-        pytest.skip("this torch has no stack-trace anchors: nodes keep frames of modules' forward only")
+def _innermost_frames(gm) -> list[dict]:
+    frames = [n.meta.get("stack_trace") for n in gm.graph.nodes if n.op == "call_function"]
+    return [parse_frame(f.strip().splitlines()[-2] + " | " + f.strip().splitlines()[-1].strip()) for f in frames if f]
+
+
+@pytest.mark.parametrize("anchors", [True, False], ids=["anchors", "no-anchors"])
+def test_model_functions_traced_by_make_fx_name_their_model_line(anchors, monkeypatch):
+    if not anchors:
+        monkeypatch.delattr(fx_proxy, "_register_stack_trace_anchor", raising=False)
+        monkeypatch.setattr(fx_proxy, "_STACK_TRACE_ANCHORS", set(), raising=False)
+    elif not hasattr(fx_proxy, "_register_stack_trace_anchor"):
+        pytest.skip("this torch has no stack-trace anchors (the no-anchors case is the one it takes)")
 
     def step(x, w):
         return model.rms_norm(x, w, 1e-6).sum()
 
-    gm = make_fx(step, tracing_mode="fake", record_stack_traces=True)(torch.randn(4, 8), torch.randn(8))
-    frames = [n.meta.get("stack_trace") for n in gm.graph.nodes if n.op == "call_function"]
-    inner = [parse_frame(f.strip().splitlines()[-2] + " | " + f.strip().splitlines()[-1].strip()) for f in frames if f]
-    assert inner and any(src and src["file"].endswith("samples/model.py") and src["fn"] == "rms_norm" for src in inner)
+    with model_frames_kept() as finish:
+        gm = make_fx(step, tracing_mode="fake", record_stack_traces=True)(torch.randn(4, 8), torch.randn(8))
+    finish(gm)
+    inner = _innermost_frames(gm)
+    assert inner and all(src and src["file"].endswith("samples/model.py") for src in inner), inner
+    assert {src["fn"] for src in inner} == {"rms_norm"}  # the real name, also where it was traced as `forward`
+    assert model.rms_norm.__code__.co_name == "rms_norm"  # the rename ends with the trace
+
+
+@pytest.mark.slow
+def test_sample_traced_without_anchors_names_the_model_line_in_check(tmp_path):
+    """The README's demo (--coor, rank-baked) on a torch whose make_fx has no anchors: `check`
+    prints the model's line under each finding, as on torch 2.11's GPU recordings."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(NO_ANCHORS)
+    env = {"PYTHONPATH": os.pathsep.join([str(site), str(ROOT)])}  # its sitecustomize runs in every process
+    bug = ["--coor", "--bug", "rank-baked"]
+    program = torchrun(2, "graphtrain_inspect.samples.train", "--steps", "1", "--quiet", *bug)
+    opts = ["--pass", "graphtrain_inspect.samples.pipeline:PIPELINE", "--no-inductor"]
+    r = capture(tmp_path / "cap", program, *opts, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    r = run_cli("check", str(tmp_path / "cap"))
+    assert r.returncode == 1, r.stdout + r.stderr
+    lines = re.findall(r"at \S*samples/model\.py:(\d+)  (.*)", r.stdout)
+    assert len(lines) == 2 and all("x.select(0, mesh_coordinate(" in code for _, code in lines), r.stdout
 
 
 def test_nearest_node_with_a_stack_outside_torch_is_named():

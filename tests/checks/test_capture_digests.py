@@ -147,3 +147,24 @@ def test_two_ranks_that_agree_need_no_rank_diff(tmp_path, monkeypatch):
         p = plain.rank_diff(key, 0, 1)
         assert p is not None and not list(p.changes())
     assert len(reads) == 4  # both ranks' two tables, compared row by row
+
+
+GPU_WITH_DIGESTS = ["h200x2-clean", "h200x2-rank-baked", "h200x2-rank-divergent", "h200x2-coor-rank-baked"]
+
+
+@pytest.mark.parametrize("name", GPU_WITH_DIGESTS)
+def test_digests_recorded_on_gpus_are_the_readers(bundled_capture, name):
+    """Captures recorded on 2 GPUs (NCCL, each rank on its own cuda device, torch 2.11): every
+    node table carries a digest, and each is the reader's own hash of that table for its rank."""
+    cap = open_capture(str(bundled_capture(name)))
+    classes = CheckContext(cap).rank_classes
+    tables = 0
+    for r in cap.ranks:
+        assert classes.rewrites(r, next(iter(cap.graphs(r)))).own == f'"cuda:{r}"'.encode()
+        for gid, ref in cap.graphs(r).items():
+            rec = ref.records[logformat.NODES]
+            rw = classes.rewrites(r, gid)
+            got = classes.recorded(rec, rw)
+            assert got is not None and got == rank_tokens.table_digest(cap.log_file(r).payload_bytes(rec), rw.pair)
+            tables += 1
+    assert tables >= 7

@@ -7,7 +7,10 @@ Two ranks' graphs of the same pass differ, even when the program is rank-agnosti
 * the rank's own device (`cuda:<local rank>`), in literals and value metadata: rewritten to `<own>`;
 * stack-trace comments (left out of every comparison).
 
-`RankContext` holds what is known about one rank; `GraphNormalizer` applies it to one graph.
+`RankContext` holds what is known about one rank; `GraphNormalizer` applies it to one graph. The
+rules that name a group and tell a collective (`group_keys`, `is_collective_target`, the tokens)
+live in `capture/rank_tokens.py`, since the capture applies them too: it records each node
+table's hash as this normalizer reads it.
 """
 
 from __future__ import annotations

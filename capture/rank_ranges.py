@@ -23,6 +23,27 @@ def format_ranks(ranks: Iterable[int]) -> str:
     return ",".join(parts)
 
 
+def brief_ranks(ranks: Iterable[int], limit: int = 80) -> str:
+    """`format_ranks`, shortened for reading where it would run past `limit` characters (a class
+    of 512 ranks of a 1,024-rank world is 256 ranges): a periodic set as its first period, the
+    period, its end and its count (`0-1, repeating every 4 ranks up to 1021 (512 ranks)`), any
+    other as its first ranges and the count (`0-3,8,11,... (300 ranks)`). Not for input: `parse_ranks` reads only
+    `format_ranks`."""
+    rs = sorted({int(r) for r in ranks})
+    full = format_ranks(rs)
+    if len(full) <= limit:
+        return full
+    lo, hi = rs[0], rs[-1]
+    members = set(rs)
+    for period in range(2, (hi - lo + 1) // 4 + 1):
+        # the same ranks in every stretch of `period` from the lowest on: a stride of the mesh
+        if all((r + period in members) == (r in members) for r in range(lo, hi + 1 - period)):
+            first = format_ranks(r for r in rs if r < lo + period)
+            return f"{first}, repeating every {period} ranks up to {hi} ({len(rs)} ranks)"
+    head = full[: full.rfind(",", 0, limit)] if "," in full[:limit] else full[:limit]
+    return f"{head},... ({len(rs)} ranks)"
+
+
 def parse_ranks(text: str, world: int) -> list[int]:
     """'0,3,9-15' -> sorted distinct ranks in [0, world); ValueError with a one-line reason."""
     out: set[int] = set()

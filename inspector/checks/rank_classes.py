@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 import orjson
 
 from graphtrain_inspect.capture import logformat, rank_tokens
-from graphtrain_inspect.capture.rank_ranges import format_ranks
+from graphtrain_inspect.capture.rank_ranges import brief_ranks
 from graphtrain_inspect.inspector.diff.normalize import RankContext, is_collective_target
 
 if TYPE_CHECKING:
@@ -234,7 +234,7 @@ class RankClasses:
             if len(members) == 1:
                 text = f"rank {members[0]}" + (" differs" if i and parting.startswith(" (") else "")
             else:
-                text = f"ranks {format_ranks(list(members))} agree"
+                text = f"ranks {brief_ranks(list(members))} agree"
             parts.append(text + parting)
         if len(groups) == 1:
             return parts[0] + " at every stage"

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from graphtrain_inspect.capture import simulate
-from graphtrain_inspect.capture.rank_ranges import format_ranks, parse_ranks
+from graphtrain_inspect.capture.rank_ranges import brief_ranks, format_ranks, parse_ranks
 from tests.capture_utils import ROOT, run_cli
 
 MESHES = [
@@ -80,6 +80,18 @@ def test_rank_lists_compact_and_parsed():
     for bad in ("0,16", "3-1", "x", ""):
         with pytest.raises(ValueError):
             parse_ranks(bad, 16)
+
+
+def test_long_rank_lists_read_in_brief():
+    """A class of a big world in a line: the stride of the mesh where the ranks have one, else
+    the first ranges and the count; short lists as `format_ranks` writes them."""
+    tp0 = [r for r in range(1024) if r % 4 in (0, 1)]
+    assert brief_ranks(tp0) == "0-1, repeating every 4 ranks up to 1021 (512 ranks)"
+    assert brief_ranks([r for r in range(2, 1024, 8)]) == "2, repeating every 8 ranks up to 1018 (128 ranks)"
+    assert brief_ranks([r for r in range(64) if r != 32]) == "0-31,33-63"
+    broken = [r for r in tp0 if r != 505]  # one rank out of the pattern: no period holds
+    text = brief_ranks(broken)
+    assert text.endswith(",... (511 ranks)") and len(text) <= 100 and text.startswith("0-1,4-5,8-9,")
 
 
 @pytest.mark.parametrize(

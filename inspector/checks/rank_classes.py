@@ -241,6 +241,20 @@ class RankClasses:
         return "; ".join(parts)
 
 
+def recorded_digest(cap: "Capture", rank: int, gid: str) -> bytes | None:
+    """The normalized hash of one rank's graph as its capture recorded it, where this reader
+    would make the same (`RankClasses.recorded`); None otherwise. Two ranks with equal ones have
+    a rank diff with no change, known without reading either table."""
+    from graphtrain_inspect.inspector.diff.graph_diff import rank_context
+
+    ref = cap.graph(rank, gid)
+    rec = ref.records.get(logformat.NODES) if ref is not None else None
+    if rec is None or rank_tokens.NORM not in rec.meta:
+        return None
+    rw = Rewrites.of(rank_context(cap, rank, gid))
+    return RankClasses.recorded(rec, rw) if rw is not None else None
+
+
 # -- the checks' rank diffs, once per class ----------------------------------------------------------
 
 

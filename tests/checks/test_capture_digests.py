@@ -10,6 +10,7 @@ import pytest
 from graphtrain_inspect.capture import logformat, rank_tokens
 from graphtrain_inspect.inspector.checks import check_report
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
+from graphtrain_inspect.inspector.diff import graph_diff
 from graphtrain_inspect.inspector.read.capture_index import open_capture
 from graphtrain_inspect.inspector.read.logscan import LogFile
 from tests.checks.test_rank_classes import MESH, _graph
@@ -168,3 +169,28 @@ def test_digests_recorded_on_gpus_are_the_readers(bundled_capture, name):
             assert got is not None and got == rank_tokens.table_digest(cap.log_file(r).payload_bytes(rec), rw.pair)
             tables += 1
     assert tables >= 7
+
+
+def test_the_tuis_rank_diff_says_who_agrees_from_the_digests(tmp_path, monkeypatch):
+    """The rank-diff view's line per rank ("agrees" / "differs (...)"): the same with and without
+    the capture's digests; with them, the ranks that agree with the base are not diffed."""
+    from graphtrain_inspect.tui import session as session_module
+    from graphtrain_inspect.tui.session import CaptureSession, Place
+
+    def statuses(path: str) -> list[str]:
+        session = CaptureSession(open_capture(path))
+        return session.rank_diff(Place(1, 0, 0, "out"), 0)[1]
+
+    plain = statuses(_world(tmp_path / "without", digests=False, baked=5))
+    calls: list[tuple] = []
+    real = graph_diff.rank_diff_gids
+
+    def counted(cap, ra, ga, rb, gb, **kw):
+        calls.append((ra, rb))
+        return real(cap, ra, ga, rb, gb, **kw)
+
+    monkeypatch.setattr(session_module, "rank_diff_gids", counted)
+    assert statuses(_world(tmp_path / "with", baked=5)) == plain
+    assert "rank 2: agrees" in plain and "rank 5: differs" in " ".join(plain)
+    # ranks 2, 4, 6 agree with rank 0 (tp 0): not diffed; 1, 3, 5, 7 are
+    assert sorted(rb for _, rb in calls) == [1, 3, 5, 7]

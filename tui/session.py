@@ -283,6 +283,7 @@ class CaptureSession:
         bplace = self.same_place_on(place, base)
         bgid = self.gid_of(bplace) if bplace is not None else None
         base_digest: bytes | None = None
+        told: dict[bytes, str] = {}  # a rank's recorded digest -> what its line says
         for r in self.cap.ranks:
             if r == base:
                 continue
@@ -292,12 +293,17 @@ class CaptureSession:
                 status.append(f"rank {r}: no such graph")
                 continue
             with self.lock:
-                # the capture's hashes say two ranks agree without a diff of every node (a
-                # 30k-node graph on 64 ranks would be 63 structural diffs)
+                # the capture's hashes say two ranks agree, or have the graph of a rank already
+                # diffed, without a diff of every node (64 ranks: 63 structural diffs)
                 if base_digest is None:
                     base_digest = recorded_digest(self.cap, base, bgid) or b""
-                if base_digest and recorded_digest(self.cap, r, og) == base_digest:
+                digest = recorded_digest(self.cap, r, og) if base_digest else None
+                if digest is not None and digest == base_digest:
                     status.append(f"rank {r}: agrees")
+                    continue
+                if digest is not None and digest in told:
+                    # the same normalized graph as a rank already diffed: the same changes
+                    status.append(f"rank {r}: {told[digest]}")
                     continue
                 d = rank_diff_gids(self.cap, base, bgid, r, og)
             if d is None:
@@ -307,6 +313,8 @@ class CaptureSession:
             else:
                 c = d.counts
                 status.append(f"rank {r}: differs ({c['changed']} changed, {c['added']} added, {c['removed']} removed)")
+            if digest is not None and d is not None:
+                told[digest] = status[-1].split(": ", 1)[1]
         if here is None or bgid is None:
             return None, status
         with self.lock:

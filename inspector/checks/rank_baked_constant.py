@@ -36,7 +36,7 @@ from graphtrain_inspect.inspector.checks.differing_literals import cross_rank_ev
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext, Observation
 from graphtrain_inspect.inspector.diff.normalize import table_meshes
 from graphtrain_inspect.inspector.read import identity
-from graphtrain_inspect.inspector.read.graphmodel import is_ref, row_leaves
+from graphtrain_inspect.inspector.read.graphmodel import SubGraph, is_ref, row_leaves
 from graphtrain_inspect.inspector.read.simulated import rank_states
 from graphtrain_inspect.inspector.read.stages import TRACE
 
@@ -336,17 +336,7 @@ def _chunk_observations(
                 "equals": vec,
                 "backward": bool(row.get("bwd")),
             }
-            out.append(
-                Observation(
-                    ("coor-chunk", g.path, t, index, n),
-                    "error",
-                    msg,
-                    node=row["name"],
-                    subgraph=g.path or None,
-                    evidence=ev,
-                    loose_key=("coor-chunk", t, index, n),
-                )
-            )
+            out.append(_node_error(g, row, ("coor-chunk", t, index, n), msg, ev))
             break
     return out
 
@@ -421,17 +411,7 @@ def _twin_observations(
                 "equals": hits,
                 "backward": bool(row.get("bwd")),
             }
-            out.append(
-                Observation(
-                    ("coor", g.path, target, where, leaf),
-                    "error",
-                    msg,
-                    node=row["name"],
-                    subgraph=g.path or None,
-                    evidence=ev,
-                    loose_key=("coor", target, where, leaf),
-                )
-            )
+            out.append(_node_error(g, row, ("coor", target, where, leaf), msg, ev))
     return out
 
 
@@ -489,6 +469,20 @@ def grade_per_rank(
             "--shared-graph grades them as errors (compile on one rank, precompiled graphs)"
         )
     return findings
+
+
+def _node_error(g: SubGraph, row: NodeRow, loose: tuple, msg: str, ev: dict[str, Any]) -> Observation:
+    """An error on one node of a shared graph: keyed by its subgraph too, matched across stages
+    by `loose` (its kind and what it found) alone."""
+    return Observation(
+        (loose[0], g.path, *loose[1:]),
+        "error",
+        msg,
+        node=row["name"],
+        subgraph=g.path or None,
+        evidence=ev,
+        loose_key=loose,
+    )
 
 
 def run(ctx: CheckContext) -> list:

@@ -13,9 +13,9 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from graphtrain_inspect.inspector.checks.rank_classes import recorded_digest
+from graphtrain_inspect.inspector.checks.rank_classes import RankClasses
 from graphtrain_inspect.inspector.checks.symbol_rows import SymbolRow, symbol_rows
-from graphtrain_inspect.inspector.diff.graph_diff import normalize_code, rank_diff_gids, rank_text
+from graphtrain_inspect.inspector.diff.graph_diff import GraphDiff, normalize_code, rank_diff_gids, rank_text
 from graphtrain_inspect.inspector.diff.text_rows import DiffModel
 from graphtrain_inspect.inspector.read.capture_index import Capture, CaptureUnreadable, open_capture
 from graphtrain_inspect.inspector.read.code_locate import CodeIndex
@@ -85,6 +85,16 @@ class DiffResult:
     key: tuple
 
 
+def _rank_line(d: GraphDiff | None) -> str:
+    """What the rank-diff view says of one rank's diff against the base."""
+    if d is None:
+        return "unreadable"
+    if d.empty:
+        return "agrees"
+    c = d.counts
+    return f"differs ({c['changed']} changed, {c['added']} added, {c['removed']} removed)"
+
+
 class CaptureSession:
     """One snapshot of a capture. Snapshots of one capture share their logs, so they share `lock`
     with the loader that indexes more of those logs."""
@@ -97,6 +107,7 @@ class CaptureSession:
         with self.lock:
             self.outline: Outline = build_outline(cap)
             self.index = StageIndex(cap)
+        self._classes: RankClasses | None = None
         if not complete:
             # what is not indexed yet is not missing: a pass whose record was not reached yet is
             # not unfinished, a rank whose end record was not reached yet is not cut short
@@ -104,6 +115,14 @@ class CaptureSession:
                 r.complete = None
                 for pl in r.pipelines:
                     pl.passes = [p for p in pl.passes if p.status != "incomplete"]
+
+    @property
+    def rank_classes(self) -> RankClasses:
+        """The capture's rank classes, made when first asked (the rank-diff view reads the
+        capture's recorded digests through them)."""
+        if self._classes is None:
+            self._classes = RankClasses(self.cap, self.index)
+        return self._classes
 
     def compile_rows(self) -> tuple[list[CompileRow], str]:
         """The compile-events view's rows (every rank) and its title."""
@@ -282,8 +301,14 @@ class CaptureSession:
         here = self.gid_of(place)
         bplace = self.same_place_on(place, base)
         bgid = self.gid_of(bplace) if bplace is not None else None
-        base_digest: bytes | None = None
-        told: dict[bytes, str] = {}  # a rank's recorded digest -> what its line says
+        # a rank's recorded digest -> what its line says: the capture's hashes say two ranks
+        # agree, or have the graph of a rank already diffed, without a diff of every node (64
+        # ranks: 63 structural diffs)
+        said: dict[bytes, str] = {}
+        with self.lock:
+            base_digest = self.rank_classes.recorded_digest(base, bgid) if bgid is not None else None
+        if base_digest is not None:
+            said[base_digest] = "agrees"
         for r in self.cap.ranks:
             if r == base:
                 continue
@@ -293,28 +318,13 @@ class CaptureSession:
                 status.append(f"rank {r}: no such graph")
                 continue
             with self.lock:
-                # the capture's hashes say two ranks agree, or have the graph of a rank already
-                # diffed, without a diff of every node (64 ranks: 63 structural diffs)
-                if base_digest is None:
-                    base_digest = recorded_digest(self.cap, base, bgid) or b""
-                digest = recorded_digest(self.cap, r, og) if base_digest else None
-                if digest is not None and digest == base_digest:
-                    status.append(f"rank {r}: agrees")
-                    continue
-                if digest is not None and digest in told:
-                    # the same normalized graph as a rank already diffed: the same changes
-                    status.append(f"rank {r}: {told[digest]}")
-                    continue
-                d = rank_diff_gids(self.cap, base, bgid, r, og)
-            if d is None:
-                status.append(f"rank {r}: unreadable")
-            elif d.empty:
-                status.append(f"rank {r}: agrees")
-            else:
-                c = d.counts
-                status.append(f"rank {r}: differs ({c['changed']} changed, {c['added']} added, {c['removed']} removed)")
-            if digest is not None and d is not None:
-                told[digest] = status[-1].split(": ", 1)[1]
+                digest = self.rank_classes.recorded_digest(r, og) if said else None
+                line = said.get(digest) if digest is not None else None
+                if line is None:
+                    line = _rank_line(rank_diff_gids(self.cap, base, bgid, r, og))
+                    if digest is not None:
+                        said[digest] = line
+            status.append(f"rank {r}: {line}")
         if here is None or bgid is None:
             return None, status
         with self.lock:

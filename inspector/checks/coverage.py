@@ -45,10 +45,8 @@ def _all_symbol_uses(cap: Any, ranks: list[int]) -> int:
     counted: dict[tuple, int] = {}
     total = 0
     for r in ranks:
-        for gid, ref in cap.graphs(r).items():
-            rec = ref.records.get(logformat.SYMBOLS)
-            md5 = rec.env.get("has_payload") if rec is not None else None
-            key = (gid, md5) if isinstance(md5, str) and md5 else (r, gid)
+        for gid in cap.graphs(r):
+            key = cap.content_key(r, gid, logformat.SYMBOLS)
             if key not in counted:
                 counted[key] = _symbol_uses(cap, r, gid)
             total += counted[key]

@@ -37,8 +37,7 @@ def rank_agreement(cap, ranks: list[int], *, force: bool | None = None) -> dict[
             for gid, ref in cap.graphs(r).items():
                 rec = ref.records.get(logformat.NODES)
                 if rec is not None and not classes.free(r, gid):
-                    md5 = rec.env.get("has_payload")
-                    tables[(gid, md5) if isinstance(md5, str) and md5 else (r, gid)] = rec.end - rec.payload_start
+                    tables[cap.content_key(r, gid)] = rec.end - rec.payload_start
         weight = sum(tables.values())
         if weight > CLASSES_AUTO_BYTES:
             return {

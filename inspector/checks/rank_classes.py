@@ -114,19 +114,27 @@ class RankClasses:
         rw = self.rewrites(rank, gid)
         if rw is None:
             return None
-        ref = self.cap.graph(rank, gid)
-        rec = ref.records.get(logformat.NODES) if ref is not None else None
-        recorded = self.recorded(rec, rw)
+        recorded = self.recorded_digest(rank, gid)
         if recorded is not None:
             return recorded
-        md5 = rec.env.get("has_payload") if rec is not None else None
+        rec = self.cap.graph_record(rank, gid, logformat.NODES)
         # the same bytes rewritten the same way: one hash, the table read once
-        k: tuple = (gid, md5, rw) if isinstance(md5, str) and md5 else (rank, gid)
+        k = (*self.cap.content_key(rank, gid), rw)
         if k not in self._digests:
             log = self.cap.log_file(rank)
             got = log.payload_bytes(rec) if log is not None and rec is not None else None
             self._digests[k] = rank_tokens.table_digest(got, rw.pair) if got is not None else None
         return self._digests[k]
+
+    def recorded_digest(self, rank: int, gid: str) -> bytes | None:
+        """The graph's hash as its capture recorded it, where this reader would make the same
+        (`recorded`); None otherwise. Two ranks with equal ones have a rank diff with no change,
+        known without reading either table."""
+        rec = self.cap.graph_record(rank, gid, logformat.NODES)
+        if rec is None or rank_tokens.NORM not in rec.meta:
+            return None
+        rw = self.rewrites(rank, gid)
+        return self.recorded(rec, rw) if rw is not None else None
 
     @staticmethod
     def recorded(rec: Any, rw: Rewrites) -> bytes | None:
@@ -146,10 +154,7 @@ class RankClasses:
 
     def free(self, rank: int, gid: str) -> bool:
         """Whether the graph's digest is known without reading its table (the capture wrote it)."""
-        rw = self.rewrites(rank, gid)
-        ref = self.cap.graph(rank, gid)
-        rec = ref.records.get(logformat.NODES) if ref is not None else None
-        return rw is not None and self.recorded(rec, rw) is not None
+        return self.recorded_digest(rank, gid) is not None
 
     def at(self, key: "StageKey", ranks: Iterable[int] | None = None) -> list[RankClass]:
         """The classes of the ranks (default: all) that have this stage, in order of their
@@ -239,20 +244,6 @@ class RankClasses:
         if len(groups) == 1:
             return parts[0] + " at every stage"
         return "; ".join(parts)
-
-
-def recorded_digest(cap: "Capture", rank: int, gid: str) -> bytes | None:
-    """The normalized hash of one rank's graph as its capture recorded it, where this reader
-    would make the same (`RankClasses.recorded`); None otherwise. Two ranks with equal ones have
-    a rank diff with no change, known without reading either table."""
-    from graphtrain_inspect.inspector.diff.graph_diff import rank_context
-
-    ref = cap.graph(rank, gid)
-    rec = ref.records.get(logformat.NODES) if ref is not None else None
-    if rec is None or rank_tokens.NORM not in rec.meta:
-        return None
-    rw = Rewrites.of(rank_context(cap, rank, gid))
-    return RankClasses.recorded(rec, rw) if rw is not None else None
 
 
 # -- the checks' rank diffs, once per class ----------------------------------------------------------

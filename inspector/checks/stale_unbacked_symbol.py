@@ -381,8 +381,7 @@ def symbol_tables(ctx: CheckContext, rank: int, gid: str) -> GraphTables | None:
 
 def _symbols_record(ctx: CheckContext, rank: int, gid: str):
     """The graph's symbols record and its rank's log, or (None, None)."""
-    ref = ctx.cap.graph(rank, gid)
-    rec = ref.records.get(logformat.SYMBOLS) if ref is not None else None
+    rec = ctx.cap.graph_record(rank, gid, logformat.SYMBOLS)
     log = ctx.cap.log_file(rank)
     return (rec, log) if rec is not None and log is not None else (None, None)
 

@@ -249,15 +249,10 @@ class CheckContext:
         """A key for what a graph's records say, equal across ranks that logged the same records
         (by the md5s in their envelopes): work on a graph's content is done once for all ranks.
         Falls back to the rank when a record has no md5."""
-        ref = self.cap.graph(rank, gid)
-        md5s = []
-        for kind in kinds:
-            rec = ref.records.get(kind) if ref is not None else None
-            md5 = rec.env.get("has_payload") if rec is not None else None
-            if not (isinstance(md5, str) and md5):
-                return (rank, gid, *kinds)
-            md5s.append(md5)
-        return (gid, *md5s)
+        keys = [self.cap.content_key(rank, gid, kind) for kind in kinds]  # (gid, md5) or (rank, gid)
+        if any(k[0] != gid for k in keys):
+            return (rank, gid, *kinds)
+        return (gid, *(md5 for _, md5 in keys))
 
     def identical(self, ra: int, ga: str, rb: int, gb: str) -> bool:
         """Two ranks logged the very same graph: same id, and the same md5 of its code and of its

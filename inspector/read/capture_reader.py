@@ -364,7 +364,7 @@ class Capture:
 
     def node_table(self, rank: int, gid: str) -> GraphTables | None:
         """Node tables of a graph: the captured table, else parsed from its code; None if neither."""
-        key = self._table_key(rank, gid)
+        key = self.content_key(rank, gid)
         if key in self._tables:
             return self._tables.get(key)
         tables = self._table_from_rows(rank, gid)
@@ -414,7 +414,7 @@ class Capture:
         """The undecoded row lines of subgraph `path` of a table not decoded yet, and the indices
         of those that are the row named `name` (a row line starts with its name); None when the
         lines are not there to read, no subgraph head says `path`, or a head does not parse."""
-        subs = self.node_rows(rank, gid) if self._table_key(rank, gid) not in self._tables else None
+        subs = self.node_rows(rank, gid) if self.content_key(rank, gid) not in self._tables else None
         if subs is None:
             return None
         head = b'{"name":' + orjson.dumps(name) + b","
@@ -480,11 +480,10 @@ class Capture:
         """A node table's rows as undecoded JSON lines, per subgraph ([(head, rows)]), for readers
         that compare or filter rows before parsing any (logformat.node_table_rows); None when the
         table is not laid out one row per line or its record does not read back exactly."""
-        key = self._table_key(rank, gid)
+        key = self.content_key(rank, gid)
         if key in self._rows:
             return self._rows.get(key)
-        ref = self.graph(rank, gid)
-        rec = ref.records.get(logformat.NODES) if ref is not None else None
+        rec = self.graph_record(rank, gid, logformat.NODES)
         log = self.log_file(rank)
         rows = None
         if rec is not None and log is not None:
@@ -493,10 +492,15 @@ class Capture:
         self._rows.put(key, rows, 1 + (rec.end - rec.payload_start if rec is not None else 0))
         return rows
 
-    def _table_key(self, rank: int, gid: str) -> tuple:
-        """The same graph logged by several ranks (same id, same node-table md5) is parsed once."""
+    def graph_record(self, rank: int, gid: str, kind: str) -> Record | None:
+        """The graph's record of one kind (`gti_nodes`, `gti_symbols` ...) on a rank, or None."""
         ref = self.graph(rank, gid)
-        rec = ref.records.get(logformat.NODES) if ref is not None else None
+        return ref.records.get(kind) if ref is not None else None
+
+    def content_key(self, rank: int, gid: str, kind: str = logformat.NODES) -> tuple:
+        """A key equal for the ranks that logged the same record of a graph (same id, same payload
+        md5): work on its content is done once for them all; (rank, gid) where it has no md5."""
+        rec = self.graph_record(rank, gid, kind)
         md5 = rec.env.get("has_payload") if rec is not None else None
         return (gid, md5) if isinstance(md5, str) and md5 else (rank, gid)
 

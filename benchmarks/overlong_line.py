@@ -44,6 +44,18 @@ def measured(args: list[str]) -> dict:
     return json.loads(out)
 
 
+def print_row(name: str, what: str, r: dict, width: int) -> None:
+    """One measured command as a row: variant, command, peak RSS, wall, exit code, first error line."""
+    err = (r["err"] or [""])[0][:110]
+    print(f"{name:{width}} {what:6} rss {r['rss_mb']:6d} MB  {r['s']:6.2f} s  rc {r['rc']}  {err}")
+
+
+def print_commands(name: str, d: Path, width: int) -> None:
+    """`ls`, `check` and a rank diff of the small capture's `shard_rows` on `d`, a row each."""
+    for cmd in (["ls", str(d)], ["check", str(d)], ["diff", str(d), "--pass", "shard_rows", "--ranks", "0,1"]):
+        print_row(name, cmd[0], measured(cmd), width)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--mb", type=int, default=500)
@@ -70,12 +82,7 @@ def main() -> None:
         variants[name] = d
     print(f"a {a.mb} MB line without a newline at the end of rank 0's log; peak RSS (MB) and wall (s) per command")
     for name, d in variants.items():
-        for cmd in (["ls", str(d)], ["check", str(d)], ["diff", str(d), "--pass", "shard_rows", "--ranks", "0,1"]):
-            r = measured(cmd)
-            print(
-                f"{name:9} {cmd[0]:6} rss {r['rss_mb']:6d} MB  {r['s']:6.2f} s  rc {r['rc']}  "
-                f"{(r['err'] or [''])[0][:110]}"
-            )
+        print_commands(name, d, width=9)
     if not a.keep:
         shutil.rmtree(work, ignore_errors=True)
 

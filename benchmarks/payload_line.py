@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks.overlong_line import measured
+from benchmarks.overlong_line import print_commands, print_row
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -94,16 +94,8 @@ def main() -> None:
         variants[where] = d
     print(f"a {a.mb} MB tab-led payload line in rank 0's log; peak RSS (MB) and wall (s) per command")
     for name, d in variants.items():
-        for cmd in (["ls", str(d)], ["check", str(d)], ["diff", str(d), "--pass", "shard_rows", "--ranks", "0,1"]):
-            r = measured(cmd)
-            print(
-                f"{name:7} {cmd[0]:6} rss {r['rss_mb']:6d} MB  {r['s']:6.2f} s  rc {r['rc']}  "
-                f"{(r['err'] or [''])[0][:110]}"
-            )
-        r = tui_measured(d)
-        print(
-            f"{name:7} {'tui':6} rss {r['rss_mb']:6d} MB  {r['s']:6.2f} s  rc {r['rc']}  {(r['err'] or [''])[0][:110]}"
-        )
+        print_commands(name, d, width=7)
+        print_row(name, "tui", tui_measured(d), width=7)
     if not a.keep:
         shutil.rmtree(work, ignore_errors=True)
 

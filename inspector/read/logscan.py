@@ -248,22 +248,27 @@ class LogFile:
     def _overlong(self, start: int, end: int) -> int:
         """Report the line at `start`, longer than ENVELOPE_LINE_LIMIT, and find its newline before
         `end` (-1: none) a chunk at a time, releasing each chunk's pages as it goes."""
+        nl = self._newline_in(start + ENVELOPE_LINE_LIMIT, end)
+        length = (nl if nl >= 0 else end) - start
+        self._err(
+            start,
+            f"a line of {length / (1 << 20):.1f} MB, longer than the {ENVELOPE_LINE_LIMIT >> 20} MB a record's "
+            f"first line may have: not read ({_preview(bytes(self._buf[start : start + 60]))})",
+        )
+        return nl
+
+    def _newline_in(self, pos: int, end: int) -> int:
+        """The first newline in [pos, end) (-1: none), looked for a chunk at a time, each chunk's
+        pages released as it goes (the line can be as long as the log)."""
         buf = self._buf
-        pos, nl = start + ENVELOPE_LINE_LIMIT, -1
         while pos < end:
             stop = min(end, pos + _SKIP_CHUNK)
             nl = buf.find(b"\n", pos, stop)
             self._release(pos, stop)
             if nl >= 0:
-                break
+                return nl
             pos = stop
-        length = (nl if nl >= 0 else end) - start
-        self._err(
-            start,
-            f"a line of {length / (1 << 20):.1f} MB, longer than the {ENVELOPE_LINE_LIMIT >> 20} MB a record's "
-            f"first line may have: not read ({_preview(bytes(buf[start : start + 60]))})",
-        )
-        return nl
+        return -1
 
     def _payload_region_end(self, kind: str, payload_start: int, nxt: int) -> int:
         """Where the payload of a `kind` record in [payload_start, nxt) ends: `nxt`, or the start of
@@ -297,14 +302,7 @@ class LogFile:
                 continue
             if stop - pos <= limit:
                 return None  # the region's last line, without its newline, and short
-            end, nl = stop, -1
-            while end < hi:
-                nxt = min(hi, end + _SKIP_CHUNK)
-                nl = buf.find(b"\n", end, nxt)
-                self._release(end, nxt)
-                if nl >= 0:
-                    break
-                end = nxt
+            nl = self._newline_in(stop, hi)
             return pos, (nl if nl >= 0 else hi) - pos
         return None
 

@@ -4,6 +4,8 @@ would compute, and the findings are the same with or without them."""
 
 from __future__ import annotations
 
+import re
+
 import orjson
 import pytest
 
@@ -196,3 +198,33 @@ def test_the_tuis_rank_diff_says_who_agrees_from_the_digests(tmp_path, monkeypat
     # ranks 2, 4, 6 agree with rank 0 (tp 0): not diffed; 3 and 7 have rank 1's graph (tp 1): only
     # rank 1 of them is; rank 5's (tp 1, a baked device) is its own
     assert sorted(rb for _, rb in calls) == [1, 5]
+
+
+def test_a_malformed_digest_is_ignored(tmp_path):
+    """Envelopes whose `norm` is edited into nonsense (a digest that is not hex, groups that are
+    not pairs, a field that is no object) are read as if they had none: the table is hashed, the
+    report is the one without digests, and nothing is said to be unreadable."""
+    path = _world(tmp_path / "with", baked=5)
+    edits = {
+        1: (rb'"sha256":"[0-9a-f]{64}"', b'"sha256":"' + b"z" * 64 + b'"'),  # not hex
+        3: (rb'"groups":\[\[[^]]*\]', rb'"groups":[["1"]'),  # a pair of one
+        5: (rb'"norm":\{', rb'"norm":"x","x":{'),  # no object
+    }
+    for rank, (pattern, bad) in edits.items():
+        log = tmp_path / "with" / logformat.log_file_name(rank)
+        data, n = re.subn(pattern, bad, log.read_bytes(), count=1)  # the rank's first table
+        assert n == 1
+        log.write_bytes(data)
+    cap = open_capture(path)
+    assert not cap.all_errors()
+    classes = CheckContext(cap).rank_classes
+    for rank in edits:
+        first, *rest = cap.graphs(rank)
+        assert not classes.free(rank, first) and all(classes.free(rank, gid) for gid in rest)
+    plain = _world(tmp_path / "without", digests=False, baked=5)
+    a, b = check_report(open_capture(path)).to_json(), check_report(open_capture(plain)).to_json()
+
+    def strip(rep: dict, where) -> dict:  # the capture's own path, which differs
+        return orjson.loads(orjson.dumps(rep).replace(str(where).encode(), b"X"))
+
+    assert strip(a, tmp_path / "with") == strip(b, tmp_path / "without")

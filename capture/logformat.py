@@ -82,6 +82,9 @@ CODEGEN = (
     "gti_codegen"  # json: one Inductor compile: its code (oid), post-grad graph (gid), compile id, kernels' FX nodes
 )
 BLOB = "gti_blob"  # json: the blob of one graph, written when its child process finished (format 3)
+# json: the rows of a graph's node table that the stale-symbol check reads, trimmed to what it
+# reads (capture/symbol_rows.py); optional: a table without one is read whole (format 4)
+SYMBOL_ROWS = "gti_symbol_rows"
 
 KINDS: dict[str, str] = {
     HEADER: "json",
@@ -97,8 +100,9 @@ KINDS: dict[str, str] = {
     OUTPUT_CODE: "string",
     CODEGEN: "json",
     BLOB: "json",
+    SYMBOL_ROWS: "json",
 }
-GRAPH_KINDS = (GRAPH_CODE, NODES, SYMBOLS, DEVICES)
+GRAPH_KINDS = (GRAPH_CODE, NODES, SYMBOLS, DEVICES, SYMBOL_ROWS)
 
 # Keys of a TORCH_TRACE envelope that are not the record kind.
 ENVELOPE_COMMON_KEYS = frozenset(

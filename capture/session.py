@@ -182,7 +182,7 @@ class Session:
     def snapshot(self, gm: Any, frame: _Frame, role: str) -> str | None:
         """Write the graph's records once per distinct content; return its gid (None on failure)."""
 
-        from graphtrain_inspect.capture import graph_tables, rank_tokens
+        from graphtrain_inspect.capture import graph_tables, rank_tokens, symbol_rows
 
         if self.table_cache is None:
             self.table_cache = graph_tables.TableCache()
@@ -224,6 +224,10 @@ class Session:
                 if norm is not None:
                     nodes_meta = {**meta, rank_tokens.NORM: norm}
             self._write(logformat.NODES, payload, nodes_meta)
+            with self.recorded(f"symbol rows ({role})", frame):
+                rows = symbol_rows.symbol_rows_payload(gid, payload, tables)
+                if rows is not None:
+                    self._write(logformat.SYMBOL_ROWS, rows, {"gid": gid, "rule": symbol_rows.RULE})
             with self.recorded(f"symbol map ({role})", frame):
                 shape_env = graph_tables.find_shape_env(gm)
                 self._write(

@@ -20,16 +20,13 @@ rank that uses it.
 
 from __future__ import annotations
 
-import bisect
-import re
-from itertools import accumulate, count
-from operator import add
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from graphtrain_inspect.capture import logformat
 from graphtrain_inspect.capture.logformat import NodeRow
+from graphtrain_inspect.capture.symbol_rows import rows_with
 from graphtrain_inspect.inspector.diff.graph_diff import GraphDiff, NodeDiff, SubgraphDiff, compare_rows
 from graphtrain_inspect.inspector.diff.normalize import (
     REDUCE_OPS,
@@ -64,42 +61,6 @@ def _device_tokens(*ctxs: RankContext) -> list[bytes]:
         if own and split_device(own)[1] is not None:
             out.append(own.encode())
     return out
-
-
-def rows_with(
-    rows: list[bytes], tokens: Sequence[bytes] = (), pattern: "re.Pattern[bytes] | None" = None, accept=None
-) -> set[int]:
-    """Positions of the rows containing any of `tokens`, or a match of `pattern` that `accept`
-    (joined bytes, match) takes. The joined rows are searched at C speed; give `pattern` a literal
-    first byte (a per-row search, or a lookbehind, costs ~30x more)."""
-    if not tokens and pattern is None:
-        return set()
-    joined = b"\n".join(rows)
-    offsets: list[int] = []
-    for tok in tokens:
-        at = joined.find(tok)
-        while at >= 0:
-            offsets.append(at)
-            at = joined.find(tok, at + 1)
-    if pattern is not None:
-        # one accepted match per row is enough: after it, go on from the next row
-        search, pos = pattern.search, 0
-        while (m := search(joined, pos)) is not None:
-            if accept is None or accept(joined, m):
-                offsets.append(m.start())
-                pos = joined.find(b"\n", m.end()) + 1
-                if pos == 0:
-                    break
-            else:
-                pos = m.start() + 1
-    return rows_at(rows, offsets) if offsets else set()
-
-
-def rows_at(rows: list[bytes], offsets: list[int]) -> set[int]:
-    """Positions of the rows that hold the given byte offsets of `b"\n".join(rows)`."""
-    # each row's start: the lengths of the rows before it and a newline after each, at C speed
-    starts = list(map(add, accumulate(map(len, rows), initial=0), count()))
-    return {bisect.bisect_right(starts, at) - 1 for at in offsets}
 
 
 def _group_substitutions(ctx: RankContext) -> list[tuple[bytes, bytes]]:

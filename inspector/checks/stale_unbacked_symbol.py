@@ -14,17 +14,17 @@ ops and their getitems); such findings are warnings and say the bindings were in
 
 from __future__ import annotations
 
-import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import compress, repeat
 from operator import is_
 from typing import Any, Callable, Mapping
 
 import orjson
 
-from graphtrain_inspect.capture import logformat
+from graphtrain_inspect.capture import logformat, symbol_rows
 from graphtrain_inspect.capture.logformat import NodeRow
+from graphtrain_inspect.capture.symbol_rows import row_refs
 from graphtrain_inspect.capture.symbol_usage import is_unbacked
 from graphtrain_inspect.inspector.checks import row_rank_diff as rowdiff
 from graphtrain_inspect.inspector.checks.rank_classes import class_rep_stage
@@ -62,31 +62,6 @@ def _text_binder(row: NodeRow) -> bool:
     if not target.startswith("aten."):
         return True  # custom ops, higher-order ops, getitem of their outputs, operator.*
     return bool(_ATEN_BINDERS.match(target))
-
-
-def _ref_names(value: Any, out: list[str]) -> None:
-    """The names of the node references (`is_ref`) among the leaves of an encoded arg, in the
-    order `iter_leaves` yields them, without making their paths."""
-    if isinstance(value, list):
-        for v in value:
-            _ref_names(v, out)
-    elif isinstance(value, dict) and len(value) == 1:
-        inner = value.get("dict")
-        if "dict" in value and isinstance(inner, list):
-            for kv in inner:
-                if isinstance(kv, list) and len(kv) == 2:
-                    _ref_names(kv[1], out)
-        elif type(value.get("n")) is str:
-            out.append(value["n"])
-
-
-def _row_refs(row: NodeRow) -> list[str]:
-    """The names of the nodes a row takes as input: `row_leaves`' references, in its order."""
-    out: list[str] = []
-    _ref_names(row.get("args") or [], out)
-    for v in (row.get("kwargs") or {}).values():
-        _ref_names(v, out)
-    return out
 
 
 def stale_symbols(tables: GraphTables, symmap: dict[str, Any] | None) -> list[Observation]:
@@ -163,7 +138,7 @@ class _ScopeWalk:
                 if row["name"] in sub_by_node:
                     sub_scope[row["name"]] = set(bound)
             else:
-                for n in _row_refs(row):
+                for n in row_refs(row):
                     if n in sub_by_node:
                         sub_scope[n] = set(bound)
         for node_name, child in sub_by_node.items():
@@ -218,96 +193,6 @@ def _unknown_to_shape_env(info: dict[str, Any], stale: list[Observation]) -> lis
     return out
 
 
-# a row that may name an unbacked symbol (u0, zuf1; "zuf1" holds "f1", not "u1", hence two
-# literals): the others cannot make one stale. Each pattern starts with a literal: fast to search.
-_UNBACKED_BYTES = re.compile(rb"u[0-9]|zuf[0-9]")
-
-
-def _scope_pattern(names: set[bytes]):
-    """A search for the rows naming (`"name":`) or taking as input (`{"n":`) one of `names`, and
-    the test of a match. The names' common prefix goes into the pattern: a graph refers to other
-    nodes a million times, to its subgraphs a few hundred. JSON escapes no character of an FX
-    node name."""
-    prefix = os.path.commonprefix(sorted(names)) or b""  # "" (of no names) as bytes
-    pattern = re.compile(rb'"n(?:ame)?":"' + re.escape(prefix) + rb'([^"]*)"')
-    return pattern, lambda _, m: prefix + m.group(1) in names
-
-
-_STRING_TAIL = re.compile(rb'([^"]*)"')
-
-
-def scope_rows(rows: list[bytes], names: set[bytes]) -> set[int]:
-    """The positions of the rows that name or take as input one of `names`: exactly
-    `rowdiff.rows_with(rows, (), *_scope_pattern(names))`, found faster where the names have a
-    common prefix. Then each `"PREFIX` is found with `bytes.find` (memchr speed; sre tests the
-    pattern at every `"n`, and a graph has a reference per input), and matched there as the
-    pattern would: the key before it (`"n":` or `"name":`), the rest of the string, the name;
-    after a match the search goes on past its row's end, as `rows_with`'s does."""
-    prefix = os.path.commonprefix(sorted(names)) or b""  # "" (of no names) as bytes
-    if not prefix:
-        return rowdiff.rows_with(rows, (), *_scope_pattern(names))
-    joined = b"\n".join(rows)
-    quoted = b'"' + prefix
-    find, tail = joined.find, _STRING_TAIL.match
-    offsets: list[int] = []
-    at = find(quoted)
-    while at >= 0:
-        m = tail(joined, at + len(quoted))
-        if m is not None:
-            key = (
-                at - 4
-                if at >= 4 and joined[at - 4 : at] == b'"n":'
-                else at - 7
-                if at >= 7 and joined[at - 7 : at] == b'"name":'
-                else -1
-            )
-            if key >= 0 and prefix + m.group(1) in names:
-                offsets.append(key)
-                nl = find(b"\n", m.end())
-                if nl < 0:
-                    break
-                at = find(quoted, nl + 1)
-                continue
-        at = find(quoted, at + 1)
-    return rowdiff.rows_at(rows, offsets) if offsets else set()
-
-
-_WORD = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
-
-
-def _symbol_start(joined: bytes, m: "re.Match[bytes]") -> bool:
-    return m.start() == 0 or joined[m.start() - 1] not in _WORD
-
-
-# `_UNBACKED_BYTES` on the rows with every digit made 0: `u0` and `zuf0`, each a literal that sre
-# finds at memchr-like speed (the alternation's two first bytes make it test every byte), the rest
-# of the line taken with the match
-_DIGITS_TO_0 = bytes.maketrans(b"123456789", b"000000000")
-_UNBACKED_LINES = ((re.compile(rb"u0[^\n]*"), b"u0"), (re.compile(rb"zuf0[^\n]*"), b"zuf0"))
-
-
-def unbacked_rows(rows: list[bytes]) -> set[int]:
-    """The positions of the rows that name an unbacked symbol: exactly
-    `rowdiff.rows_with(rows, (), _UNBACKED_BYTES, _symbol_start)` (a match of `u[0-9]` or
-    `zuf[0-9]` whose byte before is not a word byte), found at about twice its speed. With the
-    digits made 0 a match is an occurrence of `u0` or `zuf0`; each line's first one is found with
-    the rest of its line, and only when its byte before is a word byte (rare) is the line searched
-    on from the next byte. A row's answer depends on its own bytes only (a match cannot span the
-    newline between rows, which is no word byte)."""
-    joined = b"\n".join(rows).translate(_DIGITS_TO_0)
-    offsets: list[int] = []
-    for pattern, needle in _UNBACKED_LINES:
-        if needle not in joined:
-            continue
-        for m in pattern.finditer(joined):
-            at, end = m.span()
-            while at > 0 and joined[at - 1] in _WORD:
-                at = joined.find(needle, at + 1, end)
-            if at >= 0:
-                offsets.append(at)
-    return rowdiff.rows_at(rows, offsets) if offsets else set()
-
-
 # per check run: each distinct row line's answer of `unbacked_rows` (consecutive passes and other
 # ranks repeat most rows), emptied past this many rows
 _UNBACKED_MEMO_ROWS = 300_000
@@ -315,9 +200,15 @@ _UNBACKED_MEMO_ROWS = 300_000
 
 def _kept(ctx: CheckContext, rank: int, gid: str) -> list[tuple[bytes, dict[str, Any], list[bytes]]] | None:
     """Per subgraph, its head (undecoded and decoded) and the undecoded lines of the rows the walk
-    needs (see `symbol_tables`), in order; None when the table is not laid out one row per line
-    or a head does not parse."""
-    subs = ctx.cap.node_rows(rank, gid) if rowdiff.ENABLED else None
+    needs (see `symbol_tables`), in order: the capture's own selection (`gti_symbol_rows`) where it
+    wrote one, else selected from the table; None when neither is laid out one row per line or a
+    head does not parse."""
+    if not rowdiff.ENABLED:
+        return None
+    recorded = _recorded_rows(ctx, rank, gid)
+    if recorded is not None:
+        return recorded
+    subs = ctx.cap.node_rows(rank, gid)
     if subs is None:
         return None
     memo: dict[bytes, bool] = ctx.__dict__.setdefault("_unbacked_memo", {})
@@ -327,29 +218,39 @@ def _kept(ctx: CheckContext, rank: int, gid: str) -> list[tuple[bytes, dict[str,
         heads = [logformat.decode_sub_head(head) for head, _ in subs]
     except orjson.JSONDecodeError:
         return None
-    # the rows of a graph that hand a scope to one of its own subgraphs: the subgraph's get_attr
-    # (named as the subgraph's parent node), and nodes taking that node as input
-    children: dict[str, set[bytes]] = {}
-    for h in heads:
-        path, parent = str(h.get("path") or ""), h.get("parent_node")
-        if path and isinstance(parent, str):
-            children.setdefault(path.rsplit("/", 1)[0] if "/" in path else "", set()).add(parent.encode())
-    out = []
-    for h, (head, rows) in zip(heads, subs):
+
+    def unbacked(rows: list[bytes]) -> set[int]:
+        # each distinct line answered once per run: consecutive passes and ranks repeat most rows
         known = list(map(memo.get, rows))
         if None in known:
             new = list(compress(rows, map(is_, known, repeat(None))))
-            hits = unbacked_rows(new)
+            hits = symbol_rows.unbacked_rows(new)
             named = list(map(hits.__contains__, range(len(new))))
             memo.update(zip(new, named))
             answers = iter(named)
             known = [next(answers) if k is None else k for k in known]
-        keep = set(compress(range(len(rows)), known))
-        names = children.get(str(h.get("path") or ""))
-        if names:
-            keep |= scope_rows(rows, names)
-        out.append((head, h, [rows[i] for i in sorted(keep)]))
-    return out
+        return set(compress(range(len(rows)), known))
+
+    keep = symbol_rows.kept_positions(heads, [rows for _, rows in subs], unbacked)
+    return [(head, h, [rows[i] for i in at]) for (head, rows), h, at in zip(subs, heads, keep)]
+
+
+def _recorded_rows(ctx: CheckContext, rank: int, gid: str) -> list[tuple[bytes, dict[str, Any], list[bytes]]] | None:
+    """The graph's `gti_symbol_rows` record, made by the selection rules this reader knows, as
+    `_kept` gives it; None where there is none (older captures, text graphs) or it does not read."""
+    rec = ctx.cap.graph_record(rank, gid, logformat.SYMBOL_ROWS)
+    if rec is None or rec.meta.get("rule") != symbol_rows.RULE:
+        return None
+    subs = ctx.cap.node_rows(rank, gid, logformat.SYMBOL_ROWS)
+    if subs is None:
+        return None
+    try:
+        heads = [logformat.decode_sub_head(head) for head, _ in subs]
+    except orjson.JSONDecodeError:
+        return None
+    if not all(isinstance(h, dict) for h in heads):
+        return None
+    return [(head, h, rows) for (head, rows), h in zip(subs, heads)]
 
 
 def _kept_tables(
@@ -484,6 +385,13 @@ def graph_observations(ctx: CheckContext, rank: int, gid: str) -> tuple[list[Obs
 
 
 def _graph_observations(ctx: CheckContext, rank: int, gid: str) -> tuple[list[Observation], bool]:
+    obs, text = _walked(ctx, rank, gid)
+    if obs and _recorded_rows(ctx, rank, gid) is not None:
+        obs = _with_values(ctx, rank, gid, obs)
+    return obs, text
+
+
+def _walked(ctx: CheckContext, rank: int, gid: str) -> tuple[list[Observation], bool]:
     kept = _kept(ctx, rank, gid)
     # the rows as a key: their line objects, whose hashes the selection has already made
     rows_key = tuple((head, tuple(lines)) for head, _, lines in kept) if kept is not None else None
@@ -512,6 +420,19 @@ def _graph_observations(ctx: CheckContext, rank: int, gid: str) -> tuple[list[Ob
         while len(walked) > _WALKED_KEPT:
             del walked[next(iter(walked))]
     return result
+
+
+def _with_values(ctx: CheckContext, rank: int, gid: str, obs: list[Observation]) -> list[Observation]:
+    """Observations of a walk over the capture's trimmed rows with each stale use's value (its
+    `val`, which the trimmed rows leave out where they hold `syms`) read from the graph's node
+    table: the observations a walk over its full rows makes."""
+    out = []
+    for o in obs:
+        if "in_placeholder" in o.evidence and o.node is not None:  # a stale use (`_ScopeWalk._stale`)
+            row = ctx.cap.node_row(rank, gid, o.subgraph or "", o.node)[1]
+            o = replace(o, evidence={**o.evidence, "value": row.get("val") if row is not None else None})
+        out.append(o)
+    return out
 
 
 def prefetch_tasks(ctx: CheckContext) -> list[tuple[int, str, tuple, Any]]:

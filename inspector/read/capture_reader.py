@@ -476,14 +476,15 @@ class Capture:
             graphs = [SubGraph("", None, [])]
         return GraphTables(gid, graphs, source="table")
 
-    def node_rows(self, rank: int, gid: str) -> list[tuple[bytes, list[bytes]]] | None:
+    def node_rows(self, rank: int, gid: str, kind: str = logformat.NODES) -> list[tuple[bytes, list[bytes]]] | None:
         """A node table's rows as undecoded JSON lines, per subgraph ([(head, rows)]), for readers
         that compare or filter rows before parsing any (logformat.node_table_rows); None when the
-        table is not laid out one row per line or its record does not read back exactly."""
-        key = self.content_key(rank, gid)
+        table is not laid out one row per line or its record does not read back exactly. `kind`:
+        another record laid out as a node table (`gti_symbol_rows`)."""
+        key = (kind, *self.content_key(rank, gid, kind))
         if key in self._rows:
             return self._rows.get(key)
-        rec = self.graph_record(rank, gid, logformat.NODES)
+        rec = self.graph_record(rank, gid, kind)
         log = self.log_file(rank)
         rows = None
         if rec is not None and log is not None:

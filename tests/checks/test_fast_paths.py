@@ -123,15 +123,15 @@ def _real_rows() -> list[list[bytes]]:
 
 
 def test_unbacked_rows_are_rows_with_the_symbol_pattern():
-    from graphtrain_inspect.inspector.checks import stale_unbacked_symbol as ss
+    from graphtrain_inspect.capture import symbol_rows as sr
 
     cases = [_EDGE_ROWS, list(reversed(_EDGE_ROWS)), [b"u0"], [b""], [], *[[r] for r in _EDGE_ROWS], *_real_rows()]
     for rows in cases:
-        assert ss.unbacked_rows(rows) == rowdiff.rows_with(rows, (), ss._UNBACKED_BYTES, ss._symbol_start), rows
+        assert sr.unbacked_rows(rows) == sr.rows_with(rows, (), sr.UNBACKED_BYTES, sr.symbol_start), rows
 
 
 def test_scope_rows_are_rows_with_the_scope_pattern():
-    from graphtrain_inspect.inspector.checks import stale_unbacked_symbol as ss
+    from graphtrain_inspect.capture import symbol_rows as sr
 
     name_sets = [
         {b"body_0"},
@@ -145,14 +145,14 @@ def test_scope_rows_are_rows_with_the_scope_pattern():
     real = _real_rows()
     for names in name_sets:
         for rows in cases + real[:50]:
-            assert ss.scope_rows(rows, names) == rowdiff.rows_with(rows, (), *ss._scope_pattern(names)), (names, rows)
+            assert sr.scope_rows(rows, names) == sr.rows_with(rows, (), *sr.scope_pattern(names)), (names, rows)
 
 
 def test_walk_reads_the_references_row_leaves_yields():
-    """The walk's `_row_refs` (names of node references, no paths made) against `row_leaves`, on
+    """The walk's `row_refs` (names of node references, no paths made) against `row_leaves`, on
     every row of the bundled captures with tables and on nested arguments."""
     from graphtrain_inspect.capture import logformat
-    from graphtrain_inspect.inspector.checks.stale_unbacked_symbol import _row_refs
+    from graphtrain_inspect.capture.symbol_rows import row_refs as _row_refs
     from graphtrain_inspect.inspector.read.graphmodel import is_ref, row_leaves
 
     rows = [

@@ -138,6 +138,13 @@ def check_report(
     """With `jobs` > 1 the rank diffs and stale-symbol walks are made first in that many processes
     (checks.parallel); the findings are the same. `classes` off: every rank diff is made, none
     answered from the rank classes (the same findings, slower; tests compare the two)."""
+    from graphtrain_inspect.inspector.read.collector import no_gc
+
+    with no_gc():  # the TUI's check job too (the commands run with it off already)
+        return _check_report(cap, only, shared_graph, jobs, classes)
+
+
+def _check_report(cap: "Capture", only: list[str] | None, shared_graph: bool, jobs: int, classes: bool) -> Report:
     from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
 
     ctx = CheckContext(cap, shared_graph=shared_graph, classes=classes)

@@ -29,7 +29,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from graphtrain_inspect.inspector.checks.rank_classes import diff_of_its_own
-from graphtrain_inspect.inspector.diff.graph_diff import _no_gc
+from graphtrain_inspect.inspector.read.collector import no_gc
 
 if TYPE_CHECKING:
     from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
@@ -115,7 +115,7 @@ def _work(path: str, source: str, classes: bool, tasks: list) -> list[tuple]:
     from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
     from graphtrain_inspect.inspector.read.capture_index import open_capture
 
-    with _no_gc():
+    with no_gc():
         if _FORKED is not None:
             return [_do(_FORKED, t) for t in tasks]
         with open_capture(path, source=source) as cap:
@@ -157,7 +157,7 @@ def prefetch(ctx: "CheckContext", jobs: int, only: list[str] | None = None) -> i
     # the cyclic collector off while the results are made and arrive (many small objects, no
     # cycles to free: it would rescan every table held so far again and again), as diffs do
     try:
-        with _no_gc(), mp.Pool(len(parts) - 1) as pool:
+        with no_gc(), mp.Pool(len(parts) - 1) as pool:
             pending = [pool.apply_async(_work, (cap.path, source, ctx.classes, p)) for p in parts[1:]]
             results = [_do(ctx, t) for t in parts[0]]
             for p in pending:

@@ -29,7 +29,7 @@ from graphtrain_inspect.capture.symbol_usage import is_unbacked
 from graphtrain_inspect.inspector.checks import row_rank_diff as rowdiff
 from graphtrain_inspect.inspector.checks.rank_classes import class_rep_stage
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext, Observation
-from graphtrain_inspect.inspector.diff.graph_diff import _no_gc
+from graphtrain_inspect.inspector.read.collector import no_gc
 from graphtrain_inspect.inspector.read.graphmodel import GraphTables, SubGraph, row_symbols
 from graphtrain_inspect.inspector.read.stages import Stage
 
@@ -379,8 +379,8 @@ def graph_observations(ctx: CheckContext, rank: int, gid: str) -> tuple[list[Obs
     shortly before in this run (consecutive passes that change no row naming a symbol) gets that
     graph's observations, node names and all, without decoding or walking anything. The symbol
     maps are compared only where the rows are the same. The cyclic collector is off meanwhile
-    (`_no_gc`): the rows decoded here make no cycles, and would have it rescan every row kept."""
-    with _no_gc():
+    (`no_gc`): the rows decoded here make no cycles, and would have it rescan every row kept."""
+    with no_gc():
         return _graph_observations(ctx, rank, gid)
 
 

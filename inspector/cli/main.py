@@ -8,8 +8,14 @@ modules as strings: the UI (tui/) is reached only when its command is chosen.
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import sys
+
+# Commands that read a capture once and end: the cyclic collector stays off while they run
+# (`inspector.read.collector`). Not capture (the user's training), replay (the user's passes) nor
+# the TUI (a long session).
+BATCH_READERS = frozenset({"ls", "diff", "check", "report"})
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "capture": (
@@ -79,6 +85,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    own_process = argv is None  # the console script, `python -m`: the process ends with the command
     argv = list(sys.argv[1:] if argv is None else argv)
     chosen = next((a for a in argv if not a.startswith("-")), None)
     parser = build_parser(chosen if chosen in COMMANDS else None)
@@ -93,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     from graphtrain_inspect.capture import terminal_text
     from graphtrain_inspect.inspector.cli.common import list_samples, resolve_capture
     from graphtrain_inspect.inspector.errors import InspectorError
+    from graphtrain_inspect.inspector.read.collector import no_gc
 
     if args.command != "tui":  # Textual owns the terminal there; the TUI escapes as it renders
         # Text from a capture is data: whatever a command prints, control characters are escaped.
@@ -103,7 +111,15 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if hasattr(args, "sample") and hasattr(args, "dir"):  # ls, diff, check: DIR or --sample NAME
             resolve_capture(args, args.command)
-        return int(mod.run(args) or 0)
+        if args.command not in BATCH_READERS:
+            return int(mod.run(args) or 0)
+        if own_process:
+            # off for good: the process ends with the command, and a collector turned back on
+            # would rescan everything it holds once more on the way out
+            gc.disable()
+            return int(mod.run(args) or 0)
+        with no_gc():  # called in a process that goes on (tests, scripts): as it was after
+            return int(mod.run(args) or 0)
     except InspectorError as e:  # the one place an error of the core becomes its line and exit status
         print(f"graphtrain-inspect {args.command}: {e}", file=sys.stderr)
         return e.code

@@ -16,7 +16,6 @@ backward flag; recompute tag; constant descriptions). Stack traces are ignored u
 from __future__ import annotations
 
 import difflib
-import gc
 import re
 from dataclasses import dataclass, field
 from itertools import compress, repeat
@@ -26,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping
 from graphtrain_inspect.capture.logformat import NodeRow
 from graphtrain_inspect.inspector.diff.align import Parts, _align, _merge_order, freeze
 from graphtrain_inspect.inspector.diff.normalize import IDENTITY, GraphNormalizer, RankContext, is_collective_target
+from graphtrain_inspect.inspector.read.collector import no_gc
 from graphtrain_inspect.inspector.read.graphmodel import GraphTables, SubGraph, row_leaves
 
 if TYPE_CHECKING:
@@ -487,19 +487,6 @@ def _diff_rows(
     return SubgraphDiff(path, "changed" if changed else "same", nodes)
 
 
-class _no_gc:
-    """Cyclic GC off while a diff allocates its many small objects (none of them form cycles
-    that need it): the collector would otherwise rescan the whole node tables again and again."""
-
-    def __enter__(self) -> None:
-        self.was = gc.isenabled()
-        gc.disable()
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.was:
-            gc.enable()
-
-
 def diff_tables(
     a: GraphTables,
     b: GraphTables,
@@ -511,7 +498,7 @@ def diff_tables(
     meta: bool = True,
     stack: bool = False,
 ) -> GraphDiff:
-    with _no_gc():
+    with no_gc():
         return _diff_tables(a, b, a_label, b_label, norm_a or IDENTITY, norm_b or IDENTITY, meta, stack)
 
 

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# `check` against tlparse on a quiet many-core machine, one core each (taskset), as issue 33's
+# table measures them: tlparse over every rank's log one after another, `check --json -j 1`, the
+# same with the capture's `gti_symbol_rows` records ignored (the walk selecting rows from whole
+# tables, as before them), and `check -j N` on N cores. Three runs each; every report of a
+# capture must be the same document (the findings do not depend on N or on the records).
+#
+#     bash benchmarks/gpu/check_speed.sh OUT CAPTURE.tar.xz...
+#
+# Needs `tlparse` on PATH (or TLPARSE=path) and the package importable (PYTHONPATH). Prints one
+# line per run: capture, what ran, cores, seconds; then `same` or `DIFFERENT` per capture.
+set -u
+out=$1
+shift
+mkdir -p "$out"
+tl=${TLPARSE:-tlparse}
+py=${PYTHON:-python3}
+c0=${FIRST_CORE:-2}  # the cores used: c0 for one, c0..c0+N-1 for -j N
+jobs=${JOBS:-2 4 8}
+say() { echo "$*" | tee -a "$out/check_speed.txt"; }
+timed() { # label cores command...: prints the wall seconds of the command, output to $out/last
+  local label=$1 cores=$2
+  shift 2
+  local t0 t1
+  t0=$(date +%s.%N)
+  taskset -c "$cores" "$@" >"$out/last" 2>"$out/last.err"
+  local rc=$?
+  t1=$(date +%s.%N)
+  say "$label cores=$cores rc=$rc $(awk "BEGIN{printf \"%.3f\", $t1 - $t0}") s"
+}
+say "machine: $(nproc) cores, $(uname -r), load $(cut -d' ' -f1 /proc/loadavg)"
+norec='import sys
+from graphtrain_inspect.inspector.checks import stale_unbacked_symbol as s
+s._recorded_rows = lambda ctx, rank, gid: None
+from graphtrain_inspect.inspector.cli.main import main
+sys.exit(main(sys.argv[1:]))'
+for archive in "$@"; do
+  name=$(basename "$archive" .tar.xz)
+  tar -xJf "$archive" -C "$out" || { say "$archive: cannot extract"; exit 2; }
+  cap=$out/$name
+  cat "$cap"/*.log >/dev/null
+  for i in 1 2 3; do
+    t0=$(date +%s.%N)
+    for log in "$cap"/*_gti.log; do
+      d=$(mktemp -d)
+      taskset -c "$c0" "$tl" "$log" -o "$d" --no-browser --overwrite >/dev/null 2>&1
+      rm -rf "$d"
+    done
+    t1=$(date +%s.%N)
+    say "$name tlparse cores=$c0 $(awk "BEGIN{printf \"%.3f\", $t1 - $t0}") s"
+  done
+  for i in 1 2 3; do
+    timed "$name check -j 1" "$c0" "$py" -m graphtrain_inspect.inspector.cli check "$cap" --json -j 1
+    cp "$out/last" "$out/$name.j1.json"
+    timed "$name check -j 1 (records ignored)" "$c0" "$py" -c "$norec" check "$cap" --json -j 1
+    cmp -s "$out/last" "$out/$name.j1.json" || say "$name DIFFERENT (records ignored)"
+  done
+  for n in $jobs; do
+    for i in 1 2 3; do
+      timed "$name check -j $n" "$c0-$((c0 + n - 1))" "$py" -m graphtrain_inspect.inspector.cli check "$cap" --json -j "$n"
+      cmp -s "$out/last" "$out/$name.j1.json" || say "$name DIFFERENT (-j $n)"
+    done
+  done
+  say "$name done"
+  rm -rf "$cap"
+done

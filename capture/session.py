@@ -230,9 +230,10 @@ class Session:
                     self._write(logformat.SYMBOL_ROWS, rows, {"gid": gid, "rule": symbol_rows.RULE})
             with self.recorded(f"symbol map ({role})", frame):
                 shape_env = graph_tables.find_shape_env(gm)
-                self._write(
-                    logformat.SYMBOLS, {"gid": gid, **graph_tables.symbol_map(gm, tables, shape_env)}, {"gid": gid}
-                )
+                symmap = graph_tables.symbol_map(gm, tables, shape_env)
+                # the uses counted in the envelope: what check's summary line counts, not decoded
+                uses = sum(e["uses"] for e in symmap["symbols"].values())
+                self._write(logformat.SYMBOLS, {"gid": gid, **symmap}, {"gid": gid, "uses": uses})
         with self.recorded(f"device table ({role})", frame):
             self._write(logformat.DEVICES, {"gid": gid, **graph_tables.device_table(gm)}, {"gid": gid})
         with self.recorded(f"blob ({role})", frame):

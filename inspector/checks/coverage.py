@@ -54,6 +54,12 @@ def _all_symbol_uses(cap: Any, ranks: list[int]) -> int:
 
 
 def _symbol_uses(cap: Any, rank: int, gid: str) -> int:
+    """The graph's symbol uses: counted in the record's envelope by the capture (`uses`), else
+    summed from the decoded map (older captures, maps derived from rows)."""
+    rec = cap.graph_record(rank, gid, logformat.SYMBOLS)
+    uses = rec.meta.get("uses") if rec is not None else None
+    if type(uses) is int and uses >= 0:
+        return uses
     table = cap.symbols(rank, gid) or {}
     return sum(int(s.get("uses") or 0) for s in (table.get("symbols") or {}).values() if isinstance(s, dict))
 

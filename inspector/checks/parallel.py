@@ -35,6 +35,12 @@ if TYPE_CHECKING:
     from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
 
 MAX_DEFAULT_JOBS = 16  # the default -j: the machine's cores, at most this many
+# What a task costs per node of its graphs, as a multiple of a row-by-row rank diff's, so that
+# the runs cut for the processes are about equal in time: a structural diff (graphs of different
+# sizes) costs ~7x per node (12 us against 1.7 us on the 30k-node benchmark capture, decoding
+# included), a stale-symbol walk about the same as a row diff (1.5 us per node from the capture's
+# `gti_symbol_rows`). BENCHMARKS.md, session 10.
+STRUCTURAL_COST = 7
 
 
 def default_jobs() -> int:
@@ -69,7 +75,9 @@ def rank_diff_tasks(ctx: "CheckContext") -> list[tuple[Any, int, int, int]]:
                 ):
                     continue
                 seen.add((ref, ga, other, gb))
-                weight = (ctx.cap.node_count(ref, ga) or 1) + (ctx.cap.node_count(other, gb) or 1)
+                na, nb = ctx.cap.node_count(ref, ga) or 1, ctx.cap.node_count(other, gb) or 1
+                # graphs of different sizes cannot be diffed row by row: a structural diff
+                weight = (na + nb) * (STRUCTURAL_COST if na != nb else 1)
                 tasks.append((st.key, ref, other, weight))
     tasks.sort(key=lambda t: -t[3])
     return tasks

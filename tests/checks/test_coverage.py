@@ -52,3 +52,22 @@ def test_findings_list_node_names_in_naming_order():
     names = ["ge_10", "ge", "ge_2", "ge_1", "ge_11", "ge_9"]
     found = sorted((Finding("rank-baked-constant", "info", "m", node=n) for n in names), key=_sort_key)
     assert [f.node for f in found] == ["ge", "ge_1", "ge_2", "ge_9", "ge_10", "ge_11"]
+
+
+def test_the_capture_counts_symbol_uses_in_the_envelope(sample_capture):
+    """The summary line takes each map's uses from its envelope (`uses`) where the capture wrote
+    it: there it is the sum the decoded map gives."""
+    from graphtrain_inspect.capture import logformat
+    from graphtrain_inspect.inspector.checks import coverage
+    from graphtrain_inspect.inspector.read.capture_index import open_capture
+    from graphtrain_inspect.samples.bugs import ALL as ALL_BUGS
+
+    with open_capture(str(sample_capture(*ALL_BUGS))) as cap:
+        counted = 0
+        for r in cap.ranks:
+            for gid in cap.graphs(r):
+                rec = cap.graph_record(r, gid, logformat.SYMBOLS)
+                decoded = sum(s["uses"] for s in (cap.symbols(r, gid) or {}).get("symbols", {}).values())
+                assert rec is not None and rec.meta.get("uses") == decoded == coverage._symbol_uses(cap, r, gid)
+                counted += decoded
+        assert counted > 0

@@ -1,0 +1,64 @@
+"""Commands that read a capture run with the cyclic collector off (inspector/read/collector.py):
+for good in a process of their own, and as it was after them when called in a process that goes
+on (tests, scripts, the TUI's check job)."""
+
+from __future__ import annotations
+
+import gc
+import subprocess
+import sys
+
+import pytest
+
+from graphtrain_inspect.inspector.checks import check_report
+from graphtrain_inspect.inspector.cli.main import main
+from graphtrain_inspect.inspector.read.capture_index import open_capture
+
+
+@pytest.mark.parametrize("command", ["ls", "check", "diff"])
+def test_a_command_called_in_process_leaves_the_collector_as_it_was(bundled_capture, capsys, command):
+    path = str(bundled_capture("h200x2-rank-baked"))
+    args = [command, path] + (["--pass", "remove_dead_code", "--ranks", "0,1"] if command == "diff" else [])
+    assert gc.isenabled()
+    main(args)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        main(args)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    capsys.readouterr()
+
+
+def test_check_report_runs_without_the_collector(bundled_capture, monkeypatch):
+    seen = []
+    real = check_report.__globals__["_check_report"]
+
+    def spy(*a, **k):
+        seen.append(gc.isenabled())
+        return real(*a, **k)
+
+    monkeypatch.setitem(check_report.__globals__, "_check_report", spy)
+    with open_capture(str(bundled_capture("h200x2-rank-baked"))) as cap:
+        check_report(cap)
+    assert seen == [False] and gc.isenabled()
+
+
+def test_a_command_in_its_own_process_runs_without_the_collector(bundled_capture):
+    """`python -m graphtrain_inspect.inspector.cli check`: the collector is off while it runs (the
+    report is written after every check ran)."""
+    code = (
+        "import gc, sys\n"
+        "from graphtrain_inspect.inspector.checks import coverage\n"
+        "real = coverage.checked_line\n"
+        "def line(*a, **k):\n"
+        "    print('collector', gc.isenabled(), file=sys.stderr)\n"
+        "    return real(*a, **k)\n"
+        "coverage.checked_line = line\n"
+        "from graphtrain_inspect.inspector.cli.main import main\n"
+        f"sys.argv = ['graphtrain-inspect', 'check', {str(bundled_capture('h200x2-rank-baked'))!r}]\n"
+        "sys.exit(main())\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert "collector False" in r.stderr, r.stderr[-2000:]

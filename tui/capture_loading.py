@@ -11,6 +11,7 @@ from textual.widgets import Label, TabbedContent
 from textual.worker import get_current_worker
 
 from graphtrain_inspect.inspector.checks.rank_agreement import rank_agreement
+from graphtrain_inspect.inspector.read import collector
 from graphtrain_inspect.inspector.read.capture_index import CaptureUnreadable
 from graphtrain_inspect.inspector.read.live import files_signature
 from graphtrain_inspect.inspector.read.progressive import ProgressiveLoader
@@ -109,6 +110,7 @@ class CaptureLoading:
             self.post_message(Progress("load", "", done=True))
 
     def on_capture_failed(self, m: CaptureFailed) -> None:
+        collector.resume()
         if self.closing():
             return
         self.tree.loading = False
@@ -193,6 +195,7 @@ class CaptureLoading:
     def _tree_painted(self) -> None:
         if self.first_tree_painted is None:
             self.first_tree_painted = time.perf_counter() - self.started
+            collector.resume()  # off since the command started (inspector/cli/tui.py)
         self.tree_shown.set()
 
     def _first_place(self) -> Place | None:

@@ -101,6 +101,9 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as e:
         raise CommandError(str(e)) from None
     _refuse_what_is_no_capture(path, args.source)
+    from graphtrain_inspect.inspector.read import collector
+
+    collector.pause()  # until the first tree is painted, or the capture cannot be read (the app resumes it)
     from graphtrain_inspect.tui.app import InspectApp
     from graphtrain_inspect.tui.keymap import load_keymap
 

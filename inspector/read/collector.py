@@ -9,7 +9,9 @@ freed by reference counting; BENCHMARKS.md, session 10). A command that ends aft
 (`ls`, `diff`, `check`, `report`) turns it off for good (cli/main.py: turned back on at the end,
 it would rescan everything once more as the process exits: 0.3 s of the 30k-node check); the
 core turns it off around its own heavy work (`check_report`, diffs, the stale-symbol walk), which
-covers the TUI's jobs.
+covers the TUI's jobs. The TUI starts with it off until its first tree is painted (`pause`,
+`resume`): importing the app and indexing the first records then take 8-9% less time to the first
+tree (975 -> 883 ms on the 1 GB benchmark capture).
 """
 
 from __future__ import annotations
@@ -28,3 +30,22 @@ class no_gc:
     def __exit__(self, *exc: Any) -> None:
         if self.was:
             gc.enable()
+
+
+_paused = False
+
+
+def pause() -> None:
+    """Off until `resume` (a start-up that allocates much and frees little: the TUI's)."""
+    global _paused
+    if gc.isenabled():
+        gc.disable()
+        _paused = True
+
+
+def resume() -> None:
+    """On again if `pause` turned it off; otherwise as it is."""
+    global _paused
+    if _paused:
+        _paused = False
+        gc.enable()

@@ -497,3 +497,29 @@ def test_help_names_every_view_with_its_key():
     for b in views:
         title = InspectApp.view_of(b.id.removeprefix("view.")).title.split()[0]
         assert f"[b]{b.key} {title}" in intro(InspectApp.VIEWS), (b.key, title)
+
+
+async def test_the_collector_paused_at_start_is_on_again_once_the_tree_is_painted(tui_small_capture, tmp_path):
+    """`graphtrain-inspect tui` starts with the cyclic collector off (inspector/read/collector.py):
+    the app turns it on when its first tree is painted, or when the capture cannot be read."""
+    import gc
+
+    from graphtrain_inspect.inspector.read import collector
+
+    collector.pause()
+    try:
+        assert not gc.isenabled()
+        async with opened(tui_small_capture) as (app, pilot):
+            assert app.first_tree_painted is not None
+            assert gc.isenabled()
+        collector.pause()
+        missing = tmp_path / "empty"
+        missing.mkdir()
+        app = InspectApp(str(missing))
+        async with app.run_test(size=(120, 40)) as pilot:
+            await settle(pilot)
+            assert "cannot read" in str(app.tree.root.label)
+            assert gc.isenabled()
+    finally:
+        collector.resume()
+        gc.enable()

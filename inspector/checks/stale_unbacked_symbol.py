@@ -214,9 +214,8 @@ def _kept(ctx: CheckContext, rank: int, gid: str) -> list[tuple[bytes, dict[str,
     memo: dict[bytes, bool] = ctx.__dict__.setdefault("_unbacked_memo", {})
     if len(memo) > _UNBACKED_MEMO_ROWS:
         memo.clear()
-    try:
-        heads = [logformat.decode_sub_head(head) for head, _ in subs]
-    except orjson.JSONDecodeError:
+    heads = _heads(subs)
+    if heads is None:
         return None
 
     def unbacked(rows: list[bytes]) -> set[int]:
@@ -242,15 +241,19 @@ def _recorded_rows(ctx: CheckContext, rank: int, gid: str) -> list[tuple[bytes, 
     if rec is None or rec.meta.get("rule") != symbol_rows.RULE:
         return None
     subs = ctx.cap.node_rows(rank, gid, logformat.SYMBOL_ROWS)
-    if subs is None:
+    heads = _heads(subs) if subs is not None else None
+    if subs is None or heads is None:
         return None
+    return [(head, h, rows) for (head, rows), h in zip(subs, heads)]
+
+
+def _heads(subs: list[tuple[bytes, list[bytes]]]) -> list[dict[str, Any]] | None:
+    """The subgraph heads decoded, or None where one does not parse as an object."""
     try:
         heads = [logformat.decode_sub_head(head) for head, _ in subs]
     except orjson.JSONDecodeError:
         return None
-    if not all(isinstance(h, dict) for h in heads):
-        return None
-    return [(head, h, rows) for (head, rows), h in zip(subs, heads)]
+    return heads if all(isinstance(h, dict) for h in heads) else None
 
 
 def _kept_tables(

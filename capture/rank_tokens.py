@@ -172,7 +172,8 @@ def _is_collective_row(row: bytes) -> bool:
     return end > 0 and is_collective_target(row[at + len(_TARGET) : end].decode("utf-8", "replace"))
 
 
-def _finds(data: bytes, tok: bytes, start: int = 0) -> Iterable[int]:
+def finds(data: bytes, tok: bytes, start: int = 0) -> Iterable[int]:
+    """Every offset of `tok` in `data` from `start` on, overlapping ones too (C-speed finds)."""
     at = data.find(tok, start)
     while at >= 0:
         yield at
@@ -202,7 +203,7 @@ def table_digest(text: bytes, rw: Rewrites) -> bytes | None:
         h.update(text[a:b].replace(own, _OWN) if own else view[a:b])
 
     pos = first + 1
-    starts = sorted({text.rfind(b"\n", 0, at) + 1 for name, _ in groups for at in _finds(text, name, pos)})
+    starts = sorted({text.rfind(b"\n", 0, at) + 1 for name, _ in groups for at in finds(text, name, pos)})
     for start in starts:
         end = text.find(b"\n", start)
         end = len(text) if end < 0 else end

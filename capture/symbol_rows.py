@@ -24,6 +24,7 @@ from operator import add
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from graphtrain_inspect.capture import logformat
+from graphtrain_inspect.capture.rank_tokens import finds
 
 # The selection rules' version, in each record's envelope (`rule`): a reader takes a record made
 # by the rules it knows, and selects from the table itself otherwise.
@@ -44,10 +45,7 @@ def rows_with(
     joined = b"\n".join(rows)
     offsets: list[int] = []
     for tok in tokens:
-        at = joined.find(tok)
-        while at >= 0:
-            offsets.append(at)
-            at = joined.find(tok, at + 1)
+        offsets.extend(finds(joined, tok))
     if pattern is not None:
         # one accepted match per row is enough: after it, go on from the next row
         search, pos = pattern.search, 0
@@ -157,6 +155,12 @@ def scope_rows(rows: list[bytes], names: set[bytes]) -> set[int]:
     return rows_at(rows, offsets) if offsets else set()
 
 
+def parent_path(path: str) -> str:
+    """The path of the graph a nested subgraph belongs to ("" for the root): the walk hands each
+    subgraph the scope of that graph, and the selection keeps that graph's rows that hand it on."""
+    return path.rsplit("/", 1)[0] if "/" in path else ""
+
+
 def scope_names(heads: Iterable[Mapping[str, Any]]) -> dict[str, set[bytes]]:
     """Per graph path, the parent-node names of its own subgraphs (from the subgraph heads): the
     rows of that graph that name or take them hand a scope on."""
@@ -164,7 +168,7 @@ def scope_names(heads: Iterable[Mapping[str, Any]]) -> dict[str, set[bytes]]:
     for h in heads:
         path, parent = str(h.get("path") or ""), h.get("parent_node")
         if path and isinstance(parent, str):
-            children.setdefault(path.rsplit("/", 1)[0] if "/" in path else "", set()).add(parent.encode())
+            children.setdefault(parent_path(path), set()).add(parent.encode())
     return children
 
 

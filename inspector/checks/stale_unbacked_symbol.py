@@ -72,8 +72,7 @@ def stale_symbols(tables: GraphTables, symmap: dict[str, Any] | None) -> list[Ob
     children: dict[str | None, list[SubGraph]] = {}
     for g in tables.graphs:
         if g.path:
-            parent_path = g.path.rsplit("/", 1)[0] if "/" in g.path else ""
-            children.setdefault(parent_path, []).append(g)
+            children.setdefault(symbol_rows.parent_path(g.path), []).append(g)
     bound_anywhere: dict[str, list[str]] = {}
     for g, row in tables.iter_nodes():
         for s in row.get("unbacked_bindings") or ():

@@ -88,7 +88,7 @@ def holds_accelerator_tensors(gm: Any) -> bool:
 class Child:
     pid: int
     fd: int  # read end of the pipe the child answers on
-    gid: str
+    gid: Any  # the graph's id, or the deferred_graphs.Pending standing for it until it is known
     where: str  # "blob (before)": what the capture error names if the child fails
     frame: Any  # the pass in progress when the child was forked
     t0: float  # time.monotonic() at the fork (CLOCK_MONOTONIC: the child's clock too)
@@ -121,9 +121,10 @@ class Children:
 
     # -- starting --------------------------------------------------------------------------------
 
-    def start(self, gid: str, gm: Any, shape_env: Any, where: str, frame: Any) -> Child:
-        """Fork a child that writes the blob of `gm` as it is now. Raises OSError when no child
-        could be made (the caller makes the blob itself)."""
+    def start(self, gid: Any, gm: Any, shape_env: Any, where: str, frame: Any, job: Any = None) -> Child:
+        """Fork a child that writes the blob of `gm` as it is now, or runs `job()` (a function
+        returning the child's message: `deferred_graphs` writes a graph's records that way).
+        Raises OSError when no child could be made (the caller does the work itself)."""
         r, w = os.pipe()  # both ends close on exec; the child keeps only w
         try:
             with warnings.catch_warnings():
@@ -135,7 +136,7 @@ class Children:
             os.close(w)
             raise
         if pid == 0:  # pragma: no cover - runs in the child, which leaves through os._exit
-            _child_main(self.directory, gm, shape_env, r, w)
+            _child_main(job or (lambda: _child_dump(self.directory, gm, shape_env)), r, w)
         os.close(w)
         os.set_blocking(r, False)
         child = Child(pid, r, gid, where, frame, time.monotonic())
@@ -243,6 +244,8 @@ class Children:
         ref = msg.get("ref") if isinstance(msg, dict) else None
         if isinstance(ref, dict) and isinstance(ref.get("sha256"), str):
             return Result(child, ref, None, "", cpu, wall)
+        if isinstance(msg, dict) and msg.get("records") is True and "error" not in msg:
+            return Result(child, None, None, "", cpu, wall)  # a job that made no blob, as asked
         self.failed += 1
         err = msg.get("error") if isinstance(msg, dict) else None
         if isinstance(err, dict):
@@ -288,8 +291,8 @@ def _ready(fds: list[int], timeout_s: float) -> set[int]:
         return set()
 
 
-def _child_main(directory: str, gm: Any, shape_env: Any, r: int, w: int) -> None:  # pragma: no cover - child
-    """The child: pickle, write, answer, _exit. Nothing here may return or raise."""
+def _child_main(job: Any, r: int, w: int) -> None:  # pragma: no cover - child
+    """The child: run the job (pickle and write), answer, _exit. Nothing here may return or raise."""
     code = 3
     try:
         import gc
@@ -317,9 +320,9 @@ def _child_main(directory: str, gm: Any, shape_env: Any, r: int, w: int) -> None
         except OSError:
             pass
         code = 1
-        msg = _child_dump(directory, gm, shape_env)
+        msg = job()
         msg["done"] = time.monotonic()
-        if "ref" in msg:
+        if "ref" in msg or msg.get("records") is True:
             code = 0
         os.write(w, _encode_message(msg))
     except BaseException:  # noqa: BLE001 - the child leaves through _exit whatever happens
@@ -341,13 +344,18 @@ def _child_dump(directory: str, gm: Any, shape_env: Any) -> dict[str, Any]:
     try:
         return {"ref": blobs.dump(directory, gm, shape_env)}
     except BaseException as e:  # noqa: BLE001
-        return {
-            "error": {
-                "type": type(e).__name__,
-                "message": str(e)[:600],
-                "traceback": "".join(traceback.format_exception(type(e), e, e.__traceback__))[-2400:],
-            }
+        return error_message(e)
+
+
+def error_message(e: BaseException) -> dict[str, Any]:
+    """A child's answer for a failure: its type, message and traceback."""
+    return {
+        "error": {
+            "type": type(e).__name__,
+            "message": str(e)[:600],
+            "traceback": "".join(traceback.format_exception(type(e), e, e.__traceback__))[-2400:],
         }
+    }
 
 
 def _encode_message(msg: dict[str, Any]) -> bytes:

@@ -121,7 +121,7 @@ def _record(code: Any) -> None:
         return
     with sess.recorded("output code"), sess.lock, session._quiet():
         gm = _current_gm()
-        gid = sess.snapshot(gm, None, "output code") if gm is not None and hasattr(gm, "graph") else None  # type: ignore[arg-type]  # gm is the GraphModule Inductor compiles (hasattr checked)
+        gid = sess.snapshot(gm, None, "output code") if gm is not None and hasattr(gm, "graph") else None
         oid = "o" + hashlib.sha256(code.encode("utf-8", "surrogatepass")).hexdigest()[:16]
         written = sess.__dict__.setdefault("_gti_output_codes", set())
         if oid not in written:

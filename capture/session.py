@@ -9,6 +9,7 @@ recorded and re-raised unchanged.
 from __future__ import annotations
 
 import atexit
+import collections
 import getpass
 import os
 import socket
@@ -19,7 +20,8 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from graphtrain_inspect.capture import lineage, logformat
+from graphtrain_inspect.capture import deferred_graphs, lineage, logformat
+from graphtrain_inspect.capture.deferred_graphs import Pending, resolve, resolved
 from graphtrain_inspect.capture.lineage import Lineage
 from graphtrain_inspect.capture.writer import RankLog
 
@@ -52,7 +54,7 @@ class _Frame:
 
     seq: int
     name: str
-    before: str | None
+    before: str | Pending | None
     t0: float
     origin: str = "traced"  # lineage.TRACED / FROM_PASS / LOADED: where the received graph came from
     input_from: int | None = None  # the seq of the pass that returned the received graph object
@@ -97,16 +99,39 @@ class Session:
         self.children: Any = None  # blob_children.Children, made at the first forked blob
         self.blob_wait_s = 0.0  # time the end of the capture waited for blob children
         self.blob_limit_wait_s = 0.0  # time passes waited for a child to finish (GTI_CAPTURE_BLOB_CHILDREN at once)
+        # records written while a child makes a graph's records (deferred_graphs): Pending graphs
+        # and writes to make, in log order; emptied by _flush as the children finish
+        self.queue: collections.deque[Any] = collections.deque()
+        self._flushing = False  # _flush is writing: writes go to the log, not the queue
+        self._flusher: threading.Thread | None = None
+        self._wake = threading.Event()
 
     # -- records -------------------------------------------------------------------------------
 
     def _write(self, kind: str, payload: Any, meta: dict | None = None, compile_id: dict | None = None) -> bool:
+        self._ensure_header()
+        if compile_id is None:
+            compile_id = _compile_id_fields()  # inside torch.compile: filed under that compile
+        if self.queue and not self._flushing:
+            # behind a graph a child is still recording: written in turn, its graph ids then known
+            self.queue.append(lambda: self._write_now(kind, payload, meta, compile_id))
+            return True
+        return self._write_now(kind, payload, meta, compile_id)
+
+    def _write_now(self, kind: str, payload: Any, meta: dict | None, compile_id: dict | None) -> bool:
+        return self.log.write(kind, resolved(payload), meta=resolved(meta), compile_id=compile_id)
+
+    def _ensure_header(self) -> None:
         if not self.header_written:
             self.header_written = True
             self.log.write(logformat.HEADER, self._header())
-        if compile_id is None:
-            compile_id = _compile_id_fields()  # inside torch.compile: filed under that compile
-        return self.log.write(kind, payload, meta=meta, compile_id=compile_id)
+
+    def _emit(self, write: Callable[[], Any]) -> None:
+        """Run `write` (it writes records) now, or in turn when records wait in the queue."""
+        if self.queue and not self._flushing:
+            self.queue.append(write)
+        else:
+            write()
 
     def _header(self) -> dict[str, Any]:
         try:
@@ -179,10 +204,11 @@ class Session:
 
     # -- graphs ----------------------------------------------------------------------------------
 
-    def snapshot(self, gm: Any, frame: _Frame, role: str) -> str | None:
-        """Write the graph's records once per distinct content; return its gid (None on failure)."""
+    def snapshot(self, gm: Any, frame: _Frame | None, role: str) -> str | Pending | None:
+        """Write the graph's records once per distinct content; return its gid (None on failure),
+        or the Pending standing for it while a forked child makes them (deferred_graphs)."""
 
-        from graphtrain_inspect.capture import graph_tables, rank_tokens, symbol_rows
+        from graphtrain_inspect.capture import graph_tables
 
         if self.table_cache is None:
             self.table_cache = graph_tables.TableCache()
@@ -194,10 +220,31 @@ class Session:
             known = cache.lookup(fingerprint)
             if known is not None:
                 return known  # the same graph as the last snapshot, node for node
+            pending = self._defer(gm, frame, role, len(fingerprint))
+            if pending is not None:
+                cache.remember(fingerprint, pending)
+                return pending
+        gid, tables_ok, new, shape_env = self._graph_records(gm, frame, role)
+        if gid is None:
+            return None
+        if fingerprint is not None and tables_ok:
+            cache.remember(fingerprint, gid)
+        if new:
+            with self.recorded(f"blob ({role})", frame):
+                self.blob(gid, gm, frame, role, shape_env)
+        return gid
+
+    def _graph_records(self, gm: Any, frame: _Frame | None, role: str) -> tuple[str | None, bool, bool, Any]:
+        """Write a graph's records (code, node table, symbol rows and map, device table) unless
+        its gid was written before: (gid or None, whether its table was made, whether it is new,
+        its shape env)."""
+        from graphtrain_inspect.capture import graph_tables, rank_tokens, symbol_rows
+
+        cache = self.table_cache
         with self.recorded(f"graph code ({role})", frame) as step:
             code = graph_tables.readable_code(gm)
         if step.failed:
-            return None
+            return None, False, False, None
         tables = None
         tables_json = b""
         with self.recorded(f"node table ({role})", frame) as step:
@@ -206,10 +253,8 @@ class Session:
         if step.failed:
             tables = None
         gid = logformat.graph_id(code, tables_json)
-        if fingerprint is not None and tables is not None:
-            cache.remember(fingerprint, gid)
         if gid in self.graphs:
-            return gid
+            return gid, tables is not None, False, None
         info = _GraphInfo(nodes=graph_tables.count_nodes(tables) if tables is not None else 0)
         self.graphs[gid] = info
         meta = {"gid": gid, "nodes": info.nodes}
@@ -236,13 +281,159 @@ class Session:
                 self._write(logformat.SYMBOLS, {"gid": gid, **symmap}, {"gid": gid, "uses": uses})
         with self.recorded(f"device table ({role})", frame):
             self._write(logformat.DEVICES, {"gid": gid, **graph_tables.device_table(gm)}, {"gid": gid})
-        with self.recorded(f"blob ({role})", frame):
-            self.blob(gid, gm, frame, role, shape_env)
-        return gid
+        return gid, tables is not None, True, shape_env
+
+    # -- graphs recorded by a child (deferred_graphs) ----------------------------------------------
+
+    def _defer(self, gm: Any, frame: _Frame | None, role: str, nodes: int) -> Pending | None:
+        """Fork a child to write a large graph's records (and its blob); None where the graph is
+        to be recorded here (small, no fork possible, or the fork failed)."""
+        limit = deferred_graphs.min_nodes()
+        if limit <= 0 or nodes < limit or self.log.stopped is not None:
+            return None
+        from graphtrain_inspect.capture import blob_children, blobs
+
+        where = f"graph records ({role})"
+        unsafe: str | None = "?"
+        with self.recorded(where, frame):
+            unsafe = blob_children.fork_unsafe(gm)
+        if unsafe is not None:
+            return None
+        with self.recorded(f"{where}: no child process, made in the training process", frame):
+            self._ensure_header()  # the child's records come after it, never with one of their own
+            if self.blobs:
+                blobs.pickler()  # torch's pickler imported here once, not again in every child
+            self._room_for_child()
+            if len(self.children.running) >= self.children.limit:
+                return None  # none finished in time (one hangs?): recorded here, as a blob would be
+            pending = deferred_graphs.new_pending(self.directory, self.rank, frame, role, self.blobs)
+            self.children.start(
+                pending, gm, None, where, frame, job=lambda: self._child_records(pending, gm, frame, role)
+            )
+            self.queue.append(pending)
+            self._start_flusher()
+            return pending
+        return None
+
+    def _room_for_child(self) -> None:
+        """The children made, and one slot free for a new one where the children started earlier
+        finish within LIMIT_WAIT_S: waiting for one costs less than the work here. Bounded: past
+        it (a child that hangs), the caller starts one more."""
+        from graphtrain_inspect.capture import blob_children
+
+        if self.children is None:
+            self.children = blob_children.Children(self.directory)
+        if len(self.children.running) >= self.children.limit:
+            t0 = time.perf_counter()
+            self._collect(self.children.wait(min(_wait_s(), LIMIT_WAIT_S), one=True))
+            self.blob_limit_wait_s += time.perf_counter() - t0
+
+    def _child_records(  # pragma: no cover - runs in a child
+        self, pending: Pending, gm: Any, frame: _Frame | None, role: str
+    ) -> dict[str, Any]:
+        """In the child: the graph's records as the training process would write them, to the
+        pending file; then its blob. Returns the child's message."""
+        from graphtrain_inspect.capture import blob_children
+
+        try:
+            buf = deferred_graphs.BufferLog(self.log)
+            self.log = buf  # type: ignore[assignment]  # writes the same records, kept
+            self.queue.clear()  # the parent's; here every write goes to the buffer at once
+            self._flushing = True
+            errors0, frame_errors0 = self.capture_errors, (frame.errors if frame is not None else 0)
+            gid, _, new, shape_env = self._graph_records(gm, frame, role)
+            header = {
+                "gid": gid,
+                "new": new,
+                "nodes": self.graphs[gid].nodes if gid is not None and new else 0,
+                "errors": self.capture_errors - errors0,
+                "frame_errors": (frame.errors if frame is not None else 0) - frame_errors0,
+            }
+            deferred_graphs.write_file(pending.path, header, buf)
+            if pending.blob and gid is not None and new:
+                return blob_children._child_dump(self.directory, gm, shape_env)
+            return {"records": True}
+        except BaseException as e:  # noqa: BLE001 - the child answers whatever happens
+            return blob_children.error_message(e)
+
+    def _land(self, p: Pending) -> bool:
+        """Write a child's records where its graph's records belong (the queue's head): False
+        while the child is still making them."""
+        got = None
+        with self.recorded(p.where, p.frame) as step:
+            got = deferred_graphs.read_file(p.path)
+        if got is None and not step.failed:
+            if p.failed is None:
+                return False
+            self._error_record(p.where, p.failed_type, p.failed, p.detail, p.frame)
+        elif got is not None:
+            header, data = got
+            gid = header.get("gid")
+            p.gid = gid if isinstance(gid, str) else None
+            if p.gid is not None and header.get("new") is True and p.gid not in self.graphs:
+                nodes = header.get("nodes")
+                self.graphs[p.gid] = _GraphInfo(nodes=nodes if isinstance(nodes, int) else 0)
+                if self.log.write_encoded(data, int(header.get("records") or 0)):
+                    p.landed = True
+                    self.graphs[p.gid].blob_state = "pending" if p.blob else ""
+                    self.capture_errors += int(header.get("errors") or 0)
+                    if p.frame is not None and not p.frame.recorded:
+                        p.frame.errors += int(header.get("frame_errors") or 0)
+        p.done = True
+        deferred_graphs.remove(p.path)
+        return True
+
+    def _flush(self) -> None:
+        """Write the queue's head while it is ready: writes, and the graphs whose child is done."""
+        if self._flushing:
+            return
+        self._flushing = True
+        try:
+            while self.queue:
+                item = self.queue[0]
+                ready = True
+                with self.recorded("deferred records") as step:
+                    if isinstance(item, Pending):
+                        ready = self._land(item)
+                    else:
+                        item()
+                if not ready:
+                    return
+                if step.failed and isinstance(item, Pending):
+                    item.done = True  # its graph goes unnamed; what waits behind it is written
+                self.queue.popleft()
+        finally:
+            self._flushing = False
+
+    def _start_flusher(self) -> None:
+        self._wake.set()
+        if self._flusher is None:
+            t = threading.Thread(target=self._flush_loop, name="graphtrain-inspect records", daemon=True)
+            self._flusher = t
+            t.start()
+
+    def _flush_loop(self) -> None:
+        """The records a child made, written as it finishes (not at the next pass: a training that
+        runs no pass for hours, or dies, would keep them from the log)."""
+        try:
+            while not self.ended:
+                if not self.queue:
+                    self._wake.wait()
+                    self._wake.clear()
+                    continue
+                time.sleep(FLUSH_POLL_S)
+                if self.lock.acquire(blocking=False):  # a pass holds it: try again later
+                    try:
+                        if not self.ended:
+                            self._poll_children()
+                    finally:
+                        self.lock.release()
+        except Exception:  # noqa: BLE001 - the training never sees the capture's errors
+            pass
 
     # -- blobs -----------------------------------------------------------------------------------
 
-    def blob(self, gid: str, gm: Any, frame: _Frame, role: str, shape_env: Any) -> None:
+    def blob(self, gid: str, gm: Any, frame: _Frame | None, role: str, shape_env: Any) -> None:
         """The blob of a graph seen for the first time, as it is now: made by a forked child that
         pickles its copy-on-write snapshot while the training goes on (blob_children), or here
         where a child cannot make it. Replay loads a pass's input graph, and its REPL the output."""
@@ -260,15 +451,7 @@ class Session:
         if unsafe is None:
             with self.recorded(f"{where}: no child process, made in the training process", frame):
                 blobs.pickler()  # torch's pickler imported here once, not again in every child
-                if self.children is None:
-                    self.children = blob_children.Children(self.directory)
-                if len(self.children.running) >= self.children.limit:
-                    # The children started earlier have had a head start: waiting for one costs
-                    # less than pickling here. Bounded: past it (a child that hangs), the blob is
-                    # made here after all.
-                    t0 = time.perf_counter()
-                    self._collect(self.children.wait(min(_wait_s(), LIMIT_WAIT_S), one=True))
-                    self.blob_limit_wait_s += time.perf_counter() - t0
+                self._room_for_child()
                 if len(self.children.running) < self.children.limit:
                     self.children.start(gid, gm, shape_env, where, frame)
                     info.blob_state = "pending"
@@ -283,33 +466,53 @@ class Session:
         if self.children is not None and self.children.running:
             with self.recorded("blob children"):
                 self._collect(self.children.poll())
+        if self.queue:
+            self._flush()
 
     def _collect(self, results: list[Any]) -> None:
-        """Record finished blob children: a `gti_blob` record each, or the capture error."""
+        """Record finished children: a `gti_blob` record each, or the capture error. A child that
+        made a graph's records and failed before its file was written fails its Pending (_land
+        says why); its blob is recorded once the graph's records are written."""
         for res in results:
-            child = res.child
-            info = self.graphs.get(child.gid)
-            if res.ref is not None:
-                if info is not None:
-                    info.blob, info.blob_state = res.ref, "done"
-                self._write(
-                    logformat.BLOB,
-                    {
-                        "gid": child.gid,
-                        **res.ref,
-                        "seq": child.frame.seq,
-                        "pass": child.frame.name,
-                        "cpu_s": round(res.cpu_s, 6),
-                        "wall_s": round(res.wall_s, 6),
-                    },
-                    {"gid": child.gid},
-                )
+            key = res.child.gid
+            if isinstance(key, Pending):
+                if res.error is not None and not key.done and not os.path.exists(key.path):
+                    key.failed, key.failed_type, key.detail = res.error, res.error_type, res.detail
+                    continue
+                self._emit(self._landed_blob(res, key))
             else:
-                if info is not None:
-                    info.blob_state = "failed"
-                self._error_record(
-                    child.where, res.error_type, res.error or "blob child failed", res.detail, child.frame
-                )
+                self._blob_result(res, key)
+
+    def _landed_blob(self, res: Any, p: Pending) -> Callable[[], None]:
+        """The blob record of a child's graph, to write once its records are written."""
+        return lambda: self._blob_result(res, p.gid if p.landed else None, f"blob ({p.role})")
+
+    def _blob_result(self, res: Any, gid: str | None, where: str | None = None) -> None:
+        child = res.child
+        if gid is None or (res.ref is None and res.error is None):
+            return  # a graph recorded elsewhere, or a child asked for no blob
+        info = self.graphs.get(gid)
+        if res.ref is not None:
+            if info is not None:
+                info.blob, info.blob_state = res.ref, "done"
+            self._write(
+                logformat.BLOB,
+                {
+                    "gid": gid,
+                    **res.ref,
+                    "seq": child.frame.seq if child.frame is not None else None,
+                    "pass": child.frame.name if child.frame is not None else None,
+                    "cpu_s": round(res.cpu_s, 6),
+                    "wall_s": round(res.wall_s, 6),
+                },
+                {"gid": gid},
+            )
+        else:
+            if info is not None:
+                info.blob_state = "failed"
+            self._error_record(
+                where or child.where, res.error_type, res.error or "blob child failed", res.detail, child.frame
+            )
 
     def _maybe_rank_table(self) -> None:
         from graphtrain_inspect.capture import rank_table
@@ -369,24 +572,18 @@ class Session:
             if self.stack and self.stack[-1] is frame:
                 self.stack.pop()
             with _quiet():
-                # Decided before this pass's outputs count as produced: a pass that returns the
-                # traced graph unchanged still starts its pipeline.
-                traced = frame.before is not None and frame.before not in self.produced
-                after: dict[str, str] = {}
+                outs: dict[str, str | Pending] = {}
                 for role, g in outputs.items():
                     gid = self.snapshot(g, frame, role)
                     if gid is not None:
-                        after[role] = gid
-                        self.produced.add(gid)
+                        outs[role] = gid
                     with self.recorded("graph lineage", frame):
                         self.lineage.produced(g, frame.seq)
                 if source != "inductor" and exc is None:
                     _note_produced(outputs.values(), frame.name)
-                if traced:
-                    self.pipeline += 1
                 self.passes += 1
-                gids = [frame.before, *after.values()]
-                record = {
+                # what is known now; the rest once every graph of the pass has its id (_emit)
+                fields = {
                     "seq": frame.seq,
                     "name": frame.name,
                     "qualname": qualname,
@@ -398,30 +595,56 @@ class Session:
                     "local_rank": self.local_rank,
                     "world_size": self.world_size,
                     "compile_id": _compile_id_str(),
-                    "pipeline": max(self.pipeline, 0),
-                    "traced": traced,
-                    "time": time.time() - wall,
-                    "wall_s": wall,
-                    "status": "raised" if exc is not None else "ok",
-                    "exception": _exc_record(exc) if exc is not None else None,
-                    "before": frame.before,
-                    "input": frame.origin,
-                    "input_from": frame.input_from,
-                    "module": frame.module,
-                    "after": after,
-                    "nodes": {
-                        "before": self.graphs[frame.before].nodes if frame.before in self.graphs else None,
-                        "after": {r: self.graphs[g].nodes for r, g in after.items()},
-                    },
-                    "blobs": {g: self.graphs[g].blob for g in gids if g in self.graphs and self.graphs[g].blob},
-                    "capture_errors": frame.errors,
                 }
-                frame.recorded = True
-                self._write(
-                    logformat.PASS, record, {"seq": frame.seq, "status": record["status"]}, _compile_id_fields()
-                )
+                cid = _compile_id_fields()
+                t_end = time.time()
+                exc_rec = _exc_record(exc) if exc is not None else None
+                self._emit(lambda: self._pass_record(frame, fields, outs, wall, t_end, exc_rec, cid))
             if self.stack:
                 self.stack[-1].child_capture_s += time.perf_counter() - t_start + frame.child_capture_s
+
+    def _pass_record(
+        self,
+        frame: _Frame,
+        fields: dict[str, Any],
+        outs: dict[str, str | Pending],
+        wall: float,
+        t_end: float,
+        exc_rec: dict[str, str] | None,
+        cid: dict[str, int] | None,
+    ) -> None:
+        """Write a pass's gti_pass record, its graphs' ids known."""
+        before = resolve(frame.before)
+        after = {r: g for r, g in ((r, resolve(g)) for r, g in outs.items()) if g is not None}
+        # Decided before this pass's outputs count as produced: a pass that returns the traced
+        # graph unchanged still starts its pipeline.
+        traced = before is not None and before not in self.produced
+        self.produced.update(after.values())
+        if traced:
+            self.pipeline += 1
+        gids = [before, *after.values()]
+        record = {
+            **fields,
+            "pipeline": max(self.pipeline, 0),
+            "traced": traced,
+            "time": t_end - wall,
+            "wall_s": wall,
+            "status": "raised" if exc_rec is not None else "ok",
+            "exception": exc_rec,
+            "before": before,
+            "input": frame.origin,
+            "input_from": frame.input_from,
+            "module": frame.module,
+            "after": after,
+            "nodes": {
+                "before": self.graphs[before].nodes if before in self.graphs else None,
+                "after": {r: self.graphs[g].nodes for r, g in after.items()},
+            },
+            "blobs": {g: self.graphs[g].blob for g in gids if g in self.graphs and self.graphs[g].blob},
+            "capture_errors": frame.errors,
+        }
+        frame.recorded = True
+        self._write(logformat.PASS, record, {"seq": frame.seq, "status": record["status"]}, cid)
 
     def run_pass(
         self,
@@ -480,10 +703,12 @@ class Session:
         if self.ended:
             return
         self.ended = True
+        self._wake.set()  # the flush thread sees `ended` and leaves
         # (a thread stuck in a pass holds the lock: its children are left to their SIGALRM)
         if self.lock.acquire(timeout=30):
             try:
                 self._finish_children()
+                self._flush_all()
             finally:
                 self.lock.release()
         if self.header_written and self.log.stopped is None:
@@ -502,6 +727,18 @@ class Session:
                 },
             )
         self.log.end()
+
+    def _flush_all(self) -> None:
+        """Every record the queue holds, written: the children are done (or killed), so a graph
+        whose file is still missing will not get one."""
+        with self.recorded("deferred records"):
+            self._flush()
+            for item in self.queue:
+                if isinstance(item, Pending) and item.failed is None:
+                    item.failed = "the child that made the graph's records ended without them"
+            self._flush()
+        if self.children is not None:
+            deferred_graphs.remove_dir(self.directory)  # other ranks' processes may still use it
 
     def _finish_children(self) -> None:
         """Wait for the blob children (at most GTI_CAPTURE_BLOB_WAIT_S in all), kill the rest,
@@ -537,6 +774,7 @@ class Session:
         }
 
 
+FLUSH_POLL_S = 0.05  # how often the flush thread looks for a child's records while some wait
 LIMIT_WAIT_S = 60.0  # the most a pass waits for a blob child to finish before making its blob itself
 
 

@@ -56,6 +56,13 @@ class RankLog:
         if self.stopped is not None:
             return False
         data = logformat.encode_record(kind, payload, rank=self.rank, meta=meta, compile_id=compile_id, pid=self.pid)
+        return self.write_encoded(data, 1)
+
+    def write_encoded(self, data: bytes, records: int) -> bool:
+        """Append `records` whole records already encoded (`logformat.encode_record`), in one write:
+        what a forked child made of a graph (`deferred_graphs`)."""
+        if self.stopped is not None:
+            return False
         written = 0
         try:
             if self.fd is None:
@@ -73,7 +80,7 @@ class RankLog:
             self._cut_partial(written)
             self.stop(write_error(e, self.bytes, self.rank))
             return False
-        self.records += 1
+        self.records += records
         self.bytes += len(data)
         return True
 

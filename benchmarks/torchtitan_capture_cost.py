@@ -35,6 +35,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV_OUT = "GTI_BENCH_TIMINGS"  # the directory a worker writes rank<R>.json into
+ENV_DEFER = "GTI_CAPTURE_DEFER_NODES"  # capture.deferred_graphs.ENV_NODES (not imported: the workers need torch first)
 
 
 # -- the worker (each torchrun rank) ------------------------------------------------------------
@@ -92,7 +93,7 @@ def commands(work: Path, mode: str) -> list[str]:
     if mode == "plain":
         return launch
     cap = cmd[: cmd.index("--")]
-    return [*cap, *(["--no-blobs"] if mode == "no-blobs" else []), "--", *launch]
+    return [*cap, *(["--no-blobs"] if mode.startswith("no-blobs") else []), "--", *launch]
 
 
 def run(work: Path, mode: str, blob_children: int | None = None) -> dict:
@@ -115,6 +116,8 @@ def run(work: Path, mode: str, blob_children: int | None = None) -> dict:
     )
     if blob_children is not None:
         env["GTI_CAPTURE_BLOB_CHILDREN"] = str(blob_children)
+    if mode.endswith("-here"):
+        env[ENV_DEFER] = "0"  # every graph recorded in the training process, as before session 11
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]])
     t0 = time.perf_counter()
     r = subprocess.run(
@@ -172,7 +175,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=1, help="runs of each mode, interleaved")
     ap.add_argument(
-        "--modes", nargs="+", choices=("plain", "blobs", "no-blobs"), default=["plain", "blobs", "no-blobs"]
+        "--modes",
+        nargs="+",
+        choices=("plain", "blobs", "no-blobs", "blobs-here", "no-blobs-here"),
+        default=["plain", "blobs", "no-blobs"],
+        help="`-here`: graphs recorded in the training process (GTI_CAPTURE_DEFER_NODES=0)",
     )
     ap.add_argument(
         "--blob-children", type=int, help="GTI_CAPTURE_BLOB_CHILDREN for the capture runs (default: the capture's)"
@@ -190,7 +197,7 @@ def main() -> None:
         flush=True,
     )
     print(
-        f"{'rep':>3} {'run':>9} {'passes s':>9} {'x plain':>8} {'cpu s':>7} {'x plain':>8} {'child s':>8} "
+        f"{'rep':>3} {'run':>13} {'passes s':>9} {'x plain':>8} {'cpu s':>7} {'x plain':>8} {'child s':>8} "
         f"{'+child x':>8} "
         f"{'wait s':>7} {'end s':>6} {'RSS MB':>7} {'log MB':>7} {'blobs MB':>8} {'run s':>6} {'loss':>8}  "
         "load before/after",
@@ -207,7 +214,7 @@ def main() -> None:
                 load1 = os.getloadavg()[0]
                 plain = plain or t
                 print(
-                    f"{rep:>3} {mode:>9} {t['wall_s']:>9.2f} {t['wall_s'] / plain['wall_s']:>8.2f} {t['cpu_s']:>7.2f} "
+                    f"{rep:>3} {mode:>13} {t['wall_s']:>9.2f} {t['wall_s'] / plain['wall_s']:>8.2f} {t['cpu_s']:>7.2f} "
                     f"{t['cpu_s'] / plain['cpu_s']:>8.2f} {t['child_cpu_s']:>8.2f} "
                     f"{(t['cpu_s'] + t['child_cpu_s']) / plain['cpu_s']:>8.2f} "
                     f"{t['wait_s']:>7.2f} {t['end_s']:>6.2f} {t['maxrss_mb']:>7.0f} {t['log_mb']:>7.1f} "

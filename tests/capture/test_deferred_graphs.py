@@ -1,0 +1,142 @@
+"""A large graph's records made by a forked child (capture/deferred_graphs.py): the log is the one
+the training process would have written, record for record and in the same order; a child that
+fails costs its graph's records only (a capture error, the pass still recorded); the records are
+written as the child finishes, not at the next pass or the end."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+import torch
+import torch.fx
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from graphtrain_inspect.capture import deferred_graphs, logformat, record_pass, session
+from tests.capture_utils import records
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="deferred graphs need os.fork")
+
+
+@record_pass("drop_relu")
+def _drop_relu(gm, example_inputs):
+    """Changes its graph in place: a child must record the graph as the pass received it."""
+    for n in list(gm.graph.nodes):
+        if n.op == "call_function" and n.target is torch.ops.aten.relu.default:
+            n.replace_all_uses_with(n.args[0])
+            gm.graph.erase_node(n)
+    gm.recompile()
+    return gm
+
+
+@record_pass("add_one")
+def _add_one(gm, example_inputs):
+    out = next(n for n in gm.graph.nodes if n.op == "output")
+    with gm.graph.inserting_before(out):
+        extra = gm.graph.call_function(torch.ops.aten.add.Tensor, (out.args[0][0], 1))
+    out.args = ((extra,),)
+    gm.recompile()
+    return gm
+
+
+def _traced():
+    def f(x):
+        return (torch.relu(x) * x.shape[0] + 1,)
+
+    return make_fx(f, tracing_mode="symbolic")(torch.randn(4))
+
+
+def _train(directory, monkeypatch, defer: str) -> torch.Tensor:
+    monkeypatch.setenv(deferred_graphs.ENV_NODES, defer)
+    session.start(str(directory))
+    try:
+        gm = _add_one(_drop_relu(_traced(), []), [])
+        return gm(torch.tensor([-1.0, 2.0]))[0]
+    finally:
+        session.stop()
+
+
+_VOLATILE = {"time", "wall_s", "pid", "cpu_s"}
+
+
+def _comparable(log):
+    """Each record but the blobs (their records come whenever a child finishes) and the header and
+    end (times, pids, child counts): kind, envelope, payload without times."""
+    out = []
+    for kind, env, payload in records(log):
+        if kind in (logformat.BLOB, logformat.HEADER, logformat.END):
+            continue
+        if isinstance(payload, dict):
+            payload = {k: v for k, v in payload.items() if k not in _VOLATILE}
+        # the payload's md5 and length follow its times
+        env = {**{k: v for k, v in env.items() if k != "has_payload"}, "artifact": dict(env["artifact"])}
+        env["artifact"].pop("payload_bytes", None)
+        out.append((kind, env, payload))
+    return out
+
+
+def test_a_child_writes_the_log_the_process_would(tmp_path, monkeypatch):
+    here, child = tmp_path / "here", tmp_path / "child"
+    r_here = _train(here, monkeypatch, "0")
+    r_child = _train(child, monkeypatch, "1")
+    assert torch.equal(r_here, r_child)
+    log_here, log_child = here / logformat.log_file_name(0), child / logformat.log_file_name(0)
+    a, b = _comparable(log_here), _comparable(log_child)
+    assert [k for k, _, _ in a] == [k for k, _, _ in b]
+    assert a == b
+    assert {logformat.NODES, logformat.SYMBOLS, logformat.PASS} <= {k for k, _, _ in b}
+    blobs_here = {p["gid"] for k, _, p in records(log_here) if k == logformat.BLOB}
+    blobs_child = {p["gid"] for k, _, p in records(log_child) if k == logformat.BLOB}
+    assert blobs_here == blobs_child and len(blobs_child) == 3
+    (end,) = [p for k, _, p in records(log_child) if k == logformat.END]
+    assert end["capture_errors"] == 0 and end["blob_children"]["forked"] == 3
+    assert not (child / deferred_graphs.PENDING_DIR).exists()  # removed at the end
+
+
+def _die_before_writing(path, header, buf):
+    os._exit(7)
+
+
+def test_a_child_that_dies_costs_its_graph_only(tmp_path, monkeypatch):
+    plain = _train(tmp_path / "here", monkeypatch, "0")
+    monkeypatch.setattr(deferred_graphs, "write_file", _die_before_writing)
+    monkeypatch.setenv("GTI_CAPTURE_BLOB_WAIT_S", "60")
+    assert torch.equal(_train(tmp_path / "cap", monkeypatch, "1"), plain)
+    log = tmp_path / "cap" / logformat.log_file_name(0)
+    recs = records(log)
+    passes = [p for k, _, p in recs if k == logformat.PASS]
+    errors = [p for k, _, p in recs if k == logformat.ERROR]
+    # every graph's child died: the passes are recorded, naming no graph, and each says why
+    assert [(p["name"], p["status"], p["before"], p["after"]) for p in passes] == [
+        ("drop_relu", "ok", None, {}),
+        ("add_one", "ok", None, {}),
+    ]
+    assert sorted((e["where"], e["pass"]) for e in errors) == [
+        ("graph records (before)", "drop_relu"),
+        ("graph records (out)", "add_one"),
+        ("graph records (out)", "drop_relu"),
+    ]
+    assert all("exited with status 7" in e["message"] for e in errors)
+    assert [p["capture_errors"] for p in passes] == [2, 1]
+    assert not [k for k, _, _ in recs if k in (logformat.GRAPH_CODE, logformat.NODES)]
+
+
+def test_records_are_written_when_the_child_is_done(tmp_path, monkeypatch):
+    """No pass follows the last one (a training that runs steps for hours): the flush thread writes
+    its records, without waiting for the end of the capture."""
+    monkeypatch.setenv(deferred_graphs.ENV_NODES, "1")
+    sess = session.start(str(tmp_path))
+    try:
+        _drop_relu(_traced(), [])
+        log = tmp_path / logformat.log_file_name(0)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if log.exists() and any(k == logformat.PASS for k, _, _ in records(log)):
+                break
+            time.sleep(0.05)
+        kinds = [k for k, _, _ in records(log)]
+        assert kinds.count(logformat.PASS) == 1 and kinds.count(logformat.NODES) == 2
+        assert not sess.queue and not sess.ended
+    finally:
+        session.stop()

@@ -59,11 +59,13 @@ def run_sample(layers: int, steps: int, workdir: Path, mode: str, device: str) -
             "--pass",
             "graphtrain_inspect.samples.pipeline:PIPELINE",
             "--no-inductor",
-            *(["--no-blobs"] if mode == "no-blobs" else []),
+            *(["--no-blobs"] if mode.startswith("no-blobs") else []),
             "--",
             *train,
         ]
     env = dict(os.environ, OMP_NUM_THREADS="1")
+    if mode.endswith("-here"):
+        env["GTI_CAPTURE_DEFER_NODES"] = "0"  # every graph recorded in the training process, as before session 11
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]])
     r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     if r.returncode != 0:
@@ -122,6 +124,13 @@ def main() -> None:
     ap.add_argument("--layers", type=int, nargs="+", default=[22, 110], help="sample layers (~450 traced nodes each)")
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    ap.add_argument(
+        "--modes",
+        nargs="+",
+        choices=("blobs", "no-blobs", "blobs-here", "no-blobs-here"),
+        default=["blobs", "no-blobs"],
+        help="the capture runs after plain; `-here`: graphs recorded in the training process",
+    )
     args = ap.parse_args()
     import platform
 
@@ -130,7 +139,7 @@ def main() -> None:
         flush=True,
     )
     print(
-        f"{'layers':>6} {'nodes':>7} {'run':>9} {'compile s':>10} {'x plain':>8} {'cpu s':>8} {'x plain':>8} "
+        f"{'layers':>6} {'nodes':>7} {'run':>13} {'compile s':>10} {'x plain':>8} {'cpu s':>8} {'x plain':>8} "
         f"{'child s':>8} {'+child x':>8} "
         f"{'wait s':>7} {'end s':>6} {'step ms':>8} {'x plain':>8} {'log MB':>7} {'B/node':>7} "
         f"{'blobs MB':>8}  load before/after"
@@ -138,14 +147,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for layers in args.layers:
             plain = None
-            for mode in ("plain", "blobs", "no-blobs"):
+            for mode in ("plain", *args.modes):
                 load0 = os.getloadavg()[0]
                 t = run_sample(layers, args.steps, Path(tmp), mode, args.device)
                 load1 = os.getloadavg()[0]
                 plain = plain or t
                 child = t.get("child_cpu_s", 0.0)
                 print(
-                    f"{layers:>6} {t['traced_nodes']:>7} {mode:>9} {t['compile_s']:>10.2f} "
+                    f"{layers:>6} {t['traced_nodes']:>7} {mode:>13} {t['compile_s']:>10.2f} "
                     f"{t['compile_s'] / plain['compile_s']:>8.2f} "
                     f"{t['compile_cpu_s']:>8.2f} {t['compile_cpu_s'] / plain['compile_cpu_s']:>8.2f} "
                     f"{child:>8.2f} {(t['compile_cpu_s'] + child) / plain['compile_cpu_s']:>8.2f} "

@@ -423,8 +423,20 @@ def symbol_map(gm: torch.fx.GraphModule, tables: dict[str, Any], shape_env: Any 
 # Device table
 
 
+_OWN_DEVICE_PINNED: str | None = None  # set in a forked child (pin_own_device)
+
+
+def pin_own_device(device: str) -> None:
+    """In a child forked to record a graph (deferred_graphs): the parent's own device. CUDA cannot
+    be asked there (torch marks a forked child's CUDA state bad: `is_initialized()` is False)."""
+    global _OWN_DEVICE_PINNED
+    _OWN_DEVICE_PINNED = device
+
+
 def own_device() -> str:
     """The device this rank computes on: the current CUDA device once CUDA is in use, else cpu."""
+    if _OWN_DEVICE_PINNED is not None:
+        return _OWN_DEVICE_PINNED
     try:
         if torch.cuda.is_initialized():
             return f"cuda:{torch.cuda.current_device()}"

@@ -291,7 +291,7 @@ class Session:
         limit = deferred_graphs.min_nodes()
         if limit <= 0 or nodes < limit or self.log.stopped is not None:
             return None
-        from graphtrain_inspect.capture import blob_children, blobs
+        from graphtrain_inspect.capture import blob_children, blobs, graph_tables
 
         where = f"graph records ({role})"
         unsafe: str | None = "?"
@@ -307,8 +307,9 @@ class Session:
             if len(self.children.running) >= self.children.limit:
                 return None  # none finished in time (one hangs?): recorded here, as a blob would be
             pending = deferred_graphs.new_pending(self.directory, self.rank, frame, role, self.blobs)
+            own = graph_tables.own_device()  # asked here: a forked child cannot ask CUDA
             self.children.start(
-                pending, gm, None, where, frame, job=lambda: self._child_records(pending, gm, frame, role)
+                pending, gm, None, where, frame, job=lambda: self._child_records(pending, gm, frame, role, own)
             )
             self.queue.append(pending)
             self._start_flusher()
@@ -329,13 +330,14 @@ class Session:
             self.blob_limit_wait_s += time.perf_counter() - t0
 
     def _child_records(  # pragma: no cover - runs in a child
-        self, pending: Pending, gm: Any, frame: _Frame | None, role: str
+        self, pending: Pending, gm: Any, frame: _Frame | None, role: str, own_device: str
     ) -> dict[str, Any]:
         """In the child: the graph's records as the training process would write them, to the
         pending file; then its blob. Returns the child's message."""
-        from graphtrain_inspect.capture import blob_children
+        from graphtrain_inspect.capture import blob_children, graph_tables
 
         try:
+            graph_tables.pin_own_device(own_device)
             buf = deferred_graphs.BufferLog(self.log)
             self.log = buf  # type: ignore[assignment]  # writes the same records, kept
             self.queue.clear()  # the parent's; here every write goes to the buffer at once

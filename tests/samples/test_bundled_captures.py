@@ -81,19 +81,11 @@ def test_check_finds_exactly_the_planted_bug(name):
 
 # the bugs planted in samples.train: every kind of error they raise names a line of the sample (the
 # model's, or for a pass's bug the pass's). torch 2.11 has no stack-trace anchors, so its model lines
-# come from the sample's fallback (samples/tracing.py); the 4-GPU captures were recorded before it.
+# come from the sample's fallback (samples/tracing.py).
 SAMPLE_BUGS = {"rank-baked", "coor-rank-baked", "device-literal", "stale-symbol", "rank-divergent"}
-NOT_RERECORDED = pytest.mark.xfail(strict=True, reason="recorded on 4 GPUs before the sample's no-anchor fallback")
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(n, marks=NOT_RERECORDED) if n.startswith("h200x4-") and not n.endswith("stale-symbol") else n
-        for n in bundled.names()
-        if n.split("-", 1)[1] in SAMPLE_BUGS
-    ],
-)
+@pytest.mark.parametrize("name", [n for n in bundled.names() if n.split("-", 1)[1] in SAMPLE_BUGS])
 def test_planted_findings_name_their_line_of_the_sample(name):
     cap = open_capture(str(bundled.path_of(name)))
     errors = [f for f in run_checks(cap, shared_graph=True) if f.severity == "error"]

@@ -289,7 +289,7 @@ class Session:
         """Fork a child to write a large graph's records (and its blob); None where the graph is
         to be recorded here (small, no fork possible, or the fork failed)."""
         limit = deferred_graphs.min_nodes()
-        if limit <= 0 or nodes < limit or self.log.stopped is not None:
+        if limit <= 0 or nodes < limit or self.log.stopped is not None or not deferred_graphs.worth_a_child(self.blobs):
             return None
         from graphtrain_inspect.capture import blob_children, blobs, graph_tables
 

@@ -140,3 +140,19 @@ def test_records_are_written_when_the_child_is_done(tmp_path, monkeypatch):
         assert not sess.queue and not sess.ended
     finally:
         session.stop()
+
+
+def test_a_recording_child_needs_a_free_core_or_a_blob(tmp_path, monkeypatch):
+    """Without blobs, a rank whose host's cores all run ranks records its graphs itself."""
+    monkeypatch.setenv(deferred_graphs.ENV_NODES, "1")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", str(len(os.sched_getaffinity(0))))
+    assert deferred_graphs.worth_a_child(blobs=True) and not deferred_graphs.worth_a_child(blobs=False)
+    session.start(str(tmp_path), blobs=False)
+    try:
+        _drop_relu(_traced(), [])
+    finally:
+        session.stop()
+    (end,) = [p for k, _, p in records(tmp_path / logformat.log_file_name(0)) if k == logformat.END]
+    assert "blob_children" not in end and end["graphs"] == 2
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")
+    assert deferred_graphs.worth_a_child(blobs=False) == (len(os.sched_getaffinity(0)) > 1)

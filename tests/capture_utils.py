@@ -138,11 +138,11 @@ def rewrite_log(log: Path, replace: dict[bytes, bytes]) -> int:
 
 
 def drop_relu(gm, example_inputs=None):
-    """A pass that changes its graph in place: every `torch.relu` taken out."""
+    """A pass that changes its graph in place: every `torch.relu` (or aten's, in a traced graph) taken out."""
     import torch
 
     for n in list(gm.graph.nodes):
-        if n.op == "call_function" and n.target is torch.relu:
+        if n.op == "call_function" and n.target in (torch.relu, torch.ops.aten.relu.default):
             n.replace_all_uses_with(n.args[0])
             gm.graph.erase_node(n)
     gm.recompile()

@@ -14,20 +14,12 @@ import torch.fx
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from graphtrain_inspect.capture import deferred_graphs, logformat, record_pass, session
-from tests.capture_utils import records
+from tests.capture_utils import drop_relu, records
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="deferred graphs need os.fork")
 
-
-@record_pass("drop_relu")
-def _drop_relu(gm, example_inputs):
-    """Changes its graph in place: a child must record the graph as the pass received it."""
-    for n in list(gm.graph.nodes):
-        if n.op == "call_function" and n.target is torch.ops.aten.relu.default:
-            n.replace_all_uses_with(n.args[0])
-            gm.graph.erase_node(n)
-    gm.recompile()
-    return gm
+# changes its graph in place: a child must record the graph as the pass received it
+_drop_relu = record_pass("drop_relu")(drop_relu)
 
 
 @record_pass("add_one")

@@ -312,28 +312,24 @@ class TableCache:
                 hit = self.rows.get(id(n))
                 row = hit[1] if hit is not None and hit[0] == key else node_row(sub, n)
                 rows[id(n)] = (key, row)
-                refs.append(
-                    (
-                        sub,
-                        n,
-                        n._args,
-                        n._kwargs,
-                        n.meta.get("val"),
-                        n.meta.get("example_value"),
-                        n.meta.get("unbacked_bindings"),
-                        n.meta.get("stack_trace"),
-                        _resolve_attr(sub, n.target) if n.op == "get_attr" else None,
-                    )
-                )
+                refs.append(_node_refs(sub, n))
                 out.append(row)
             graphs.append({"path": path, "parent_node": parent_node, "nodes": out})
         self.rows = rows
         self._refs = refs
         return {"graphs": graphs}
 
-    def remember(self, fingerprint: tuple, result: Any) -> None:
+    def remember(self, fingerprint: tuple, result: Any, gm: torch.fx.GraphModule | None = None) -> None:
+        """Keep `result` for the graph of `fingerprint`. With `gm`, a graph whose table was not
+        made here (a forked child recorded it): the objects whose ids the fingerprint holds are
+        kept from here on, as node_tables keeps them (an object freed by a pass could lend its id
+        to the next one, and a changed graph would look unchanged), and the row cache, which the
+        objects kept until now protected, is dropped."""
         self.fingerprint = fingerprint
         self.result = result
+        if gm is not None:
+            self._refs = [gm, *(_node_refs(sub, n) for _, sub, _ in iter_graph_modules(gm) for n in sub.graph.nodes)]
+            self.rows = {}
 
     def lookup(self, fingerprint: tuple) -> Any:
         return self.result if fingerprint == self.fingerprint else None
@@ -341,6 +337,22 @@ class TableCache:
 
 def node_tables(gm: torch.fx.GraphModule) -> dict[str, Any]:
     return TableCache().node_tables(gm)
+
+
+def _node_refs(sub: torch.fx.GraphModule, n: torch.fx.Node) -> tuple:
+    """The objects whose ids node_key holds: kept alive while a key is, so no id is reused."""
+    return (
+        sub,
+        n,
+        n.target,
+        n._args,
+        n._kwargs,
+        n.meta.get("val"),
+        n.meta.get("example_value"),
+        n.meta.get("unbacked_bindings"),
+        n.meta.get("stack_trace"),
+        _resolve_attr(sub, n.target) if n.op == "get_attr" else None,
+    )
 
 
 def count_nodes(tables: dict[str, Any]) -> int:

@@ -222,7 +222,7 @@ class Session:
                 return known  # the same graph as the last snapshot, node for node
             pending = self._defer(gm, frame, role, len(fingerprint))
             if pending is not None:
-                cache.remember(fingerprint, pending)
+                cache.remember(fingerprint, pending, gm)
                 return pending
         gid, tables_ok, new, shape_env = self._graph_records(gm, frame, role)
         if gid is None:

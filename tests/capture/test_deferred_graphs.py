@@ -149,3 +149,31 @@ def test_a_recording_child_needs_a_free_core_or_a_blob(tmp_path, monkeypatch):
     assert "blob_children" not in end and end["graphs"] == 2
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")
     assert deferred_graphs.worth_a_child(blobs=False) == (len(os.sched_getaffinity(0)) > 1)
+
+
+@record_pass("add_two")
+def _add_two(gm, example_inputs):
+    """Gives each call new args: FX drops the old tuple, whose address the new one may take."""
+    for n in gm.graph.nodes:
+        if n.op == "call_function":
+            n.args = (n.args[0], 2)
+    gm.recompile()
+    return gm
+
+
+def _plus_one(x):
+    return x + 1
+
+
+@pytest.mark.parametrize("defer", ["0", "1"])
+def test_a_pass_that_replaces_args_returns_a_new_graph(tmp_path, monkeypatch, defer):
+    """The fingerprint of the last graph keys on object ids: the objects are kept while it is, also
+    where a child made the graph's table (else x + 1 -> x + 2 looked unchanged: the same gid)."""
+    monkeypatch.setenv(deferred_graphs.ENV_NODES, defer)
+    session.start(str(tmp_path))
+    try:
+        _add_two(torch.fx.symbolic_trace(_plus_one), [])
+    finally:
+        session.stop()
+    (p,) = [p for k, _, p in records(tmp_path / logformat.log_file_name(0)) if k == logformat.PASS]
+    assert p["before"] and p["after"]["out"] and p["after"]["out"] != p["before"]

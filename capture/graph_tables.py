@@ -293,13 +293,46 @@ class TableCache:
         self.result: Any = None
         self.rows: dict[int, tuple[tuple, NodeRow]] = {}
         self._refs: list = []
+        self._last: tuple[tuple, list] | None = None  # the last fingerprint and the objects it keys
 
     def fingerprint_of(self, gm: torch.fx.GraphModule) -> tuple:
+        """node_key of every node, and the objects whose ids they hold, kept until the next call
+        for `remember` (taken here, before a child is forked: a walk after the fork would copy
+        every page it touches while the child lives)."""
         keys: list = []
+        refs: list = [gm]
+        add, keep = keys.append, refs.append
         for path, sub, _ in iter_graph_modules(gm):
-            keys.append((path, id(sub)))
-            keys.extend(node_key(sub, n) for n in sub.graph.nodes)
-        return tuple(keys)
+            add((path, id(sub)))
+            keep(sub)
+            for n in sub.graph.nodes:
+                meta = n.meta
+                val = meta["val"] if "val" in meta else meta.get("example_value")
+                target, args, kwargs = n.target, n._args, n._kwargs
+                bindings, stack = meta.get("unbacked_bindings"), meta.get("stack_trace")
+                attr = _resolve_attr(sub, target) if n.op == "get_attr" else None
+                # node_key's fields, inline (this walk runs for every snapshot)
+                add(
+                    (
+                        id(n),
+                        n.op,
+                        n.name,
+                        id(target),
+                        id(args),
+                        id(kwargs),
+                        id(val),
+                        id(bindings),
+                        id(stack),
+                        str(meta.get("recompute")),
+                        meta.get("autograd_backward"),
+                        meta.get("partitioner_tag"),
+                        id(attr) if attr is not None else 0,
+                    )
+                )
+                keep((n, target, args, kwargs, val, bindings, stack, attr))
+        fingerprint = tuple(keys)
+        self._last = (fingerprint, refs)
+        return fingerprint
 
     def node_tables(self, gm: torch.fx.GraphModule) -> dict[str, Any]:
         graphs = []
@@ -328,7 +361,12 @@ class TableCache:
         self.fingerprint = fingerprint
         self.result = result
         if gm is not None:
-            self._refs = [gm, *(_node_refs(sub, n) for _, sub, _ in iter_graph_modules(gm) for n in sub.graph.nodes)]
+            last = self._last
+            if last is not None and last[0] is fingerprint:
+                self._refs = last[1]  # the very objects fingerprint_of took the ids of
+            else:
+                graphs = iter_graph_modules(gm)
+                self._refs = [gm, *(_node_refs(sub, n) for _, sub, _ in graphs for n in sub.graph.nodes)]
             self.rows = {}
 
     def lookup(self, fingerprint: tuple) -> Any:

@@ -184,6 +184,12 @@ class Children:
             return []
         return [self._kill(c, why) for c in list(self.running.values())]
 
+    def kill_for(self, gid: Any, why: str) -> list[Result]:
+        """Kill (and reap) the children working on `gid` (a gid or a deferred_graphs.Pending)."""
+        if os.getpid() != self.owner:
+            return []
+        return [self._kill(c, why) for c in list(self.running.values()) if c.gid is gid]
+
     def _read(self, child: Child) -> None:
         while True:
             try:

@@ -17,7 +17,8 @@ appended where the graph's records would have been, the `Pending` takes the grap
 records behind it (the pass's, naming the graph) are written with the id. A background thread
 empties the queue as children finish, so records do not wait for the next pass; the end of the
 capture waits for the children (`GTI_CAPTURE_BLOB_WAIT_S` in all) and writes what is left. A child
-that fails leaves its graph unrecorded (the pass names none, as when a snapshot fails in the
+that fails, or has written no records `GTI_CAPTURE_DEFER_WAIT_S` (120) seconds after its fork (then
+it is killed), leaves its graph unrecorded (the pass names none, as when a snapshot fails in the
 process) and a capture error says why.
 
 Graphs a child cannot make (no fork, real accelerator tensors: `blob_children.fork_unsafe`),
@@ -29,13 +30,16 @@ from __future__ import annotations
 
 import itertools
 import os
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from typing import Any
 
 from graphtrain_inspect.capture import logformat
 
 ENV_NODES = "GTI_CAPTURE_DEFER_NODES"  # graphs of at least this many nodes: records made by a child ("0": never)
 DEFAULT_NODES = 1000
+ENV_WAIT = "GTI_CAPTURE_DEFER_WAIT_S"  # the most the records behind a child's graph wait for it
+DEFAULT_WAIT_S = 120.0
 PENDING_DIR = ".pending"
 
 _COUNTER = itertools.count()
@@ -57,6 +61,16 @@ def worth_a_child(blobs: bool) -> bool:
     except ValueError:
         ranks_here = 1
     return cores > ranks_here
+
+
+def wait_s() -> float:
+    """How long the records behind a graph wait for its child (then it is killed, the graph goes
+    unrecorded and the rest is written): a child stuck on a lock another thread of the training
+    process held at the fork would otherwise hold every later record until the end."""
+    try:
+        return float(os.environ.get(ENV_WAIT, DEFAULT_WAIT_S))
+    except ValueError:
+        return DEFAULT_WAIT_S
 
 
 def min_nodes() -> int:
@@ -81,6 +95,7 @@ class Pending:
     detail: str = ""  # the child's traceback, where it sent one
     blob: bool = False  # the child makes the blob too
     landed: bool = False  # its records were written to the log by this process
+    t0: float = field(default_factory=time.monotonic)  # when the child was forked
 
     @property
     def where(self) -> str:

@@ -156,7 +156,16 @@ class SessionChildren:
             got = deferred_graphs.read_file(p.path)
         if got is None and not step.failed:
             if p.failed is None:
-                return False
+                wait = deferred_graphs.wait_s()
+                if time.monotonic() - p.t0 < wait:
+                    return False
+                why = f"no records after {wait:g} s ({deferred_graphs.ENV_WAIT})"
+                if self.children is not None:
+                    self.children.kill_for(p, why)  # a file it wrote now would name a graph nobody waits for
+                if deferred_graphs.read_file(p.path) is None:
+                    p.failed, p.failed_type = f"graph records child killed: {why}", "GraphChildTimeout"
+                else:
+                    return self._land(p)  # written just before the kill
             self._error_record(p.where, p.failed_type, p.failed, p.detail, p.frame)
         elif got is not None:
             header, data = got

@@ -177,3 +177,37 @@ def test_a_pass_that_replaces_args_returns_a_new_graph(tmp_path, monkeypatch, de
         session.stop()
     (p,) = [p for k, _, p in records(tmp_path / logformat.log_file_name(0)) if k == logformat.PASS]
     assert p["before"] and p["after"]["out"] and p["after"]["out"] != p["before"]
+
+
+def _hang_before_writing(path, header, buf):
+    time.sleep(120)
+
+
+def test_a_child_that_hangs_holds_the_records_behind_it_a_bounded_time(tmp_path, monkeypatch):
+    """A child stuck before its file (a lock another thread held at the fork) is killed after
+    GTI_CAPTURE_DEFER_WAIT_S: the records behind it are written while the training goes on."""
+    plain = _train(tmp_path / "here", monkeypatch, "0")
+    monkeypatch.setattr(deferred_graphs, "write_file", _hang_before_writing)
+    monkeypatch.setenv(deferred_graphs.ENV_NODES, "1")
+    monkeypatch.setenv(deferred_graphs.ENV_WAIT, "0.3")
+    monkeypatch.setenv("GTI_CAPTURE_BLOB_CHILDREN", "4")  # no pass waits for a child slot
+    log = tmp_path / "cap" / logformat.log_file_name(0)
+    session.start(str(tmp_path / "cap"))
+    try:
+        result = _add_one(_drop_relu(_traced(), []), [])(torch.tensor([-1.0, 2.0]))[0]
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (log.exists() and _kinds(log).count(logformat.PASS) == 2):
+            time.sleep(0.05)
+        kinds = _kinds(log)  # before the end of the capture
+    finally:
+        session.stop()
+    assert torch.equal(result, plain)
+    assert kinds.count(logformat.PASS) == 2 and kinds.count(logformat.ERROR) == 3
+    errors = [p for k, _, p in records(log) if k == logformat.ERROR]
+    assert all(e["type"] == "GraphChildTimeout" and "no records after 0.3 s" in e["message"] for e in errors)
+    (end,) = [p for k, _, p in records(log) if k == logformat.END]
+    assert end["blob_children"]["killed"] == 3
+
+
+def _kinds(log):
+    return [k for k, _, _ in records(log)]

@@ -252,8 +252,9 @@ def _constant_desc(t: torch.Tensor) -> dict[str, Any]:
     return desc
 
 
-def node_key(gm: torch.fx.GraphModule, node: torch.fx.Node) -> tuple:
-    """What a node's row depends on, by identity: equal keys mean an equal row.
+def node_key(gm: torch.fx.GraphModule, node: torch.fx.Node) -> tuple[tuple, tuple]:
+    """What a node's row depends on, by identity (equal keys mean an equal row), and the objects
+    whose ids the key holds: whoever keeps a key keeps them too, so no id is reused meanwhile.
 
     FX replaces a node's args/kwargs tuples (never mutates them) on every change, and passes
     replace meta values rather than mutate them, so identities tell what changed. Values are
@@ -261,22 +262,25 @@ def node_key(gm: torch.fx.GraphModule, node: torch.fx.Node) -> tuple:
     """
     meta = node.meta
     val = meta["val"] if "val" in meta else meta.get("example_value")
-    attr = id(_resolve_attr(gm, node.target)) if node.op == "get_attr" else 0
-    return (
+    target, args, kwargs = node.target, node._args, node._kwargs
+    bindings, stack = meta.get("unbacked_bindings"), meta.get("stack_trace")
+    attr = _resolve_attr(gm, target) if node.op == "get_attr" else None
+    key = (
         id(node),
         node.op,
         node.name,
-        id(node.target),
-        id(node._args),
-        id(node._kwargs),
+        id(target),
+        id(args),
+        id(kwargs),
         id(val),
-        id(meta.get("unbacked_bindings")),
-        id(meta.get("stack_trace")),
+        id(bindings),
+        id(stack),
         str(meta.get("recompute")),
         meta.get("autograd_backward"),
         meta.get("partitioner_tag"),
-        attr,
+        id(attr) if node.op == "get_attr" else 0,
     )
+    return key, (node, target, args, kwargs, val, bindings, stack, attr)
 
 
 class TableCache:
@@ -296,40 +300,18 @@ class TableCache:
         self._last: tuple[tuple, list] | None = None  # the last fingerprint and the objects it keys
 
     def fingerprint_of(self, gm: torch.fx.GraphModule) -> tuple:
-        """node_key of every node, and the objects whose ids they hold, kept until the next call
-        for `remember` (taken here, before a child is forked: a walk after the fork would copy
-        every page it touches while the child lives)."""
+        """node_key of every node; the objects the keys hold are kept until the next call, for
+        `remember` (taken here, before a child is forked: a walk after the fork would copy every
+        page it touches while the child lives)."""
         keys: list = []
         refs: list = [gm]
-        add, keep = keys.append, refs.append
         for path, sub, _ in iter_graph_modules(gm):
-            add((path, id(sub)))
-            keep(sub)
+            keys.append((path, id(sub)))
+            refs.append(sub)
             for n in sub.graph.nodes:
-                meta = n.meta
-                val = meta["val"] if "val" in meta else meta.get("example_value")
-                target, args, kwargs = n.target, n._args, n._kwargs
-                bindings, stack = meta.get("unbacked_bindings"), meta.get("stack_trace")
-                attr = _resolve_attr(sub, target) if n.op == "get_attr" else None
-                # node_key's fields, inline (this walk runs for every snapshot)
-                add(
-                    (
-                        id(n),
-                        n.op,
-                        n.name,
-                        id(target),
-                        id(args),
-                        id(kwargs),
-                        id(val),
-                        id(bindings),
-                        id(stack),
-                        str(meta.get("recompute")),
-                        meta.get("autograd_backward"),
-                        meta.get("partitioner_tag"),
-                        id(attr) if attr is not None else 0,
-                    )
-                )
-                keep((n, target, args, kwargs, val, bindings, stack, attr))
+                key, kept = node_key(sub, n)
+                keys.append(key)
+                refs.append(kept)
         fingerprint = tuple(keys)
         self._last = (fingerprint, refs)
         return fingerprint
@@ -339,35 +321,35 @@ class TableCache:
         rows: dict[int, tuple[tuple, NodeRow]] = {}
         refs: list = [gm]
         for path, sub, parent_node in iter_graph_modules(gm):
+            refs.append(sub)
             out = []
             for n in sub.graph.nodes:
-                key = node_key(sub, n)
+                key, kept = node_key(sub, n)
                 hit = self.rows.get(id(n))
                 row = hit[1] if hit is not None and hit[0] == key else node_row(sub, n)
                 rows[id(n)] = (key, row)
-                refs.append(_node_refs(sub, n))
+                refs.append(kept)
                 out.append(row)
             graphs.append({"path": path, "parent_node": parent_node, "nodes": out})
         self.rows = rows
         self._refs = refs
         return {"graphs": graphs}
 
-    def remember(self, fingerprint: tuple, result: Any, gm: torch.fx.GraphModule | None = None) -> None:
-        """Keep `result` for the graph of `fingerprint`. With `gm`, a graph whose table was not
-        made here (a forked child recorded it): the objects whose ids the fingerprint holds are
-        kept from here on, as node_tables keeps them (an object freed by a pass could lend its id
-        to the next one, and a changed graph would look unchanged), and the row cache, which the
+    def remember(self, fingerprint: tuple, result: Any, *, table_made_here: bool = True) -> None:
+        """Keep `result` for the graph of `fingerprint`. A graph whose table was not made here (a
+        forked child recorded it) ran no node_tables to keep the objects the fingerprint's ids
+        name (an object freed by a pass could lend its id to the next one, and a changed graph
+        would look unchanged): fingerprint_of's are kept instead, and the row cache, which the
         objects kept until now protected, is dropped."""
+        if not table_made_here:
+            last = self._last
+            if last is None or last[0] is not fingerprint:
+                self.fingerprint = self.result = None  # not the last fingerprint taken: nothing kept
+                return
+            self._refs = last[1]
+            self.rows = {}
         self.fingerprint = fingerprint
         self.result = result
-        if gm is not None:
-            last = self._last
-            if last is not None and last[0] is fingerprint:
-                self._refs = last[1]  # the very objects fingerprint_of took the ids of
-            else:
-                graphs = iter_graph_modules(gm)
-                self._refs = [gm, *(_node_refs(sub, n) for _, sub, _ in graphs for n in sub.graph.nodes)]
-            self.rows = {}
 
     def lookup(self, fingerprint: tuple) -> Any:
         return self.result if fingerprint == self.fingerprint else None
@@ -375,22 +357,6 @@ class TableCache:
 
 def node_tables(gm: torch.fx.GraphModule) -> dict[str, Any]:
     return TableCache().node_tables(gm)
-
-
-def _node_refs(sub: torch.fx.GraphModule, n: torch.fx.Node) -> tuple:
-    """The objects whose ids node_key holds: kept alive while a key is, so no id is reused."""
-    return (
-        sub,
-        n,
-        n.target,
-        n._args,
-        n._kwargs,
-        n.meta.get("val"),
-        n.meta.get("example_value"),
-        n.meta.get("unbacked_bindings"),
-        n.meta.get("stack_trace"),
-        _resolve_attr(sub, n.target) if n.op == "get_attr" else None,
-    )
 
 
 def count_nodes(tables: dict[str, Any]) -> int:

@@ -216,7 +216,7 @@ class Session(SessionChildren):
                 return known  # the same graph as the last snapshot, node for node
             pending = self._defer(gm, frame, role, len(fingerprint))
             if pending is not None:
-                cache.remember(fingerprint, pending, gm)
+                cache.remember(fingerprint, pending, table_made_here=False)
                 return pending
         gid, tables_ok, new, shape_env = self._graph_records(gm, frame, role)
         if gid is None:

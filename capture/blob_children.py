@@ -32,7 +32,7 @@ import time
 import traceback
 import warnings
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 ENV_FORK = "GTI_CAPTURE_BLOB_FORK"  # "0": pickle in the training process
 ENV_CHILDREN = "GTI_CAPTURE_BLOB_CHILDREN"  # children at once (default 2)
@@ -107,10 +107,10 @@ class Result:
 
 
 class Children:
-    """The blob children of one session. Not thread-safe: the session calls it under its lock."""
+    """The children of one session (blobs, graph records). Not thread-safe: the session calls it
+    under its lock."""
 
-    def __init__(self, directory: str) -> None:
-        self.directory = directory
+    def __init__(self) -> None:
         self.owner = os.getpid()
         self.limit = max(1, int(_env_float(ENV_CHILDREN, 2)))
         self.running: dict[int, Child] = {}
@@ -121,10 +121,10 @@ class Children:
 
     # -- starting --------------------------------------------------------------------------------
 
-    def start(self, gid: Any, gm: Any, shape_env: Any, where: str, frame: Any, job: Any = None) -> Child:
-        """Fork a child that writes the blob of `gm` as it is now, or runs `job()` (a function
-        returning the child's message: `deferred_graphs` writes a graph's records that way).
-        Raises OSError when no child could be made (the caller does the work itself)."""
+    def start(self, gid: Any, where: str, frame: Any, job: Callable[[], dict[str, Any]]) -> Child:
+        """Fork a child that runs `job()` on its copy-on-write snapshot of this process and answers
+        with what it returns (`blob_job`; session_children's graph records). Raises OSError when
+        no child could be made (the caller does the work itself)."""
         r, w = os.pipe()  # both ends close on exec; the child keeps only w
         try:
             with warnings.catch_warnings():
@@ -136,7 +136,7 @@ class Children:
             os.close(w)
             raise
         if pid == 0:  # pragma: no cover - runs in the child, which leaves through os._exit
-            _child_main(job or (lambda: _child_dump(self.directory, gm, shape_env)), r, w)
+            _child_main(job, r, w)
         os.close(w)
         os.set_blocking(r, False)
         child = Child(pid, r, gid, where, frame, time.monotonic())
@@ -297,7 +297,7 @@ def _ready(fds: list[int], timeout_s: float) -> set[int]:
         return set()
 
 
-def _child_main(job: Any, r: int, w: int) -> None:  # pragma: no cover - child
+def _child_main(job: Callable[[], dict[str, Any]], r: int, w: int) -> None:  # pragma: no cover - child
     """The child: run the job (pickle and write), answer, _exit. Nothing here may return or raise."""
     code = 3
     try:
@@ -342,6 +342,11 @@ def _max_fd() -> int:
         return min(os.sysconf("SC_OPEN_MAX"), 1 << 20)
     except (OSError, ValueError):
         return 65536
+
+
+def blob_job(directory: str, gm: Any, shape_env: Any) -> Callable[[], dict[str, Any]]:
+    """A child's job: the blob of `gm` as it is at the fork."""
+    return lambda: _child_dump(directory, gm, shape_env)
 
 
 def _child_dump(directory: str, gm: Any, shape_env: Any) -> dict[str, Any]:

@@ -98,9 +98,7 @@ class SessionChildren:
                 return None  # none finished in time (one hangs?): recorded here, as a blob would be
             pending = deferred_graphs.new_pending(self.directory, self.rank, frame, role, self.blobs)
             own = graph_tables.own_device()  # asked here: a forked child cannot ask CUDA
-            self.children.start(
-                pending, gm, None, where, frame, job=lambda: self._child_records(pending, gm, frame, role, own)
-            )
+            self.children.start(pending, where, frame, lambda: self._child_records(pending, gm, frame, role, own))
             self.queue.append(pending)
             self._start_flusher()
             return pending
@@ -113,7 +111,7 @@ class SessionChildren:
         from graphtrain_inspect.capture import blob_children
 
         if self.children is None:
-            self.children = blob_children.Children(self.directory)
+            self.children = blob_children.Children()
         if len(self.children.running) >= self.children.limit:
             t0 = time.perf_counter()
             self._collect(self.children.wait(min(_wait_s(), LIMIT_WAIT_S), one=True))
@@ -254,7 +252,7 @@ class SessionChildren:
                 blobs.pickler()  # torch's pickler imported here once, not again in every child
                 self._room_for_child()
                 if len(self.children.running) < self.children.limit:
-                    self.children.start(gid, gm, shape_env, where, frame)
+                    self.children.start(gid, where, frame, blob_children.blob_job(self.directory, gm, shape_env))
                     info.blob_state = "pending"
                     return
         with self.recorded(where, frame) as step:

@@ -125,14 +125,12 @@ class BufferLog:
         self.rank, self.pid = log.rank, log.pid
         self.chunks: list[bytes] = []
         self.records = 0
-        self.bytes = 0
-        self.stopped: str | None = None
+        self.stopped: str | None = None  # read as on a RankLog (session.current())
 
     def write(self, kind: str, payload: Any, *, meta: dict | None = None, compile_id: dict | None = None) -> bool:
         data = logformat.encode_record(kind, payload, rank=self.rank, meta=meta, compile_id=compile_id, pid=self.pid)
         self.chunks.append(data)
         self.records += 1
-        self.bytes += len(data)
         return True
 
 

@@ -65,7 +65,9 @@ def run_sample(layers: int, steps: int, workdir: Path, mode: str, device: str) -
         ]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     if mode.endswith("-here"):
-        env["GTI_CAPTURE_DEFER_NODES"] = "0"  # every graph recorded in the training process, as before session 11
+        from graphtrain_inspect.capture.deferred_graphs import ENV_NODES
+
+        env[ENV_NODES] = "0"  # every graph recorded in the training process, as before session 11
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]])
     r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     if r.returncode != 0:

@@ -35,7 +35,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV_OUT = "GTI_BENCH_TIMINGS"  # the directory a worker writes rank<R>.json into
-ENV_DEFER = "GTI_CAPTURE_DEFER_NODES"  # capture.deferred_graphs.ENV_NODES (not imported: the workers need torch first)
 
 
 # -- the worker (each torchrun rank) ------------------------------------------------------------
@@ -117,7 +116,9 @@ def run(work: Path, mode: str, blob_children: int | None = None) -> dict:
     if blob_children is not None:
         env["GTI_CAPTURE_BLOB_CHILDREN"] = str(blob_children)
     if mode.endswith("-here"):
-        env[ENV_DEFER] = "0"  # every graph recorded in the training process, as before session 11
+        from graphtrain_inspect.capture.deferred_graphs import ENV_NODES  # no torch: the driver's import
+
+        env[ENV_NODES] = "0"  # every graph recorded in the training process, as before session 11
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]])
     t0 = time.perf_counter()
     r = subprocess.run(

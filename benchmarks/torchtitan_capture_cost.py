@@ -35,6 +35,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV_OUT = "GTI_BENCH_TIMINGS"  # the directory a worker writes rank<R>.json into
+ENV_STEPS = "GTI_BENCH_STEP_TIMERS"  # "1": the worker times the capture's steps (--step-timers)
 
 
 # -- the worker (each torchrun rank) ------------------------------------------------------------
@@ -48,6 +49,7 @@ def worker(argv: list[str]) -> None:
 
     original = trainer.apply_graph_passes
     out = os.environ[ENV_OUT]
+    steps = _time_capture_steps() if os.environ.get(ENV_STEPS) == "1" else None
 
     def timed(*args, **kwargs):
         t0, c0 = time.perf_counter(), time.process_time()
@@ -58,12 +60,51 @@ def worker(argv: list[str]) -> None:
                 "wall_s": time.perf_counter() - t0,
                 "cpu_s": time.process_time() - c0,
                 "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                **({"steps": steps} if steps is not None else {}),
             }
             with open(os.path.join(out, f"rank{os.environ.get('RANK', '0')}.json"), "w") as f:
                 json.dump(rec, f)
 
     trainer.apply_graph_passes = timed
     torchtitan_cpu.main(argv)
+
+
+# The capture's steps in the training process, timed (`--step-timers`): what a rank's passes pay.
+_STEPS = {
+    "fork (Children.start)": ("graphtrain_inspect.capture.blob_children", "Children", "start"),
+    "fingerprint walk": ("graphtrain_inspect.capture.graph_tables", "TableCache", "fingerprint_of"),
+    "fork safety walk": ("graphtrain_inspect.capture.blob_children", None, "fork_unsafe"),
+    "wait for a child slot": ("graphtrain_inspect.capture.session_children", "SessionChildren", "_room_for_child"),
+    "polls and flushes": ("graphtrain_inspect.capture.session_children", "SessionChildren", "_poll_children"),
+    "records made here": ("graphtrain_inspect.capture.session", "Session", "_graph_records"),
+    "pass begin, all": ("graphtrain_inspect.capture.session", "Session", "begin"),
+    "pass end, all": ("graphtrain_inspect.capture.session", "Session", "end"),
+}
+
+
+def _time_capture_steps() -> dict[str, list[float]]:
+    """Wrap each step of _STEPS: {step: [calls, wall s, process CPU s]}, filled as the passes run
+    (the flush thread's polls included: process CPU counts every thread)."""
+    import importlib
+
+    totals: dict[str, list[float]] = {}
+    for label, (module, cls, name) in _STEPS.items():
+        owner = importlib.import_module(module)
+        owner = getattr(owner, cls) if cls else owner
+        fn = getattr(owner, name)
+        total = totals[label] = [0, 0.0, 0.0]
+
+        def wrapped(*a, _fn=fn, _t=total, **k):
+            w, c = time.perf_counter(), time.process_time()
+            try:
+                return _fn(*a, **k)
+            finally:
+                _t[0] += 1
+                _t[1] += time.perf_counter() - w
+                _t[2] += time.process_time() - c
+
+        setattr(owner, name, wrapped)
+    return totals
 
 
 # -- the driver ----------------------------------------------------------------------------------
@@ -95,7 +136,7 @@ def commands(work: Path, mode: str) -> list[str]:
     return [*cap, *(["--no-blobs"] if mode.startswith("no-blobs") else []), "--", *launch]
 
 
-def run(work: Path, mode: str, blob_children: int | None = None) -> dict:
+def run(work: Path, mode: str, blob_children: int | None = None, step_timers: bool = False) -> dict:
     timings = work / f"t-{mode}"
     timings.mkdir(exist_ok=True)
     for f in timings.iterdir():
@@ -115,6 +156,8 @@ def run(work: Path, mode: str, blob_children: int | None = None) -> dict:
     )
     if blob_children is not None:
         env["GTI_CAPTURE_BLOB_CHILDREN"] = str(blob_children)
+    if step_timers and mode != "plain":
+        env[ENV_STEPS] = "1"
     if mode.endswith("-here"):
         from graphtrain_inspect.capture.deferred_graphs import ENV_NODES  # no torch: the driver's import
 
@@ -141,6 +184,7 @@ def run(work: Path, mode: str, blob_children: int | None = None) -> dict:
         "end_s": 0.0,
         "log_mb": 0.0,
         "blob_mb": 0.0,
+        "steps": [p.get("steps") for p in per],
     }
     if mode != "plain":
         from graphtrain_inspect.capture import logformat
@@ -186,6 +230,9 @@ def main() -> None:
         "--blob-children", type=int, help="GTI_CAPTURE_BLOB_CHILDREN for the capture runs (default: the capture's)"
     )
     ap.add_argument("--work", help="where the assets and captures go (default: a temporary directory)")
+    ap.add_argument(
+        "--step-timers", action="store_true", help="time the capture's steps in each rank's passes (prints a line each)"
+    )
     args = ap.parse_args()
     import platform
 
@@ -211,7 +258,7 @@ def main() -> None:
             plain = None
             for mode in args.modes:
                 load0 = os.getloadavg()[0]
-                t = run(work, mode, args.blob_children)
+                t = run(work, mode, args.blob_children, args.step_timers)
                 load1 = os.getloadavg()[0]
                 plain = plain or t
                 print(
@@ -223,6 +270,10 @@ def main() -> None:
                     f"{t['total_s']:>6.1f} {t['loss']:>8}  {load0:.2f}/{load1:.2f}",
                     flush=True,
                 )
+                for rank, steps in enumerate(t["steps"]):
+                    if steps:  # calls, wall ms, CPU ms of each step in the rank's passes
+                        cells = [f"{k} {n:.0f}x {w * 1000:.0f}/{c * 1000:.0f} ms" for k, (n, w, c) in steps.items()]
+                        print(f"      rank {rank} steps (calls, wall/CPU): " + "; ".join(cells), flush=True)
 
 
 if __name__ == "__main__":

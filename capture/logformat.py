@@ -85,6 +85,9 @@ BLOB = "gti_blob"  # json: the blob of one graph, written when its child process
 # json: the rows of a graph's node table that the stale-symbol check reads, trimmed to what it
 # reads (capture/symbol_rows.py); optional: a table without one is read whole (format 4)
 SYMBOL_ROWS = "gti_symbol_rows"
+# json: each row's digest of a large node table, its rows per subgraph and its lines' byte lengths
+# (capture/row_digests.py); optional: a table without one is read whole to compare its rows
+ROW_DIGESTS = "gti_row_digests"
 
 KINDS: dict[str, str] = {
     HEADER: "json",
@@ -101,8 +104,9 @@ KINDS: dict[str, str] = {
     CODEGEN: "json",
     BLOB: "json",
     SYMBOL_ROWS: "json",
+    ROW_DIGESTS: "json",
 }
-GRAPH_KINDS = (GRAPH_CODE, NODES, SYMBOLS, DEVICES, SYMBOL_ROWS)
+GRAPH_KINDS = (GRAPH_CODE, NODES, SYMBOLS, DEVICES, SYMBOL_ROWS, ROW_DIGESTS)
 
 # Keys of a TORCH_TRACE envelope that are not the record kind.
 ENVELOPE_COMMON_KEYS = frozenset(

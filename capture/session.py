@@ -232,7 +232,7 @@ class Session(SessionChildren):
         """Write a graph's records (code, node table, symbol rows and map, device table) unless
         its gid was written before: (gid or None, whether its table was made, whether it is new,
         its shape env)."""
-        from graphtrain_inspect.capture import graph_tables, rank_tokens, symbol_rows
+        from graphtrain_inspect.capture import graph_tables, rank_tokens, row_digests, symbol_rows
 
         cache = self.table_cache
         with self.recorded(f"graph code ({role})", frame) as step:
@@ -263,6 +263,10 @@ class Session(SessionChildren):
                 if norm is not None:
                     nodes_meta = {**meta, rank_tokens.NORM: norm}
             self._write(logformat.NODES, payload, nodes_meta)
+            with self.recorded(f"row digests ({role})", frame):
+                digests = row_digests.row_digests_payload(gid, payload)
+                if digests is not None:
+                    self._write(logformat.ROW_DIGESTS, digests, {"gid": gid, "hash": row_digests.HASH})
             with self.recorded(f"symbol rows ({role})", frame):
                 rows = symbol_rows.symbol_rows_payload(gid, payload, tables)
                 if rows is not None:

@@ -8,6 +8,10 @@ bytes, different meaning after normalization: `cuda:0` is rank 0's own device an
 on rank 1), are parsed and compared through the rank normalizers. Every other row is the same on
 both ranks. The result is a GraphDiff that lists only the changed nodes, with `unlisted_same` set.
 
+Where both tables have row digests (`gti_row_digests`, large tables of captures since issue 33),
+the rows that differ are found by comparing digests and read alone from the logs, each checked
+against its digest (inspector/read/row_digests.py); the payloads are not read whole.
+
 Anything this path cannot decide exactly gives None, and the caller diffs the parsed tables:
 tables of another layout or damaged, a different subgraph structure or row count, a row pair
 with different names, a row that does not parse or validate, or a collective naming a process
@@ -20,7 +24,8 @@ rank that uses it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from functools import partial
+from typing import TYPE_CHECKING, Any, Callable
 
 import orjson
 
@@ -42,6 +47,8 @@ if TYPE_CHECKING:
 
 # off: the checks read every table whole (rank diffs, stale symbols); tests compare both ways
 ENABLED = True
+# off: the rows are compared as `Capture.node_rows` gives them, never by `gti_row_digests`
+DIGESTS = True
 
 
 class _SameNames(dict):
@@ -94,34 +101,77 @@ def _knows_groups(row: NodeRow, ctx: RankContext) -> bool:
     return all(leaf in REDUCE_OPS or leaf in ctx.group_keys for _, leaf in _str_leaves(row))
 
 
-def positional_rank_diff(
-    cap: "Capture", ra: int, ga: str, ctx_a: RankContext, rb: int, gb: str, ctx_b: RankContext
-) -> GraphDiff | None:
-    if not ENABLED:
+# per subgraph: its head, the rows to compare, those that mention an own device, each side's row i
+_Pairs = list[tuple[bytes, list[int], set[int], Callable[[int], bytes | None], Callable[[int], bytes | None]]]
+
+
+def _pairs_from_digests(cap: "Capture", ra: int, ga: str, rb: int, gb: str, tokens: list[bytes]) -> _Pairs | None:
+    """Per subgraph: (head, rows to compare, rows that mention an own device, a's row i, b's
+    row i), from the tables' row digests (`gti_row_digests`): the rows whose digests differ and
+    those the stored payloads show a token in, read alone. None where a table has none, or the
+    layouts differ (then the rows say it, or the tables)."""
+    da, db = cap.row_digests(ra, ga), cap.row_digests(rb, gb)
+    if da is None or db is None or da.counts != db.counts or da.heads != db.heads:
         return None
+    todo: list[list[int]] = [[] for _ in da.counts]
+    for k, i in da.differing(db):
+        todo[k].append(i)
+    sensitive: list[set[int]] = [set() for _ in da.counts]
+    for k, i in da.rows_with(tokens) | db.rows_with(tokens):
+        sensitive[k].add(i)
+    return [
+        (head, sorted(set(todo[k]) | sensitive[k]), sensitive[k], partial(da.row, k), partial(db.row, k))
+        for k, head in enumerate(da.heads)
+    ]
+
+
+def _item_of(lines: list[bytes]) -> Callable[[int], bytes | None]:
+    return lines.__getitem__
+
+
+def _pairs_from_rows(cap: "Capture", ra: int, ga: str, rb: int, gb: str, tokens: list[bytes]) -> _Pairs | None:
+    """`_pairs_from_digests` from the tables' undecoded rows (`Capture.node_rows`)."""
     a_subs, b_subs = cap.node_rows(ra, ga), cap.node_rows(rb, gb)
     if a_subs is None or b_subs is None or len(a_subs) != len(b_subs):
         return None
     if any(ha != hb or len(xa) != len(xb) for (ha, xa), (hb, xb) in zip(a_subs, b_subs)):
         return None
-    na, nb = GraphNormalizer(None, ctx_a), GraphNormalizer(None, ctx_b)
+    out: _Pairs = []
+    for (head, xa), (_, xb) in zip(a_subs, b_subs):
+        todo = set() if xa == xb else {i for i, (x, y) in enumerate(zip(xa, xb)) if x != y}
+        sensitive = rows_with(xa, tokens) | rows_with(xb, tokens)
+        out.append((head, sorted(todo | sensitive), sensitive, _item_of(xa), _item_of(xb)))
+    return out
+
+
+def positional_rank_diff(
+    cap: "Capture", ra: int, ga: str, ctx_a: RankContext, rb: int, gb: str, ctx_b: RankContext
+) -> GraphDiff | None:
+    if not ENABLED:
+        return None
     tokens = _device_tokens(ctx_a, ctx_b)
+    pairs = _pairs_from_digests(cap, ra, ga, rb, gb, tokens) if DIGESTS else None
+    if pairs is None:
+        pairs = _pairs_from_rows(cap, ra, ga, rb, gb, tokens)
+    if pairs is None:
+        return None
+    na, nb = GraphNormalizer(None, ctx_a), GraphNormalizer(None, ctx_b)
     groups_a, groups_b = _group_substitutions(ctx_a), _group_substitutions(ctx_b)
     subs: list[SubgraphDiff] = []
-    for (head, xa), (_, xb) in zip(a_subs, b_subs):
+    for head, todo, sensitive, row_a, row_b in pairs:
         try:
             path = str(logformat.decode_sub_head(head).get("path") or "")
         except orjson.JSONDecodeError:
             return None
-        todo = set() if xa == xb else {i for i, (x, y) in enumerate(zip(xa, xb)) if x != y}
-        sensitive = rows_with(xa, tokens) | rows_with(xb, tokens)
-        todo |= sensitive
         nodes: list[NodeDiff] = []
-        for i in sorted(todo):
-            if i not in sensitive and _same_after_group_names(xa[i], xb[i], groups_a, groups_b):
+        for i in todo:
+            xa, xb = row_a(i), row_b(i)
+            if xa is None or xb is None:
+                return None  # a row that is not what its digest says
+            if i not in sensitive and _same_after_group_names(xa, xb, groups_a, groups_b):
                 continue
             try:
-                a, b = logformat.decode_row(xa[i]), logformat.decode_row(xb[i])
+                a, b = logformat.decode_row(xa), logformat.decode_row(xb)
             except orjson.JSONDecodeError:
                 return None
             if not (_row_ok(a) and _row_ok(b)) or a["name"] != b["name"]:

@@ -27,6 +27,7 @@ from graphtrain_inspect.inspector.read.capture_records import (
 from graphtrain_inspect.inspector.read.fxtext import parse_graph_code
 from graphtrain_inspect.inspector.read.graphmodel import GraphTables, SubGraph, _row_ok, derive_devices, derive_symbols
 from graphtrain_inspect.inspector.read.logscan import LogFile, ReadError, Record
+from graphtrain_inspect.inspector.read.row_digests import RowDigests, laid_over
 from graphtrain_inspect.inspector.read.validators import clean_devices, clean_rank_table, clean_symbols
 from graphtrain_inspect.inspector.read.weighted_cache import WeightedLRU
 
@@ -492,6 +493,19 @@ class Capture:
             rows = logformat.node_table_rows(got[1], got[0]) if got is not None else None
         self._rows.put(key, rows, 1 + (rec.end - rec.payload_start if rec is not None else 0))
         return rows
+
+    def row_digests(self, rank: int, gid: str) -> RowDigests | None:
+        """The graph's `gti_row_digests` laid over its stored node table (inspector/read/row_digests.py),
+        or None where there is none (small tables, older captures) or it does not fit the table."""
+        key = ("digests", rank, gid)  # laid over this rank's log
+        if key in self._rows:
+            return self._rows.get(key)
+        rec, nodes = self.graph_record(rank, gid, logformat.ROW_DIGESTS), self.graph_record(rank, gid, logformat.NODES)
+        log = self.log_file(rank)
+        got = laid_over(log, nodes, rec, gid) if rec is not None and nodes is not None and log is not None else None
+        # weighed as the lines it locates: what it holds is two numbers and a digest per line
+        self._rows.put(key, got, 1 + (len(got.counts) + sum(got.counts)) * 24 if got is not None else 1)
+        return got
 
     def graph_record(self, rank: int, gid: str, kind: str) -> Record | None:
         """The graph's record of one kind (`gti_nodes`, `gti_symbols` ...) on a rank, or None."""

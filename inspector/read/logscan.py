@@ -404,6 +404,14 @@ class LogFile:
         got = self.payload_text(rec)
         return got[0] if got is not None else None
 
+    def stored_span(self, rec: Record) -> tuple[Any, int, int] | None:
+        """(the log's buffer, first byte, end) of the record's payload as stored, for readers that
+        find its lines by their lengths (`gti_row_digests`) and check each one they read; None for
+        a record without a payload or one known damaged."""
+        if not rec.has_payload or rec.index in self._bad or rec.index in self._bad_payload:
+            return None
+        return self._buf, rec.payload_start, rec.end
+
     def payload_text(self, rec: Record) -> tuple[bytes, list[bytes]] | None:
         """`payload_lines`, and the lines joined with newlines (what the md5 is of), for readers
         that search the whole payload: one join serves both."""

@@ -1,0 +1,59 @@
+"""Row digests of a node table: what a reader compares two ranks' rows by without reading them.
+
+Two ranks' tables of one stage usually differ in a few rows. Comparing them row by row means
+reading both payloads whole (md5 check, split into lines) for the sake of those few. The capture
+knows each row's line as it writes the table, so it writes, right after `gti_nodes`, a
+`gti_row_digests` record: each row's 8-byte BLAKE2b digest (of the row's JSON, without the comma
+that separates it from the next), the number of rows of each subgraph, and the byte length of
+every payload line. A reader compares the digest arrays (one C comparison), finds every line in
+the stored payload by the lengths, and reads only the rows whose digests differ, each checked
+against its digest as it is read.
+
+Only tables of at least `GTI_CAPTURE_DIGEST_ROWS` rows (default 1,000; 0: every table) get one:
+a smaller table is read whole at no cost worth saving, and the record would cost the training
+process (which makes small graphs' records itself) for nothing. docs/log-format.md,
+"gti_row_digests".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from typing import Any
+
+from graphtrain_inspect.capture import logformat
+
+# the digest's name in the record: a reader takes a record of a hash it knows only
+HASH = "blake2b-8"
+DIGEST_BYTES = 8
+ENV_ROWS = "GTI_CAPTURE_DIGEST_ROWS"
+MIN_ROWS = 1000
+
+
+def min_rows() -> int:
+    """The fewest rows a table has for its digests to be written (ENV_ROWS; a bad value: MIN_ROWS)."""
+    try:
+        return max(0, int(os.environ.get(ENV_ROWS, MIN_ROWS)))
+    except ValueError:
+        return MIN_ROWS
+
+
+def row_digest(line: bytes) -> bytes:
+    """The digest of one row line of `logformat.node_table_rows` (its separating comma off)."""
+    return hashlib.blake2b(line[:-1] if line[-1:] == b"," else line, digest_size=DIGEST_BYTES).digest()
+
+
+def row_digests_payload(gid: str, table_payload: bytes, least: int | None = None) -> dict[str, Any] | None:
+    """The `gti_row_digests` payload of a `gti_nodes` payload: {"gid", "hash", "rows" (per
+    subgraph), "lines" (every payload line's byte length), "digests" (hex, DIGEST_BYTES per row,
+    the rows of every subgraph in order)}; None when the table is not laid out one row per line
+    or has fewer than `least` rows (default `min_rows()`)."""
+    lines = table_payload.split(b"\n")
+    subs = logformat.node_table_rows(lines, table_payload)
+    if subs is None:
+        return None
+    counts = [len(rows) for _, rows in subs]
+    if sum(counts) < (min_rows() if least is None else least):
+        return None
+    digests = b"".join([row_digest(ln) for _, rows in subs for ln in rows])
+    return {"gid": gid, "hash": HASH, "rows": counts, "lines": list(map(len, lines)), "digests": digests.hex()}

@@ -1,0 +1,123 @@
+"""A node table's `gti_row_digests` record laid over the table's stored payload.
+
+The record (capture/row_digests.py) gives each row's digest, the rows of each subgraph and the
+byte length of every payload line, so a reader can say which rows of two tables differ by
+comparing digests, and read those rows alone straight from the log, without the md5 check and
+split of the whole payload that reading the table costs. Each row read this way is checked
+against its digest, and every subgraph head and the table's first and last lines are read and
+checked for their form when the record is laid over the payload; a row that is never read is
+taken to be what its digest says (the record's own md5 is checked as any payload's). Anything
+that does not fit gives None, and the reader reads the table whole as before.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from operator import ne
+from typing import TYPE_CHECKING, Any
+
+from graphtrain_inspect.capture import row_digests
+
+if TYPE_CHECKING:
+    from graphtrain_inspect.inspector.read.logscan import LogFile, Record
+
+_SUB_TAIL = b',"nodes":['
+
+
+class RowDigests:
+    """Where each line of one stored node table is, and each row's digest."""
+
+    __slots__ = ("_buf", "_starts", "_lens", "counts", "_line0", "_row0", "_raw", "_digests", "heads", "_begin", "_end")
+
+    def __init__(self, buf: Any, starts: list[int], lens: list[int], counts: list[int], digests: bytes):
+        self._buf = buf
+        self._starts = starts
+        self._lens = lens
+        self.counts = counts
+        # each subgraph's first row: its line number, and its index among all rows (a subgraph's
+        # head and closing line come before and after its rows)
+        self._line0 = list(itertools.accumulate((n + 2 for n in counts[:-1]), initial=2))
+        self._row0 = list(itertools.accumulate(counts[:-1], initial=0))
+        self._raw = digests
+        self._digests = memoryview(digests).cast("Q")
+        self.heads = [self.line(ln - 1) for ln in self._line0]
+        self._begin = starts[0]
+        self._end = starts[-1] + lens[-1]
+
+    def line(self, n: int) -> bytes:
+        a = self._starts[n]
+        return bytes(self._buf[a : a + self._lens[n]])
+
+    def row(self, sub: int, i: int) -> bytes | None:
+        """Row i of subgraph `sub` as `node_table_rows` gives it; None when its bytes are not
+        what its digest says (the log changed or is damaged)."""
+        line = self.line(self._line0[sub] + i)
+        g = (self._row0[sub] + i) * row_digests.DIGEST_BYTES
+        if row_digests.row_digest(line) != self._raw[g : g + row_digests.DIGEST_BYTES]:
+            return None
+        return line
+
+    def differing(self, other: "RowDigests") -> list[tuple[int, int]]:
+        """(subgraph, row) of the rows whose digests differ from `other`'s at the same place
+        (tables of the same layout)."""
+        if self._raw == other._raw:
+            return []
+        rows = itertools.compress(itertools.count(), map(ne, self._digests, other._digests))
+        return [self._place(g) for g in rows]
+
+    def rows_with(self, tokens: list[bytes]) -> set[tuple[int, int]]:
+        """(subgraph, row) of the rows whose line holds one of `tokens`, found at C speed in the
+        stored payload (heads and the table's other lines left out)."""
+        out: set[tuple[int, int]] = set()
+        buf, starts = self._buf, self._starts
+        for tok in tokens:
+            at = buf.find(tok, self._begin, self._end)
+            while at >= 0:
+                n = bisect.bisect_right(starts, at) - 1
+                k = bisect.bisect_right(self._line0, n) - 1
+                if k >= 0 and n < self._line0[k] + self.counts[k]:
+                    out.add((k, n - self._line0[k]))
+                at = buf.find(tok, starts[n] + self._lens[n], self._end)
+        return out
+
+    def _place(self, g: int) -> tuple[int, int]:
+        # the last subgraph starting at or before row g (an empty one before it starts there too)
+        k = bisect.bisect_right(self._row0, g) - 1
+        return k, g - self._row0[k]
+
+
+def laid_over(log: "LogFile", nodes: "Record", record: "Record", gid: str) -> RowDigests | None:
+    """The record's digests over the `gti_nodes` record `nodes` of graph `gid`, or None where the
+    record is of another hash or form, or does not fit the stored table line for line."""
+    if record.meta.get("hash") != row_digests.HASH:
+        return None
+    v = log.payload(record)
+    if not isinstance(v, dict) or v.get("gid") != gid or v.get("hash") != row_digests.HASH:
+        return None
+    counts, lens, hexed = v.get("rows"), v.get("lines"), v.get("digests")
+    if not (isinstance(counts, list) and counts and isinstance(lens, list) and isinstance(hexed, str)):
+        return None
+    if not all(type(x) is int and x >= 0 for x in itertools.chain(counts, lens)):
+        return None
+    if len(lens) != 2 + sum(counts) + 2 * len(counts) or len(hexed) != 2 * row_digests.DIGEST_BYTES * sum(counts):
+        return None
+    try:
+        digests = bytes.fromhex(hexed)
+    except ValueError:
+        return None
+    span = log.stored_span(nodes)
+    if span is None:
+        return None
+    buf, begin, end = span
+    # each line is stored as a tab, the line, a newline
+    starts = list(itertools.accumulate((n + 2 for n in lens[:-1]), initial=begin + 1))
+    if starts[-1] + lens[-1] + 1 != end or buf[begin : begin + 1] != b"\t":
+        return None
+    table = RowDigests(buf, starts, lens, counts, digests)
+    first = table.line(0)
+    if not first.startswith(b'{"gid":"' + gid.encode() + b'",') or not first.endswith(b'"graphs":['):
+        return None
+    if table.line(len(lens) - 1) != b"]}" or not all(h.endswith(_SUB_TAIL) for h in table.heads):
+        return None
+    return table

@@ -67,7 +67,8 @@ ALLOWED: dict[str, set[str]] = {
 # What read, diff and checks may take from capture: the log format and the symbol rules the writer
 # and the reader share, the rank normalization whose table hashes the writer records and the
 # reader takes (rank_tokens), the row selection whose result the writer records for the stale-symbol
-# check and the reader makes itself for tables without it (symbol_rows), the signature the launcher
+# check and the reader makes itself for tables without it (symbol_rows), the row digest the writer
+# records and the reader checks each row it reads against (row_digests), the signature the launcher
 # writes and replay verifies (signing), and the
 # one escaping of capture text for terminals the launcher's summary and the commands share
 # (terminal_text). Nothing that runs inside training.
@@ -76,6 +77,7 @@ SHARED_FORMAT = {
     f"{NS}.capture.symbol_usage",
     f"{NS}.capture.rank_tokens",
     f"{NS}.capture.symbol_rows",
+    f"{NS}.capture.row_digests",
     f"{NS}.capture.rank_ranges",
     f"{NS}.capture.signing",
     f"{NS}.capture.terminal_text",

@@ -101,17 +101,23 @@ def _knows_groups(row: NodeRow, ctx: RankContext) -> bool:
     return all(leaf in REDUCE_OPS or leaf in ctx.group_keys for _, leaf in _str_leaves(row))
 
 
+NO_DIGESTS = object()  # _pairs_from_digests: a table has no row digests
+
 # per subgraph: its head, the rows to compare, those that mention an own device, each side's row i
 _Pairs = list[tuple[bytes, list[int], set[int], Callable[[int], bytes | None], Callable[[int], bytes | None]]]
 
 
-def _pairs_from_digests(cap: "Capture", ra: int, ga: str, rb: int, gb: str, tokens: list[bytes]) -> _Pairs | None:
+def _pairs_from_digests(
+    cap: "Capture", ra: int, ga: str, rb: int, gb: str, tokens: list[bytes]
+) -> _Pairs | None | object:
     """Per subgraph: (head, rows to compare, rows that mention an own device, a's row i, b's
     row i), from the tables' row digests (`gti_row_digests`): the rows whose digests differ and
-    those the stored payloads show a token in, read alone. None where a table has none, or the
-    layouts differ (then the rows say it, or the tables)."""
+    those the stored payloads show a token in, read alone. None where the layouts differ (the
+    tables' rows would say the same); NO_DIGESTS where a table has none."""
     da, db = cap.row_digests(ra, ga), cap.row_digests(rb, gb)
-    if da is None or db is None or da.counts != db.counts or da.heads != db.heads:
+    if da is None or db is None:
+        return NO_DIGESTS
+    if da.counts != db.counts or da.heads != db.heads:
         return None
     todo: list[list[int]] = [[] for _ in da.counts]
     for k, i in da.differing(db):
@@ -150,10 +156,9 @@ def positional_rank_diff(
     if not ENABLED:
         return None
     tokens = _device_tokens(ctx_a, ctx_b)
-    pairs = _pairs_from_digests(cap, ra, ga, rb, gb, tokens) if DIGESTS else None
-    if pairs is None:
-        pairs = _pairs_from_rows(cap, ra, ga, rb, gb, tokens)
-    if pairs is None:
+    got = _pairs_from_digests(cap, ra, ga, rb, gb, tokens) if DIGESTS else NO_DIGESTS
+    pairs = _pairs_from_rows(cap, ra, ga, rb, gb, tokens) if got is NO_DIGESTS else got
+    if not isinstance(pairs, list):
         return None
     na, nb = GraphNormalizer(None, ctx_a), GraphNormalizer(None, ctx_b)
     groups_a, groups_b = _group_substitutions(ctx_a), _group_substitutions(ctx_b)

@@ -6,9 +6,10 @@ payloads are decoded when asked (node tables LRU-cached by node count, undecoded
 
 from __future__ import annotations
 
+from functools import partial
 from itertools import compress, repeat
 from operator import is_
-from typing import Any, Literal
+from typing import Any, Callable, Literal, Sequence
 
 import orjson
 
@@ -64,6 +65,7 @@ class Capture:
         self._rows = WeightedLRU(_ROWS_CACHE_BYTES, _TABLE_CACHE_SIZE)
         self._derived: dict[tuple[str, int, str | None], Any] = {}
         self._row_pool: dict[bytes, NodeRow | Literal[False]] = {}  # row line -> its row, or False (not a row)
+        self._digest_pool: dict[int, NodeRow | Literal[False]] = {}  # the same by row digest (gti_row_digests)
         # graphs ranks ran without making them, made by other ranks' passes: gid -> producing ranks
         self.shared: dict[str, identity.Shared] = {}
 
@@ -441,35 +443,55 @@ class Capture:
         return r or None
 
     def _table_from_rows(self, rank: int, gid: str) -> GraphTables | None:
-        """The node table from its undecoded rows (`node_rows`), each distinct row decoded and
-        validated once per capture (the row pool): the same tables `GraphTables.from_payload`
-        makes of the whole payload, row dicts shared with every table that has the same line.
-        None when the table is not laid out one row per line or a line does not parse alone."""
-        subs = self.node_rows(rank, gid)
-        if subs is None:
+        """The node table from its undecoded rows, each distinct row decoded and validated once
+        per capture (a row pool): the same tables `GraphTables.from_payload` makes of the whole
+        payload, row dicts shared with every table that has the same row. Where the table has row
+        digests (`row_digests`), a row whose digest is in the pool is not read, and each row
+        read is checked against its digest: a table whose rows are mostly another table's (the
+        other rank's, the stage before) costs the few rows it adds, not the md5 check and split of
+        its payload; rows are else taken from `node_rows`, keyed by their lines. None when the
+        table is not laid out one row per line or a line does not parse alone."""
+        d = self.row_digests(rank, gid)
+        if d is not None:
+            subs = [(head, d.sub_digests(k), partial(d.row, k)) for k, head in enumerate(d.heads)]
+            tables = self._table_of(gid, subs, self._digest_pool)
+            if tables is not None:
+                return tables
+        rows = self.node_rows(rank, gid)
+        if rows is None:
             return None
-        pool = self._row_pool
+        return self._table_of(gid, [(head, lines, lines.__getitem__) for head, lines in rows], self._row_pool)
+
+    def _table_of(
+        self, gid: str, subs: Sequence[tuple[bytes, Sequence[Any], Callable[[int], bytes | None]]], pool: dict
+    ) -> GraphTables | None:
+        """GraphTables of (subgraph head, each row's pool key, row i's line or None) per subgraph,
+        rows not in `pool` decoded into it; None where a line is not there or does not parse."""
         if len(pool) > _ROW_POOL_ROWS:
             pool.clear()
         graphs = []
         try:
-            for head, lines in subs:
+            for head, keys, line_of in subs:
                 h = logformat.decode_sub_head(head)
                 if not isinstance(h, dict):
                     return None
-                got = list(map(pool.get, lines))
+                got = list(map(pool.get, keys))
                 todo = list(compress(range(len(got)), map(is_, got, repeat(None))))
                 if todo:
+                    read = list(map(line_of, todo))
+                    if None in read:
+                        return None  # a row that is not what its digest says
+                    lines: list[bytes] = read  # type: ignore[assignment]  # no None among them
                     # the rows not in the pool, decoded in one call: a JSON array of their lines,
                     # each without its separating comma (as logformat.decode_row reads one)
-                    body = b",".join([ln[:-1] if ln[-1:] == b"," else ln for ln in map(lines.__getitem__, todo)])
+                    body = b",".join([ln[:-1] if ln[-1:] == b"," else ln for ln in lines])
                     rows = orjson.loads(b"[" + body + b"]")
                     if len(rows) != len(todo):
                         return None  # a line holding more than one value: not a row per line
                     for i, row in zip(todo, rows):
-                        got[i] = pool[lines[i]] = row if _row_ok(row) else False
+                        got[i] = pool[keys[i]] = row if _row_ok(row) else False
                 parent = h.get("parent_node")
-                nodes: list[NodeRow] = list(filter(None, got))  # type: ignore[arg-type]  # drops False too
+                nodes: list[NodeRow] = list(filter(None, got))  # drops False too
                 graphs.append(SubGraph(str(h.get("path") or ""), parent if isinstance(parent, str) else None, nodes))
         except orjson.JSONDecodeError:
             return None

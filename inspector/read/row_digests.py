@@ -15,7 +15,7 @@ from __future__ import annotations
 import bisect
 import itertools
 from operator import ne
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from graphtrain_inspect.capture import row_digests
 
@@ -58,6 +58,10 @@ class RowDigests:
             return None
         return line
 
+    def sub_digests(self, sub: int) -> Sequence[int]:
+        """Each row's digest of subgraph `sub`, as an integer (equal digests, equal integers)."""
+        return self._digests[self._row0[sub] : self._row0[sub] + self.counts[sub]]
+
     def differing(self, other: "RowDigests") -> list[tuple[int, int]]:
         """(subgraph, row) of the rows whose digests differ from `other`'s at the same place
         (tables of the same layout)."""
@@ -98,9 +102,13 @@ def laid_over(log: "LogFile", nodes: "Record", record: "Record", gid: str) -> Ro
     counts, lens, hexed = v.get("rows"), v.get("lines"), v.get("digests")
     if not (isinstance(counts, list) and counts and isinstance(lens, list) and isinstance(hexed, str)):
         return None
-    if not all(type(x) is int and x >= 0 for x in itertools.chain(counts, lens)):
+    # C-speed checks (a row per line: ~35k lengths); a bool is an int here, and a length it makes
+    # wrong fails the sums below or the digest of the row read
+    if not (all(map(isinstance, counts, itertools.repeat(int))) and all(map(isinstance, lens, itertools.repeat(int)))):
         return None
     if len(lens) != 2 + sum(counts) + 2 * len(counts) or len(hexed) != 2 * row_digests.DIGEST_BYTES * sum(counts):
+        return None
+    if min(counts) < 0 or min(lens) < 0:
         return None
     try:
         digests = bytes.fromhex(hexed)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 
+import pytest
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
@@ -52,10 +53,11 @@ def test_the_capture_writes_digests_after_tables_of_enough_rows(tmp_path, monkey
             assert d.differing(d) == []
 
 
-def _with_digests(src, dst) -> int:
+def _with_digests(src, dst, mutate=None) -> int:
     """A copy of capture `src` at `dst` whose logs have a `gti_row_digests` record after every
     node table, as a capture writes it with GTI_CAPTURE_DIGEST_ROWS=0: the bundled-size sample's
-    tables are below the default size. The number of records added."""
+    tables are below the default size; `mutate` edits each payload before it is written. The
+    number of records added."""
     shutil.copytree(src, dst)
     added = 0
     for log in dst.glob("*_gti.log"):
@@ -68,6 +70,8 @@ def _with_digests(src, dst) -> int:
             gid = env["artifact"]["gid"]
             digests = row_digests.row_digests_payload(gid, b"\n".join(p[1:] for p in payload_lines), least=0)
             assert digests is not None
+            if mutate is not None:
+                mutate(digests)
             meta = {"gid": gid, "hash": row_digests.HASH}
             out.append(logformat.encode_record(logformat.ROW_DIGESTS, digests, rank=env["rank"], meta=meta))
             added += 1
@@ -132,3 +136,37 @@ def test_rows_found_and_checked_in_the_stored_payload(tmp_path, monkeypatch):
         assert d is not None
         assert d.row(0, victim) is None
         assert d.row(0, victim - 1) == lines[victim - 1]
+        # the table, read whole, is not made of rows that fail their digests: the payload's md5
+        # fails, and the damage is a reading problem naming the log, as without digests
+        assert not [e for e in cap.all_errors() if e.path == str(log)]
+        cap.node_table(0, gid)
+        assert [e for e in cap.all_errors() if e.path == str(log)]
+
+
+def _shift_a_length(p):
+    p["lines"][3] += 1
+    p["lines"][4] -= 1
+
+
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        lambda p: p.update(hash="sha1-8"),
+        lambda p: p.update(digests=p["digests"][:-2]),
+        lambda p: p.update(digests="zz" + p["digests"][2:]),
+        lambda p: p.update(lines=p["lines"][:-1]),
+        lambda p: p.update(lines=[-1, *p["lines"][1:]]),
+        lambda p: p.update(rows=["1"]),
+        lambda p: p.update(gid="g0000000000000000"),
+        _shift_a_length,
+    ],
+    ids=["hash", "short", "not-hex", "lines", "negative", "rows", "gid", "shifted"],
+)
+def test_a_record_that_does_not_fit_changes_no_report(sample_capture, tmp_path, mutate):
+    """A digests record of another hash, form or table (damage, another writer) is not laid over
+    the table, or its rows fail their digests as they are read: the report is the one the
+    capture gives without digests."""
+    src = sample_capture(*ALL_BUGS)
+    path = tmp_path / "digests"
+    _with_digests(src, path, mutate)
+    assert _report(path) == _report(src)

@@ -2,7 +2,8 @@
 # `check` against tlparse on a quiet many-core machine, one core each (taskset), as issue 33's
 # table measures them: tlparse over every rank's log one after another, `check --json -j 1`, the
 # same with the capture's `gti_symbol_rows` records ignored (the walk selecting rows from whole
-# tables, as before them), and `check -j N` on N cores. Three runs each; every report of a
+# tables, as before them), the same with its `gti_row_digests` ignored (rank diffs and tables from
+# whole payloads), and `check -j N` on N cores. Three runs each; every report of a
 # capture must be the same document (the findings do not depend on N or on the records).
 #
 #     bash benchmarks/gpu/check_speed.sh OUT CAPTURE.tar.xz...
@@ -29,6 +30,11 @@ timed() { # label cores command...: prints the wall seconds of the command, outp
   say "$label cores=$cores rc=$rc $(awk "BEGIN{printf \"%.3f\", $t1 - $t0}") s"
 }
 say "machine: $(nproc) cores, $(uname -r), load $(cut -d' ' -f1 /proc/loadavg)"
+nodig='import sys
+from graphtrain_inspect.inspector.read import row_digests as d
+d.ENABLED = False
+from graphtrain_inspect.inspector.cli.main import main
+sys.exit(main(sys.argv[1:]))'
 norec='import sys
 from graphtrain_inspect.inspector.checks import stale_unbacked_symbol as s
 s._recorded_rows = lambda ctx, rank, gid: None
@@ -54,6 +60,8 @@ for archive in "$@"; do
     cp "$out/last" "$out/$name.j1.json"
     timed "$name check -j 1 (records ignored)" "$c0" "$py" -c "$norec" check "$cap" --json -j 1
     cmp -s "$out/last" "$out/$name.j1.json" || say "$name DIFFERENT (records ignored)"
+    timed "$name check -j 1 (row digests ignored)" "$c0" "$py" -c "$nodig" check "$cap" --json -j 1
+    cmp -s "$out/last" "$out/$name.j1.json" || say "$name DIFFERENT (row digests ignored)"
   done
   for n in $jobs; do
     for i in 1 2 3; do

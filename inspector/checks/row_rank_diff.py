@@ -47,8 +47,6 @@ if TYPE_CHECKING:
 
 # off: the checks read every table whole (rank diffs, stale symbols); tests compare both ways
 ENABLED = True
-# off: the rows are compared as `Capture.node_rows` gives them, never by `gti_row_digests`
-DIGESTS = True
 
 
 class _SameNames(dict):
@@ -156,7 +154,7 @@ def positional_rank_diff(
     if not ENABLED:
         return None
     tokens = _device_tokens(ctx_a, ctx_b)
-    got = _pairs_from_digests(cap, ra, ga, rb, gb, tokens) if DIGESTS else NO_DIGESTS
+    got = _pairs_from_digests(cap, ra, ga, rb, gb, tokens)
     pairs = _pairs_from_rows(cap, ra, ga, rb, gb, tokens) if got is NO_DIGESTS else got
     if not isinstance(pairs, list):
         return None

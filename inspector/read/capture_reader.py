@@ -16,6 +16,7 @@ import orjson
 from graphtrain_inspect.capture import logformat
 from graphtrain_inspect.capture.logformat import NodeRow
 from graphtrain_inspect.inspector.read import identity, torch_trace
+from graphtrain_inspect.inspector.read import row_digests as digest_records
 from graphtrain_inspect.inspector.read.capture_records import (
     GraphRef,
     PassRecord,
@@ -519,6 +520,8 @@ class Capture:
     def row_digests(self, rank: int, gid: str) -> RowDigests | None:
         """The graph's `gti_row_digests` laid over its stored node table (inspector/read/row_digests.py),
         or None where there is none (small tables, older captures) or it does not fit the table."""
+        if not digest_records.ENABLED:
+            return None
         key = ("digests", rank, gid)  # laid over this rank's log
         if key in self._rows:
             return self._rows.get(key)

@@ -24,6 +24,10 @@ if TYPE_CHECKING:
 
 _SUB_TAIL = b',"nodes":['
 
+# off: readers never lay a record over its table (they read tables whole, as without records);
+# tests and benchmarks compare both ways
+ENABLED = True
+
 
 class RowDigests:
     """Where each line of one stored node table is, and each row's digest."""

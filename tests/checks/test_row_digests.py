@@ -14,6 +14,7 @@ from graphtrain_inspect.capture import logformat, row_digests, session
 from graphtrain_inspect.capture.logformat import split_records
 from graphtrain_inspect.inspector.checks import check_report
 from graphtrain_inspect.inspector.checks import row_rank_diff as rrd
+from graphtrain_inspect.inspector.read import row_digests as read_digests
 from graphtrain_inspect.inspector.read.capture_index import open_capture
 from graphtrain_inspect.samples.bugs import ALL as ALL_BUGS
 from tests.capture_utils import drop_relu, records
@@ -105,7 +106,7 @@ def test_reports_read_by_digests_are_the_reports_read_from_tables(sample_capture
     assert any(used)
     assert _report(path, jobs=2) == reference
     with monkeypatch.context() as m:
-        m.setattr(rrd, "DIGESTS", False)
+        m.setattr(read_digests, "ENABLED", False)
         assert _report(path) == reference
 
 

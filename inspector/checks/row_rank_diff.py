@@ -164,7 +164,7 @@ def positional_rank_diff(
     for head, todo, sensitive, row_a, row_b in pairs:
         try:
             path = str(logformat.decode_sub_head(head).get("path") or "")
-        except orjson.JSONDecodeError:
+        except (orjson.JSONDecodeError, AttributeError):  # AttributeError: a head that is no object
             return None
         nodes: list[NodeDiff] = []
         for i in todo:

@@ -171,3 +171,27 @@ def test_a_record_that_does_not_fit_changes_no_report(sample_capture, tmp_path, 
     path = tmp_path / "digests"
     _with_digests(src, path, mutate)
     assert _report(path) == _report(src)
+
+
+@pytest.mark.parametrize(
+    "name", ["h200x2-rank-baked", "h200x4-fsdp2-compile-rank-literal", "h200x2-rank-recompile-divergent"]
+)
+def test_gpu_captures_read_by_digests_report_the_same(bundled_capture, tmp_path, monkeypatch, name):
+    """Captures recorded on GPUs, whose rows name each rank's own device (`cuda:N`: rows a rank
+    diff reads whatever their digests say): with digests after every table, rank diffs made from
+    them, rows with an own device found in the stored payloads, the same report."""
+    src = bundled_capture(name)
+    path = tmp_path / name
+    assert _with_digests(src, path) > 0
+    reference = _report(src)
+    found: list[int] = []
+    real = read_digests.RowDigests.rows_with
+
+    def rows_with(self, tokens):
+        got = real(self, tokens)
+        found.append(len(got))
+        return got
+
+    monkeypatch.setattr(read_digests.RowDigests, "rows_with", rows_with)
+    assert _report(path) == reference
+    assert sum(found) > 0

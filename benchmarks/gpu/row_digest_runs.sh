@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Row digests on GPUs: the sample with every planted bug on NGPU GPUs (NCCL), every node table with
+# its `gti_row_digests` (GTI_CAPTURE_DIGEST_ROWS=0), once with every graph's records made in the
+# training process and once with every graph's made by a forked child (GTI_CAPTURE_DEFER_NODES);
+# then `check --json` of each read by the digests and with them ignored: the two reports must be
+# the same document, and the two captures' reports too.
+#
+#     bash benchmarks/gpu/row_digest_runs.sh NGPU OUT
+#
+# Needs the package and orjson importable (PYTHONPATH); DEVICE=cpu tries it on a CPU machine. Prints a line per step; exit 1 if a pair
+# of reports differs.
+set -u
+NGPU=${1:?number of GPUs}
+OUT=${2:?output directory}
+mkdir -p "$OUT"
+PY=${PYTHON:-python3}
+export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+nodig='import sys
+from graphtrain_inspect.inspector.read import row_digests as d
+d.ENABLED = False
+from graphtrain_inspect.inspector.cli.main import main
+sys.exit(main(sys.argv[1:]))'
+bad=0
+for mode in here child; do
+  defer=$([ "$mode" = here ] && echo 0 || echo 1)
+  cap=$OUT/cap-$mode
+  GTI_CAPTURE_DIGEST_ROWS=0 GTI_CAPTURE_DEFER_NODES=$defer $PY -m graphtrain_inspect.inspector.cli capture --out "$cap" \
+    --pass graphtrain_inspect.samples.pipeline:PIPELINE --no-inductor -- \
+    $PY -m torch.distributed.run --standalone --nproc-per-node "$NGPU" -m graphtrain_inspect.samples.train \
+    --device "${DEVICE:-cuda}" --steps 3 --quiet --bug rank-baked --bug rank-divergent --bug device-literal --bug stale-symbol \
+    >"$OUT/capture-$mode.txt" 2>&1
+  echo "capture $mode: exit $?, $(grep -c gti_row_digests "$cap"/*_gti.log | tr '\n' ' ')"
+  $PY -m graphtrain_inspect.inspector.cli check --json "$cap" >"$OUT/$mode.json" 2>"$OUT/$mode.err"
+  echo "check $mode: exit $?"
+  $PY -c "$nodig" check --json "$cap" >"$OUT/$mode.nodig.json" 2>>"$OUT/$mode.err"
+  if cmp -s "$OUT/$mode.json" "$OUT/$mode.nodig.json"; then echo "$mode: same report with digests ignored"; else echo "$mode: DIFFERENT with digests ignored"; bad=1; fi
+done
+if cmp -s "$OUT/here.json" "$OUT/child.json"; then echo "here and child: same report"; else echo "here and child: DIFFERENT"; bad=1; fi
+$PY - "$OUT/here.json" <<'PYEOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+print("findings:", r["summary"]["by_kind"], "errors", r["summary"]["error"], "warnings", r["summary"]["warning"])
+PYEOF
+exit $bad

@@ -87,23 +87,31 @@ def _report(path, jobs: int = 1) -> dict:
 
 def test_reports_read_by_digests_are_the_reports_read_from_tables(sample_capture, tmp_path, monkeypatch):
     """The capture with every bug planted (ranks that differ in literals, devices, process
-    groups): with digests, the rank diffs read by them (and so with -j 2) report what the
-    capture without them reports."""
+    groups): with digests, the positional rank diffs and the tables read by them (and so with -j
+    2) report what the capture without them reports."""
     src = sample_capture(*ALL_BUGS)
     path = tmp_path / "digests"
     assert _with_digests(src, path) > 0
     reference = _report(src)
-    used = []
+    used: list[bool] = []
     real = rrd._pairs_from_digests
 
     def counted(*a):
         got = real(*a)
-        used.append(got is not None)
+        used.append(isinstance(got, list))
         return got
 
+    decoded: list[int] = []  # the tables decoded from the digest pool (their subgraphs' digests)
+    real_sub = read_digests.RowDigests.sub_digests
+
+    def sub_digests(self, sub):
+        decoded.append(sub)
+        return real_sub(self, sub)
+
     monkeypatch.setattr(rrd, "_pairs_from_digests", counted)
+    monkeypatch.setattr(read_digests.RowDigests, "sub_digests", sub_digests)
     assert _report(path) == reference
-    assert any(used)
+    assert any(used) and decoded
     assert _report(path, jobs=2) == reference
     with monkeypatch.context() as m:
         m.setattr(read_digests, "ENABLED", False)

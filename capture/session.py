@@ -229,9 +229,9 @@ class Session(SessionChildren):
         return gid
 
     def _graph_records(self, gm: Any, frame: _Frame | None, role: str) -> tuple[str | None, bool, bool, Any]:
-        """Write a graph's records (code, node table, symbol rows and map, device table) unless
-        its gid was written before: (gid or None, whether its table was made, whether it is new,
-        its shape env)."""
+        """Write a graph's records (code, node table, row digests, symbol rows and map, device
+        table) unless its gid was written before: (gid or None, whether its table was made,
+        whether it is new, its shape env)."""
         from graphtrain_inspect.capture import graph_tables, rank_tokens, row_digests, symbol_rows
 
         cache = self.table_cache

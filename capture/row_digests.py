@@ -21,8 +21,6 @@ import hashlib
 import os
 from typing import Any
 
-from graphtrain_inspect.capture import logformat
-
 # the digest's name in the record: a reader takes a record of a hash it knows only
 HASH = "blake2b-8"
 DIGEST_BYTES = 8
@@ -43,13 +41,14 @@ def row_digest(line: bytes) -> bytes:
     return hashlib.blake2b(line[:-1] if line[-1:] == b"," else line, digest_size=DIGEST_BYTES).digest()
 
 
-def row_digests_payload(gid: str, table_payload: bytes, least: int | None = None) -> dict[str, Any] | None:
-    """The `gti_row_digests` payload of a `gti_nodes` payload: {"gid", "hash", "rows" (per
-    subgraph), "lines" (every payload line's byte length), "digests" (hex, DIGEST_BYTES per row,
-    the rows of every subgraph in order)}; None when the table is not laid out one row per line
-    or has fewer than `least` rows (default `min_rows()`)."""
-    lines = table_payload.split(b"\n")
-    subs = logformat.node_table_rows(lines, table_payload)
+def row_digests_payload(
+    gid: str, lines: list[bytes], subs: list[tuple[bytes, list[bytes]]] | None, least: int | None = None
+) -> dict[str, Any] | None:
+    """The `gti_row_digests` payload of a `gti_nodes` payload, given as its lines (`split(b"\\n")`)
+    and their `logformat.node_table_rows` (the caller has them for the symbol rows too): {"gid",
+    "hash", "rows" (per subgraph), "lines" (every payload line's byte length), "digests" (hex,
+    DIGEST_BYTES per row, the rows of every subgraph in order)}; None when the table is not laid
+    out one row per line (`subs` None) or has fewer than `least` rows (default `min_rows()`)."""
     if subs is None:
         return None
     counts = [len(rows) for _, rows in subs]

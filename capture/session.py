@@ -263,12 +263,15 @@ class Session(SessionChildren):
                 if norm is not None:
                     nodes_meta = {**meta, rank_tokens.NORM: norm}
             self._write(logformat.NODES, payload, nodes_meta)
+            subs = None  # the table's rows as lines, split once for the digests and the symbol rows
             with self.recorded(f"row digests ({role})", frame):
-                digests = row_digests.row_digests_payload(gid, payload)
+                lines = payload.split(b"\n")
+                subs = logformat.node_table_rows(lines, payload)
+                digests = row_digests.row_digests_payload(gid, lines, subs)
                 if digests is not None:
                     self._write(logformat.ROW_DIGESTS, digests, {"gid": gid, "hash": row_digests.HASH})
             with self.recorded(f"symbol rows ({role})", frame):
-                rows = symbol_rows.symbol_rows_payload(gid, payload, tables)
+                rows = symbol_rows.symbol_rows_payload(gid, payload, tables, subs)
                 if rows is not None:
                     self._write(logformat.SYMBOL_ROWS, rows, {"gid": gid, "rule": symbol_rows.RULE})
             with self.recorded(f"symbol map ({role})", frame):

@@ -238,12 +238,19 @@ def trim_row(row: Mapping[str, Any], names: set[str] | None = None) -> dict[str,
     return out
 
 
-def symbol_rows_payload(gid: str, table_payload: bytes, tables: Mapping[str, Any] | None = None) -> bytes | None:
+def symbol_rows_payload(
+    gid: str,
+    table_payload: bytes,
+    tables: Mapping[str, Any] | None = None,
+    subs: list[tuple[bytes, list[bytes]]] | None = None,
+) -> bytes | None:
     """The `gti_symbol_rows` payload of a `gti_nodes` payload (one row per line): the same layout,
     every subgraph head, and the kept rows trimmed (`trim_row`); None when the table is not laid
     out one row per line. `tables`: the table the payload encodes, where the caller has it (the
-    capture): its rows are taken instead of decoding their lines."""
-    subs = logformat.node_table_rows(table_payload.split(b"\n"), table_payload)
+    capture): its rows are taken instead of decoding their lines. `subs`: the payload's
+    `logformat.node_table_rows`, where the caller has them (else they are made here)."""
+    if subs is None:
+        subs = logformat.node_table_rows(table_payload.split(b"\n"), table_payload)
     if subs is None:
         return None
     heads = [logformat.decode_sub_head(h) for h, _ in subs]

@@ -69,7 +69,9 @@ def _with_digests(src, dst, mutate=None) -> int:
             if logformat.record_kind(env) != logformat.NODES:
                 continue
             gid = env["artifact"]["gid"]
-            digests = row_digests.row_digests_payload(gid, b"\n".join(p[1:] for p in payload_lines), least=0)
+            lines = [p[1:] for p in payload_lines]
+            subs = logformat.node_table_rows(lines)
+            digests = row_digests.row_digests_payload(gid, lines, subs, least=0)
             assert digests is not None
             if mutate is not None:
                 mutate(digests)

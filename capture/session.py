@@ -102,18 +102,12 @@ class Session(SessionChildren):
 
     # -- records -------------------------------------------------------------------------------
 
-    def _write(self, kind: str, payload: Any, meta: dict | None = None, compile_id: dict | None = None) -> bool:
+    def _write(self, kind: str, payload: Any, meta: dict | None = None, compile_id: dict | None = None) -> None:
         self._ensure_header()
         if compile_id is None:
             compile_id = _compile_id_fields()  # inside torch.compile: filed under that compile
-        if self.queue and not self._flushing:
-            # behind a graph a child is still recording: written in turn, its graph ids then known
-            self.queue.append(lambda: self._write_now(kind, payload, meta, compile_id))
-            return True
-        return self._write_now(kind, payload, meta, compile_id)
-
-    def _write_now(self, kind: str, payload: Any, meta: dict | None, compile_id: dict | None) -> bool:
-        return self.log.write(kind, resolved(payload), meta=resolved(meta), compile_id=compile_id)
+        # behind a graph a child is still recording: written in turn, its graph ids then known
+        self._emit(lambda: self.log.write(kind, resolved(payload), meta=resolved(meta), compile_id=compile_id))
 
     def _ensure_header(self) -> None:
         if not self.header_written:

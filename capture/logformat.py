@@ -247,19 +247,21 @@ class NodeRow(_NodeRowKeys, total=False):
 # wants to compare or filter rows without parsing them (two ranks' tables that differ in a few
 # rows, rows that mention an unbacked symbol) splits the lines with `node_table_rows`.
 
-_TABLE_HEAD = b'"graphs":['
-_SUB_TAIL = b',"nodes":['
+# how a table's first line and each subgraph's head line end: readers that find the lines without
+# splitting the payload (rank_tokens, inspector/read/row_digests.py) check them by these
+TABLE_HEAD = b'"graphs":['
+SUB_TAIL = b',"nodes":['
 
 
 def encode_node_table(tables: dict[str, Any]) -> bytes:
     """The table's JSON without a gid, one row per line: `{"graphs":[` … `]}`."""
     dumps = orjson.dumps
     opt = orjson.OPT_NON_STR_KEYS
-    parts = [b"{" + _TABLE_HEAD]
+    parts = [b"{" + TABLE_HEAD]
     graphs = tables["graphs"]
     for gi, g in enumerate(graphs):
         head = dumps({"path": g["path"], "parent_node": g["parent_node"]}, option=opt)
-        parts.append(head[:-1] + _SUB_TAIL)
+        parts.append(head[:-1] + SUB_TAIL)
         rows = [dumps(r, option=opt) for r in g["nodes"]]
         if rows:
             parts.append(b",\n".join(rows))
@@ -279,7 +281,7 @@ def node_table_rows(lines: list[bytes], joined: bytes | None = None) -> list[tup
     reads one); None when the table is not laid out one row per line (format
     version 1, or damage): then decode the payload as a whole. `joined`: the lines joined with
     newlines, where the caller has them."""
-    if len(lines) < 3 or not lines[0].endswith(_TABLE_HEAD) or lines[-1] != b"]}":
+    if len(lines) < 3 or not lines[0].endswith(TABLE_HEAD) or lines[-1] != b"]}":
         return None
     # the subgraph heads' line numbers, found in the joined lines at C speed (a loop over the
     # lines in Python costs more than the rest of reading a large table)
@@ -300,7 +302,7 @@ def node_table_rows(lines: list[bytes], joined: bytes | None = None) -> list[tup
         end = heads[k + 1] - 1 if k + 1 < len(heads) else len(lines) - 2  # the subgraph's "]}" line
         close = lines[end] if end > h else b""
         head = lines[h]
-        if not head.endswith(_SUB_TAIL) or close != (b"]}," if k + 1 < len(heads) else b"]}"):
+        if not head.endswith(SUB_TAIL) or close != (b"]}," if k + 1 < len(heads) else b"]}"):
             return None
         out.append((head, lines[h + 1 : end]))
     return out
@@ -308,7 +310,7 @@ def node_table_rows(lines: list[bytes], joined: bytes | None = None) -> list[tup
 
 def decode_sub_head(head: bytes) -> dict[str, Any]:
     """A subgraph head of `node_table_rows`: {"path", "parent_node"}."""
-    return orjson.loads(head[: -len(_SUB_TAIL)] + b"}")
+    return orjson.loads(head[: -len(SUB_TAIL)] + b"}")
 
 
 def decode_row(line: bytes) -> Any:

@@ -23,6 +23,8 @@ from typing import Any, Iterable
 
 import orjson
 
+from graphtrain_inspect.capture import logformat
+
 REDUCE_OPS = frozenset(
     {"sum", "avg", "product", "prod", "min", "max", "band", "bor", "bxor", "premul_sum", "SUM", "AVG", "MAX", "MIN"}
 )
@@ -161,7 +163,6 @@ def digest_rewrites(keys: dict[str, str], own_device: str | None) -> Rewrites | 
 
 _OWN = orjson.dumps(OWN_DEVICE)
 _TARGET = b'"target":"'
-_TABLE_HEAD = b'"graphs":['  # the end of a node table's first line (logformat.node_table_rows)
 
 
 def _is_collective_row(row: bytes) -> bool:
@@ -194,7 +195,7 @@ def table_digest(text: bytes, rw: Rewrites) -> bytes | None:
     SHA extensions (half blake2b's time on 1.7 MB tables)."""
     groups, own = rw
     first = text.find(b"\n")
-    if first < 0 or not text[:first].endswith(_TABLE_HEAD) or not text.endswith(b"\n]}"):
+    if first < 0 or not text[:first].endswith(logformat.TABLE_HEAD) or not text.endswith(b"\n]}"):
         return None
     view = memoryview(text)
     h = hashlib.sha256()

@@ -17,12 +17,10 @@ import itertools
 from operator import ne
 from typing import TYPE_CHECKING, Any, Sequence
 
-from graphtrain_inspect.capture import row_digests
+from graphtrain_inspect.capture import logformat, row_digests
 
 if TYPE_CHECKING:
     from graphtrain_inspect.inspector.read.logscan import LogFile, Record
-
-_SUB_TAIL = b',"nodes":['
 
 # off: readers never lay a record over its table (they read tables whole, as without records);
 # tests and benchmarks compare both ways
@@ -128,8 +126,8 @@ def laid_over(log: "LogFile", nodes: "Record", record: "Record", gid: str) -> Ro
         return None
     table = RowDigests(buf, starts, lens, counts, digests)
     first = table.line(0)
-    if not first.startswith(b'{"gid":"' + gid.encode() + b'",') or not first.endswith(b'"graphs":['):
+    if not first.startswith(b'{"gid":"' + gid.encode() + b'",') or not first.endswith(logformat.TABLE_HEAD):
         return None
-    if table.line(len(lens) - 1) != b"]}" or not all(h.endswith(_SUB_TAIL) for h in table.heads):
+    if table.line(len(lens) - 1) != b"]}" or not all(h.endswith(logformat.SUB_TAIL) for h in table.heads):
         return None
     return table

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The GPU matrix of benchmarks/gpu/identity_runs.sh with every node table's row digests written
+# (GTI_CAPTURE_DIGEST_ROWS=0: its programs' tables are under the 1,000-row floor), then each
+# capture's `check --json` run twice and once with the digests ignored (`row_digests.ENABLED`):
+# a line per capture with its exit status, whether the three reports are one document, its
+# digest records and its findings; then benchmarks/gpu/row_digest_runs.sh.
+#
+#     bash benchmarks/gpu/identity_with_digests.sh NGPU
+#
+# From the repository root, the package and orjson importable (PYTHONPATH); writes under /tmp.
+set -u
+NGPU=${1:?number of GPUs}
+export GTI_CAPTURE_DIGEST_ROWS=0
+bash benchmarks/gpu/identity_runs.sh "$NGPU" /tmp/id > /tmp/id.out 2>&1; echo "identity_runs exit $?"
+nodig='import sys
+from graphtrain_inspect.inspector.read import row_digests as d
+d.ENABLED = False
+from graphtrain_inspect.inspector.cli.main import main
+sys.exit(main(sys.argv[1:]))'
+mkdir -p /tmp/idx
+for f in /tmp/id/*.tar.xz; do
+  tar -xJf "$f" -C /tmp/idx
+  n=$(basename "$f" .tar.xz); c=/tmp/idx/$n
+  python3 -m graphtrain_inspect.inspector.cli check --json "$c" > /tmp/idx/$n.1.json 2>/dev/null; rc=$?
+  python3 -m graphtrain_inspect.inspector.cli check --json "$c" > /tmp/idx/$n.2.json 2>/dev/null
+  python3 -c "$nodig" check --json "$c" > /tmp/idx/$n.nd.json 2>/dev/null
+  same=$(cmp -s /tmp/idx/$n.1.json /tmp/idx/$n.2.json && echo same-twice || echo DIFFERENT-twice)
+  nd=$(cmp -s /tmp/idx/$n.1.json /tmp/idx/$n.nd.json && echo same-digests-ignored || echo DIFFERENT-digests-ignored)
+  dig=$(cat $c/*_gti.log | grep -c gti_row_digests)
+  summ=$(python3 -c "import json,sys; s=json.load(open(sys.argv[1]))['summary']; print('E',s['error'],'W',s['warning'],'I',s['info'],'read_errors',len(s['read_errors']),s['by_kind'])" /tmp/idx/$n.1.json)
+  echo "$n rc=$rc $same $nd digests=$dig $summ"
+done
+unset GTI_CAPTURE_DIGEST_ROWS
+bash benchmarks/gpu/row_digest_runs.sh "$NGPU" /tmp/rdr

@@ -261,7 +261,7 @@ class Session(SessionChildren):
             with self.recorded(f"row digests ({role})", frame):
                 lines = payload.split(b"\n")
                 subs = logformat.node_table_rows(lines, payload)
-                digests = row_digests.row_digests_payload(gid, lines, subs)
+                digests = row_digests.row_digests_payload(gid, lines, subs, graphs=tables["graphs"])
                 if digests is not None:
                     self._write(logformat.ROW_DIGESTS, digests, {"gid": gid, "hash": row_digests.HASH})
             with self.recorded(f"symbol rows ({role})", frame):

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Hashable, Iterable
 
 from graphtrain_inspect.capture import logformat
+from graphtrain_inspect.inspector.checks.anchored_rank_diff import anchored_rank_diff
 from graphtrain_inspect.inspector.checks.findings import Finding, NotRun
 from graphtrain_inspect.inspector.checks.rank_classes import class_rank_diff
 from graphtrain_inspect.inspector.checks.row_rank_diff import positional_rank_diff
@@ -286,6 +287,10 @@ class CheckContext:
                 d = class_rank_diff(self, key, ref, other) if self.classes else None
             if d is None:
                 d = positional_rank_diff(
+                    self.cap, ref, ga, self._stage_ctx(ref, ga), other, gb, self._stage_ctx(other, gb)
+                )
+            if d is None and ga != gb:
+                d = anchored_rank_diff(
                     self.cap, ref, ga, self._stage_ctx(ref, ga), other, gb, self._stage_ctx(other, gb)
                 )
             if d is None:

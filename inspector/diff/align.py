@@ -509,7 +509,6 @@ def _align(pa: Parts, pb: Parts) -> tuple[list[int], list[int], list[tuple[int, 
     """(ma, mb, pairs): ma[i] the b row matched with a's row i, else -1 (ma[len(a)] == -1: a ref
     to no row); mb alike; the matched pairs in the order they were matched."""
     na, nb = len(pa.rows), len(pb.rows)
-    sa, sb = pa.sigs, pb.sigs
     ma = [-1] * (na + 1)
     mb = [-1] * (nb + 1)
     order: list[tuple[int, int]] = []  # matched pairs, in order
@@ -553,54 +552,93 @@ def _align(pa: Parts, pb: Parts) -> tuple[list[int], list[int], list[tuple[int, 
         j -= 1
     suf = na - 1 - i
     if pre < na - suf and pre < nb - suf:
-        mid_a, mid_b = range(pre, na - suf), range(pre, nb - suf)
-        ids: dict[tuple, int] = {}
-        ka, kb = pa.keys(ids, mid_a), pb.keys(ids, mid_b)
-        for i, j in _lis(_unique_pairs(ka, kb, mid_a, mid_b, len(ids))):
+        _align_middle(pa, pb, ma, mb, order, range(pre, na - suf), range(pre, nb - suf))
+    return ma, mb, order
+
+
+def align_seeded(
+    pa: Parts, pb: Parts, seeds: Iterable[tuple[int, int]]
+) -> tuple[list[int], list[int], list[tuple[int, int]]]:
+    """_align's result where `seeds` are matched beforehand (pairs known by other means: rows
+    that are the same bytes on both sides) and every other row is matched as _align matches the
+    rows between its common prefix and suffix."""
+    na, nb = len(pa.rows), len(pb.rows)
+    ma = [-1] * (na + 1)
+    mb = [-1] * (nb + 1)
+    order: list[tuple[int, int]] = []
+    for i, j in seeds:
+        ma[i] = j
+        mb[j] = i
+        order.append((i, j))
+    mid_a = [i for i in range(na) if ma[i] < 0]
+    mid_b = [j for j in range(nb) if mb[j] < 0]
+    if mid_a and mid_b:
+        _align_middle(pa, pb, ma, mb, order, mid_a, mid_b)
+    return ma, mb, order
+
+
+def _align_middle(
+    pa: Parts,
+    pb: Parts,
+    ma: list[int],
+    mb: list[int],
+    order: list[tuple[int, int]],
+    mid_a: Sequence[int],
+    mid_b: Sequence[int],
+) -> None:
+    """Match the unmatched rows `mid_a` with `mid_b` (in order): anchors of unique local keys,
+    propagation along edges from every matched pair, then the gaps between matched rows."""
+    na, nb = len(pa.rows), len(pb.rows)
+    sa, sb = pa.sigs, pb.sigs
+    ins_a = pa.ins
+    mget = ma.__getitem__
+    add = order.append
+    ids: dict[tuple, int] = {}
+    ka, kb = pa.keys(ids, mid_a), pb.keys(ids, mid_b)
+    for i, j in _lis(_unique_pairs(ka, kb, mid_a, mid_b, len(ids))):
+        ma[i] = j
+        mb[j] = i
+        add((i, j))
+    # every row that propagation can still match is in the middle and unmatched now (U):
+    # only the users among U matter to it, and only the pairs of a row next to one in U
+    u_a = [i for i in mid_a if ma[i] < 0]
+    ua = _users_of(pa, u_a)
+    ub = _users_of(pb, [j for j in mid_b if mb[j] < 0])
+    in_u = set(u_a)
+    near = set(ua)
+    near.update(compress(range(na), map(not_, map(in_u.isdisjoint, ins_a))))
+    queue = list(compress(order, map(near.__contains__, map(_FIRST, order))))
+    _propagate(pa, pb, ma, mb, order, queue, near, ua, ub)
+    # gaps between matched nodes, in order on both sides: those with an unmatched a row
+    ii = list(compress(range(na), map((-1).__lt__, ma[:na])))  # matched a rows, in order
+    jj = list(map(mget, ii))
+    if not _increasing(jj):
+        mono = _lis(list(zip(ii, jj)))
+        ii, jj = [i for i, _ in mono], [j for _, j in mono]
+    ii.append(na)
+    jj.append(nb)
+    extra: list[tuple[int, int]] = []
+    gaps: dict[int, list[int]] = {}
+    for x in mid_a:
+        if ma[x] < 0:
+            k = bisect.bisect_left(ii, x)
+            if k in gaps:
+                gaps[k].append(x)
+            else:
+                gaps[k] = [x]
+    for k, ia in gaps.items():
+        pj = jj[k - 1] if k else -1
+        ib = [y for y in range(pj + 1, jj[k]) if mb[y] < 0]
+        _match_gap(sa, sb, ia, ib, extra)
+    queue = []
+    for i, j in extra:
+        if ma[i] < 0 and mb[j] < 0:
             ma[i] = j
             mb[j] = i
             add((i, j))
-        # every row that propagation can still match is in the middle and unmatched now (U):
-        # only the users among U matter to it, and only the pairs of a row next to one in U
-        u_a = [i for i in mid_a if ma[i] < 0]
-        ua = _users_of(pa, u_a)
-        ub = _users_of(pb, [j for j in mid_b if mb[j] < 0])
-        in_u = set(u_a)
-        near = set(ua)
-        near.update(compress(range(na), map(not_, map(in_u.isdisjoint, ins_a))))
-        queue = list(compress(order, map(near.__contains__, map(_FIRST, order))))
-        _propagate(pa, pb, ma, mb, order, queue, near, ua, ub)
-        # gaps between matched nodes, in order on both sides: those with an unmatched a row
-        ii = list(compress(range(na), map((-1).__lt__, ma[:na])))  # matched a rows, in order
-        jj = list(map(mget, ii))
-        if not _increasing(jj):
-            mono = _lis(list(zip(ii, jj)))
-            ii, jj = [i for i, _ in mono], [j for _, j in mono]
-        ii.append(na)
-        jj.append(nb)
-        extra: list[tuple[int, int]] = []
-        gaps: dict[int, list[int]] = {}
-        for x in mid_a:
-            if ma[x] < 0:
-                k = bisect.bisect_left(ii, x)
-                if k in gaps:
-                    gaps[k].append(x)
-                else:
-                    gaps[k] = [x]
-        for k, ia in gaps.items():
-            pj = jj[k - 1] if k else -1
-            ib = [y for y in range(pj + 1, jj[k]) if mb[y] < 0]
-            _match_gap(sa, sb, ia, ib, extra)
-        queue = []
-        for i, j in extra:
-            if ma[i] < 0 and mb[j] < 0:
-                ma[i] = j
-                mb[j] = i
-                add((i, j))
-                if i in near:
-                    queue.append((i, j))
-        _propagate(pa, pb, ma, mb, order, queue, near, ua, ub)
-    return ma, mb, order
+            if i in near:
+                queue.append((i, j))
+    _propagate(pa, pb, ma, mb, order, queue, near, ua, ub)
 
 
 _FIRST = itemgetter(0)

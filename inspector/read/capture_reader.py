@@ -46,6 +46,30 @@ _ROW_POOL_ROWS = 300_000
 # torch's own record kinds that hold FX graph code (top-level envelope keys)
 
 
+def _pooled_rows(
+    pool: dict, keys: Sequence[Any], rows: Sequence[int], line_of: Callable[[int], bytes | None]
+) -> list[NodeRow | Literal[False]] | None:
+    """Rows `rows` (by each row's pool key in `keys`) from `pool`, those not there decoded into it
+    (False: not a valid row); None where a line is not there (a row that is not what its digest
+    says) or a line holds more than one value. Raises orjson.JSONDecodeError."""
+    got: list[Any] = list(map(pool.get, map(keys.__getitem__, rows)))  # None: not in the pool yet
+    todo = list(compress(range(len(got)), map(is_, got, repeat(None))))
+    if todo:
+        read = [line_of(rows[t]) for t in todo]
+        if None in read:
+            return None
+        lines: list[bytes] = read  # type: ignore[assignment]  # no None among them
+        # the rows not in the pool, decoded in one call: a JSON array of their lines, each
+        # without its separating comma (as logformat.decode_row reads one)
+        body = b",".join([ln[:-1] if ln[-1:] == b"," else ln for ln in lines])
+        decoded = orjson.loads(b"[" + body + b"]")
+        if len(decoded) != len(todo):
+            return None  # a line holding more than one value: not a row per line
+        for t, row in zip(todo, decoded):
+            got[t] = pool[keys[rows[t]]] = row if _row_ok(row) else False
+    return got
+
+
 class Capture:
     """A capture directory or a set of TORCH_TRACE logs, indexed. See the module docstring."""
 
@@ -476,29 +500,34 @@ class Capture:
                 h = logformat.decode_sub_head(head)
                 if not isinstance(h, dict):
                     return None
-                got = list(map(pool.get, keys))
-                todo = list(compress(range(len(got)), map(is_, got, repeat(None))))
-                if todo:
-                    read = list(map(line_of, todo))
-                    if None in read:
-                        return None  # a row that is not what its digest says
-                    lines: list[bytes] = read  # type: ignore[assignment]  # no None among them
-                    # the rows not in the pool, decoded in one call: a JSON array of their lines,
-                    # each without its separating comma (as logformat.decode_row reads one)
-                    body = b",".join([ln[:-1] if ln[-1:] == b"," else ln for ln in lines])
-                    rows = orjson.loads(b"[" + body + b"]")
-                    if len(rows) != len(todo):
-                        return None  # a line holding more than one value: not a row per line
-                    for i, row in zip(todo, rows):
-                        got[i] = pool[keys[i]] = row if _row_ok(row) else False
+                got = _pooled_rows(pool, keys, range(len(keys)), line_of)
+                if got is None:
+                    return None
                 parent = h.get("parent_node")
-                nodes: list[NodeRow] = list(filter(None, got))  # drops False too
+                nodes: list[NodeRow] = [r for r in got if r]  # drops False
                 graphs.append(SubGraph(str(h.get("path") or ""), parent if isinstance(parent, str) else None, nodes))
         except orjson.JSONDecodeError:
             return None
         if not graphs:
             graphs = [SubGraph("", None, [])]
         return GraphTables(gid, graphs, source="table")
+
+    def digest_rows(self, rank: int, gid: str, sub: int, rows: Sequence[int]) -> list[NodeRow] | None:
+        """Rows `rows` of subgraph `sub` of a table with row digests, decoded through the digest
+        pool (each read checked against its digest); None where there are no digests, a row is
+        not what its digest says, does not parse or is no valid row."""
+        d = self.row_digests(rank, gid)
+        if d is None:
+            return None
+        if len(self._digest_pool) > _ROW_POOL_ROWS:
+            self._digest_pool.clear()
+        try:
+            got = _pooled_rows(self._digest_pool, d.sub_digests(sub), rows, partial(d.row, sub))
+        except orjson.JSONDecodeError:
+            return None
+        if got is None or False in got:
+            return None
+        return got  # type: ignore[return-value]  # no False among them (checked above)
 
     def node_rows(self, rank: int, gid: str, kind: str = logformat.NODES) -> list[tuple[bytes, list[bytes]]] | None:
         """A node table's rows as undecoded JSON lines, per subgraph ([(head, rows)]), for readers

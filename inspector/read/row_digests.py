@@ -30,10 +30,26 @@ ENABLED = True
 class RowDigests:
     """Where each line of one stored node table is, and each row's digest."""
 
-    __slots__ = ("_buf", "_starts", "_lens", "counts", "_line0", "_row0", "_raw", "_digests", "heads", "_begin", "_end")
+    __slots__ = (
+        "_buf",
+        "_starts",
+        "_lens",
+        "counts",
+        "_line0",
+        "_row0",
+        "_raw",
+        "_digests",
+        "heads",
+        "_begin",
+        "_end",
+        "_refs",
+    )
 
-    def __init__(self, buf: Any, starts: list[int], lens: list[int], counts: list[int], digests: bytes):
+    def __init__(
+        self, buf: Any, starts: list[int], lens: list[int], counts: list[int], digests: bytes, refs: Any = None
+    ):
         self._buf = buf
+        self._refs = refs  # the record's "refs" as read (checked by sub_refs), or None
         self._starts = starts
         self._lens = lens
         self.counts = counts
@@ -63,6 +79,29 @@ class RowDigests:
     def sub_digests(self, sub: int) -> Sequence[int]:
         """Each row's digest of subgraph `sub`, as an integer (equal digests, equal integers)."""
         return self._digests[self._row0[sub] : self._row0[sub] + self.counts[sub]]
+
+    def sub_refs(self, sub: int) -> list[list[int]] | None:
+        """Each row's refs of subgraph `sub` (capture/row_digests.py `row_refs`: the row numbers
+        of the nodes its arguments name, -1 for no row); None where the record has none or they
+        are not lists of row numbers of this subgraph."""
+        refs = self._refs
+        if refs is None:
+            return None
+        out = refs[self._row0[sub] : self._row0[sub] + self.counts[sub]]
+        n = self.counts[sub]
+        try:
+            flat = [x for r in out for x in r]
+        except TypeError:  # a row's refs that are no list
+            return None
+        if not all(type(r) is list for r in out) or not all(type(x) is int for x in flat):
+            return None
+        if flat and (min(flat) < -1 or max(flat) >= n):
+            return None
+        return out
+
+    def shared(self, other: "RowDigests") -> int:
+        """How many of this table's row digests `other` has too."""
+        return len(set(self._digests).intersection(other._digests))
 
     def differing(self, other: "RowDigests") -> list[tuple[int, int]]:
         """(subgraph, row) of the rows whose digests differ from `other`'s at the same place
@@ -124,7 +163,10 @@ def laid_over(log: "LogFile", nodes: "Record", record: "Record", gid: str) -> Ro
     starts = list(itertools.accumulate((n + 2 for n in lens[:-1]), initial=begin + 1))
     if starts[-1] + lens[-1] + 1 != end or buf[begin : begin + 1] != b"\t":
         return None
-    table = RowDigests(buf, starts, lens, counts, digests)
+    refs = v.get("refs")
+    if not (isinstance(refs, list) and len(refs) == sum(counts)):
+        refs = None  # optional: the digests hold without them
+    table = RowDigests(buf, starts, lens, counts, digests, refs)
     first = table.line(0)
     if not first.startswith(b'{"gid":"' + gid.encode() + b'",') or not first.endswith(logformat.TABLE_HEAD):
         return None

@@ -6,14 +6,19 @@ from __future__ import annotations
 
 import shutil
 
+import orjson
 import pytest
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from graphtrain_inspect.capture import logformat, row_digests, session
 from graphtrain_inspect.capture.logformat import split_records
+from graphtrain_inspect.inspector.checks import anchored_rank_diff as ard
 from graphtrain_inspect.inspector.checks import check_report
 from graphtrain_inspect.inspector.checks import row_rank_diff as rrd
+from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
+from graphtrain_inspect.inspector.diff.align import Parts
+from graphtrain_inspect.inspector.diff.graph_diff import diff_tables
 from graphtrain_inspect.inspector.read import row_digests as read_digests
 from graphtrain_inspect.inspector.read.capture_index import open_capture
 from graphtrain_inspect.samples.bugs import ALL as ALL_BUGS
@@ -52,6 +57,12 @@ def test_the_capture_writes_digests_after_tables_of_enough_rows(tmp_path, monkey
             assert d.heads == [h for h, _ in subs] and d.counts == [len(x) for _, x in subs]
             assert [[d.row(k, i) for i in range(len(x))] for k, (_, x) in enumerate(subs)] == [x for _, x in subs]
             assert d.differing(d) == []
+            # each row's refs: the rows its arguments name, as the reader's alignment finds them
+            tables = cap.node_table(0, gid)
+            for k, g in enumerate(tables.graphs):
+                p = Parts(g.nodes)
+                n = len(g.nodes)
+                assert [tuple(n if x < 0 else x for x in r) for r in d.sub_refs(k)] == [tuple(x) for x in p.ins]
 
 
 def _with_digests(src, dst, mutate=None) -> int:
@@ -71,7 +82,8 @@ def _with_digests(src, dst, mutate=None) -> int:
             gid = env["artifact"]["gid"]
             lines = [p[1:] for p in payload_lines]
             subs = logformat.node_table_rows(lines)
-            digests = row_digests.row_digests_payload(gid, lines, subs, least=0)
+            graphs = orjson.loads(b"\n".join(lines))["graphs"]
+            digests = row_digests.row_digests_payload(gid, lines, subs, least=0, graphs=graphs)
             assert digests is not None
             if mutate is not None:
                 mutate(digests)
@@ -112,6 +124,7 @@ def test_reports_read_by_digests_are_the_reports_read_from_tables(sample_capture
 
     monkeypatch.setattr(rrd, "_pairs_from_digests", counted)
     monkeypatch.setattr(read_digests.RowDigests, "sub_digests", sub_digests)
+    monkeypatch.setattr(ard, "ENABLED", False)  # structural rank diffs: from the tables (see below)
     assert _report(path) == reference
     assert any(used) and decoded
     assert _report(path, jobs=2) == reference
@@ -173,10 +186,12 @@ def _shift_a_length(p):
     ],
     ids=["hash", "short", "not-hex", "lines", "negative", "rows", "gid", "shifted"],
 )
-def test_a_record_that_does_not_fit_changes_no_report(sample_capture, tmp_path, mutate):
+def test_a_record_that_does_not_fit_changes_no_report(sample_capture, tmp_path, mutate, monkeypatch):
     """A digests record of another hash, form or table (damage, another writer) is not laid over
     the table, or its rows fail their digests as they are read: the report is the one the
-    capture gives without digests."""
+    capture gives without digests (structural rank diffs from the tables: the anchored ones pair
+    rows otherwise, test_structural_rank_diffs_from_anchors)."""
+    monkeypatch.setattr(ard, "ENABLED", False)
     src = sample_capture(*ALL_BUGS)
     path = tmp_path / "digests"
     _with_digests(src, path, mutate)
@@ -205,3 +220,91 @@ def test_gpu_captures_read_by_digests_report_the_same(bundled_capture, tmp_path,
     monkeypatch.setattr(read_digests.RowDigests, "rows_with", rows_with)
     assert _report(path) == reference
     assert sum(found) > 0
+
+
+def _structural_pairs(cap, ctx):
+    """(stage, rank 0's gid, rank 1's gid) of every stage whose tables differ in layout."""
+    out = []
+    for key in ctx.index.keys:
+        across = ctx.index.across(key)
+        if 0 in across and 1 in across:
+            ga, gb = across[0].gid, across[1].gid
+            da, db = cap.row_digests(0, ga), cap.row_digests(1, gb)
+            if ga != gb and da is not None and db is not None and da.counts != db.counts:
+                out.append((key, ga, gb))
+    return out
+
+
+def test_structural_rank_diffs_from_anchors(sample_capture, tmp_path, monkeypatch):
+    """Stages where a pass decided differently on rank 1 (the tables differ in layout): the diff
+    made from digests and refs pairs the rows that are the same bytes on both ranks and aligns
+    the rest; it says what the diff of the decoded tables says of the stage (structural or not,
+    which subgraphs changed, the rows added and removed, the literal changes of the rows both
+    pair alike), its counts add up, and the report is the same with -j 2."""
+    src = sample_capture(*ALL_BUGS)
+    path = tmp_path / "digests"
+    _with_digests(src, path)
+    with open_capture(str(path)) as cap:
+        ctx = CheckContext(cap)
+        pairs = _structural_pairs(cap, ctx)
+        assert len(pairs) >= 3
+        for _key, ga, gb in pairs:
+            ca, cb = ctx._stage_ctx(0, ga), ctx._stage_ctx(1, gb)
+            d = ard.anchored_rank_diff(cap, 0, ga, ca, 1, gb, cb)
+            assert d is not None and d.unlisted_same
+            ta, tb = ctx.tables(0, ga), ctx.tables(1, gb)
+            ref = diff_tables(ta, tb, norm_a=ctx.normalizer(0, ga), norm_b=ctx.normalizer(1, gb)).only_changes()
+            assert d.structural == ref.structural is True
+            assert [(s.path, s.status) for s in d.subgraphs] == [(s.path, s.status) for s in ref.subgraphs]
+            for g_a, g_b, sub in zip(ta.graphs, tb.graphs, d.subgraphs):
+                c = sub.nodes
+                added = sum(n.status == "added" for n in c)
+                removed = sum(n.status == "removed" for n in c)
+                assert len(g_a.nodes) - removed == len(g_b.nodes) - added  # every other row paired once
+                names = [n.names for n in c]
+                assert len(set(names)) == len(names)
+            # the literal changes of rows paired with their own names on both sides
+            lits = {(n.names, repr(n.args)) for n in d.changes() if n.args and not n.structural}
+            ref_lits = {(n.names, repr(n.args)) for n in ref.changes() if n.args and not n.structural}
+            assert ref_lits and {x for x in ref_lits if x[0][0] == x[0][1]} <= lits
+    made: list[bool] = []
+    real = ard.anchored_rank_diff
+
+    def counted(*a):
+        got = real(*a)
+        made.append(got is not None)
+        return got
+
+    monkeypatch.setattr(ard, "anchored_rank_diff", counted)
+    monkeypatch.setattr("graphtrain_inspect.inspector.checks.tables_and_blame.anchored_rank_diff", counted)
+    one = _report(path)
+    assert made and all(made)
+    assert _report(path, jobs=2) == one
+    reference = _report(src)
+    assert [(f["kind"], f["severity"], f["ranks"], f["introduced_by"], f["message"]) for f in one["findings"]] == [
+        (f["kind"], f["severity"], f["ranks"], f["introduced_by"], f["message"]) for f in reference["findings"]
+    ]
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda p: p["refs"].__setitem__(0, [len(p["refs"]) + 5]),  # a row that is not in the subgraph
+        lambda p: p["refs"].__setitem__(0, "x"),  # refs that are no list
+        lambda p: p["refs"].pop(),  # a row short
+        lambda p: [r.append(0) for r in p["refs"]],  # a ref more than each row has
+    ],
+)
+def test_refs_that_do_not_fit_fall_back_to_the_tables(sample_capture, tmp_path, monkeypatch, damage):
+    """Refs out of range, of another form, short, or not what the rows read say: the structural
+    rank diffs are made from the decoded tables, and the report is theirs."""
+    src = sample_capture(*ALL_BUGS)
+    path = tmp_path / "damaged"
+    _with_digests(src, path, damage)
+    with open_capture(str(path)) as cap:
+        ctx = CheckContext(cap)
+        for _key, ga, gb in _structural_pairs(cap, ctx):
+            assert ard.anchored_rank_diff(cap, 0, ga, ctx._stage_ctx(0, ga), 1, gb, ctx._stage_ctx(1, gb)) is None
+    got = _report(path)
+    monkeypatch.setattr(ard, "ENABLED", False)
+    assert got == _report(path)

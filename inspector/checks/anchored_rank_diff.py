@@ -1,0 +1,224 @@
+"""Rank diffs of tables that do not line up row by row, from their row digests and refs.
+
+A pass that decides differently on one rank leaves that rank's graph with nodes added or moved,
+and every later stage differs in layout too: the positional diff (row_rank_diff.py) cannot pair
+the rows, and a structural diff of the decoded tables aligns every row of both (the bulk of
+`check`'s time on such a capture). Most rows are still the very same bytes on both ranks. With
+row digests and refs (`gti_row_digests`), per subgraph:
+
+1. anchors: rows whose digest occurs once on each side, paired (the longest run in order on
+   both sides), except rows that mention either rank's indexed own device (the same bytes mean
+   another thing after normalization) and rows with a ref to no row (the structural diff always
+   lists those);
+2. the rows that are no anchor are read, with the anchors next to them (their inputs and their
+   users, found from the refs alone) and those anchors' partners, and aligned as the structural
+   diff aligns the rows between its common prefix and suffix (`align.align_seeded`, the anchors
+   given);
+3. the pairs read are compared as the structural diff compares them, the rows left unpaired are
+   added or removed, and every other anchor is the same on both ranks: its inputs are anchors
+   themselves (else it would have been read), paired with the rows of their own names.
+
+The result is the structural diff reduced to its changes (`GraphDiff.only_changes`). None where
+this path cannot say it exactly or would not save the work: tables without digests or refs, other
+subgraphs, fewer than half the rows the same bytes on both ranks, digests that occur twice on a
+side, refs that do not agree with the rows read, a row that is not what its digest says, a
+collective naming a process group the rank tables do not know; the caller then diffs the decoded
+tables. Byte-equal collective rows are taken as equal, as row_rank_diff.py
+takes them.
+"""
+
+from __future__ import annotations
+
+from itertools import compress, repeat
+from operator import contains, not_
+from typing import TYPE_CHECKING
+
+import orjson
+
+from graphtrain_inspect.capture import logformat
+from graphtrain_inspect.inspector.checks.row_rank_diff import _device_tokens, _knows_groups
+from graphtrain_inspect.inspector.diff.align import Parts, _increasing, _lis, align_seeded
+from graphtrain_inspect.inspector.diff.graph_diff import GraphDiff, NodeDiff, SubgraphDiff, _compare
+from graphtrain_inspect.inspector.diff.normalize import GraphNormalizer, RankContext
+
+if TYPE_CHECKING:
+    from graphtrain_inspect.inspector.read.capture_index import Capture
+    from graphtrain_inspect.inspector.read.row_digests import RowDigests
+
+# off: such tables are diffed decoded, as without digests; tests compare both ways
+ENABLED = True
+
+
+def anchored_rank_diff(
+    cap: "Capture", ra: int, ga: str, ctx_a: RankContext, rb: int, gb: str, ctx_b: RankContext
+) -> GraphDiff | None:
+    if not ENABLED:
+        return None
+    da, db = cap.row_digests(ra, ga), cap.row_digests(rb, gb)
+    if da is None or db is None or da.heads != db.heads:
+        return None
+    if 2 * da.shared(db) < max(sum(da.counts), sum(db.counts)):
+        # few rows the same bytes (a GPU rank's own device is in most of its rows): reading and
+        # aligning the others costs what diffing the decoded tables does, and that is the reference
+        return None
+    try:
+        paths = [str(logformat.decode_sub_head(h).get("path") or "") for h in da.heads]
+    except (orjson.JSONDecodeError, AttributeError):  # AttributeError: a head that is no object
+        return None
+    if len(set(paths)) != len(paths):
+        return None  # the structural diff pairs subgraphs by path
+    tokens = _device_tokens(ctx_a, ctx_b)
+    sens_a: list[set[int]] = [set() for _ in paths]
+    sens_b: list[set[int]] = [set() for _ in paths]
+    for k, i in da.rows_with(tokens):
+        sens_a[k].add(i)
+    for k, i in db.rows_with(tokens):
+        sens_b[k].add(i)
+    na, nb = GraphNormalizer(None, ctx_a), GraphNormalizer(None, ctx_b)
+    side_a, side_b = _Side(cap, ra, ga, da, na, ctx_a), _Side(cap, rb, gb, db, nb, ctx_b)
+    renamed: dict[tuple[str, str], str] = {}
+    subs: list[SubgraphDiff] = []
+    for k, path in enumerate(paths):
+        got = _sub_diff(k, path, side_a, side_b, sens_a[k], sens_b[k], renamed)
+        if got is None:
+            return None
+        subs.append(got)
+    return GraphDiff(f"rank {ra}", f"rank {rb}", ga, gb, subs, unlisted_same=True, renamed=renamed)
+
+
+class _Side:
+    """One rank's table: where its rows are read from, and how they are normalized."""
+
+    def __init__(self, cap: "Capture", rank: int, gid: str, d: "RowDigests", norm: GraphNormalizer, ctx: RankContext):
+        self.cap, self.rank, self.gid, self.d, self.norm, self.ctx = cap, rank, gid, d, norm, ctx
+
+
+def _anchors(xa, xb, sens_a: set[int], sens_b: set[int]) -> list[tuple[int, int]] | None:
+    """Pairs of rows of equal digests, in order on both sides; None where a digest occurs twice
+    on a side (rows are then not told apart by their digests)."""
+    pos_b = dict(zip(xb, range(len(xb))))
+    if len(pos_b) != len(xb) or len(set(xa)) != len(xa):
+        return None
+    js = list(map(pos_b.get, xa))
+    pairs = [(i, j) for i, j in enumerate(js) if j is not None and i not in sens_a and j not in sens_b]
+    if not _increasing([j for _, j in pairs]):
+        pairs = _lis(pairs)
+    return pairs
+
+
+def _users(refs: list[list[int]], rows: set[int]) -> list[int]:
+    """The rows whose refs name one of `rows`."""
+    return list(compress(range(len(refs)), map(not_, map(rows.isdisjoint, refs))))
+
+
+def _sub_diff(
+    k: int,
+    path: str,
+    sa: _Side,
+    sb: _Side,
+    sens_a: set[int],
+    sens_b: set[int],
+    renamed: dict[tuple[str, str], str],
+) -> SubgraphDiff | None:
+    xa, xb = sa.d.sub_digests(k), sb.d.sub_digests(k)
+    refs_a, refs_b = sa.d.sub_refs(k), sb.d.sub_refs(k)
+    if refs_a is None or refs_b is None:
+        return None
+    n_a, n_b = len(xa), len(xb)
+    # rows with a ref to no row: the structural diff lists them as changed (no name maps there)
+    loose_a = set(compress(range(n_a), map(contains, refs_a, repeat(-1))))
+    loose_b = set(compress(range(n_b), map(contains, refs_b, repeat(-1))))
+    if xa == xb and not (sens_a or sens_b or loose_a or loose_b):
+        return SubgraphDiff(path, "same", [])
+    pairs = _anchors(xa, xb, sens_a, sens_b)
+    if pairs is None:
+        return None
+    ma = [-1] * n_a
+    mb = [-1] * n_b
+    for i, j in pairs:
+        ma[i] = j
+        mb[j] = i
+    gap_a = {i for i in range(n_a) if ma[i] < 0}
+    gap_b = {j for j in range(n_b) if mb[j] < 0}
+    # the anchors next to a gap row (its inputs and its users) on either side, with those that
+    # have a ref to no row: read and compared, and given to the alignment as matched
+    near_a = set(_users(refs_a, gap_a)) | loose_a
+    near_a.update(x for i in gap_a for x in refs_a[i])
+    near_b = set(_users(refs_b, gap_b)) | loose_b
+    near_b.update(y for j in gap_b for y in refs_b[j])
+    near_a.discard(-1)
+    near_b.discard(-1)
+    seeds_a = {i for i in near_a if ma[i] >= 0} | {mb[j] for j in near_b if mb[j] >= 0}
+    rows_a = sorted(gap_a | seeds_a)
+    rows_b = sorted(gap_b | {ma[i] for i in seeds_a})
+    got_a = sa.cap.digest_rows(sa.rank, sa.gid, k, rows_a)
+    got_b = sb.cap.digest_rows(sb.rank, sb.gid, k, rows_b)
+    if got_a is None or got_b is None:
+        return None
+    if not all(_knows_groups(r, sa.ctx) for r in got_a) or not all(_knows_groups(r, sb.ctx) for r in got_b):
+        return None
+    pa = Parts(got_a, sa.norm.leaf)
+    pb = Parts(got_b, sb.norm.leaf, like=pa)
+    if not (pa.names_unique and pb.names_unique):
+        return None
+    local_a = dict(zip(rows_a, range(len(rows_a))))
+    local_b = dict(zip(rows_b, range(len(rows_b))))
+    if not (_refs_agree(pa, rows_a, refs_a, local_a) and _refs_agree(pb, rows_b, refs_b, local_b)):
+        return None
+    seeds = sorted((local_a[i], local_b[ma[i]]) for i in seeds_a)
+    la, lb, _ = align_seeded(pa, pb, seeds)
+    for s, i in enumerate(rows_a):
+        t = la[s]
+        ma[i] = rows_b[t] if t >= 0 else -1
+    for t, j in enumerate(rows_b):
+        s = lb[t]
+        mb[j] = rows_a[s] if s >= 0 else -1
+    # the names _compare maps a's refs through: a row read, to its partner's name; an anchor not
+    # read, to its own (its partner is the same bytes)
+    names_b = [r["name"] for r in got_b]
+    nm: dict[str, str] = {}
+    for s, i in enumerate(rows_a):
+        for name, x in zip(pa.names[s], refs_a[i]):
+            if x < 0 or name in nm:
+                continue
+            if x in local_a:
+                t = la[local_a[x]]
+                if t >= 0:
+                    nm[name] = names_b[t]
+            else:
+                nm[name] = name
+    listed: list[tuple[int, int, int, NodeDiff]] = []
+    for t, j in enumerate(rows_b):
+        s = lb[t]
+        rb = got_b[t]
+        if s < 0:
+            listed.append((j, 0, 0, NodeDiff("added", path, None, rb)))
+            continue
+        ra = got_a[s]
+        if ra["name"] != rb["name"]:
+            renamed[(path, ra["name"])] = rb["name"]
+        args, metas, structural = _compare(s, t, pa, pb, nm, sa.norm, sb.norm, meta=True, stack=False)
+        if args or metas or structural:
+            listed.append((j, 0, 0, NodeDiff("changed", path, ra, rb, args, metas, structural)))
+    # a rows matched with none: each after the b row of the matched a row before it
+    for s, i in enumerate(rows_a):
+        if la[s] >= 0:
+            continue
+        x = i - 1
+        while x >= 0 and ma[x] < 0:
+            x -= 1
+        listed.append((ma[x] if x >= 0 else -1, 1, i, NodeDiff("removed", path, got_a[s], None)))
+    listed.sort(key=lambda e: e[:3])
+    nodes = [e[3] for e in listed]
+    return SubgraphDiff(path, "changed" if nodes else "same", nodes)
+
+
+def _refs_agree(p: Parts, rows: list[int], refs: list[list[int]], local: dict[int, int]) -> bool:
+    """The refs column says of each row read what its decoded row says: the same number of refs,
+    each to the row read of its name, or to a row not read (or none) where no row read has it."""
+    n = len(rows)
+    for s, i in enumerate(rows):
+        want = tuple([local.get(x, n) for x in refs[i]])
+        if want != tuple(p.ins[s]):
+            return False
+    return True

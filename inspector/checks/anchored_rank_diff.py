@@ -1,30 +1,34 @@
-"""Rank diffs of tables that do not line up row by row, from their row digests and refs.
+"""Graph diffs of tables that do not line up row by row, from their row digests and refs.
 
 A pass that decides differently on one rank leaves that rank's graph with nodes added or moved,
 and every later stage differs in layout too: the positional diff (row_rank_diff.py) cannot pair
 the rows, and a structural diff of the decoded tables aligns every row of both (the bulk of
-`check`'s time on such a capture). Most rows are still the very same bytes on both ranks. With
-row digests and refs (`gti_row_digests`), per subgraph:
+`check`'s time on such a capture, and of `diff --pass` on a large graph). Most rows are still the
+very same bytes on both sides. With row digests and refs (`gti_row_digests`), per subgraph:
 
 1. anchors: rows whose digest occurs once on each side, paired (the longest run in order on
    both sides), except rows that mention either rank's indexed own device (the same bytes mean
    another thing after normalization) and rows with a ref to no row (the structural diff always
    lists those);
 2. the rows that are no anchor are read, with the anchors next to them (their inputs and their
-   users, found from the refs alone) and those anchors' partners, and aligned as the structural
-   diff aligns the rows between its common prefix and suffix (`align.align_seeded`, the anchors
-   given);
+   users, found from the refs alone) and those anchors' partners; rows read that have the same
+   name and op on both sides are paired (a pass that tags or rewires a node keeps its name, a
+   copy it makes gets a new one), and the rest aligned as the structural diff aligns the rows
+   between its common prefix and suffix (`align.align_seeded`, the pairs so far given);
 3. the pairs read are compared as the structural diff compares them, the rows left unpaired are
-   added or removed, and every other anchor is the same on both ranks: its inputs are anchors
+   added or removed, and every other anchor is the same on both sides: its inputs are anchors
    themselves (else it would have been read), paired with the rows of their own names.
 
-The result is the structural diff reduced to its changes (`GraphDiff.only_changes`). None where
+Used for two ranks' graphs of one stage (`anchored_rank_diff`: the checks' rank diffs and `diff
+--ranks`) and for a pass's input and output on one rank (`anchored_pass_diff`: `diff --pass`).
+The result is the structural diff reduced to its changes (`GraphDiff.only_changes`). Rows the
+same bytes on both sides are the same node here; the structural diff of the decoded tables
+aligns by structure alone and may pair such a node with a renamed copy instead. None where
 this path cannot say it exactly or would not save the work: tables without digests or refs, other
-subgraphs, fewer than half the rows the same bytes on both ranks, digests that occur twice on a
+subgraphs, fewer than half the rows the same bytes on both sides, digests that occur twice on a
 side, refs that do not agree with the rows read, a row that is not what its digest says, a
 collective naming a process group the rank tables do not know; the caller then diffs the decoded
-tables. Byte-equal collective rows are taken as equal, as row_rank_diff.py
-takes them.
+tables. Byte-equal collective rows are taken as equal, as row_rank_diff.py takes them.
 """
 
 from __future__ import annotations
@@ -39,11 +43,11 @@ from graphtrain_inspect.capture import logformat
 from graphtrain_inspect.inspector.checks.row_rank_diff import _device_tokens, _knows_groups
 from graphtrain_inspect.inspector.diff.align import Parts, _increasing, _lis, align_seeded
 from graphtrain_inspect.inspector.diff.graph_diff import GraphDiff, NodeDiff, SubgraphDiff, _compare
-from graphtrain_inspect.inspector.diff.normalize import GraphNormalizer, RankContext
+from graphtrain_inspect.inspector.diff.normalize import IDENTITY, GraphNormalizer, RankContext
+from graphtrain_inspect.inspector.read.row_digests import RowDigests
 
 if TYPE_CHECKING:
     from graphtrain_inspect.inspector.read.capture_index import Capture
-    from graphtrain_inspect.inspector.read.row_digests import RowDigests
 
 # off: such tables are diffed decoded, as without digests; tests compare both ways
 ENABLED = True
@@ -52,9 +56,43 @@ ENABLED = True
 def anchored_rank_diff(
     cap: "Capture", ra: int, ga: str, ctx_a: RankContext, rb: int, gb: str, ctx_b: RankContext
 ) -> GraphDiff | None:
+    """One stage's graph on two ranks, normalized, as `CheckContext.rank_diff` keeps it."""
     if not ENABLED:
         return None
-    da, db = cap.row_digests(ra, ga), cap.row_digests(rb, gb)
+    norms = (GraphNormalizer(None, ctx_a), GraphNormalizer(None, ctx_b))
+    a, b = _Side(cap, ra, ga, norms[0], ctx_a), _Side(cap, rb, gb, norms[1], ctx_b)
+    return _anchored_diff(a, b, _device_tokens(ctx_a, ctx_b), f"rank {ra}", f"rank {rb}")
+
+
+def anchored_pass_diff(
+    cap: "Capture", rank: int, before: str, after: str, a_label: str, b_label: str
+) -> GraphDiff | None:
+    """A pass's input and output graph on one rank (nothing normalized), as `diff --pass` lists
+    their changes: the rows the pass left alone are the same bytes before and after it."""
+    if not ENABLED:
+        return None
+    a, b = _Side(cap, rank, before, IDENTITY, None), _Side(cap, rank, after, IDENTITY, None)
+    return _anchored_diff(a, b, [], a_label, b_label)
+
+
+class _Side:
+    """One table of the diff: where its rows are read from, how they are normalized, and the rank
+    context whose process groups a collective must name (None: nothing is normalized)."""
+
+    def __init__(self, cap: "Capture", rank: int, gid: str, norm: GraphNormalizer, ctx: RankContext | None):
+        self.cap, self.rank, self.gid, self.norm, self.ctx = cap, rank, gid, norm, ctx
+        self.d: RowDigests | None = cap.row_digests(rank, gid)
+
+    def parts(self, rows: list, like: Parts | None = None) -> Parts:
+        return Parts(rows, self.norm.leaf if self.norm is not IDENTITY else None, like=like)
+
+    def knows_groups(self, rows: list) -> bool:
+        ctx = self.ctx
+        return ctx is None or all(_knows_groups(r, ctx) for r in rows)
+
+
+def _anchored_diff(sa: _Side, sb: _Side, tokens: list[bytes], a_label: str, b_label: str) -> GraphDiff | None:
+    da, db = sa.d, sb.d
     if da is None or db is None or da.heads != db.heads:
         return None
     if 2 * da.shared(db) < max(sum(da.counts), sum(db.counts)):
@@ -67,30 +105,20 @@ def anchored_rank_diff(
         return None
     if len(set(paths)) != len(paths):
         return None  # the structural diff pairs subgraphs by path
-    tokens = _device_tokens(ctx_a, ctx_b)
     sens_a: list[set[int]] = [set() for _ in paths]
     sens_b: list[set[int]] = [set() for _ in paths]
     for k, i in da.rows_with(tokens):
         sens_a[k].add(i)
     for k, i in db.rows_with(tokens):
         sens_b[k].add(i)
-    na, nb = GraphNormalizer(None, ctx_a), GraphNormalizer(None, ctx_b)
-    side_a, side_b = _Side(cap, ra, ga, da, na, ctx_a), _Side(cap, rb, gb, db, nb, ctx_b)
     renamed: dict[tuple[str, str], str] = {}
     subs: list[SubgraphDiff] = []
     for k, path in enumerate(paths):
-        got = _sub_diff(k, path, side_a, side_b, sens_a[k], sens_b[k], renamed)
+        got = _sub_diff(k, path, sa, sb, sens_a[k], sens_b[k], renamed)
         if got is None:
             return None
         subs.append(got)
-    return GraphDiff(f"rank {ra}", f"rank {rb}", ga, gb, subs, unlisted_same=True, renamed=renamed)
-
-
-class _Side:
-    """One rank's table: where its rows are read from, and how they are normalized."""
-
-    def __init__(self, cap: "Capture", rank: int, gid: str, d: "RowDigests", norm: GraphNormalizer, ctx: RankContext):
-        self.cap, self.rank, self.gid, self.d, self.norm, self.ctx = cap, rank, gid, d, norm, ctx
+    return GraphDiff(a_label, b_label, sa.gid, sb.gid, subs, unlisted_same=True, renamed=renamed)
 
 
 def _anchors(xa, xb, sens_a: set[int], sens_b: set[int]) -> list[tuple[int, int]] | None:
@@ -120,6 +148,7 @@ def _sub_diff(
     sens_b: set[int],
     renamed: dict[tuple[str, str], str],
 ) -> SubgraphDiff | None:
+    assert sa.d is not None and sb.d is not None  # _anchored_diff returns before without
     xa, xb = sa.d.sub_digests(k), sb.d.sub_digests(k)
     refs_a, refs_b = sa.d.sub_refs(k), sb.d.sub_refs(k)
     if refs_a is None or refs_b is None:
@@ -155,18 +184,26 @@ def _sub_diff(
     got_b = sb.cap.digest_rows(sb.rank, sb.gid, k, rows_b)
     if got_a is None or got_b is None:
         return None
-    if not all(_knows_groups(r, sa.ctx) for r in got_a) or not all(_knows_groups(r, sb.ctx) for r in got_b):
+    if not (sa.knows_groups(got_a) and sb.knows_groups(got_b)):
         return None
-    pa = Parts(got_a, sa.norm.leaf)
-    pb = Parts(got_b, sb.norm.leaf, like=pa)
+    pa = sa.parts(got_a)
+    pb = sb.parts(got_b, like=pa)
     if not (pa.names_unique and pb.names_unique):
         return None
     local_a = dict(zip(rows_a, range(len(rows_a))))
     local_b = dict(zip(rows_b, range(len(rows_b))))
     if not (_refs_agree(pa, rows_a, refs_a, local_a) and _refs_agree(pb, rows_b, refs_b, local_b)):
         return None
-    seeds = sorted((local_a[i], local_b[ma[i]]) for i in seeds_a)
-    la, lb, _ = align_seeded(pa, pb, seeds)
+    seeds = [(local_a[i], local_b[ma[i]]) for i in seeds_a]
+    # rows read that keep their name and op on both sides: the same node, changed (a pass that
+    # tags, retargets or rewires a node keeps its name; a copy it makes gets a new one)
+    gap_names_b = {got_b[local_b[j]]["name"]: local_b[j] for j in gap_b}
+    for i in gap_a:
+        s = local_a[i]
+        t = gap_names_b.get(got_a[s]["name"])
+        if t is not None and pa.sigs[s] == pb.sigs[t]:
+            seeds.append((s, t))
+    la, lb, _ = align_seeded(pa, pb, sorted(seeds))
     for s, i in enumerate(rows_a):
         t = la[s]
         ma[i] = rows_b[t] if t >= 0 else -1

@@ -4,6 +4,9 @@ that differ; the reports are the ones made by reading the tables whole."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
 import shutil
 
 import orjson
@@ -17,6 +20,7 @@ from graphtrain_inspect.inspector.checks import anchored_rank_diff as ard
 from graphtrain_inspect.inspector.checks import check_report
 from graphtrain_inspect.inspector.checks import row_rank_diff as rrd
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
+from graphtrain_inspect.inspector.cli.main import main as cli_main
 from graphtrain_inspect.inspector.diff.align import Parts
 from graphtrain_inspect.inspector.diff.graph_diff import diff_tables
 from graphtrain_inspect.inspector.read import row_digests as read_digests
@@ -308,3 +312,42 @@ def test_refs_that_do_not_fit_fall_back_to_the_tables(sample_capture, tmp_path, 
     got = _report(path)
     monkeypatch.setattr(ard, "ENABLED", False)
     assert got == _report(path)
+
+
+def _diff_json(*argv: str) -> dict:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert cli_main(["diff", *argv, "--nodes", "--json"]) == 0
+    return json.loads(out.getvalue())
+
+
+def test_diff_reads_pass_diffs_and_rank_diffs_by_anchors(sample_capture, tmp_path, monkeypatch):
+    """`diff --pass P --rank R` lists, from digests and refs, the changes the decoded tables list
+    (every pass on both ranks of the sample with every bug); `diff --pass P --ranks 0,1` lists the
+    rank diff `check` makes, and says so of the stage the capture's finding names."""
+    src = sample_capture(*ALL_BUGS)
+    path = tmp_path / "digests"
+    _with_digests(src, path)
+    made: list[bool] = []
+    real = ard._anchored_diff
+
+    def counted(*a):
+        got = real(*a)
+        made.append(got is not None)
+        return got
+
+    monkeypatch.setattr(ard, "_anchored_diff", counted)
+    with open_capture(str(path)) as cap:
+        names = sorted({p.name for r in cap.ranks for p in cap.passes(r) if p.before is not None})
+    assert len(names) >= 5
+    for rank in (0, 1):
+        for name in names:
+            got = _diff_json(str(path), "--pass", name, "--rank", str(rank))
+            with monkeypatch.context() as m:
+                m.setattr(ard, "ENABLED", False)
+                assert _diff_json(str(path), "--pass", name, "--rank", str(rank)) == got
+    assert made.count(True) >= len(names)  # some tables too unlike to pair by digests: decoded
+    report = _report(path)
+    finding = next(f for f in report["findings"] if f["kind"] == "rank-divergent-graph")
+    got = _diff_json(str(path), "--pass", finding["evidence"]["stage"], "--ranks", "0,1")
+    assert [d["counts"] for d in got["diffs"]] == [finding["evidence"]["counts"]["1"]]

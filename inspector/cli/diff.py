@@ -249,6 +249,7 @@ def _pass_diffs_of(cap, rank: int, p, stack: bool) -> list:
         got = []
         for role, gid in p.after.items():
             label = f"after {p.name}" + ("" if role == "out" else f" ({role})")
+            d: GraphDiff | None
             if gid == p.before:  # the pass returned its graph unchanged
                 d = GraphDiff(f"before {p.name}", label, p.before, gid, [], unlisted_same=True)
             else:

@@ -3,8 +3,11 @@
 # table measures them: tlparse over every rank's log one after another, `check --json -j 1`, the
 # same with the capture's `gti_symbol_rows` records ignored (the walk selecting rows from whole
 # tables, as before them), the same with its `gti_row_digests` ignored (rank diffs and tables from
-# whole payloads), and `check -j N` on N cores. Three runs each; every report of a
-# capture must be the same document (the findings do not depend on N or on the records).
+# whole payloads), the same with the digests read but no diff made from anchors
+# (checks/anchored_rank_diff.py off: structural rank diffs from the decoded tables), and `check -j
+# N` on N cores. Three runs each; every report of a capture must be the same document (the findings
+# do not depend on N or on the records), but for the anchored diffs, which may pair rows otherwise:
+# the runs without them must agree with each other.
 #
 #     bash benchmarks/gpu/check_speed.sh OUT CAPTURE.tar.xz...
 #
@@ -35,6 +38,11 @@ from graphtrain_inspect.inspector.read import row_digests as d
 d.ENABLED = False
 from graphtrain_inspect.inspector.cli.main import main
 sys.exit(main(sys.argv[1:]))'
+noanchor='import sys
+from graphtrain_inspect.inspector.checks import anchored_rank_diff as a
+a.ENABLED = False
+from graphtrain_inspect.inspector.cli.main import main
+sys.exit(main(sys.argv[1:]))'
 norec='import sys
 from graphtrain_inspect.inspector.checks import stale_unbacked_symbol as s
 s._recorded_rows = lambda ctx, rank, gid: None
@@ -61,7 +69,10 @@ for archive in "$@"; do
     timed "$name check -j 1 (records ignored)" "$c0" "$py" -c "$norec" check "$cap" --json -j 1
     cmp -s "$out/last" "$out/$name.j1.json" || say "$name DIFFERENT (records ignored)"
     timed "$name check -j 1 (row digests ignored)" "$c0" "$py" -c "$nodig" check "$cap" --json -j 1
-    cmp -s "$out/last" "$out/$name.j1.json" || say "$name DIFFERENT (row digests ignored)"
+    cp "$out/last" "$out/$name.tables.json"
+    cmp -s "$out/last" "$out/$name.j1.json" || say "$name differs from the anchored diffs' (row digests ignored)"
+    timed "$name check -j 1 (no anchored diffs)" "$c0" "$py" -c "$noanchor" check "$cap" --json -j 1
+    cmp -s "$out/last" "$out/$name.tables.json" || say "$name DIFFERENT (no anchored diffs, row digests ignored)"
   done
   for n in $jobs; do
     for i in 1 2 3; do

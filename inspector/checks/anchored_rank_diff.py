@@ -4,7 +4,8 @@ A pass that decides differently on one rank leaves that rank's graph with nodes 
 and every later stage differs in layout too: the positional diff (row_rank_diff.py) cannot pair
 the rows, and a structural diff of the decoded tables aligns every row of both (the bulk of
 `check`'s time on such a capture, and of `diff --pass` on a large graph). Most rows are still the
-very same bytes on both sides. With row digests and refs (`gti_row_digests`), per subgraph:
+very same bytes on both sides. With row digests and refs (`gti_row_digests`), per subgraph (paired
+by path as the table diff pairs them; one on one side only is added or removed whole):
 
 1. anchors: rows whose digest occurs once on each side, paired (the longest run in order on
    both sides), except rows that mention either rank's indexed own device (the same bytes mean
@@ -24,8 +25,8 @@ Used for two ranks' graphs of one stage (`anchored_rank_diff`: the checks' rank 
 The result is the structural diff reduced to its changes (`GraphDiff.only_changes`). Rows the
 same bytes on both sides are the same node here; the structural diff of the decoded tables
 aligns by structure alone and may pair such a node with a renamed copy instead. None where
-this path cannot say it exactly or would not save the work: tables without digests or refs, other
-subgraphs, fewer than half the rows the same bytes on both sides, digests that occur twice on a
+this path cannot say it exactly or would not save the work: tables without digests or refs, a
+subgraph path twice, fewer than half the rows the same bytes on both sides, digests that occur twice on a
 side, refs that do not agree with the rows read, a row that is not what its digest says, a
 collective naming a process group the rank tables do not know; the caller then diffs the decoded
 tables. Byte-equal collective rows are taken as equal, as row_rank_diff.py takes them.
@@ -91,34 +92,68 @@ class _Side:
         return ctx is None or all(_knows_groups(r, ctx) for r in rows)
 
 
+def _paths(d: RowDigests) -> list[str] | None:
+    """Each subgraph's path, from its head; None where a head does not read or a path is twice."""
+    try:
+        paths = [str(logformat.decode_sub_head(h).get("path") or "") for h in d.heads]
+    except (orjson.JSONDecodeError, AttributeError):  # AttributeError: a head that is no object
+        return None
+    return paths if len(set(paths)) == len(paths) else None
+
+
 def _anchored_diff(sa: _Side, sb: _Side, tokens: list[bytes], a_label: str, b_label: str) -> GraphDiff | None:
     da, db = sa.d, sb.d
-    if da is None or db is None or da.heads != db.heads:
+    if da is None or db is None:
         return None
     if 2 * da.shared(db) < max(sum(da.counts), sum(db.counts)):
         # few rows the same bytes (a GPU rank's own device is in most of its rows): reading and
         # aligning the others costs what diffing the decoded tables does, and that is the reference
         return None
-    try:
-        paths = [str(logformat.decode_sub_head(h).get("path") or "") for h in da.heads]
-    except (orjson.JSONDecodeError, AttributeError):  # AttributeError: a head that is no object
+    paths_a, paths_b = _paths(da), _paths(db)
+    if paths_a is None or paths_b is None:
         return None
-    if len(set(paths)) != len(paths):
-        return None  # the structural diff pairs subgraphs by path
-    sens_a: list[set[int]] = [set() for _ in paths]
-    sens_b: list[set[int]] = [set() for _ in paths]
+    sens_a: list[set[int]] = [set() for _ in paths_a]
+    sens_b: list[set[int]] = [set() for _ in paths_b]
     for k, i in da.rows_with(tokens):
         sens_a[k].add(i)
     for k, i in db.rows_with(tokens):
         sens_b[k].add(i)
+    # subgraphs paired as the table diff pairs them: by path, then those left on each side in
+    # order (a pass that renamed them), then those left on one side added or removed
+    at_b = {p: k for k, p in enumerate(paths_b)}
+    left_a = [k for k, p in enumerate(paths_a) if p not in at_b]
+    left_b = [k for k, p in enumerate(paths_b) if p not in set(paths_a)]
+    renamed_subs = dict(zip(left_a, left_b))
     renamed: dict[tuple[str, str], str] = {}
     subs: list[SubgraphDiff] = []
-    for k, path in enumerate(paths):
-        got = _sub_diff(k, path, sa, sb, sens_a[k], sens_b[k], renamed)
+    for ka, path in enumerate(paths_a):
+        kb = at_b.get(path, renamed_subs.get(ka))
+        if kb is None:
+            got = _one_side(sa, ka, path, "removed")
+        else:
+            got = _sub_diff(ka, kb, paths_b[kb], sa, sb, sens_a[ka], sens_b[kb], renamed)
         if got is None:
             return None
         subs.append(got)
+    paired = set(at_b.get(p) for p in paths_a) | set(renamed_subs.values())
+    for kb, path in enumerate(paths_b):
+        if kb not in paired:
+            got = _one_side(sb, kb, path, "added")
+            if got is None:
+                return None
+            subs.append(got)
     return GraphDiff(a_label, b_label, sa.gid, sb.gid, subs, unlisted_same=True, renamed=renamed)
+
+
+def _one_side(side: _Side, k: int, path: str, status: str) -> SubgraphDiff | None:
+    """A subgraph on one side only: every row of it added or removed."""
+    assert side.d is not None
+    rows = side.cap.digest_rows(side.rank, side.gid, k, range(side.d.counts[k]))
+    if rows is None:
+        return None
+    if status == "added":
+        return SubgraphDiff(path, status, [NodeDiff(status, path, None, r) for r in rows])
+    return SubgraphDiff(path, status, [NodeDiff(status, path, r, None) for r in rows])
 
 
 def _anchors(xa, xb, sens_a: set[int], sens_b: set[int]) -> list[tuple[int, int]] | None:
@@ -140,7 +175,8 @@ def _users(refs: list[list[int]], rows: set[int]) -> list[int]:
 
 
 def _sub_diff(
-    k: int,
+    ka: int,
+    kb: int,
     path: str,
     sa: _Side,
     sb: _Side,
@@ -149,8 +185,8 @@ def _sub_diff(
     renamed: dict[tuple[str, str], str],
 ) -> SubgraphDiff | None:
     assert sa.d is not None and sb.d is not None  # _anchored_diff returns before without
-    xa, xb = sa.d.sub_digests(k), sb.d.sub_digests(k)
-    refs_a, refs_b = sa.d.sub_refs(k), sb.d.sub_refs(k)
+    xa, xb = sa.d.sub_digests(ka), sb.d.sub_digests(kb)
+    refs_a, refs_b = sa.d.sub_refs(ka), sb.d.sub_refs(kb)
     if refs_a is None or refs_b is None:
         return None
     n_a, n_b = len(xa), len(xb)
@@ -180,8 +216,8 @@ def _sub_diff(
     seeds_a = {i for i in near_a if ma[i] >= 0} | {mb[j] for j in near_b if mb[j] >= 0}
     rows_a = sorted(gap_a | seeds_a)
     rows_b = sorted(gap_b | {ma[i] for i in seeds_a})
-    got_a = sa.cap.digest_rows(sa.rank, sa.gid, k, rows_a)
-    got_b = sb.cap.digest_rows(sb.rank, sb.gid, k, rows_b)
+    got_a = sa.cap.digest_rows(sa.rank, sa.gid, ka, rows_a)
+    got_b = sb.cap.digest_rows(sb.rank, sb.gid, kb, rows_b)
     if got_a is None or got_b is None:
         return None
     if not (sa.knows_groups(got_a) and sb.knows_groups(got_b)):

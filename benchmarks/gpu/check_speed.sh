@@ -4,7 +4,7 @@
 # same with the capture's `gti_symbol_rows` records ignored (the walk selecting rows from whole
 # tables, as before them), the same with its `gti_row_digests` ignored (rank diffs and tables from
 # whole payloads), the same with the digests read but no diff made from anchors
-# (checks/anchored_rank_diff.py off: structural rank diffs from the decoded tables), and `check -j
+# (diff/anchored.py off: structural rank diffs from the decoded tables), and `check -j
 # N` on N cores. Three runs each; every report of a capture must be the same document (the findings
 # do not depend on N or on the records), but for the anchored diffs, which may pair rows otherwise:
 # the runs without them must agree with each other.
@@ -39,7 +39,7 @@ d.ENABLED = False
 from graphtrain_inspect.inspector.cli.main import main
 sys.exit(main(sys.argv[1:]))'
 noanchor='import sys
-from graphtrain_inspect.inspector.checks import anchored_rank_diff as a
+from graphtrain_inspect.inspector.diff import anchored as a
 a.ENABLED = False
 from graphtrain_inspect.inspector.cli.main import main
 sys.exit(main(sys.argv[1:]))'

@@ -7,7 +7,7 @@
 # findings (kind, severity, ranks, passes, message: the anchored diffs may pair rows otherwise,
 # and so list other nodes in the evidence), and the two captures' reports the same document. Each row's refs are in the records since
 # issue 33's second column: the script counts the records that hold them and the structural rank
-# diffs `check` made from them (checks/anchored_rank_diff.py; on GPUs each rank's own device is in
+# diffs `check` made from them (diff/anchored.py; on GPUs each rank's own device is in
 # most rows, so few rows are the same bytes and the diffs come from the decoded tables).
 #
 #     bash benchmarks/gpu/row_digest_runs.sh NGPU OUT
@@ -21,7 +21,7 @@ mkdir -p "$OUT"
 PY=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 noanchor='import sys
-from graphtrain_inspect.inspector.checks import anchored_rank_diff as a
+from graphtrain_inspect.inspector.diff import anchored as a
 a.ENABLED = False
 from graphtrain_inspect.inspector.cli.main import main
 sys.exit(main(sys.argv[1:]))'
@@ -42,7 +42,7 @@ for mode in here child; do
   echo "capture $mode: exit $?, $(grep -c gti_row_digests "$cap"/*_gti.log | tr '\n' ' ')records, with refs: $(grep -c '"refs":\[' "$cap"/*_gti.log | tr '\n' ' ')"
   $PY - "$cap" <<'PYEOF'
 import sys
-from graphtrain_inspect.inspector.checks import anchored_rank_diff as a, check_report
+from graphtrain_inspect.inspector.diff import anchored as a, check_report
 from graphtrain_inspect.inspector.read.capture_index import open_capture
 made = []
 real = a._anchored_diff

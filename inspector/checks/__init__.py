@@ -13,8 +13,7 @@ observations into findings that name the first pass after which each one appears
 
 Shared by the checks: `tables_and_blame` (cached node tables and rank diffs, rank-derived vectors,
 blame), `differing_literals` (literals that differ across ranks at aligned nodes), `row_rank_diff`
-(rank diffs from undecoded rows), `anchored_rank_diff` (rank diffs of tables of different layouts
-from their row digests and refs), `symbol_rows` (a graph's symbol map as rows, stale ones marked).
+(rank diffs from undecoded rows), `symbol_rows` (a graph's symbol map as rows, stale ones marked).
 
 May import: read and diff. Never replay, cli or tui; never torch, textual or rich.
 """

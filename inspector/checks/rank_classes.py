@@ -37,7 +37,7 @@ from graphtrain_inspect.inspector.diff.normalize import RankContext, is_collecti
 
 if TYPE_CHECKING:
     from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
-    from graphtrain_inspect.inspector.diff.graph_diff import GraphDiff
+    from graphtrain_inspect.inspector.diff.node_diff import GraphDiff
     from graphtrain_inspect.inspector.read.capture_index import Capture
     from graphtrain_inspect.inspector.read.stages import Stage, StageIndex, StageKey
 
@@ -277,7 +277,7 @@ def translated_diff(
     another rank of that class: the other rank's own device and group names where the first
     rank's stand (`swap`: (groups, devices), from `Rewrites.swap_to`). The two ranks' rows are
     the same but for those strings (their hashes are equal), so nothing else changes."""
-    from graphtrain_inspect.inspector.diff.graph_diff import GraphDiff, NodeDiff, SubgraphDiff
+    from graphtrain_inspect.inspector.diff.node_diff import GraphDiff, NodeDiff, SubgraphDiff
 
     groups, devices = swap
     if not groups and not devices:
@@ -327,7 +327,7 @@ def class_rank_diff(ctx: "CheckContext", key: "StageKey", ref: int, other: int) 
     when `other` is in `ref`'s class; the diff of `ref` and the lowest rank of `other`'s class,
     as it reads on `other` (`translated_diff`), when that diff is made by comparing rows (not
     the identical-bytes shortcut, which does not look at own devices). None: make it."""
-    from graphtrain_inspect.inspector.diff.graph_diff import GraphDiff
+    from graphtrain_inspect.inspector.diff.node_diff import GraphDiff
 
     group = _class_group(ctx, key, ref, other)
     if group is None:

@@ -30,17 +30,16 @@ from typing import TYPE_CHECKING, Any, Callable
 import orjson
 
 from graphtrain_inspect.capture import logformat
-from graphtrain_inspect.capture.logformat import NodeRow
 from graphtrain_inspect.capture.symbol_rows import rows_with
-from graphtrain_inspect.inspector.diff.graph_diff import GraphDiff, NodeDiff, SubgraphDiff, compare_rows
+from graphtrain_inspect.inspector.diff.node_diff import GraphDiff, NodeDiff, SubgraphDiff, compare_rows
 from graphtrain_inspect.inspector.diff.normalize import (
-    REDUCE_OPS,
     GraphNormalizer,
     RankContext,
-    _str_leaves,
     is_collective_target,
+    knows_groups,
+    own_device_tokens,
 )
-from graphtrain_inspect.inspector.read.graphmodel import _row_ok, split_device
+from graphtrain_inspect.inspector.read.graphmodel import _row_ok
 
 if TYPE_CHECKING:
     from graphtrain_inspect.inspector.read.capture_index import Capture
@@ -57,15 +56,6 @@ class _SameNames(dict):
 
 
 _SAME_NAMES = _SameNames()
-
-
-def _device_tokens(*ctxs: RankContext) -> list[bytes]:
-    out = []
-    for ctx in ctxs:
-        own = ctx.own_device
-        if own and split_device(own)[1] is not None:
-            out.append(own.encode())
-    return out
 
 
 def _group_substitutions(ctx: RankContext) -> list[tuple[bytes, bytes]]:
@@ -91,12 +81,6 @@ def _same_after_group_names(x: bytes, y: bytes, groups_a: list, groups_b: list) 
     for name, norm in groups_b:
         y = y.replace(name, norm)
     return x == y
-
-
-def _knows_groups(row: NodeRow, ctx: RankContext) -> bool:
-    if not is_collective_target(row.get("target")):
-        return True
-    return all(leaf in REDUCE_OPS or leaf in ctx.group_keys for _, leaf in _str_leaves(row))
 
 
 NO_DIGESTS = object()  # _pairs_from_digests: a table has no row digests
@@ -153,7 +137,7 @@ def positional_rank_diff(
 ) -> GraphDiff | None:
     if not ENABLED:
         return None
-    tokens = _device_tokens(ctx_a, ctx_b)
+    tokens = own_device_tokens(ctx_a, ctx_b)
     got = _pairs_from_digests(cap, ra, ga, rb, gb, tokens)
     pairs = _pairs_from_rows(cap, ra, ga, rb, gb, tokens) if got is NO_DIGESTS else got
     if not isinstance(pairs, list):
@@ -179,7 +163,7 @@ def positional_rank_diff(
                 return None
             if not (_row_ok(a) and _row_ok(b)) or a["name"] != b["name"]:
                 return None
-            if not (_knows_groups(a, ctx_a) and _knows_groups(b, ctx_b)):
+            if not (knows_groups(a, ctx_a) and knows_groups(b, ctx_b)):
                 return None
             args, metas, structural = compare_rows(a, b, _SAME_NAMES, na, nb)
             if args or metas or structural:

@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Hashable, Iterable
 
 from graphtrain_inspect.capture import logformat
-from graphtrain_inspect.inspector.checks.anchored_rank_diff import anchored_rank_diff
 from graphtrain_inspect.inspector.checks.findings import Finding, NotRun
 from graphtrain_inspect.inspector.checks.rank_classes import class_rank_diff
 from graphtrain_inspect.inspector.checks.row_rank_diff import positional_rank_diff
-from graphtrain_inspect.inspector.diff.graph_diff import GraphDiff, diff_tables, graph_normalizer
+from graphtrain_inspect.inspector.diff.anchored import anchored_rank_diff
+from graphtrain_inspect.inspector.diff.graph_diff import diff_tables, graph_normalizer
+from graphtrain_inspect.inspector.diff.node_diff import GraphDiff
 from graphtrain_inspect.inspector.diff.normalize import GraphNormalizer, RankContext
 from graphtrain_inspect.inspector.read.graphmodel import GraphTables
 from graphtrain_inspect.inspector.read.stages import TRACE, Stage, StageIndex, StageKey, pipeline_label
@@ -123,7 +124,7 @@ def _chains(
 def _same_code_diff(ta: GraphTables, tb: GraphTables, ref: int, other: int) -> GraphDiff:
     """Two ranks printed the very same code: only what the code does not show can differ, the
     values of small tensor constants. Node by node, no alignment needed."""
-    from graphtrain_inspect.inspector.diff.graph_diff import NodeDiff, SubgraphDiff
+    from graphtrain_inspect.inspector.diff.node_diff import NodeDiff, SubgraphDiff
 
     subs = []
     for ga, gb in zip(ta.graphs, tb.graphs):

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import shutil
 
-from graphtrain_inspect.inspector.checks.anchored_rank_diff import anchored_pass_diff, anchored_rank_diff
 from graphtrain_inspect.inspector.cli.common import (
     CommandError,
     add_capture_argument,
@@ -190,14 +189,7 @@ def _rank_diffs(cap, index, args: argparse.Namespace, st: Style, out: list[str],
             out.append(st(f"  rank {missing[0]} has no such graph (the pass did not run there, or raised)", "red"))
             docs.append({"stage": key.label(), "pipeline": key.pipeline, "missing_on": missing})
             continue
-        ga, gb = stages[ra].gid, stages[rb].gid
-        d = None
-        if ga != gb:  # tables with row digests and refs: the diff `check` makes of them
-            d = anchored_rank_diff(
-                cap, ra, ga, gdiff.rank_context(cap, ra, ga), rb, gb, gdiff.rank_context(cap, rb, gb)
-            )
-        if d is None:
-            d = gdiff.rank_diff(cap, key, ra, rb, index=index)
+        d = gdiff.rank_diff(cap, key, ra, rb, index=index)
         if d is None:
             out.append(st("  graph tables unreadable on one of the ranks", "red"))
             continue
@@ -238,30 +230,6 @@ def _pass_diffs(cap, args: argparse.Namespace, st: Style, out: list[str], docs: 
         _one_pass(cap, rank, p, args, st, out, docs)
 
 
-def _pass_diffs_of(cap, rank: int, p, stack: bool) -> list:
-    """(role, diff) of each output of the pass, as `graph_diff.pass_diffs` gives them; from the
-    tables' row digests and refs where they have them (and stack traces are not compared), which
-    list the same changes without aligning every row."""
-    from graphtrain_inspect.inspector.diff import graph_diff as gdiff
-    from graphtrain_inspect.inspector.diff.graph_diff import GraphDiff
-
-    if not stack and p.before is not None:
-        got = []
-        for role, gid in p.after.items():
-            label = f"after {p.name}" + ("" if role == "out" else f" ({role})")
-            d: GraphDiff | None
-            if gid == p.before:  # the pass returned its graph unchanged
-                d = GraphDiff(f"before {p.name}", label, p.before, gid, [], unlisted_same=True)
-            else:
-                d = anchored_pass_diff(cap, rank, p.before, gid, f"before {p.name}", label)
-            if d is None:
-                break
-            got.append((role, d))
-        else:
-            return got
-    return gdiff.pass_diffs(cap, rank, p, stack=stack)
-
-
 def _one_pass(cap, rank: int, p, args: argparse.Namespace, st: Style, out: list[str], docs: list[dict]) -> None:
     from graphtrain_inspect.inspector.diff import graph_diff as gdiff
 
@@ -277,7 +245,7 @@ def _one_pass(cap, rank: int, p, args: argparse.Namespace, st: Style, out: list[
         )
         if not p.after:
             return
-    for role, d in _pass_diffs_of(cap, rank, p, args.stack):
+    for role, d in gdiff.pass_diffs(cap, rank, p, stack=args.stack):
         if args.role and role != args.role:
             continue
         if role != "out" or len(roles) > 1:

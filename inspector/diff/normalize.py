@@ -129,3 +129,24 @@ def _str_leaves(row: NodeRow):
 
 
 IDENTITY = GraphNormalizer(None, None)
+
+
+def own_device_tokens(*ctxs: RankContext) -> list[bytes]:
+    """Each rank's indexed own device (`cuda:1`) as bytes: the token that makes two ranks' equal
+    bytes mean another thing after normalization (it is `<own>` on one rank, a literal on the
+    other), which readers of undecoded rows look for."""
+    out = []
+    for ctx in ctxs:
+        own = ctx.own_device
+        if own and split_device(own)[1] is not None:
+            out.append(own.encode())
+    return out
+
+
+def knows_groups(row: NodeRow, ctx: RankContext) -> bool:
+    """Whether every process group a collective row names is in the rank's table: one that is not
+    would be numbered by its first appearance in the whole graph, which a reader of a few rows
+    cannot do."""
+    if not is_collective_target(row.get("target")):
+        return True
+    return all(leaf in REDUCE_OPS or leaf in ctx.group_keys for _, leaf in _str_leaves(row))

@@ -81,7 +81,7 @@ from graphtrain_inspect.inspector.replay.resolve import (  # noqa: F401
 from graphtrain_inspect.inspector.replay.world import World, destroy_fake_world, init_fake_world, rank_world  # noqa: F401
 
 if TYPE_CHECKING:
-    from graphtrain_inspect.inspector.diff.graph_diff import GraphDiff
+    from graphtrain_inspect.inspector.diff.node_diff import GraphDiff
     from graphtrain_inspect.inspector.read.capture_index import Capture, PassRecord
 
 

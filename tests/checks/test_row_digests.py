@@ -16,11 +16,11 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from graphtrain_inspect.capture import logformat, row_digests, session
 from graphtrain_inspect.capture.logformat import split_records
-from graphtrain_inspect.inspector.checks import anchored_rank_diff as ard
 from graphtrain_inspect.inspector.checks import check_report
 from graphtrain_inspect.inspector.checks import row_rank_diff as rrd
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
 from graphtrain_inspect.inspector.cli.main import main as cli_main
+from graphtrain_inspect.inspector.diff import anchored as ard
 from graphtrain_inspect.inspector.diff.align import Parts
 from graphtrain_inspect.inspector.diff.graph_diff import diff_tables
 from graphtrain_inspect.inspector.read import row_digests as read_digests
@@ -239,6 +239,20 @@ def _structural_pairs(cap, ctx):
     return out
 
 
+def _count_anchored(monkeypatch) -> list[bool]:
+    """Whether each diff tried from row digests and refs was made (diff/anchored.py), in order."""
+    made: list[bool] = []
+    real = ard._anchored_diff
+
+    def counted(*a):
+        got = real(*a)
+        made.append(got is not None)
+        return got
+
+    monkeypatch.setattr(ard, "_anchored_diff", counted)
+    return made
+
+
 def test_structural_rank_diffs_from_anchors(sample_capture, tmp_path, monkeypatch):
     """Stages where a pass decided differently on rank 1 (the tables differ in layout): the diff
     made from digests and refs pairs the rows that are the same bytes on both ranks and aligns
@@ -271,16 +285,7 @@ def test_structural_rank_diffs_from_anchors(sample_capture, tmp_path, monkeypatc
             lits = {(n.names, repr(n.args)) for n in d.changes() if n.args and not n.structural}
             ref_lits = {(n.names, repr(n.args)) for n in ref.changes() if n.args and not n.structural}
             assert ref_lits and {x for x in ref_lits if x[0][0] == x[0][1]} <= lits
-    made: list[bool] = []
-    real = ard.anchored_rank_diff
-
-    def counted(*a):
-        got = real(*a)
-        made.append(got is not None)
-        return got
-
-    monkeypatch.setattr(ard, "anchored_rank_diff", counted)
-    monkeypatch.setattr("graphtrain_inspect.inspector.checks.tables_and_blame.anchored_rank_diff", counted)
+    made = _count_anchored(monkeypatch)
     one = _report(path)
     assert made and all(made)
     assert _report(path, jobs=2) == one
@@ -328,15 +333,7 @@ def test_diff_reads_pass_diffs_and_rank_diffs_by_anchors(sample_capture, tmp_pat
     src = sample_capture(*ALL_BUGS)
     path = tmp_path / "digests"
     _with_digests(src, path)
-    made: list[bool] = []
-    real = ard._anchored_diff
-
-    def counted(*a):
-        got = real(*a)
-        made.append(got is not None)
-        return got
-
-    monkeypatch.setattr(ard, "_anchored_diff", counted)
+    made = _count_anchored(monkeypatch)
     with open_capture(str(path)) as cap:
         names = sorted({p.name for r in cap.ranks for p in cap.passes(r) if p.before is not None})
     assert len(names) >= 5

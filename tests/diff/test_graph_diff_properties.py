@@ -16,7 +16,8 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graphtrain_inspect.inspector.diff.graph_diff import GraphDiff, diff_tables
+from graphtrain_inspect.inspector.diff.graph_diff import diff_tables
+from graphtrain_inspect.inspector.diff.node_diff import GraphDiff
 from graphtrain_inspect.inspector.read.graphmodel import GraphTables, SubGraph
 
 _TARGETS = ("aten.add.Tensor", "aten.mul.Tensor", "aten.relu.default", "aten.view.default", "aten.cat.default")

@@ -1,7 +1,7 @@
 """Graph diffs of tables that do not line up row by row, from their row digests and refs.
 
 A pass that decides differently on one rank leaves that rank's graph with nodes added or moved,
-and every later stage differs in layout too: the positional diff (row_rank_diff.py) cannot pair
+and every later stage differs in layout too: the positional diff (checks/row_rank_diff.py) cannot pair
 the rows, and a structural diff of the decoded tables aligns every row of both (the bulk of
 `check`'s time on such a capture, and of `diff --pass` on a large graph). Most rows are still the
 very same bytes on both sides. With row digests and refs (`gti_row_digests`), per subgraph (paired
@@ -29,7 +29,7 @@ this path cannot say it exactly or would not save the work: tables without diges
 subgraph path twice, fewer than half the rows the same bytes on both sides, digests that occur twice on a
 side, refs that do not agree with the rows read, a row that is not what its digest says, a
 collective naming a process group the rank tables do not know; the caller then diffs the decoded
-tables. Byte-equal collective rows are taken as equal, as row_rank_diff.py takes them.
+tables. Byte-equal collective rows are taken as equal, as checks/row_rank_diff.py takes them.
 """
 
 from __future__ import annotations
@@ -41,10 +41,15 @@ from typing import TYPE_CHECKING
 import orjson
 
 from graphtrain_inspect.capture import logformat
-from graphtrain_inspect.inspector.checks.row_rank_diff import _device_tokens, _knows_groups
 from graphtrain_inspect.inspector.diff.align import Parts, _increasing, _lis, align_seeded
-from graphtrain_inspect.inspector.diff.graph_diff import GraphDiff, NodeDiff, SubgraphDiff, _compare
-from graphtrain_inspect.inspector.diff.normalize import IDENTITY, GraphNormalizer, RankContext
+from graphtrain_inspect.inspector.diff.node_diff import GraphDiff, NodeDiff, SubgraphDiff, _compare
+from graphtrain_inspect.inspector.diff.normalize import (
+    IDENTITY,
+    GraphNormalizer,
+    RankContext,
+    knows_groups,
+    own_device_tokens,
+)
 from graphtrain_inspect.inspector.read.row_digests import RowDigests
 
 if TYPE_CHECKING:
@@ -62,7 +67,7 @@ def anchored_rank_diff(
         return None
     norms = (GraphNormalizer(None, ctx_a), GraphNormalizer(None, ctx_b))
     a, b = _Side(cap, ra, ga, norms[0], ctx_a), _Side(cap, rb, gb, norms[1], ctx_b)
-    return _anchored_diff(a, b, _device_tokens(ctx_a, ctx_b), f"rank {ra}", f"rank {rb}")
+    return _anchored_diff(a, b, own_device_tokens(ctx_a, ctx_b), f"rank {ra}", f"rank {rb}")
 
 
 def anchored_pass_diff(
@@ -89,7 +94,7 @@ class _Side:
 
     def knows_groups(self, rows: list) -> bool:
         ctx = self.ctx
-        return ctx is None or all(_knows_groups(r, ctx) for r in rows)
+        return ctx is None or all(knows_groups(r, ctx) for r in rows)
 
 
 def _paths(d: RowDigests) -> list[str] | None:

@@ -181,6 +181,16 @@ def finds(data: bytes, tok: bytes, start: int = 0) -> Iterable[int]:
         at = data.find(tok, at + 1)
 
 
+def normalized_row(line: bytes, rw: Rewrites) -> bytes:
+    """One row's bytes as `table_digest` hashes them: its group names rewritten where it is a
+    collective's row, then the own device everywhere."""
+    groups, own = rw
+    if groups and any(name in line for name, _ in groups) and _is_collective_row(line):
+        for name, norm in groups:
+            line = line.replace(name, norm)
+    return line.replace(own, _OWN) if own else line
+
+
 def table_digest(text: bytes, rw: Rewrites) -> bytes | None:
     """The hash of a node table's payload (the bytes the log holds, tabs taken off) as the rank
     normalizer would read it: the lines after the first (which names the graph id) with the lines

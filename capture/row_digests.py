@@ -15,6 +15,11 @@ no row. A reader that pairs two ranks' byte-equal rows by their digests finds, f
 which of the rows it has not read use one it has to compare (their inputs may have been paired
 otherwise). Left out where a subgraph has a name twice (a name is then no single row).
 
+Where the table's envelope has its normalized hash (`rank_tokens.table_norm`), the record also
+holds each row's digest after the same rewrites (`norm_digests`: group names in collectives' rows,
+the rank's own device): two ranks' rows that differ only in what the rank normalizer rewrites
+(every row of a GPU rank names its own device) have equal normalized digests.
+
 Only tables of at least `GTI_CAPTURE_DIGEST_ROWS` rows (default 1,000; 0: every table) get one:
 a smaller table is read whole at no cost worth saving, and the record would cost the training
 process (which makes small graphs' records itself) for nothing. docs/log-format.md,
@@ -26,6 +31,8 @@ from __future__ import annotations
 import hashlib
 import os
 from typing import Any
+
+from graphtrain_inspect.capture.rank_tokens import normalized_row
 
 # the digest's name in the record: a reader takes a record of a hash it knows only
 HASH = "blake2b-8"
@@ -44,7 +51,11 @@ def min_rows() -> int:
 
 def row_digest(line: bytes) -> bytes:
     """The digest of one row line of `logformat.node_table_rows` (its separating comma off)."""
-    return hashlib.blake2b(line[:-1] if line[-1:] == b"," else line, digest_size=DIGEST_BYTES).digest()
+    return _digest(line[:-1] if line[-1:] == b"," else line)
+
+
+def _digest(row: bytes) -> bytes:
+    return hashlib.blake2b(row, digest_size=DIGEST_BYTES).digest()
 
 
 def _ref_names(v: Any, out: list[str]) -> None:
@@ -94,12 +105,15 @@ def row_digests_payload(
     subs: list[tuple[bytes, list[bytes]]] | None,
     least: int | None = None,
     graphs: list[dict[str, Any]] | None = None,
+    rewrites: Any = None,
 ) -> dict[str, Any] | None:
     """The `gti_row_digests` payload of a `gti_nodes` payload, given as its lines (`split(b"\\n")`)
     and their `logformat.node_table_rows` (the caller has them for the symbol rows too): {"gid",
     "hash", "rows" (per subgraph), "lines" (every payload line's byte length), "digests" (hex,
     DIGEST_BYTES per row, the rows of every subgraph in order), "refs" (`row_refs` of `graphs`,
-    the table's decoded subgraphs, where given and it has one)}; None when the table is not laid
+    the table's decoded subgraphs, where given and it has one), "norm_digests" (hex, each row's
+    digest after `rewrites`, the `rank_tokens.Rewrites` its table's normalized hash was made
+    with, where given)}; None when the table is not laid
     out one row per line (`subs` None) or has fewer than `least` rows (default `min_rows()`)."""
     if subs is None:
         return None
@@ -107,9 +121,19 @@ def row_digests_payload(
     if sum(counts) < (min_rows() if least is None else least):
         return None
     digests = b"".join([row_digest(ln) for _, rows in subs for ln in rows])
-    out = {"gid": gid, "hash": HASH, "rows": counts, "lines": list(map(len, lines)), "digests": digests.hex()}
+    out: dict[str, Any] = {
+        "gid": gid,
+        "hash": HASH,
+        "rows": counts,
+        "lines": list(map(len, lines)),
+        "digests": digests.hex(),
+    }
     if graphs is not None and [len(g["nodes"]) for g in graphs] == counts:
         refs = row_refs(graphs)
         if refs is not None:
             out["refs"] = refs
+    if rewrites is not None:
+        out["norm_digests"] = b"".join(
+            [_digest(normalized_row(ln[:-1] if ln[-1:] == b"," else ln, rewrites)) for _, rows in subs for ln in rows]
+        ).hex()
     return out

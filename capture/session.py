@@ -252,16 +252,18 @@ class Session(SessionChildren):
             # The table is already JSON: splice the gid in rather than encode it twice.
             payload = logformat.node_table_payload(gid, tables_json)
             nodes_meta: dict[str, Any] = meta
+            rewrites = None  # what the normalized hash was made with: the row digests' too
             with self.recorded(f"node table digest ({role})", frame):
                 norm = rank_tokens.table_norm(payload, self.rank_table, graph_tables.own_device())
                 if norm is not None:
                     nodes_meta = {**meta, rank_tokens.NORM: norm}
+                    rewrites = rank_tokens.recorded_rewrites(norm)
             self._write(logformat.NODES, payload, nodes_meta)
             subs = None  # the table's rows as lines, split once for the digests and the symbol rows
             with self.recorded(f"row digests ({role})", frame):
                 lines = payload.split(b"\n")
                 subs = logformat.node_table_rows(lines, payload)
-                digests = row_digests.row_digests_payload(gid, lines, subs, graphs=tables["graphs"])
+                digests = row_digests.row_digests_payload(gid, lines, subs, graphs=tables["graphs"], rewrites=rewrites)
                 if digests is not None:
                     self._write(logformat.ROW_DIGESTS, digests, {"gid": gid, "hash": row_digests.HASH})
             with self.recorded(f"symbol rows ({role})", frame):

@@ -31,6 +31,7 @@ import orjson
 
 from graphtrain_inspect.capture import logformat
 from graphtrain_inspect.capture.symbol_rows import rows_with
+from graphtrain_inspect.inspector.diff.anchored import rank_digests
 from graphtrain_inspect.inspector.diff.node_diff import GraphDiff, NodeDiff, SubgraphDiff, compare_rows
 from graphtrain_inspect.inspector.diff.normalize import (
     GraphNormalizer,
@@ -90,15 +91,17 @@ _Pairs = list[tuple[bytes, list[int], set[int], Callable[[int], bytes | None], C
 
 
 def _pairs_from_digests(
-    cap: "Capture", ra: int, ga: str, rb: int, gb: str, tokens: list[bytes]
+    cap: "Capture", ra: int, ga: str, ctx_a: RankContext, rb: int, gb: str, ctx_b: RankContext
 ) -> _Pairs | None | object:
     """Per subgraph: (head, rows to compare, rows that mention an own device, a's row i, b's
-    row i), from the tables' row digests (`gti_row_digests`): the rows whose digests differ and
-    those the stored payloads show a token in, read alone. None where the layouts differ (the
-    tables' rows would say the same); NO_DIGESTS where a table has none."""
-    da, db = cap.row_digests(ra, ga), cap.row_digests(rb, gb)
-    if da is None or db is None:
+    row i), from the tables' row digests (`gti_row_digests`, normalized where both have them:
+    `anchored.rank_digests`): the rows whose digests differ and those the stored payloads show a
+    token in, read alone. None where the layouts differ (the tables' rows would say the same);
+    NO_DIGESTS where a table has none."""
+    got = rank_digests(cap, ra, ga, ctx_a, rb, gb, ctx_b)
+    if got is None:
         return NO_DIGESTS
+    da, db, tokens = got
     if da.counts != db.counts or da.heads != db.heads:
         return None
     todo: list[list[int]] = [[] for _ in da.counts]
@@ -137,9 +140,10 @@ def positional_rank_diff(
 ) -> GraphDiff | None:
     if not ENABLED:
         return None
-    tokens = own_device_tokens(ctx_a, ctx_b)
-    got = _pairs_from_digests(cap, ra, ga, rb, gb, tokens)
-    pairs = _pairs_from_rows(cap, ra, ga, rb, gb, tokens) if got is NO_DIGESTS else got
+    got = _pairs_from_digests(cap, ra, ga, ctx_a, rb, gb, ctx_b)
+    if got is NO_DIGESTS:
+        got = _pairs_from_rows(cap, ra, ga, rb, gb, own_device_tokens(ctx_a, ctx_b))
+    pairs = got
     if not isinstance(pairs, list):
         return None
     na, nb = GraphNormalizer(None, ctx_a), GraphNormalizer(None, ctx_b)

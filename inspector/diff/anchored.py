@@ -8,9 +8,10 @@ very same bytes on both sides. With row digests and refs (`gti_row_digests`), pe
 by path as the table diff pairs them; one on one side only is added or removed whole):
 
 1. anchors: rows whose digest occurs once on each side, paired (the longest run in order on
-   both sides), except rows that mention either rank's indexed own device (the same bytes mean
-   another thing after normalization) and rows with a ref to no row (the structural diff always
-   lists those);
+   both sides): for two ranks the normalized digests where both tables have them
+   (`rank_digests`); else the digests, except rows that mention either rank's indexed own device
+   (the same bytes mean another thing after normalization); never rows with a ref to no row (the
+   structural diff always lists those);
 2. the rows that are no anchor are read, with the anchors next to them (their inputs and their
    users, found from the refs alone) and those anchors' partners; rows read that have the same
    name and op on both sides are paired (a pass that tags or rewires a node keeps its name, a
@@ -40,7 +41,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from graphtrain_inspect.capture import logformat
+from graphtrain_inspect.capture import logformat, rank_tokens
 from graphtrain_inspect.inspector.diff.align import Parts, _increasing, _lis, align_seeded
 from graphtrain_inspect.inspector.diff.node_diff import GraphDiff, NodeDiff, SubgraphDiff, _compare
 from graphtrain_inspect.inspector.diff.normalize import (
@@ -59,15 +60,38 @@ if TYPE_CHECKING:
 ENABLED = True
 
 
+def rank_digests(
+    cap: "Capture", ra: int, ga: str, ctx_a: RankContext, rb: int, gb: str, ctx_b: RankContext
+) -> tuple[RowDigests, RowDigests, list[bytes]] | None:
+    """Two ranks' tables' row digests as a rank diff compares them, and the tokens whose rows it
+    reads even where their digests are equal: the normalized digests where both tables have them,
+    made with what these ranks' normalizers rewrite (no token then: the own device is rewritten in
+    them, and a GPU rank's rows, which all name it, compare), else the digests and each rank's
+    indexed own device (the same bytes mean another thing after normalization). None where a
+    table has no digests."""
+    da, db = cap.row_digests(ra, ga), cap.row_digests(rb, gb)
+    if da is None or db is None:
+        return None
+    na = da.normalized(rank_tokens.digest_rewrites(ctx_a.group_keys, ctx_a.own_device))
+    nb = db.normalized(rank_tokens.digest_rewrites(ctx_b.group_keys, ctx_b.own_device))
+    if na is not None and nb is not None:
+        return na, nb, []
+    return da, db, own_device_tokens(ctx_a, ctx_b)
+
+
 def anchored_rank_diff(
     cap: "Capture", ra: int, ga: str, ctx_a: RankContext, rb: int, gb: str, ctx_b: RankContext
 ) -> GraphDiff | None:
     """One stage's graph on two ranks, normalized, as `CheckContext.rank_diff` keeps it."""
     if not ENABLED:
         return None
+    got = rank_digests(cap, ra, ga, ctx_a, rb, gb, ctx_b)
+    if got is None:
+        return None
+    da, db, tokens = got
     norms = (GraphNormalizer(None, ctx_a), GraphNormalizer(None, ctx_b))
-    a, b = _Side(cap, ra, ga, norms[0], ctx_a), _Side(cap, rb, gb, norms[1], ctx_b)
-    return _anchored_diff(a, b, own_device_tokens(ctx_a, ctx_b), f"rank {ra}", f"rank {rb}")
+    a, b = _Side(cap, ra, ga, norms[0], ctx_a, da), _Side(cap, rb, gb, norms[1], ctx_b, db)
+    return _anchored_diff(a, b, tokens, f"rank {ra}", f"rank {rb}")
 
 
 def anchored_pass_diff(
@@ -85,9 +109,18 @@ class _Side:
     """One table of the diff: where its rows are read from, how they are normalized, and the rank
     context whose process groups a collective must name (None: nothing is normalized)."""
 
-    def __init__(self, cap: "Capture", rank: int, gid: str, norm: GraphNormalizer, ctx: RankContext | None):
+    def __init__(
+        self,
+        cap: "Capture",
+        rank: int,
+        gid: str,
+        norm: GraphNormalizer,
+        ctx: RankContext | None,
+        digests: RowDigests | None = None,
+    ):
         self.cap, self.rank, self.gid, self.norm, self.ctx = cap, rank, gid, norm, ctx
-        self.d: RowDigests | None = cap.row_digests(rank, gid)
+        # what rows are compared by (rank_digests); rows are read by the table's own digests
+        self.d: RowDigests | None = digests if digests is not None else cap.row_digests(rank, gid)
 
     def parts(self, rows: list, like: Parts | None = None) -> Parts:
         return Parts(rows, self.norm.leaf if self.norm is not IDENTITY else None, like=like)
@@ -111,8 +144,9 @@ def _anchored_diff(sa: _Side, sb: _Side, tokens: list[bytes], a_label: str, b_la
     if da is None or db is None:
         return None
     if 2 * da.shared(db) < max(sum(da.counts), sum(db.counts)):
-        # few rows the same bytes (a GPU rank's own device is in most of its rows): reading and
-        # aligning the others costs what diffing the decoded tables does, and that is the reference
+        # few rows the same (a GPU rank's own device is in most of its rows, where the tables have
+        # no normalized digests): reading and aligning the others costs what diffing the decoded
+        # tables does, and that is the reference
         return None
     paths_a, paths_b = _paths(da), _paths(db)
     if paths_a is None or paths_b is None:

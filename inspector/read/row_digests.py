@@ -13,11 +13,12 @@ that does not fit gives None, and the reader reads the table whole as before.
 from __future__ import annotations
 
 import bisect
+import copy
 import itertools
 from operator import ne
 from typing import TYPE_CHECKING, Any, Sequence
 
-from graphtrain_inspect.capture import logformat, row_digests
+from graphtrain_inspect.capture import logformat, rank_tokens, row_digests
 
 if TYPE_CHECKING:
     from graphtrain_inspect.inspector.read.logscan import LogFile, Record
@@ -43,12 +44,25 @@ class RowDigests:
         "_begin",
         "_end",
         "_refs",
+        "_cmp",
+        "_norm",
+        "rewrites",
     )
 
     def __init__(
-        self, buf: Any, starts: list[int], lens: list[int], counts: list[int], digests: bytes, refs: Any = None
+        self,
+        buf: Any,
+        starts: list[int],
+        lens: list[int],
+        counts: list[int],
+        digests: bytes,
+        refs: Any = None,
+        norm: tuple[bytes, rank_tokens.Rewrites] | None = None,
     ):
         self._buf = buf
+        # the normalized digests and the rewrites they were made with (`normalized`), or None
+        self._norm = norm
+        self.rewrites: rank_tokens.Rewrites | None = None  # in a normalized view: its rewrites
         self._refs = refs  # the record's "refs" as read (checked by sub_refs), or None
         self._starts = starts
         self._lens = lens
@@ -57,11 +71,25 @@ class RowDigests:
         # head and closing line come before and after its rows)
         self._line0 = list(itertools.accumulate((n + 2 for n in counts[:-1]), initial=2))
         self._row0 = list(itertools.accumulate(counts[:-1], initial=0))
-        self._raw = digests
+        self._raw = digests  # what each row read is checked against
+        self._cmp = digests  # what rows are compared by: the digests, or the normalized ones
         self._digests = memoryview(digests).cast("Q")
         self.heads = [self.line(ln - 1) for ln in self._line0]
         self._begin = starts[0]
         self._end = starts[-1] + lens[-1]
+
+    def normalized(self, rewrites: rank_tokens.Rewrites | None) -> "RowDigests | None":
+        """This table compared by its rows' normalized digests: where the record has them and they
+        were made with `rewrites` (what the reader's normalizer of this rank rewrites, as
+        `rank_tokens.digest_rewrites` gives it), else None. Rows are still read and checked by
+        their digests."""
+        if self._norm is None or rewrites is None or self._norm[1] != rewrites:
+            return None
+        view = copy.copy(self)
+        view._cmp = self._norm[0]
+        view._digests = memoryview(self._norm[0]).cast("Q")
+        view.rewrites = rewrites
+        return view
 
     def line(self, n: int) -> bytes:
         a = self._starts[n]
@@ -106,7 +134,7 @@ class RowDigests:
     def differing(self, other: "RowDigests") -> list[tuple[int, int]]:
         """(subgraph, row) of the rows whose digests differ from `other`'s at the same place
         (tables of the same layout)."""
-        if self._raw == other._raw:
+        if self._cmp == other._cmp:
             return []
         rows = itertools.compress(itertools.count(), map(ne, self._digests, other._digests))
         return [self._place(g) for g in rows]
@@ -130,6 +158,20 @@ class RowDigests:
         # the last subgraph starting at or before row g (an empty one before it starts there too)
         k = bisect.bisect_right(self._row0, g) - 1
         return k, g - self._row0[k]
+
+
+def _norm_digests(v: dict, nodes: "Record", size: int) -> tuple[bytes, rank_tokens.Rewrites] | None:
+    """The record's normalized digests with the rewrites the table's envelope says its normalized
+    hash was made with (the same the capture made these with); None where either is missing or
+    not of its form (optional: the digests hold without them)."""
+    hexed = v.get("norm_digests")
+    rw = rank_tokens.recorded_rewrites(nodes.meta.get(rank_tokens.NORM))
+    if not isinstance(hexed, str) or len(hexed) != 2 * size or rw is None:
+        return None
+    try:
+        return bytes.fromhex(hexed), rw
+    except ValueError:
+        return None
 
 
 def laid_over(log: "LogFile", nodes: "Record", record: "Record", gid: str) -> RowDigests | None:
@@ -166,7 +208,7 @@ def laid_over(log: "LogFile", nodes: "Record", record: "Record", gid: str) -> Ro
     refs = v.get("refs")
     if not (isinstance(refs, list) and len(refs) == sum(counts)):
         refs = None  # optional: the digests hold without them
-    table = RowDigests(buf, starts, lens, counts, digests, refs)
+    table = RowDigests(buf, starts, lens, counts, digests, refs, _norm_digests(v, nodes, len(digests)))
     first = table.line(0)
     if not first.startswith(b'{"gid":"' + gid.encode() + b'",') or not first.endswith(logformat.TABLE_HEAD):
         return None

@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from graphtrain_inspect.capture import logformat, row_digests, session
+from graphtrain_inspect.capture import logformat, rank_tokens, row_digests, session
 from graphtrain_inspect.capture.logformat import split_records
 from graphtrain_inspect.inspector.checks import check_report
 from graphtrain_inspect.inspector.checks import row_rank_diff as rrd
@@ -87,7 +87,8 @@ def _with_digests(src, dst, mutate=None) -> int:
             lines = [p[1:] for p in payload_lines]
             subs = logformat.node_table_rows(lines)
             graphs = orjson.loads(b"\n".join(lines))["graphs"]
-            digests = row_digests.row_digests_payload(gid, lines, subs, least=0, graphs=graphs)
+            rewrites = rank_tokens.recorded_rewrites(env["artifact"].get(rank_tokens.NORM))
+            digests = row_digests.row_digests_payload(gid, lines, subs, least=0, graphs=graphs, rewrites=rewrites)
             assert digests is not None
             if mutate is not None:
                 mutate(digests)
@@ -202,16 +203,27 @@ def test_a_record_that_does_not_fit_changes_no_report(sample_capture, tmp_path, 
     assert _report(path) == _report(src)
 
 
+@pytest.mark.parametrize("normalized", [True, False], ids=["normalized", "own-device-rows"])
 @pytest.mark.parametrize(
     "name", ["h200x2-rank-baked", "h200x4-fsdp2-compile-rank-literal", "h200x2-rank-recompile-divergent"]
 )
-def test_gpu_captures_read_by_digests_report_the_same(bundled_capture, tmp_path, monkeypatch, name):
-    """Captures recorded on GPUs, whose rows name each rank's own device (`cuda:N`: rows a rank
-    diff reads whatever their digests say): with digests after every table, rank diffs made from
-    them, rows with an own device found in the stored payloads, the same report."""
+def test_gpu_captures_read_by_digests_report_the_same(bundled_capture, tmp_path, monkeypatch, name, normalized):
+    """Captures recorded on GPUs, whose rows name each rank's own device (`cuda:N`): with digests
+    after every table, the same report. Compared by the rows' normalized digests (the own device
+    rewritten, as the capture writes them where the table has its normalized hash), or, without
+    them, by the digests and the rows with an own device, found in the stored payloads and read
+    whatever their digests say."""
     src = bundled_capture(name)
     path = tmp_path / name
-    assert _with_digests(src, path) > 0
+    normal: list[bool] = []  # whether each record has normalized digests (not where the capture's
+    # tables have no normalized hash: this compile's tables)
+
+    def mutate(p):
+        normal.append("norm_digests" in p)
+        if not normalized:
+            p.pop("norm_digests", None)
+
+    assert _with_digests(src, path, mutate) > 0
     reference = _report(src)
     found: list[int] = []
     real = read_digests.RowDigests.rows_with
@@ -221,9 +233,22 @@ def test_gpu_captures_read_by_digests_report_the_same(bundled_capture, tmp_path,
         found.append(len(got))
         return got
 
+    views: list[bool] = []
+    real_view = read_digests.RowDigests.normalized
+
+    def view(self, rewrites):
+        got = real_view(self, rewrites)
+        views.append(got is not None)
+        return got
+
     monkeypatch.setattr(read_digests.RowDigests, "rows_with", rows_with)
+    monkeypatch.setattr(read_digests.RowDigests, "normalized", view)
     assert _report(path) == reference
-    assert sum(found) > 0
+    if normalized and all(normal):
+        assert views and all(views) and sum(found) == 0
+    else:
+        assert not any(views) and sum(found) > 0
+    assert all(normal) or name == "h200x2-rank-recompile-divergent"
 
 
 def _structural_pairs(cap, ctx):

@@ -61,7 +61,7 @@ WORKLOADS = [
 ]
 
 
-def generate(w: Workload, out: Path, torch_trace: bool = True) -> Path:
+def generate(w: Workload, out: Path, torch_trace: bool = True, device: str | None = None) -> Path:
     target = out / w.name
     if (target / "manifest.json").exists():
         return target
@@ -80,6 +80,7 @@ def generate(w: Workload, out: Path, torch_trace: bool = True) -> Path:
         "--experts",
         str(max(4, w.ranks)),
         *[a for b in w.bugs for a in ("--bug", b)],
+        *(["--device", device] if device else []),
     ]
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(w.ranks), *train]
     passes = [
@@ -131,6 +132,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
     ap.add_argument("--only", nargs="+", choices=[w.name for w in WORKLOADS])
     ap.add_argument("--list", action="store_true", help="print the workloads and exit")
+    ap.add_argument("--device", help="the sample's --device (cuda: one GPU a rank, NCCL); default its own (cpu, gloo)")
     ap.add_argument(
         "--no-torch-trace",
         action="store_true",
@@ -148,7 +150,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     for w in chosen:
         t0 = time.monotonic()
-        path = generate(w, args.out, torch_trace=not args.no_torch_trace)
+        path = generate(w, args.out, torch_trace=not args.no_torch_trace, device=args.device)
         print(f"{describe(path)}; {(time.monotonic() - t0) / 60:.1f} min", flush=True)
 
 

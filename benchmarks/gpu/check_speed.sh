@@ -3,13 +3,14 @@
 # table measures them: tlparse over every rank's log one after another, `check --json -j 1`, the
 # same with the capture's `gti_symbol_rows` records ignored (the walk selecting rows from whole
 # tables, as before them), the same with its `gti_row_digests` ignored (rank diffs and tables from
-# whole payloads), the same with the digests read but no diff made from anchors
+# whole payloads), the same with the rows' normalized digests ignored (the digests and the rows
+# with an own device instead), the same with the digests read but no diff made from anchors
 # (diff/anchored.py off: structural rank diffs from the decoded tables), and `check -j
 # N` on N cores. Three runs each; every report of a capture must be the same document (the findings
 # do not depend on N or on the records), but for the anchored diffs, which may pair rows otherwise:
 # the runs without them must agree with each other.
 #
-#     bash benchmarks/gpu/check_speed.sh OUT CAPTURE.tar.xz...
+#     bash benchmarks/gpu/check_speed.sh OUT CAPTURE.tar.xz|CAPTURE_DIR...
 #
 # Needs `tlparse` on PATH (or TLPARSE=path) and the package importable (PYTHONPATH). Prints one
 # line per run: capture, what ran, cores, seconds; then `same` or `DIFFERENT` per capture.
@@ -38,6 +39,11 @@ from graphtrain_inspect.inspector.read import row_digests as d
 d.ENABLED = False
 from graphtrain_inspect.inspector.cli.main import main
 sys.exit(main(sys.argv[1:]))'
+nonorm='import sys
+from graphtrain_inspect.inspector.read import row_digests as d
+d.RowDigests.normalized = lambda self, rewrites: None
+from graphtrain_inspect.inspector.cli.main import main
+sys.exit(main(sys.argv[1:]))'
 noanchor='import sys
 from graphtrain_inspect.inspector.diff import anchored as a
 a.ENABLED = False
@@ -50,8 +56,12 @@ from graphtrain_inspect.inspector.cli.main import main
 sys.exit(main(sys.argv[1:]))'
 for archive in "$@"; do
   name=$(basename "$archive" .tar.xz)
-  tar -xJf "$archive" -C "$out" || { say "$archive: cannot extract"; exit 2; }
-  cap=$out/$name
+  if [ -d "$archive" ]; then  # a capture directory: read where it is, kept
+    cap=$archive
+  else
+    tar -xJf "$archive" -C "$out" || { say "$archive: cannot extract"; exit 2; }
+    cap=$out/$name
+  fi
   cat "$cap"/*.log >/dev/null
   for i in 1 2 3; do
     t0=$(date +%s.%N)
@@ -71,6 +81,8 @@ for archive in "$@"; do
     timed "$name check -j 1 (row digests ignored)" "$c0" "$py" -c "$nodig" check "$cap" --json -j 1
     cp "$out/last" "$out/$name.tables.json"
     cmp -s "$out/last" "$out/$name.j1.json" || say "$name differs from the anchored diffs' (row digests ignored)"
+    timed "$name check -j 1 (normalized digests ignored)" "$c0" "$py" -c "$nonorm" check "$cap" --json -j 1
+    cmp -s "$out/last" "$out/$name.j1.json" || say "$name differs from the normalized digests' (normalized digests ignored)"
     timed "$name check -j 1 (no anchored diffs)" "$c0" "$py" -c "$noanchor" check "$cap" --json -j 1
     cmp -s "$out/last" "$out/$name.tables.json" || say "$name DIFFERENT (no anchored diffs, row digests ignored)"
   done
@@ -81,5 +93,5 @@ for archive in "$@"; do
     done
   done
   say "$name done"
-  rm -rf "$cap"
+  [ -d "$archive" ] || rm -rf "$cap"
 done

@@ -8,7 +8,7 @@
 # and so list other nodes in the evidence), and the two captures' reports the same document. Each row's refs are in the records since
 # issue 33's second column: the script counts the records that hold them and the structural rank
 # diffs `check` made from them (diff/anchored.py; on GPUs each rank's own device is in
-# most rows, so few rows are the same bytes and the diffs come from the decoded tables).
+# most rows; the rows compare by their normalized digests, where the tables have their normalized hash).
 #
 #     bash benchmarks/gpu/row_digest_runs.sh NGPU OUT
 #

@@ -42,7 +42,8 @@ for mode in here child; do
   echo "capture $mode: exit $?, $(grep -c gti_row_digests "$cap"/*_gti.log | tr '\n' ' ')records, with refs: $(grep -c '"refs":\[' "$cap"/*_gti.log | tr '\n' ' ')"
   $PY - "$cap" <<'PYEOF'
 import sys
-from graphtrain_inspect.inspector.diff import anchored as a, check_report
+from graphtrain_inspect.inspector.checks import check_report
+from graphtrain_inspect.inspector.diff import anchored as a
 from graphtrain_inspect.inspector.read.capture_index import open_capture
 made = []
 real = a._anchored_diff

@@ -373,3 +373,21 @@ def test_diff_reads_pass_diffs_and_rank_diffs_by_anchors(sample_capture, tmp_pat
     finding = next(f for f in report["findings"] if f["kind"] == "rank-divergent-graph")
     got = _diff_json(str(path), "--pass", finding["evidence"]["stage"], "--ranks", "0,1")
     assert [d["counts"] for d in got["diffs"]] == [finding["evidence"]["counts"]["1"]]
+
+
+@pytest.mark.parametrize("name", ["h200x2-rank-divergent", "h200x4-rank-divergent"])
+def test_gpu_divergent_ranks_diffed_by_normalized_anchors(bundled_capture, tmp_path, monkeypatch, name):
+    """Captures recorded on GPUs where a pass diverged on a rank (tables of other layouts, every
+    row naming its rank's own device): with digests, refs and normalized digests after every
+    table, every structural rank diff is made from anchors on the normalized digests, and the
+    report is the document the capture gives without them (there the anchored diffs pair every
+    row as the table diffs do)."""
+    src = bundled_capture(name)
+    path = tmp_path / name
+    assert _with_digests(src, path) > 0
+    reference = _report(src)
+    made = _count_anchored(monkeypatch)
+    got = _report(path)
+    assert made and all(made)
+    assert any(f["kind"] == "rank-divergent-graph" for f in got["findings"])
+    assert got == reference

@@ -313,9 +313,24 @@ def decode_sub_head(head: bytes) -> dict[str, Any]:
     return orjson.loads(head[: -len(SUB_TAIL)] + b"}")
 
 
+def sub_head_path(head: bytes) -> str | None:
+    """The subgraph path a head of `node_table_rows` names ("" for the root); None where the head
+    does not read as an object (damage)."""
+    try:
+        return str(decode_sub_head(head).get("path") or "")
+    except (orjson.JSONDecodeError, AttributeError):  # AttributeError: a head that is no object
+        return None
+
+
+def row_json(line: bytes) -> bytes:
+    """One row line of `node_table_rows` as the row's JSON: the line without its separating comma
+    (what a row's digest is of, and what `decode_row` parses)."""
+    return line[:-1] if line[-1:] == b"," else line
+
+
 def decode_row(line: bytes) -> Any:
     """One row of `node_table_rows`: its JSON, without the separating comma."""
-    return orjson.loads(line[:-1] if line[-1:] == b"," else line)
+    return orjson.loads(row_json(line))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -218,12 +218,8 @@ def table_digest(text: bytes, rw: Rewrites) -> bytes | None:
     for start in starts:
         end = text.find(b"\n", start)
         end = len(text) if end < 0 else end
-        line = text[start:end]
-        if _is_collective_row(line):
-            for name, norm in groups:
-                line = line.replace(name, norm)
         stretch(pos, start)
-        h.update(line.replace(own, _OWN) if own else line)
+        h.update(normalized_row(text[start:end], rw))
         pos = end
     stretch(pos, len(text))
     return h.digest()

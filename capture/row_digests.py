@@ -32,6 +32,7 @@ import hashlib
 import os
 from typing import Any
 
+from graphtrain_inspect.capture.logformat import row_json
 from graphtrain_inspect.capture.rank_tokens import normalized_row
 
 # the digest's name in the record: a reader takes a record of a hash it knows only
@@ -51,7 +52,7 @@ def min_rows() -> int:
 
 def row_digest(line: bytes) -> bytes:
     """The digest of one row line of `logformat.node_table_rows` (its separating comma off)."""
-    return _digest(line[:-1] if line[-1:] == b"," else line)
+    return _digest(row_json(line))
 
 
 def _digest(row: bytes) -> bytes:
@@ -134,6 +135,6 @@ def row_digests_payload(
             out["refs"] = refs
     if rewrites is not None:
         out["norm_digests"] = b"".join(
-            [_digest(normalized_row(ln[:-1] if ln[-1:] == b"," else ln, rewrites)) for _, rows in subs for ln in rows]
+            [_digest(normalized_row(row_json(ln), rewrites)) for _, rows in subs for ln in rows]
         ).hex()
     return out

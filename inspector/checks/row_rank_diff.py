@@ -140,19 +140,17 @@ def positional_rank_diff(
 ) -> GraphDiff | None:
     if not ENABLED:
         return None
-    got = _pairs_from_digests(cap, ra, ga, ctx_a, rb, gb, ctx_b)
-    if got is NO_DIGESTS:
-        got = _pairs_from_rows(cap, ra, ga, rb, gb, own_device_tokens(ctx_a, ctx_b))
-    pairs = got
+    pairs = _pairs_from_digests(cap, ra, ga, ctx_a, rb, gb, ctx_b)
+    if pairs is NO_DIGESTS:
+        pairs = _pairs_from_rows(cap, ra, ga, rb, gb, own_device_tokens(ctx_a, ctx_b))
     if not isinstance(pairs, list):
         return None
     na, nb = GraphNormalizer(None, ctx_a), GraphNormalizer(None, ctx_b)
     groups_a, groups_b = _group_substitutions(ctx_a), _group_substitutions(ctx_b)
     subs: list[SubgraphDiff] = []
     for head, todo, sensitive, row_a, row_b in pairs:
-        try:
-            path = str(logformat.decode_sub_head(head).get("path") or "")
-        except (orjson.JSONDecodeError, AttributeError):  # AttributeError: a head that is no object
+        path = logformat.sub_head_path(head)
+        if path is None:
             return None
         nodes: list[NodeDiff] = []
         for i in todo:

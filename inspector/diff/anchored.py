@@ -39,8 +39,6 @@ from itertools import compress, repeat
 from operator import contains, not_
 from typing import TYPE_CHECKING
 
-import orjson
-
 from graphtrain_inspect.capture import logformat, rank_tokens
 from graphtrain_inspect.inspector.diff.align import Parts, _increasing, _lis, align_seeded
 from graphtrain_inspect.inspector.diff.node_diff import GraphDiff, NodeDiff, SubgraphDiff, _compare
@@ -132,10 +130,12 @@ class _Side:
 
 def _paths(d: RowDigests) -> list[str] | None:
     """Each subgraph's path, from its head; None where a head does not read or a path is twice."""
-    try:
-        paths = [str(logformat.decode_sub_head(h).get("path") or "") for h in d.heads]
-    except (orjson.JSONDecodeError, AttributeError):  # AttributeError: a head that is no object
-        return None
+    paths: list[str] = []
+    for head in d.heads:
+        path = logformat.sub_head_path(head)
+        if path is None:
+            return None
+        paths.append(path)
     return paths if len(set(paths)) == len(paths) else None
 
 
@@ -160,8 +160,9 @@ def _anchored_diff(sa: _Side, sb: _Side, tokens: list[bytes], a_label: str, b_la
     # subgraphs paired as the table diff pairs them: by path, then those left on each side in
     # order (a pass that renamed them), then those left on one side added or removed
     at_b = {p: k for k, p in enumerate(paths_b)}
+    in_a = set(paths_a)
     left_a = [k for k, p in enumerate(paths_a) if p not in at_b]
-    left_b = [k for k, p in enumerate(paths_b) if p not in set(paths_a)]
+    left_b = [k for k, p in enumerate(paths_b) if p not in in_a]
     renamed_subs = dict(zip(left_a, left_b))
     renamed: dict[tuple[str, str], str] = {}
     subs: list[SubgraphDiff] = []
@@ -174,7 +175,7 @@ def _anchored_diff(sa: _Side, sb: _Side, tokens: list[bytes], a_label: str, b_la
         if got is None:
             return None
         subs.append(got)
-    paired = set(at_b.get(p) for p in paths_a) | set(renamed_subs.values())
+    paired = {at_b[p] for p in paths_a if p in at_b} | set(renamed_subs.values())
     for kb, path in enumerate(paths_b):
         if kb not in paired:
             got = _one_side(sb, kb, path, "added")

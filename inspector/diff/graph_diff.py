@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from graphtrain_inspect.capture.logformat import NodeRow
 from graphtrain_inspect.inspector.diff.align import Parts, _align, _merge_order
+from graphtrain_inspect.inspector.diff.anchored import anchored_pass_diff, anchored_rank_diff
 from graphtrain_inspect.inspector.diff.node_diff import (
     _NONE,
     GraphDiff,
@@ -309,8 +310,6 @@ def pass_diffs(
     cap: "Capture", rank: int, p: "PassRecord", *, meta: bool = True, stack: bool = False
 ) -> list[tuple[str, GraphDiff | None]]:
     """(role, diff of the pass's input and that output) for each output; None where unreadable."""
-    from graphtrain_inspect.inspector.diff.anchored import anchored_pass_diff
-
     out: list[tuple[str, GraphDiff | None]] = []
     before = None
     for role, gid in p.after.items():
@@ -398,8 +397,6 @@ def rank_diff_gids(
     changes alone (`GraphDiff.unlisted_same`), from the rows that differ (diff/anchored.py): the
     diff `check` makes of them."""
     if meta and gid_a != gid_b:
-        from graphtrain_inspect.inspector.diff.anchored import anchored_rank_diff
-
         ctx_a, ctx_b = rank_context(cap, rank_a, gid_a), rank_context(cap, rank_b, gid_b)
         d = anchored_rank_diff(cap, rank_a, gid_a, ctx_a, rank_b, gid_b, ctx_b)
         if d is not None:

@@ -61,7 +61,7 @@ def _pooled_rows(
         lines: list[bytes] = read  # type: ignore[assignment]  # no None among them
         # the rows not in the pool, decoded in one call: a JSON array of their lines, each
         # without its separating comma (as logformat.decode_row reads one)
-        body = b",".join([ln[:-1] if ln[-1:] == b"," else ln for ln in lines])
+        body = b",".join(map(logformat.row_json, lines))
         decoded = orjson.loads(b"[" + body + b"]")
         if len(decoded) != len(todo):
             return None  # a line holding more than one value: not a row per line
@@ -447,12 +447,11 @@ class Capture:
             return None
         head = b'{"name":' + orjson.dumps(name) + b","
         for k, (h, lines) in enumerate(subs):
-            try:
-                if str(logformat.decode_sub_head(h).get("path") or "") != path:
-                    continue
-            except (orjson.JSONDecodeError, AttributeError):
+            at = logformat.sub_head_path(h)
+            if at is None:
                 return None
-            return lines, self._heads_at(rank, gid, k, lines).get(head, [])
+            if at == path:
+                return lines, self._heads_at(rank, gid, k, lines).get(head, [])
         return None
 
     def _heads_at(self, rank: int, gid: str, sub: int, lines: list[bytes]) -> dict[bytes, list[int]]:
@@ -468,7 +467,8 @@ class Capture:
             for i, ln in enumerate(lines):
                 end = ln.find(b'",', 9)
                 got.setdefault(ln[: end + 2] if end >= 0 else ln, []).append(i)
-            self._rows.put(key, got, 1 + len(lines))
+            # weighed as the bytes it holds: each key, and a dict entry and list per line
+            self._rows.put(key, got, 1 + sum(map(len, got)) + 120 * len(lines))
         return got
 
     def decoded_row(self, line: bytes) -> NodeRow | None:

@@ -8,7 +8,8 @@
 # (diff/anchored.py off: structural rank diffs from the decoded tables), and `check -j
 # N` on N cores. Three runs each; every report of a capture must be the same document (the findings
 # do not depend on N or on the records), but for the anchored diffs, which may pair rows otherwise:
-# the runs without them must agree with each other.
+# the runs without them must agree with each other, and where a report differs from the anchored
+# diffs' the line says whether its findings are the same (kind, severity, ranks, passes, message).
 #
 #     bash benchmarks/gpu/check_speed.sh OUT CAPTURE.tar.xz|CAPTURE_DIR...
 #
@@ -39,6 +40,10 @@ from graphtrain_inspect.inspector.read import row_digests as d
 d.ENABLED = False
 from graphtrain_inspect.inspector.cli.main import main
 sys.exit(main(sys.argv[1:]))'
+findings='import json, sys
+key = lambda p: [(f["kind"], f["severity"], f["ranks"], f.get("introduced_by"), f.get("pass"), f["message"]) for f in json.load(open(p))["findings"]]
+a, b = key(sys.argv[1]), key(sys.argv[2])
+print(f"{len(a)} findings, the same" if a == b else f"DIFFERENT findings ({len(a)} against {len(b)})")'
 nonorm='import sys
 from graphtrain_inspect.inspector.read import row_digests as d
 d.RowDigests.normalized = lambda self, rewrites: None
@@ -80,9 +85,9 @@ for archive in "$@"; do
     cmp -s "$out/last" "$out/$name.j1.json" || say "$name DIFFERENT (records ignored)"
     timed "$name check -j 1 (row digests ignored)" "$c0" "$py" -c "$nodig" check "$cap" --json -j 1
     cp "$out/last" "$out/$name.tables.json"
-    cmp -s "$out/last" "$out/$name.j1.json" || say "$name differs from the anchored diffs' (row digests ignored)"
+    cmp -s "$out/last" "$out/$name.j1.json" || say "$name differs from the anchored diffs' (row digests ignored): $("$py" -c "$findings" "$out/$name.j1.json" "$out/last")"
     timed "$name check -j 1 (normalized digests ignored)" "$c0" "$py" -c "$nonorm" check "$cap" --json -j 1
-    cmp -s "$out/last" "$out/$name.j1.json" || say "$name differs from the normalized digests' (normalized digests ignored)"
+    cmp -s "$out/last" "$out/$name.j1.json" || say "$name differs from the normalized digests' (normalized digests ignored): $("$py" -c "$findings" "$out/$name.j1.json" "$out/last")"
     timed "$name check -j 1 (no anchored diffs)" "$c0" "$py" -c "$noanchor" check "$cap" --json -j 1
     cmp -s "$out/last" "$out/$name.tables.json" || say "$name DIFFERENT (no anchored diffs, row digests ignored)"
   done

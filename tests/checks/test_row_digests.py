@@ -188,8 +188,23 @@ def _shift_a_length(p):
         lambda p: p.update(rows=["1"]),
         lambda p: p.update(gid="g0000000000000000"),
         _shift_a_length,
+        lambda p: p.update(norm_digests="zz" + p["norm_digests"][2:]),
+        lambda p: p.update(norm_digests=p["norm_digests"][:-2]),
+        lambda p: p.update(norm_digests=[1, 2]),
     ],
-    ids=["hash", "short", "not-hex", "lines", "negative", "rows", "gid", "shifted"],
+    ids=[
+        "hash",
+        "short",
+        "not-hex",
+        "lines",
+        "negative",
+        "rows",
+        "gid",
+        "shifted",
+        "norm-not-hex",
+        "norm-short",
+        "norm-list",
+    ],
 )
 def test_a_record_that_does_not_fit_changes_no_report(sample_capture, tmp_path, mutate, monkeypatch):
     """A digests record of another hash, form or table (damage, another writer) is not laid over

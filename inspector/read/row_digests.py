@@ -16,7 +16,7 @@ import bisect
 import copy
 import itertools
 from operator import ne
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence, overload
 
 from graphtrain_inspect.capture import logformat, rank_tokens, row_digests
 
@@ -154,10 +154,59 @@ class RowDigests:
                 at = buf.find(tok, starts[n] + self._lens[n], self._end)
         return out
 
+    def named(self, sub: int, head: bytes) -> list[int]:
+        """The rows of subgraph `sub` whose line starts with `head` (a row's `{"name":NAME,`),
+        found at C speed in the stored payload; at most two (a caller wants exactly one). Not
+        checked against their digests: `row` checks a row read."""
+        first = self._line0[sub]
+        if not self.counts[sub]:
+            return []
+        last = first + self.counts[sub] - 1
+        # each line is stored as a tab, the line, a newline: a row's start follows "\n\t"
+        lo, hi = self._starts[first] - 2, self._starts[last] + self._lens[last]
+        needle = b"\n\t" + head
+        out: list[int] = []
+        at = self._buf.find(needle, lo, hi)
+        while at >= 0 and len(out) < 2:
+            n = bisect.bisect_left(self._starts, at + 2)
+            if n <= last and self._starts[n] == at + 2:
+                out.append(n - first)
+            at = self._buf.find(needle, at + 1, hi)
+        return out
+
+    def sub_lines(self, sub: int) -> "SubLines":
+        """Subgraph `sub`'s row lines as `node_table_rows` gives them, each read when indexed."""
+        return SubLines(self, sub)
+
     def _place(self, g: int) -> tuple[int, int]:
         # the last subgraph starting at or before row g (an empty one before it starts there too)
         k = bisect.bisect_right(self._row0, g) - 1
         return k, g - self._row0[k]
+
+
+class SubLines(Sequence[bytes]):
+    """One subgraph's row lines, read from the stored payload as they are indexed, each checked
+    against its digest (ValueError where it is not what its digest says)."""
+
+    def __init__(self, table: RowDigests, sub: int):
+        self._table, self._sub = table, sub
+
+    def __len__(self) -> int:
+        return self._table.counts[self._sub]
+
+    @overload
+    def __getitem__(self, i: int) -> bytes: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[bytes]: ...
+    def __getitem__(self, i: int | slice) -> bytes | list[bytes]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if not -len(self) <= i < len(self):
+            raise IndexError(i)
+        line = self._table.row(self._sub, i % len(self))
+        if line is None:
+            raise ValueError(f"row {i} of subgraph {self._sub} is not what its digest says")
+        return line
 
 
 def _norm_digests(v: dict, nodes: "Record", size: int) -> tuple[bytes, rank_tokens.Rewrites] | None:

@@ -172,6 +172,62 @@ def test_rows_found_and_checked_in_the_stored_payload(tmp_path, monkeypatch):
         assert [e for e in cap.all_errors() if e.path == str(log)]
 
 
+def test_rows_looked_up_by_name_in_the_stored_table_are_the_indexed_ones(sample_capture, tmp_path, monkeypatch):
+    """A finding's row looked up by name (`node_row`, `rows_around`) in a table with digests is
+    found by searching its stored lines for the first lookups, then through the index of its
+    lines: both give what the whole table gives, for every row and for names that are no row;
+    a row whose bytes are not what its digest says is not taken from the search."""
+    from graphtrain_inspect.inspector.read import capture_reader
+
+    path = tmp_path / "digests"
+    assert _with_digests(sample_capture(*ALL_BUGS), path) > 0
+    whole = open_capture(str(path))
+    gids = [g for g in whole.graphs(1) if whole.row_digests(1, g) is not None][:3]
+    assert gids
+    searched: list[int] = []
+    real = read_digests.RowDigests.named
+
+    def named(self, sub, head):
+        searched.append(sub)
+        return real(self, sub, head)
+
+    monkeypatch.setattr(read_digests.RowDigests, "named", named)
+    for searches in (10**6, 0, 3):  # always searched, never, the first three of each table
+        monkeypatch.setattr(capture_reader, "_SEARCHES", searches)
+        rows_way = open_capture(str(path))
+        searched.clear()
+        for gid in gids:
+            for sub in whole.node_table(1, gid).graphs[:3]:
+                for at in range(0, len(sub.nodes), max(1, len(sub.nodes) // 40)):
+                    row = sub.nodes[at]
+                    assert rows_way.node_row(1, gid, sub.path, row["name"]) == (True, row)
+                    assert rows_way.rows_around(1, gid, sub.path, row["name"], 3) == sub.nodes[max(0, at - 3) : at + 4]
+        assert len(searched) == {10**6: len(searched), 0: 0, 3: 3 * len(gids)}[searches]
+        assert searched if searches else not searched
+        assert len(rows_way._tables) == 0  # no table decoded whole
+        for gid in gids:  # what the lines cannot say: the whole table says it
+            assert rows_way.node_row(1, gid, "", "no_such_node") == (True, None)
+            assert rows_way.node_row(1, gid, "no/such/subgraph", "x") == (False, None)
+    # a row's bytes changed in the log (its table's md5 fails too): not read by the search
+    monkeypatch.setattr(capture_reader, "_SEARCHES", 10**6)
+    gid = gids[0]
+    row = whole.node_table(1, gid).graphs[0].nodes[5]
+    start = whole.graph_record(1, gid, logformat.NODES).payload_start
+    log = path / logformat.log_file_name(1)
+    data = log.read_bytes()
+    line = orjson.dumps(row)
+    at = data.index(b"\t" + line[: line.index(b'"op"')], start) + line.index(b'"op"') + 3
+    log.write_bytes(data[:at] + (b"P" if data[at : at + 1] != b"P" else b"Q") + data[at + 1 :])
+    damaged = open_capture(str(path))
+    d = damaged.row_digests(1, gid)
+    assert d.named(0, line[: line.index(b'"op"')]) == [5] and d.row(0, 5) is None  # found, not read
+    got = damaged.node_row(1, gid, "", row["name"]), damaged.rows_around(1, gid, "", row["name"], 3)
+    monkeypatch.setattr(capture_reader, "_SEARCHES", 0)
+    indexed = open_capture(str(path))
+    assert got == (indexed.node_row(1, gid, "", row["name"]), indexed.rows_around(1, gid, "", row["name"], 3))
+    assert [e for e in damaged.all_errors() if e.path == str(log)]  # the damage is named
+
+
 def _shift_a_length(p):
     p["lines"][3] += 1
     p["lines"][4] -= 1

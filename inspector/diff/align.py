@@ -69,6 +69,24 @@ def freeze(v: Any) -> Any:
     return v
 
 
+def same_frozen(x: Any, y: Any) -> bool:
+    """`freeze(x) == freeze(y)`, without building either where the two are of one JSON type:
+    values that differ (a pass that concretizes shapes changes thousands) are told apart at the
+    first part that differs."""
+    if x == y:
+        return True
+    tx = type(x)
+    if tx is not type(y):
+        return freeze(x) == freeze(y)
+    if tx is list:
+        return len(x) == len(y) and all(map(same_frozen, x, y))
+    if tx is dict:
+        return x.keys() == y.keys() and all([same_frozen(v, y[k]) for k, v in x.items()])
+    if tx is float:
+        return x != x and y != y  # both NaN (freeze: "nan")
+    return False
+
+
 _SIG_IDS: dict[tuple, int] = {}  # shallow signature -> a small int, shared by every Parts
 _SIG_COUNTER = itertools.count()
 _ARG_PATHS = tuple(f"args[{i}]" for i in range(64))

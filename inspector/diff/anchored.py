@@ -40,7 +40,7 @@ from operator import contains, not_
 from typing import TYPE_CHECKING
 
 from graphtrain_inspect.capture import logformat, rank_tokens
-from graphtrain_inspect.inspector.diff.align import Parts, _increasing, _lis, align_seeded
+from graphtrain_inspect.inspector.diff.align import Parts, _increasing, _lis, align_seeded, shallow_sig
 from graphtrain_inspect.inspector.diff.node_diff import GraphDiff, NodeDiff, SubgraphDiff, _compare
 from graphtrain_inspect.inspector.diff.normalize import (
     IDENTITY,
@@ -245,15 +245,21 @@ def _sub_diff(
         mb[j] = i
     gap_a = {i for i in range(n_a) if ma[i] < 0}
     gap_b = {j for j in range(n_b) if mb[j] < 0}
-    # the anchors next to a gap row (its inputs and its users) on either side, with those that
-    # have a ref to no row: read and compared, and given to the alignment as matched
-    near_a = set(_users(refs_a, gap_a)) | loose_a
-    near_a.update(x for i in gap_a for x in refs_a[i])
-    near_b = set(_users(refs_b, gap_b)) | loose_b
-    near_b.update(y for j in gap_b for y in refs_b[j])
-    near_a.discard(-1)
-    near_b.discard(-1)
-    seeds_a = {i for i in near_a if ma[i] >= 0} | {mb[j] for j in near_b if mb[j] >= 0}
+    seeds_a = None
+    if sa.ctx is None and sb.ctx is None:
+        seeds_a = _named_gap_seeds(sa, sb, ka, kb, ma, mb, gap_a, gap_b, refs_a, refs_b)
+        if seeds_a is not None:
+            seeds_a |= {i for i in loose_a if ma[i] >= 0} | {mb[j] for j in loose_b if mb[j] >= 0}
+    if seeds_a is None:
+        # the anchors next to a gap row (its inputs and its users) on either side, with those
+        # that have a ref to no row: read and compared, and given to the alignment as matched
+        near_a = set(_users(refs_a, gap_a)) | loose_a
+        near_a.update(x for i in gap_a for x in refs_a[i])
+        near_b = set(_users(refs_b, gap_b)) | loose_b
+        near_b.update(y for j in gap_b for y in refs_b[j])
+        near_a.discard(-1)
+        near_b.discard(-1)
+        seeds_a = {i for i in near_a if ma[i] >= 0} | {mb[j] for j in near_b if mb[j] >= 0}
     rows_a = sorted(gap_a | seeds_a)
     rows_b = sorted(gap_b | {ma[i] for i in seeds_a})
     got_a = sa.cap.digest_rows(sa.rank, sa.gid, ka, rows_a)
@@ -324,6 +330,56 @@ def _sub_diff(
     listed.sort(key=lambda e: e[:3])
     nodes = [e[3] for e in listed]
     return SubgraphDiff(path, "changed" if nodes else "same", nodes)
+
+
+def _named_gap_seeds(
+    sa: _Side,
+    sb: _Side,
+    ka: int,
+    kb: int,
+    ma: list[int],
+    mb: list[int],
+    gap_a: set[int],
+    gap_b: set[int],
+    refs_a: list[list[int]],
+    refs_b: list[list[int]],
+) -> set[int] | None:
+    """The anchors (a's rows) a pass diff must read where the gap rows alone decide the
+    alignment: every gap row of one side keeps its name and signature on the other (a pass that
+    tags or rewires nodes in place, and adds or removes others), so `align_seeded` would pair
+    nothing past the rows paired by name, whatever anchors it were given. An anchor next to the
+    gap is then read only where it may differ: a user of a gap row whose refs do not go to its
+    partner's refs through that pairing (an input of a gap row is an anchor whose own inputs are
+    anchors: the same). None where the gap rows do not pair so (the caller reads every anchor
+    next to the gap), or a row does not read."""
+    rows_a, rows_b = sorted(gap_a), sorted(gap_b)
+    got_a = sa.cap.digest_rows(sa.rank, sa.gid, ka, rows_a)
+    got_b = sb.cap.digest_rows(sb.rank, sb.gid, kb, rows_b)
+    if got_a is None or got_b is None:
+        return None
+    by_name = {r["name"]: (j, r) for j, r in zip(rows_b, got_b)}
+    if len(by_name) != len(rows_b):
+        return None
+    pair = dict(enumerate(ma))  # a row -> its b row: anchors, then the gap rows paired by name
+    paired_b: set[int] = set()
+    for i, r in zip(rows_a, got_a):
+        hit = by_name.get(r["name"])
+        if hit is not None and shallow_sig(hit[1]) == shallow_sig(r):
+            pair[i] = hit[0]
+            paired_b.add(hit[0])
+    if len(paired_b) != len(rows_a) and len(paired_b) != len(rows_b):
+        return None  # rows left on both sides: the alignment may pair them, given the anchors
+    seeds: set[int] = set()
+    for i in _users(refs_a, gap_a):
+        j = ma[i]
+        if j >= 0 and list(map(pair.get, refs_a[i])) != refs_b[j]:
+            seeds.add(i)
+    back = {j: i for i, j in pair.items() if j >= 0}
+    for j in _users(refs_b, gap_b):
+        i = mb[j]
+        if i >= 0 and list(map(back.get, refs_b[j])) != refs_a[i]:
+            seeds.add(i)
+    return seeds
 
 
 def _refs_agree(p: Parts, rows: list[int], refs: list[list[int]], local: dict[int, int]) -> bool:

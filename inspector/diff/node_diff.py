@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
 
 from graphtrain_inspect.capture.logformat import NodeRow
-from graphtrain_inspect.inspector.diff.align import Parts, freeze
+from graphtrain_inspect.inspector.diff.align import Parts, same_frozen
 from graphtrain_inspect.inspector.diff.normalize import IDENTITY, GraphNormalizer
 from graphtrain_inspect.inspector.read.graphmodel import row_leaves
 
@@ -313,7 +313,7 @@ def _compare(
             if va == vb:
                 continue
             if k in ("val", "attr") and va is not None and vb is not None:
-                if freeze(na.val(va)) == freeze(nb.val(vb)):
+                if same_frozen(na.val(va), nb.val(vb)):
                     continue
             metas.append((k, va, vb))
         if stack and a.get("stack") != b.get("stack"):

@@ -430,6 +430,15 @@ def test_diff_reads_pass_diffs_and_rank_diffs_by_anchors(sample_capture, tmp_pat
     path = tmp_path / "digests"
     _with_digests(src, path)
     made = _count_anchored(monkeypatch)
+    narrowed: list[bool] = []  # gaps whose rows paired by name alone (`_named_gap_seeds`)
+    real = ard._named_gap_seeds
+
+    def named_gap_seeds(*a):
+        got = real(*a)
+        narrowed.append(got is not None)
+        return got
+
+    monkeypatch.setattr(ard, "_named_gap_seeds", named_gap_seeds)
     with open_capture(str(path)) as cap:
         names = sorted({p.name for r in cap.ranks for p in cap.passes(r) if p.before is not None})
     assert len(names) >= 5
@@ -439,7 +448,11 @@ def test_diff_reads_pass_diffs_and_rank_diffs_by_anchors(sample_capture, tmp_pat
             with monkeypatch.context() as m:
                 m.setattr(ard, "ENABLED", False)
                 assert _diff_json(str(path), "--pass", name, "--rank", str(rank)) == got
+            with monkeypatch.context() as m:  # every anchor next to a gap read, as for rank diffs
+                m.setattr(ard, "_named_gap_seeds", lambda *a: None)
+                assert _diff_json(str(path), "--pass", name, "--rank", str(rank)) == got
     assert made.count(True) >= len(names)  # some tables too unlike to pair by digests: decoded
+    assert narrowed.count(True) >= len(names) and False in narrowed
     report = _report(path)
     finding = next(f for f in report["findings"] if f["kind"] == "rank-divergent-graph")
     got = _diff_json(str(path), "--pass", finding["evidence"]["stage"], "--ranks", "0,1")

@@ -19,7 +19,7 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graphtrain_inspect.inspector.diff.align import Parts, align_parts, align_rows
+from graphtrain_inspect.inspector.diff.align import Parts, align_parts, align_rows, freeze, same_frozen
 
 _TARGETS = ("aten.add.Tensor", "aten.mul.Tensor", "aten.relu.default", "aten.view.default")
 
@@ -109,3 +109,28 @@ def test_parts_made_like_the_other_side_align_the_same(g, k):
     alone = align_parts(pa, Parts(b))
     assert align_parts(pa, Parts(b, like=pa)) == alone
     assert align_parts(pa, Parts(copy.deepcopy(a), like=pa)) == {i: i for i in range(len(a))}
+
+
+# values as rows hold them (JSON), with NaN, tuples and the string "nan", which freeze folds
+_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-3, 3)
+    | st.floats(allow_infinity=False)
+    | st.sampled_from(["nan", "s0", "cpu"]),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.sampled_from(["t", "shape", "device", "a"]), inner, max_size=4)
+        | st.lists(inner, max_size=3).map(tuple)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_VALUES, _VALUES)
+def test_same_frozen_says_what_freeze_says(x, y):
+    """The node comparison's value test (`same_frozen`) is `freeze(x) == freeze(y)` for any pair,
+    equal or not, of the same shape or not."""
+    assert same_frozen(x, y) == (freeze(x) == freeze(y))
+    assert same_frozen(x, copy.deepcopy(x))

@@ -44,7 +44,7 @@ _ROWS_CACHE_BYTES = 96 << 20
 _ROW_POOL_ROWS = 300_000
 # lookups of a row by name in one table made by searching its stored lines (`_searched_named`),
 # before its lines are indexed instead
-_SEARCHES = 16
+_SEARCHES = 4
 
 # torch's own record kinds that hold FX graph code (top-level envelope keys)
 

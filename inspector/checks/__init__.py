@@ -193,12 +193,11 @@ def attach_sources(cap: "Capture", findings: list[Finding]) -> None:
                 if f.source is None or not f.source.get("file"):
                     # no stack of its own: the nearest node of the graph that has one, said as such
                     # (from the rows in reach alone, where they can be read without the table)
-                    rows = cap.rows_around(rank, f.graph, f.subgraph or "", f.node, NEAREST_REACH)
-                    if rows is None:
+                    read, near = cap.nearest_source(rank, f.graph, f.subgraph or "", f.node, NEAREST_REACH)
+                    if not read:
                         tables = cap.node_table(rank, f.graph)
                         sub = tables.subgraph(f.subgraph or "") if tables is not None else None
-                        rows = sub.nodes if sub is not None else None
-                    near = nearest_source(rows, f.node, NEAREST_REACH) if rows is not None else None
+                        near = nearest_source(sub.nodes, f.node, NEAREST_REACH) if sub is not None else None
                     if near is not None:
                         f.source = {**near, **({"created_by": f.source["created_by"]} if f.source else {})}
                 break

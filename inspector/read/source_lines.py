@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from graphtrain_inspect.capture.logformat import NodeRow
 
@@ -65,12 +65,20 @@ def nearest_source(rows: list[NodeRow], name: str, reach: int = NEAREST_REACH) -
     at = next((i for i, r in enumerate(rows) if r.get("name") == name), None)
     if at is None:
         return None
+    return nearest_from(rows.__getitem__, at, 0, len(rows), reach)
+
+
+def nearest_from(row_at: Callable[[int], NodeRow], at: int, lo: int, hi: int, reach: int) -> dict[str, Any] | None:
+    """`nearest_source` around row `at` of rows `lo` to `hi` (not included), each row got by
+    `row_at` as the search reaches it, nearest first: a caller reading rows one by one reads
+    the few between the node and the nearest one with a stack, not all in reach."""
     for d in range(1, reach + 1):
         for i in (at - d, at + d):
-            if 0 <= i < len(rows):
-                src = parse_frame(rows[i].get("stack"))
+            if lo <= i < hi:
+                row = row_at(i)
+                src = parse_frame(row.get("stack"))
                 if src is not None and not _torch_frame(src):
-                    return {**src, "nearest_node": rows[i].get("name")}
+                    return {**src, "nearest_node": row.get("name")}
     return None
 
 

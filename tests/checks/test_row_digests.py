@@ -173,11 +173,12 @@ def test_rows_found_and_checked_in_the_stored_payload(tmp_path, monkeypatch):
 
 
 def test_rows_looked_up_by_name_in_the_stored_table_are_the_indexed_ones(sample_capture, tmp_path, monkeypatch):
-    """A finding's row looked up by name (`node_row`, `rows_around`) in a table with digests is
+    """A finding's row looked up by name (`node_row`, `nearest_source`) in a table with digests is
     found by searching its stored lines for the first lookups, then through the index of its
     lines: both give what the whole table gives, for every row and for names that are no row;
     a row whose bytes are not what its digest says is not taken from the search."""
     from graphtrain_inspect.inspector.read import capture_reader
+    from graphtrain_inspect.inspector.read.source_lines import nearest_source
 
     path = tmp_path / "digests"
     assert _with_digests(sample_capture(*ALL_BUGS), path) > 0
@@ -201,7 +202,8 @@ def test_rows_looked_up_by_name_in_the_stored_table_are_the_indexed_ones(sample_
                 for at in range(0, len(sub.nodes), max(1, len(sub.nodes) // 40)):
                     row = sub.nodes[at]
                     assert rows_way.node_row(1, gid, sub.path, row["name"]) == (True, row)
-                    assert rows_way.rows_around(1, gid, sub.path, row["name"], 3) == sub.nodes[max(0, at - 3) : at + 4]
+                    want = nearest_source(sub.nodes, row["name"], 3)
+                    assert rows_way.nearest_source(1, gid, sub.path, row["name"], 3) == (True, want)
         assert len(searched) == {10**6: len(searched), 0: 0, 3: 3 * len(gids)}[searches]
         assert searched if searches else not searched
         assert len(rows_way._tables) == 0  # no table decoded whole
@@ -221,10 +223,12 @@ def test_rows_looked_up_by_name_in_the_stored_table_are_the_indexed_ones(sample_
     damaged = open_capture(str(path))
     d = damaged.row_digests(1, gid)
     assert d.named(0, line[: line.index(b'"op"')]) == [5] and d.row(0, 5) is None  # found, not read
-    got = damaged.node_row(1, gid, "", row["name"]), damaged.rows_around(1, gid, "", row["name"], 3)
+    assert damaged.nearest_source(1, gid, "", row["name"], 3) == (False, None)  # the table says it
+    got = damaged.node_row(1, gid, "", row["name"])
     monkeypatch.setattr(capture_reader, "_SEARCHES", 0)
     indexed = open_capture(str(path))
-    assert got == (indexed.node_row(1, gid, "", row["name"]), indexed.rows_around(1, gid, "", row["name"], 3))
+    assert indexed.nearest_source(1, gid, "", row["name"], 3) == (False, None)
+    assert got == indexed.node_row(1, gid, "", row["name"])
     assert [e for e in damaged.all_errors() if e.path == str(log)]  # the damage is named
 
 

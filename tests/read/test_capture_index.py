@@ -425,14 +425,16 @@ def test_index_jumps_by_payload_bytes_and_falls_back_on_damage(tmp_path, monkeyp
     assert log.payload(log.records[1]) is None and log.payload(log.records[2]).startswith("line 0 of graph 2")
 
 
-def test_node_row_and_rows_around_are_the_tables_without_decoding_it(sample_capture):
+def test_node_row_and_nearest_source_are_the_tables_without_decoding_it(sample_capture):
     """`node_row` (a finding's source line: one node of a graph not decoded yet) gives what the
-    whole table gives, read from the one row line of that name, and `rows_around` (the rows a
-    finding's nearest source is looked for in) the table's slice around the node, from the row
-    lines in reach alone; the table stays undecoded."""
+    whole table gives, read from the one row line of that name, and `nearest_source` (the
+    nearest node with a stack, for a node without one) what the table's rows give, from the row
+    lines the search reaches alone; the table stays undecoded."""
+    from graphtrain_inspect.inspector.read.source_lines import nearest_source
+
     path = str(sample_capture("rank-baked"))
     rows_way, table_way = open_capture(path), open_capture(path)
-    checked = 0
+    checked = found = 0
     gids = list(rows_way.graphs(0))[:3]
     for gid in gids:
         tables = table_way.node_table(0, gid)
@@ -440,16 +442,19 @@ def test_node_row_and_rows_around_are_the_tables_without_decoding_it(sample_capt
             for at in range(0, len(sub.nodes), max(1, len(sub.nodes) // 50)):
                 row = sub.nodes[at]
                 assert rows_way.node_row(0, gid, sub.path, row["name"]) == (True, row)
-                assert rows_way.rows_around(0, gid, sub.path, row["name"], 5) == sub.nodes[max(0, at - 5) : at + 6]
+                for reach in (1, 5):
+                    want = nearest_source(sub.nodes, row["name"], reach)
+                    assert rows_way.nearest_source(0, gid, sub.path, row["name"], reach) == (True, want)
+                    found += want is not None
                 checked += 1
-    assert checked > 50
+    assert checked > 50 and found > 50
     assert len(rows_way._tables) == 0  # no table decoded whole
     for gid in gids:  # what the lines cannot say: the whole table says it
-        assert rows_way.rows_around(0, gid, "", "no_such_node", 5) is None
+        assert rows_way.nearest_source(0, gid, "", "no_such_node", 5) == (False, None)
         assert rows_way.node_row(0, gid, "", "no_such_node") == (True, None)
         assert rows_way.node_row(0, gid, "no/such/subgraph", "x") == (False, None)
     first = table_way.node_table(0, gids[0]).graphs[0]
-    assert rows_way.rows_around(0, gids[0], first.path, first.nodes[0]["name"], 5) is None  # decoded now
+    assert rows_way.nearest_source(0, gids[0], first.path, first.nodes[0]["name"], 5) == (False, None)  # decoded now
 
 
 def _with_payload_line(tmp_path, size: int):

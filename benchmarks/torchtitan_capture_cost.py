@@ -36,6 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 ENV_OUT = "GTI_BENCH_TIMINGS"  # the directory a worker writes rank<R>.json into
 ENV_STEPS = "GTI_BENCH_STEP_TIMERS"  # "1": the worker times the capture's steps (--step-timers)
+ENV_PROFILE = "GTI_BENCH_PROFILE"  # "1": each rank's passes under cProfile, rank<R>.prof beside its timings
 
 
 # -- the worker (each torchrun rank) ------------------------------------------------------------
@@ -51,11 +52,21 @@ def worker(argv: list[str]) -> None:
     out = os.environ[ENV_OUT]
     steps = _time_capture_steps() if os.environ.get(ENV_STEPS) == "1" else None
 
+    prof = None
+    if os.environ.get(ENV_PROFILE) == "1":
+        import cProfile
+
+        prof = cProfile.Profile()
+
     def timed(*args, **kwargs):
         t0, c0 = time.perf_counter(), time.process_time()
         try:
+            if prof is not None:
+                return prof.runcall(original, *args, **kwargs)
             return original(*args, **kwargs)
         finally:
+            if prof is not None:
+                prof.dump_stats(os.path.join(out, f"rank{os.environ.get('RANK', '0')}.prof"))
             rec = {
                 "wall_s": time.perf_counter() - t0,
                 "cpu_s": time.process_time() - c0,

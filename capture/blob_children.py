@@ -42,6 +42,10 @@ CHILD_MAX_S = 3600  # a child still running this long is stuck: SIGALRM ends it
 NICE = 10  # children run at a lower priority than the training process
 MESSAGE_MAX = 3800  # one pipe write, below PIPE_BUF (4096 on Linux, 512 by POSIX: the message is small)
 _POLL_S = 0.25  # how often a blocking wait also asks waitpid (a pipe end kept open elsewhere)
+# how often a wait asks waitpid for a child whose pipe is at end of file (it is exiting: a pipe at
+# its end is always ready, and polling it made the wait spin ~1,000 times per rank on
+# graph_trainer while the children's exits unmapped their copy of the training process)
+_EXIT_POLL_S = 0.002
 
 
 def _env_float(name: str, default: float) -> float:
@@ -93,6 +97,7 @@ class Child:
     frame: Any  # the pass in progress when the child was forked
     t0: float  # time.monotonic() at the fork (CLOCK_MONOTONIC: the child's clock too)
     message: bytes = b""
+    eof: bool = False  # its pipe is at end of file: it has answered and is exiting
 
 
 @dataclass
@@ -169,7 +174,13 @@ class Children:
             left = deadline - time.monotonic()
             if left <= 0:
                 break
-            ready = _ready([c.fd for c in self.running.values()], min(left, _POLL_S))
+            live = [c.fd for c in self.running.values() if not c.eof]
+            step = _POLL_S if len(live) == len(self.running) else _EXIT_POLL_S
+            if live:
+                ready = _ready(live, min(left, step))
+            else:
+                time.sleep(min(left, step))
+                ready = set()
             for child in [c for c in self.running.values() if c.fd in ready]:
                 self._read(child)
             out += self.poll()
@@ -199,6 +210,7 @@ class Children:
             except OSError:
                 return
             if not data:
+                child.eof = True
                 return
             child.message += data[: max(0, 2 * MESSAGE_MAX - len(child.message))]
 

@@ -217,3 +217,27 @@ def test_graphs_with_accelerator_tensors_stay_in_process():
     gm.register_buffer("constant", torch.zeros(2).as_subclass(NotCpu))
     assert blob_children.holds_accelerator_tensors(gm)
     assert "accelerator" in blob_children.fork_unsafe(gm)
+
+
+def test_a_wait_sleeps_while_a_child_that_has_answered_exits(monkeypatch):
+    """A child whose pipe is at end of file is exiting (it answered and closed it); the wait for
+    it sleeps between waitpids instead of polling the pipe, which is always ready then (a spin
+    of ~1,000 polls per rank, measured on graph_trainer: 48-69 ms of the training's CPU)."""
+    import time
+
+    polls: list[float] = []
+    real = blob_children._ready
+    monkeypatch.setattr(blob_children, "_ready", lambda fds, t: polls.append(t) or real(fds, t))
+
+    def job():
+        os.closerange(3, blob_children._max_fd())  # the answer's pipe closed: end of file now
+        time.sleep(0.3)  # and the child lives on a while, as a large process's exit does
+        return {"records": True}
+
+    kids = blob_children.Children()
+    kids.start("g", "test", None, job)
+    t0 = time.monotonic()
+    done = kids.wait(10.0, one=True)
+    assert len(done) == 1 and not kids.running
+    assert time.monotonic() - t0 >= 0.25
+    assert len(polls) <= 3, len(polls)

@@ -85,6 +85,10 @@ BLOB = "gti_blob"  # json: the blob of one graph, written when its child process
 # json: the rows of a graph's node table that the stale-symbol check reads, trimmed to what it
 # reads (capture/symbol_rows.py); optional: a table without one is read whole (format 4)
 SYMBOL_ROWS = "gti_symbol_rows"
+# where the rows of `gti_symbol_rows` first use and bind each unbacked symbol and hand on scopes
+# (capture/symbol_rows.py): the stale-symbol check of a graph with no stale symbol reads this
+# instead of the rows; optional, like the record it summarizes
+SYMBOL_SCOPES = "gti_symbol_scopes"
 # json: each row's digest of a large node table, its rows per subgraph and its lines' byte lengths
 # (capture/row_digests.py); optional: a table without one is read whole to compare its rows
 ROW_DIGESTS = "gti_row_digests"
@@ -104,9 +108,10 @@ KINDS: dict[str, str] = {
     CODEGEN: "json",
     BLOB: "json",
     SYMBOL_ROWS: "json",
+    SYMBOL_SCOPES: "json",
     ROW_DIGESTS: "json",
 }
-GRAPH_KINDS = (GRAPH_CODE, NODES, SYMBOLS, DEVICES, SYMBOL_ROWS, ROW_DIGESTS)
+GRAPH_KINDS = (GRAPH_CODE, NODES, SYMBOLS, DEVICES, SYMBOL_ROWS, ROW_DIGESTS, SYMBOL_SCOPES)
 
 # Keys of a TORCH_TRACE envelope that are not the record kind.
 ENVELOPE_COMMON_KEYS = frozenset(

@@ -266,16 +266,23 @@ class Session(SessionChildren):
                 digests = row_digests.row_digests_payload(gid, lines, subs, graphs=tables["graphs"], rewrites=rewrites)
                 if digests is not None:
                     self._write(logformat.ROW_DIGESTS, digests, {"gid": gid, "hash": row_digests.HASH})
+            kept = None  # the symbol rows, for their scope events after the symbol map
             with self.recorded(f"symbol rows ({role})", frame):
-                rows = symbol_rows.symbol_rows_payload(gid, payload, tables, subs)
-                if rows is not None:
+                kept = symbol_rows.kept_graphs(payload, tables, subs)
+                if kept is not None:
+                    rows = symbol_rows.kept_payload(gid, kept)
                     self._write(logformat.SYMBOL_ROWS, rows, {"gid": gid, "rule": symbol_rows.RULE})
+            symmap = None
             with self.recorded(f"symbol map ({role})", frame):
                 shape_env = graph_tables.find_shape_env(gm)
                 symmap = graph_tables.symbol_map(gm, tables, shape_env)
                 # the uses counted in the envelope: what check's summary line counts, not decoded
                 uses = sum(e["uses"] for e in symmap["symbols"].values())
                 self._write(logformat.SYMBOLS, {"gid": gid, **symmap}, {"gid": gid, "uses": uses})
+            if kept is not None and symmap is not None:
+                with self.recorded(f"symbol scopes ({role})", frame):
+                    scopes = symbol_rows.scopes_payload(gid, kept, symmap)
+                    self._write(logformat.SYMBOL_SCOPES, scopes, {"gid": gid, "rule": symbol_rows.RULE})
         with self.recorded(f"device table ({role})", frame):
             self._write(logformat.DEVICES, {"gid": gid, **graph_tables.device_table(gm)}, {"gid": gid})
         return gid, tables is not None, True, shape_env

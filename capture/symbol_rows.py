@@ -26,6 +26,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from graphtrain_inspect.capture import logformat
 from graphtrain_inspect.capture.rank_tokens import finds
+from graphtrain_inspect.capture.symbol_usage import is_unbacked, row_symbols
 
 # The selection rules' version, in each record's envelope (`rule`): a reader takes a record made
 # by the rules it knows, and selects from the table itself otherwise.
@@ -249,6 +250,22 @@ def symbol_rows_payload(
     out one row per line. `tables`: the table the payload encodes, where the caller has it (the
     capture): its rows are taken instead of decoding their lines. `subs`: the payload's
     `logformat.node_table_rows`, where the caller has them (else they are made here)."""
+    graphs = kept_graphs(table_payload, tables, subs)
+    return kept_payload(gid, graphs) if graphs is not None else None
+
+
+def kept_payload(gid: str, graphs: list[dict[str, Any]]) -> bytes:
+    """The `gti_symbol_rows` payload of `kept_graphs`."""
+    return logformat.node_table_payload(gid, logformat.encode_node_table({"graphs": graphs}))
+
+
+def kept_graphs(
+    table_payload: bytes,
+    tables: Mapping[str, Any] | None = None,
+    subs: list[tuple[bytes, list[bytes]]] | None = None,
+) -> list[dict[str, Any]] | None:
+    """The subgraphs of `symbol_rows_payload` ({"path", "parent_node", "nodes"}, the kept rows
+    trimmed), before they are encoded."""
     if subs is None:
         subs = logformat.node_table_rows(table_payload.split(b"\n"), table_payload)
     if subs is None:
@@ -271,4 +288,54 @@ def symbol_rows_payload(
         names = {n.decode() for n in children.get(str(h.get("path") or ""), ())}
         kept = [trim_row(row(i), names if i in scoped else None) for i in sorted(named | scoped)]
         graphs.append({"path": h.get("path"), "parent_node": h.get("parent_node"), "nodes": kept})
-    return logformat.node_table_payload(gid, logformat.encode_node_table({"graphs": graphs}))
+    return graphs
+
+
+def scopes_payload(gid: str, graphs: Sequence[Mapping[str, Any]], symmap: Mapping[str, Any]) -> dict[str, Any]:
+    """The `gti_symbol_scopes` payload: `scope_events` of the kept rows, and what of the graph's
+    symbol map (`gti_symbols`) decides whether they say all the walk finds: how many renamings
+    it has and how many unbacked symbols the ShapeEnv does not know."""
+    info = symmap.get("symbols") or {}
+    unknown = sum(1 for name, e in info.items() if is_unbacked(str(name)) and (e or {}).get("known") is False)
+    return {
+        "gid": gid,
+        "renamings": len(symmap.get("renamings") or {}),
+        "unknown": unknown,
+        "graphs": scope_events(graphs),
+    }
+
+
+def scope_events(graphs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The `gti_symbol_scopes` summary of `kept_graphs` (or of a `gti_symbol_rows` payload's
+    graphs): per subgraph, in order, where its rows first do what the stale-symbol walk looks at,
+    as positions among its kept rows. `uses`: each unbacked symbol a row other than a placeholder
+    names, at its first such row; `ph`: those placeholders name; `binds` and `ph_binds`: each
+    unbacked symbol bound (`unbacked_bindings`) by a row other than a placeholder, or by a
+    placeholder; `hands`: each name of a node handing a scope to a nested subgraph (a get_attr
+    row of that name, or a row taking it as input), at its last such row. Symbols as the rows
+    name them (the reader applies renamings, and uses this only where the map has none)."""
+    out = []
+    for g in graphs:
+        uses: dict[str, int] = {}
+        ph: dict[str, int] = {}
+        binds: dict[str, int] = {}
+        ph_binds: dict[str, int] = {}
+        hands: dict[str, int] = {}
+        for i, row in enumerate(g.get("nodes") or ()):
+            placeholder = row.get("op") == "placeholder"
+            for sym in row_symbols(row):
+                if is_unbacked(sym):
+                    (ph if placeholder else uses).setdefault(sym, i)
+            for sym in row.get("unbacked_bindings") or ():
+                if is_unbacked(str(sym)):
+                    (ph_binds if placeholder else binds).setdefault(str(sym), i)
+            if row.get("op") == "get_attr":
+                hands[row["name"]] = i
+            else:
+                for n in row_refs(row):
+                    hands[n] = i
+        out.append(
+            {"path": g.get("path"), "parent_node": g.get("parent_node"), "uses": uses, "ph": ph, "binds": binds}
+            | {"ph_binds": ph_binds, "hands": hands}
+        )
+    return out

@@ -6,7 +6,11 @@ derives the same map for graphs known only as text). Torch-free: rows are the `g
 
 from __future__ import annotations
 
+import re
 from typing import Any, Callable, Iterable, Mapping
+
+# Symbols of torch's ShapeEnv as they print: s0 (backed), u0 (unbacked), ps0, zf0, zuf0 ...
+SYMBOL_RE = re.compile(r"\b(?:s|u|ps|zf|zuf|c|zb|ub)\d+\b")
 
 # Cap on per-symbol use lists: a symbol used by every node of a 200k-node graph would
 # otherwise dominate the log; the count is kept exactly.
@@ -47,3 +51,32 @@ def symbol_usage(
                     if len(e["used_by"]) < MAX_USES_LISTED:
                         e["used_by"].append(where)
     return symbols
+
+
+def val_symbols(val: Any) -> list[str]:
+    """The symbols an encoded value names (a symbolic scalar's expression, a tensor's shape and
+    stride), sorted."""
+    found: set[str] = set()
+    _collect_syms(val, found)
+    return sorted(found)
+
+
+def _collect_syms(val: Any, found: set[str]) -> None:
+    if isinstance(val, dict):
+        if val.get("t") == "sym":
+            found.update(SYMBOL_RE.findall(str(val.get("expr", ""))))
+        elif val.get("t") == "tensor":
+            for d in list(val.get("shape") or ()) + list(val.get("stride") or ()):
+                if isinstance(d, str):
+                    found.update(SYMBOL_RE.findall(d))
+    elif isinstance(val, list):
+        for v in val:
+            _collect_syms(v, found)
+
+
+def row_symbols(row: Mapping[str, Any]) -> list[str]:
+    """A row's symbols: its `syms`, else those its value names (a table parsed from text)."""
+    syms = row.get("syms")
+    if syms is not None:
+        return list(syms)
+    return val_symbols(row.get("val"))

@@ -25,12 +25,12 @@ import orjson
 from graphtrain_inspect.capture import logformat, symbol_rows
 from graphtrain_inspect.capture.logformat import NodeRow
 from graphtrain_inspect.capture.symbol_rows import row_refs
-from graphtrain_inspect.capture.symbol_usage import is_unbacked
+from graphtrain_inspect.capture.symbol_usage import is_unbacked, row_symbols
 from graphtrain_inspect.inspector.checks import row_rank_diff as rowdiff
 from graphtrain_inspect.inspector.checks.rank_classes import class_rep_stage
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext, Observation
 from graphtrain_inspect.inspector.read.collector import no_gc
-from graphtrain_inspect.inspector.read.graphmodel import GraphTables, SubGraph, row_symbols
+from graphtrain_inspect.inspector.read.graphmodel import GraphTables, SubGraph
 from graphtrain_inspect.inspector.read.stages import Stage
 
 KIND = "stale-unbacked-symbol"
@@ -368,6 +368,9 @@ def _same_symbols_as_ref(ctx: CheckContext, stage: Stage) -> Stage | None:
     return ref
 
 
+# off: every graph's rows are walked, as without `gti_symbol_scopes`; tests compare both ways
+SCOPES = True
+
 # graphs walked last in a run, by what their walk read (`graph_observations`): consecutive passes
 # are what repeat, and each entry holds its graph's kept lines and symbol map
 _WALKED_KEPT = 8
@@ -394,6 +397,8 @@ def _graph_observations(ctx: CheckContext, rank: int, gid: str) -> tuple[list[Ob
 
 
 def _walked(ctx: CheckContext, rank: int, gid: str) -> tuple[list[Observation], bool]:
+    if _scopes_say_none(ctx, rank, gid):
+        return [], False
     kept = _kept(ctx, rank, gid)
     # the rows as a key: their line objects, whose hashes the selection has already made
     rows_key = tuple((head, tuple(lines)) for head, _, lines in kept) if kept is not None else None
@@ -422,6 +427,87 @@ def _walked(ctx: CheckContext, rank: int, gid: str) -> tuple[list[Observation], 
         while len(walked) > _WALKED_KEPT:
             del walked[next(iter(walked))]
     return result
+
+
+def _scopes_say_none(ctx: CheckContext, rank: int, gid: str) -> bool:
+    """The graph's `gti_symbol_scopes` record says the walk of its symbol rows finds nothing: the
+    walk over the record's events (`event_tables`) finds nothing, where the capture made it from
+    those rows with the selection rules this reader knows and its symbol map has no renamings
+    and no symbol unknown to the ShapeEnv. The record stands for the rows it was made of, as a
+    row digest does for a row never read. False where there is no such record, it does not
+    read, or the walk of the events finds something: then the rows are walked, and the findings
+    (node names, use counts, values) come from them."""
+    if not SCOPES:
+        return False
+    cap = ctx.cap
+    rec = cap.graph_record(rank, gid, logformat.SYMBOL_SCOPES)
+    rows = cap.graph_record(rank, gid, logformat.SYMBOL_ROWS)
+    log = cap.log_file(rank)
+    if rec is None or rows is None or log is None or cap.graph_record(rank, gid, logformat.NODES) is None:
+        return False
+    if rec.meta.get("rule") != symbol_rows.RULE or rows.meta.get("rule") != symbol_rows.RULE:
+        return False
+    v = log.payload(rec)
+    if not isinstance(v, dict) or v.get("gid") != gid:
+        return False
+    if not all(type(v.get(k)) is int and v[k] == 0 for k in ("renamings", "unknown")):
+        return False
+    tables = event_tables(gid, v.get("graphs"))
+    return tables is not None and not stale_symbols(tables, None)
+
+
+_EVENTS = ("uses", "ph", "binds", "ph_binds", "hands")
+
+
+def event_tables(gid: str, graphs: Any) -> GraphTables | None:
+    """The graph as few rows as make the walk decide as it does on the kept rows: per subgraph,
+    one row at each position where a symbol is first used or bound or a scope last handed on
+    (`symbol_rows.scope_events`); a placeholder's symbols bind in the root and are used
+    elsewhere, as the walk takes them. The walk of these rows finds a stale symbol exactly where
+    the walk of the kept rows does: a symbol is stale where its first use comes before its first
+    binding, and a handed scope holds what was bound by then. None where the events do not read."""
+    if not isinstance(graphs, list) or not graphs:
+        return None
+    subs: list[SubGraph] = []
+    events: list[list[dict[str, int]]] = []
+    for g in graphs:
+        if not isinstance(g, dict):
+            return None
+        ev: list[dict[str, int]] = []
+        for k in _EVENTS:
+            e = g.get(k)
+            if not (isinstance(e, dict) and all(type(i) is int for i in e.values())):
+                return None
+            ev.append(e)
+        parent = g.get("parent_node")
+        subs.append(SubGraph(str(g.get("path") or ""), parent if isinstance(parent, str) else None, []))
+        events.append(ev)
+    tables = GraphTables(gid, subs)
+    root = tables.root
+    for sub, (uses, ph, binds, ph_binds, hands) in zip(subs, events):
+        at: dict[int, tuple[list[str], dict[str, str], list[dict[str, str]]]] = {}
+        used = uses if sub is root else _first(uses, ph)
+        bound = _first(binds, ph) if sub is root else _first(binds, ph_binds)
+        for sym, i in used.items():
+            at.setdefault(i, ([], {}, []))[0].append(sym)
+        for sym, i in bound.items():
+            at.setdefault(i, ([], {}, []))[1][sym] = ""
+        for name, i in hands.items():
+            at.setdefault(i, ([], {}, []))[2].append({"n": name})
+        for i in sorted(at):
+            syms, binding, refs = at[i]
+            sub.nodes.append(
+                {"name": f"#{i}", "op": "call_function", "syms": syms, "unbacked_bindings": binding, "args": refs}
+            )
+    return tables
+
+
+def _first(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
+    """Each name of either at its lower position."""
+    out = dict(a)
+    for name, i in b.items():
+        out[name] = min(i, out.get(name, i))
+    return out
 
 
 def _with_values(ctx: CheckContext, rank: int, gid: str, obs: list[Observation]) -> list[Observation]:

@@ -18,6 +18,7 @@ import re
 from typing import Any
 
 from graphtrain_inspect.capture.logformat import NodeRow
+from graphtrain_inspect.capture.symbol_usage import val_symbols
 
 DTYPE_ABBRS = {
     "u8": "uint8", "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64",
@@ -47,8 +48,6 @@ _ENUM_NAMES = {
     "contiguous_format", "channels_last", "channels_last_3d", "preserve_format", "legacy_contiguous_format",
 }  # fmt: skip
 
-# Symbols of torch's ShapeEnv as they print: s0 (backed), u0 (unbacked), ps0, zf0, zuf0 ...
-SYMBOL_RE = re.compile(r"\b(?:s|u|ps|zf|zuf|c|zb|ub)\d+\b")
 
 _BINOPS = {
     ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv", ast.FloorDiv: "floordiv",
@@ -135,25 +134,6 @@ def parse_annotation(ann: str) -> Any:
     if device:
         val["device"] = device
     return val
-
-
-def val_symbols(val: Any) -> list[str]:
-    found: set[str] = set()
-    _collect_syms(val, found)
-    return sorted(found)
-
-
-def _collect_syms(val: Any, found: set[str]) -> None:
-    if isinstance(val, dict):
-        if val.get("t") == "sym":
-            found.update(SYMBOL_RE.findall(str(val.get("expr", ""))))
-        elif val.get("t") == "tensor":
-            for d in list(val.get("shape") or ()) + list(val.get("stride") or ()):
-                if isinstance(d, str):
-                    found.update(SYMBOL_RE.findall(d))
-    elif isinstance(val, list):
-        for v in val:
-            _collect_syms(v, found)
 
 
 class _Parser:

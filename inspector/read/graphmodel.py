@@ -13,8 +13,7 @@ from collections import Counter
 from typing import Any, Iterator, Mapping, TypeGuard
 
 from graphtrain_inspect.capture.logformat import NodeRow
-from graphtrain_inspect.capture.symbol_usage import symbol_usage
-from graphtrain_inspect.inspector.read.fxtext import val_symbols
+from graphtrain_inspect.capture.symbol_usage import row_symbols, symbol_usage
 
 
 class SubGraph:
@@ -191,13 +190,6 @@ def split_device(dev: str | None) -> tuple[str | None, int | None]:
         return None, None
     typ, _, idx = dev.partition(":")
     return typ, int(idx) if idx.isdigit() else None
-
-
-def row_symbols(row: Mapping[str, Any]) -> list[str]:
-    syms = row.get("syms")
-    if syms is not None:
-        return list(syms)
-    return val_symbols(row.get("val"))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -184,6 +184,7 @@ def test_a_walk_is_handed_on_only_where_rows_and_symbol_map_agree(sample_capture
 
     cap = open_capture(str(sample_capture("stale-symbol")))
     ctx = CheckContext(cap)
+    monkeypatch.setattr(ss, "SCOPES", False)  # every graph walked from its rows (else its events say)
     walks = []
     real = ss.stale_symbols
     monkeypatch.setattr(ss, "stale_symbols", lambda *a: walks.append(1) or real(*a))

@@ -339,17 +339,18 @@ def _structural_pairs(cap, ctx):
     return out
 
 
-def _count_anchored(monkeypatch) -> list[bool]:
-    """Whether each diff tried from row digests and refs was made (diff/anchored.py), in order."""
+def _count_anchored(monkeypatch, name: str = "_anchored_diff") -> list[bool]:
+    """Whether each call of diff/anchored.py's `name` answered (not None), in order: by default
+    whether each diff tried from row digests and refs was made."""
     made: list[bool] = []
-    real = ard._anchored_diff
+    real = getattr(ard, name)
 
     def counted(*a):
         got = real(*a)
         made.append(got is not None)
         return got
 
-    monkeypatch.setattr(ard, "_anchored_diff", counted)
+    monkeypatch.setattr(ard, name, counted)
     return made
 
 
@@ -434,15 +435,7 @@ def test_diff_reads_pass_diffs_and_rank_diffs_by_anchors(sample_capture, tmp_pat
     path = tmp_path / "digests"
     _with_digests(src, path)
     made = _count_anchored(monkeypatch)
-    narrowed: list[bool] = []  # gaps whose rows paired by name alone (`_named_gap_seeds`)
-    real = ard._named_gap_seeds
-
-    def named_gap_seeds(*a):
-        got = real(*a)
-        narrowed.append(got is not None)
-        return got
-
-    monkeypatch.setattr(ard, "_named_gap_seeds", named_gap_seeds)
+    narrowed = _count_anchored(monkeypatch, "_named_gap_seeds")  # gaps whose rows paired by name alone
     with open_capture(str(path)) as cap:
         names = sorted({p.name for r in cap.ranks for p in cap.passes(r) if p.before is not None})
     assert len(names) >= 5

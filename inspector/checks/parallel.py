@@ -37,10 +37,14 @@ if TYPE_CHECKING:
 MAX_DEFAULT_JOBS = 16  # the default -j: the machine's cores, at most this many
 # What a task costs per node of its graphs, as a multiple of a row-by-row rank diff's, so that
 # the runs cut for the processes are about equal in time: a structural diff (graphs of different
-# sizes) costs ~7x per node (12 us against 1.7 us on the 30k-node benchmark capture, decoding
-# included), a stale-symbol walk about the same as a row diff (1.5 us per node from the capture's
-# `gti_symbol_rows`). BENCHMARKS.md, session 10.
-STRUCTURAL_COST = 7
+# sizes, made from row digests and refs: diff/anchored.py) costs ~3x per node (190-295 ms for
+# 200-240k weighted nodes against 64-84 ms for 53-56k on the 30k-node benchmark capture, each in
+# a fresh context, the records' decoding included; it was 7x when such diffs decoded every row), a
+# stale-symbol walk about the same as a row diff (1.5 us per node from the capture's
+# `gti_symbol_rows`), and a graph whose scope events (`gti_symbol_scopes`) the check reads instead
+# of its rows ~1/50 of that (1-7 ms for 27-35k nodes). BENCHMARKS.md, sessions 10 and 14.
+STRUCTURAL_COST = 3
+SCOPES_COST_DIVISOR = 50
 
 
 def default_jobs() -> int:
@@ -143,7 +147,10 @@ def tasks_for(ctx: "CheckContext", only: list[str] | None = None) -> list[list[t
             groups.setdefault(key, []).append(("diff", key, ref, other, w))
     if not only or _STALE in only:
         for rank, gid, ckey, key in stale_unbacked_symbol.prefetch_tasks(ctx):
-            groups.setdefault(key, []).append(("stale", rank, gid, ckey, ctx.cap.node_count(rank, gid) or 1))
+            weight = ctx.cap.node_count(rank, gid) or 1
+            if stale_unbacked_symbol.may_read_scopes(ctx, rank, gid):
+                weight = 1 + weight // SCOPES_COST_DIVISOR
+            groups.setdefault(key, []).append(("stale", rank, gid, ckey, weight))
     order = {k: i for i, k in enumerate(ctx.index.keys)}
     return [groups[k] for k in sorted(groups, key=lambda k: order.get(k, len(order)))]
 

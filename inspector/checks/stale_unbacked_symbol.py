@@ -429,6 +429,13 @@ def _walked(ctx: CheckContext, rank: int, gid: str) -> tuple[list[Observation], 
     return result
 
 
+def may_read_scopes(ctx: CheckContext, rank: int, gid: str) -> bool:
+    """The graph has a `gti_symbol_scopes` record the check may read instead of its rows (from the
+    index alone: whether the events show a stale symbol is known once they are read)."""
+    rec = ctx.cap.graph_record(rank, gid, logformat.SYMBOL_SCOPES)
+    return SCOPES and rec is not None and rec.meta.get("rule") == symbol_rows.RULE
+
+
 def _scopes_say_none(ctx: CheckContext, rank: int, gid: str) -> bool:
     """The graph's `gti_symbol_scopes` record says the walk of its symbol rows finds nothing: the
     walk over the record's events (`event_tables`) finds nothing, where the capture made it from

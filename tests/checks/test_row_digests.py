@@ -420,6 +420,40 @@ def test_refs_that_do_not_fit_fall_back_to_the_tables(sample_capture, tmp_path, 
     assert got == _report(path)
 
 
+def test_refs_are_decoded_when_a_diff_asks_for_them(sample_capture, tmp_path):
+    """A record's refs stay undecoded until a diff asks for them (a positional rank diff never
+    does); refs that do not parse (the md5 made to match) are then no refs, and the reading
+    problem is named as when the record is read whole."""
+    import hashlib
+
+    from graphtrain_inspect.capture.logformat import split_records
+
+    path = tmp_path / "digests"
+    _with_digests(sample_capture(*ALL_BUGS), path)
+    with open_capture(str(path)) as cap:
+        gid = next(g for g in cap.graphs(0) if cap.row_digests(0, g) is not None)
+        d = cap.row_digests(0, gid)
+        assert d._refs is not None and d._refs._text is not None  # not decoded yet
+        whole = cap.log_file(0).payload(cap.graph_record(0, gid, logformat.ROW_DIGESTS))
+        assert [r for k in range(len(d.counts)) for r in d.sub_refs(k)] == whole["refs"]
+        assert d._refs._text is None
+    log = path / logformat.log_file_name(0)
+    out = []
+    for _, line, payload in split_records(log.read_bytes()):
+        if b'"gti_row_digests"' in line and gid.encode() in line:
+            body = payload[0][1:].replace(b'"refs":[[', b'"refs":[[,', 1)
+            env = logformat.parse_envelope_line(line)
+            line = line.replace(env["has_payload"].encode(), hashlib.md5(body).hexdigest().encode())
+            payload = [b"\t" + body]
+        out.append(b"\n".join([line, *payload]) + b"\n")
+    log.write_bytes(b"".join(out))
+    with open_capture(str(path)) as cap:
+        d = cap.row_digests(0, gid)
+        assert d is not None and not [e for e in cap.all_errors() if e.path == str(log)]
+        assert d.sub_refs(0) is None
+        assert [e for e in cap.all_errors() if e.path == str(log) and "parse" in str(e)]
+
+
 def _diff_json(*argv: str) -> dict:
     out = io.StringIO()
     with contextlib.redirect_stdout(out):

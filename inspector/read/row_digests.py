@@ -30,6 +30,10 @@ if TYPE_CHECKING:
 ENABLED = True
 
 
+_LIST = {list}
+_INT = {int}
+
+
 class RowDigests:
     """Where each line of one stored node table is, and each row's digest."""
 
@@ -119,11 +123,11 @@ class RowDigests:
             return None  # optional: the digests hold without them
         out = refs[self._row0[sub] : self._row0[sub] + self.counts[sub]]
         n = self.counts[sub]
-        try:
-            flat = [x for r in out for x in r]
-        except TypeError:  # a row's refs that are no list
+        # at C speed: every row's refs a list, every ref an int (a bool is no row number)
+        if not set(map(type, out)) <= _LIST:
             return None
-        if not all(type(r) is list for r in out) or not all(type(x) is int for x in flat):
+        flat = list(itertools.chain.from_iterable(out))
+        if not set(map(type, flat)) <= _INT:
             return None
         if flat and (min(flat) < -1 or max(flat) >= n):
             return None

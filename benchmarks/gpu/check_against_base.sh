@@ -4,7 +4,7 @@
 # the ratio to tlparse and the gain over the earlier code measured at the same moments of the
 # machine. Every report must be the same document: -j 1 and -j 8, this code and the earlier one.
 #
-#     REPS="1 2 3" TLPARSE=path BASE=dir bash benchmarks/gpu/check_against_base.sh CAPTURE.tar.xz...
+#     REPS="1 2 3" TLPARSE=path BASE=dir bash benchmarks/gpu/check_against_base.sh CAPTURE.tar.xz|DIR...
 #
 # BASE: a folder holding the earlier code's capture/ inspector/ tui/ samples/ (`git archive REV
 # capture inspector tui samples | tar -x -C BASE`), carried with the call. Needs the wheels of
@@ -24,6 +24,10 @@ touch /tmp/gti/graphtrain_inspect/__init__.py /tmp/gb/graphtrain_inspect/__init_
 python3 -m compileall -q /tmp/gti /tmp/gb >/dev/null # the bytecode an install has
 for t in "$@"; do # each tarball into a folder of its own name (two may hold the same folder name)
     n=$(basename "$t" .tar.xz)
+    if [ -d "$t" ]; then # a capture directory: linked as it is
+        ln -s "$(cd "$t" && pwd)" "/tmp/caps/$n"
+        continue
+    fi
     mkdir -p "/tmp/x/$n"
     tar -xJf "$t" -C "/tmp/x/$n"
     mv /tmp/x/"$n"/* "/tmp/caps/$n"

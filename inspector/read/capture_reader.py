@@ -42,6 +42,8 @@ _ROWS_CACHE_BYTES = 96 << 20
 # was is decoded and validated once: the pool is emptied when it holds this many rows, which
 # bounds it whatever the capture's size
 _ROW_POOL_ROWS = 300_000
+# what `nearest_source` reads of a row line without a stack: `nearest_from` reads only the stack
+_NO_STACK: NodeRow = {"name": "", "op": ""}
 # lookups of a row by name in one table made by searching its stored lines (`_searched_named`),
 # before its lines are indexed instead
 _SEARCHES = 4
@@ -434,7 +436,8 @@ class Capture:
         """(True, `source_lines.nearest_source` of node `name` in subgraph `path`) from its
         undecoded rows when the table is not decoded yet, each row in reach decoded as the
         search reaches it (the nearest with a stack is a row or two away: a capture with 400
-        findings read 20k rows for them when every row in reach was decoded); (False, None)
+        findings read 20k rows for them when every row in reach was decoded; a row line without
+        a stack is not decoded at all, as the search reads nothing else of it); (False, None)
         where the lines cannot say (no such line, several, or a row reached that is not valid,
         which the decoded table would leave out): then read the whole table."""
         from graphtrain_inspect.inspector.read.source_lines import nearest_from
@@ -445,13 +448,17 @@ class Capture:
         lines, (at,) = got
 
         def row_at(i: int) -> NodeRow:
-            row = self.decoded_row(lines[i])
+            line = lines[i]
+            if b'"stack":' not in line:
+                return _NO_STACK  # no stack to parse: not decoded (a GPU graph's rows have none)
+            row = self.decoded_row(line)
             if row is None:
                 raise ValueError(f"row {i} is not a valid row")
             return row
 
         try:
-            row_at(at)  # the node's own row, checked as `node_row` checks it
+            if self.decoded_row(lines[at]) is None:  # the node's own row, checked as `node_row` checks it
+                return False, None
             return True, nearest_from(row_at, at, max(0, at - reach), min(len(lines), at + reach + 1), reach)
         except ValueError:  # a line that does not parse, no valid row, not what its digest says
             return False, None

@@ -148,7 +148,7 @@ def tasks_for(ctx: "CheckContext", only: list[str] | None = None) -> list[list[t
     if not only or _STALE in only:
         for rank, gid, ckey, key in stale_unbacked_symbol.prefetch_tasks(ctx):
             weight = ctx.cap.node_count(rank, gid) or 1
-            if stale_unbacked_symbol.may_read_scopes(ctx, rank, gid):
+            if stale_unbacked_symbol.scopes_record(ctx, rank, gid) is not None:
                 weight = 1 + weight // SCOPES_COST_DIVISOR
             groups.setdefault(key, []).append(("stale", rank, gid, ckey, weight))
     order = {k: i for i, k in enumerate(ctx.index.keys)}

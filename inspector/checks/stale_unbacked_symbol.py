@@ -429,11 +429,12 @@ def _walked(ctx: CheckContext, rank: int, gid: str) -> tuple[list[Observation], 
     return result
 
 
-def may_read_scopes(ctx: CheckContext, rank: int, gid: str) -> bool:
-    """The graph has a `gti_symbol_scopes` record the check may read instead of its rows (from the
-    index alone: whether the events show a stale symbol is known once they are read)."""
+def scopes_record(ctx: CheckContext, rank: int, gid: str) -> Any:
+    """The graph's `gti_symbol_scopes` record where the check may read it instead of the graph's
+    rows (from the index alone: whether its events show a stale symbol is known once they are
+    read), else None."""
     rec = ctx.cap.graph_record(rank, gid, logformat.SYMBOL_SCOPES)
-    return SCOPES and rec is not None and rec.meta.get("rule") == symbol_rows.RULE
+    return rec if SCOPES and rec is not None and rec.meta.get("rule") == symbol_rows.RULE else None
 
 
 def _scopes_say_none(ctx: CheckContext, rank: int, gid: str) -> bool:
@@ -444,15 +445,13 @@ def _scopes_say_none(ctx: CheckContext, rank: int, gid: str) -> bool:
     row digest does for a row never read. False where there is no such record, it does not
     read, or the walk of the events finds something: then the rows are walked, and the findings
     (node names, use counts, values) come from them."""
-    if not SCOPES:
-        return False
     cap = ctx.cap
-    rec = cap.graph_record(rank, gid, logformat.SYMBOL_SCOPES)
+    rec = scopes_record(ctx, rank, gid)
     rows = cap.graph_record(rank, gid, logformat.SYMBOL_ROWS)
     log = cap.log_file(rank)
     if rec is None or rows is None or log is None or cap.graph_record(rank, gid, logformat.NODES) is None:
         return False
-    if rec.meta.get("rule") != symbol_rows.RULE or rows.meta.get("rule") != symbol_rows.RULE:
+    if rows.meta.get("rule") != symbol_rows.RULE:
         return False
     v = log.payload(rec)
     if not isinstance(v, dict) or v.get("gid") != gid:

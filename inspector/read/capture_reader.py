@@ -75,6 +75,18 @@ def _pooled_rows(
     return got
 
 
+def _sub_at(heads: Sequence[bytes], path: str) -> int | None:
+    """The subgraph of `path` among a table's subgraph heads; None where none has it or a head
+    before it does not parse (the table is then read whole)."""
+    for k, h in enumerate(heads):
+        at = logformat.sub_head_path(h)
+        if at is None:
+            return None
+        if at == path:
+            return k
+    return None
+
+
 class Capture:
     """A capture directory or a set of TORCH_TRACE logs, indexed. See the module docstring."""
 
@@ -459,7 +471,7 @@ class Capture:
         try:
             if self.decoded_row(lines[at]) is None:  # the node's own row, checked as `node_row` checks it
                 return False, None
-            return True, nearest_from(row_at, at, max(0, at - reach), min(len(lines), at + reach + 1), reach)
+            return True, nearest_from(row_at, at, len(lines), reach)
         except ValueError:  # a line that does not parse, no valid row, not what its digest says
             return False, None
 
@@ -475,15 +487,11 @@ class Capture:
         if searched is not None:
             return searched
         subs = self.node_rows(rank, gid)
-        if subs is None:
+        k = _sub_at([h for h, _ in subs], path) if subs is not None else None
+        if subs is None or k is None:
             return None
-        for k, (h, lines) in enumerate(subs):
-            at = logformat.sub_head_path(h)
-            if at is None:
-                return None
-            if at == path:
-                return lines, self._heads_at(rank, gid, k, lines).get(head, [])
-        return None
+        lines = subs[k][1]
+        return lines, self._heads_at(rank, gid, k, lines).get(head, [])
 
     def _searched_named(self, rank: int, gid: str, path: str, head: bytes) -> tuple[Sequence[bytes], list[int]] | None:
         """`_lines_named` by a search of the stored table for the line that starts with `head`,
@@ -499,13 +507,8 @@ class Capture:
         if done >= _SEARCHES:
             return None
         self._rows.put(key, done + 1, 1)
-        for k, h in enumerate(d.heads):
-            at = logformat.sub_head_path(h)
-            if at is None:
-                return None  # as `_lines_named` answers a head that does not parse
-            if at == path:
-                return d.sub_lines(k), d.named(k, head)
-        return None
+        k = _sub_at(d.heads, path)
+        return (d.sub_lines(k), d.named(k, head)) if k is not None else None
 
     def _heads_at(self, rank: int, gid: str, sub: int, lines: list[bytes]) -> dict[bytes, list[int]]:
         """The rows of one subgraph's lines by how each line starts, up to the end of its name:

@@ -252,31 +252,31 @@ class Refs:
         return self._value
 
 
-def _without_refs(log: "LogFile", record: "Record") -> tuple[dict[str, Any], Refs] | None:
-    """The record's payload decoded but for its "refs" (kept undecoded: `Refs`), where its text
-    reads back (md5) and holds them where the capture writes them (after "digests", before
-    "norm_digests" or the end: a list of lists of integers, which hold neither key); else None."""
+def _payload_and_refs(log: "LogFile", record: "Record") -> tuple[Any, Refs | None]:
+    """The record's payload, its "refs" apart (`Refs`): where its text reads back (md5) and holds
+    them where the capture writes them (after "digests", before "norm_digests" or the end: a list
+    of lists of integers, which holds neither key), they are left undecoded; a payload without
+    them is decoded whole from the same text. Else the payload as `log.payload` reads it (which
+    names a reading problem), its refs decoded with it."""
     got = log.payload_text(record)
-    if got is None:
-        return None
-    text = got[0]
-    at = text.find(b',"refs":[')
-    if at < 0:
-        return None
-    end = text.find(b'],"norm_digests":', at)
-    if end >= 0:
-        end += 1
-    elif text.endswith(b"]}"):
-        end = len(text) - 1
-    else:
-        return None
-    try:
-        head = orjson.loads(text[:at] + text[end:])
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(head, dict) or "refs" in head:
-        return None
-    return head, Refs(text=text[at + len(b',"refs":') : end], log=log, record=record)
+    if got is not None:
+        text = got[0]
+        at = text.find(b',"refs":[')
+        end = text.find(b'],"norm_digests":', at) + 1 if at >= 0 else -1
+        if at >= 0 and end <= 0:
+            end = len(text) - 1 if text.endswith(b"]}") else -1
+        try:
+            if at < 0:
+                v = orjson.loads(text)
+                return v, Refs(value=v["refs"]) if isinstance(v, dict) and "refs" in v else None
+            if end > at:
+                head = orjson.loads(text[:at] + text[end:])
+                if isinstance(head, dict) and "refs" not in head:
+                    return head, Refs(text=text[at + len(b',"refs":') : end], log=log, record=record)
+        except orjson.JSONDecodeError:
+            pass
+    v = log.payload(record)
+    return v, Refs(value=v["refs"]) if isinstance(v, dict) and "refs" in v else None
 
 
 def laid_over(log: "LogFile", nodes: "Record", record: "Record", gid: str) -> RowDigests | None:
@@ -284,10 +284,7 @@ def laid_over(log: "LogFile", nodes: "Record", record: "Record", gid: str) -> Ro
     record is of another hash or form, or does not fit the stored table line for line."""
     if record.meta.get("hash") != row_digests.HASH:
         return None
-    split = _without_refs(log, record)
-    v, refs = split if split is not None else (log.payload(record), None)
-    if refs is None and isinstance(v, dict) and "refs" in v:
-        refs = Refs(value=v["refs"])
+    v, refs = _payload_and_refs(log, record)
     if not isinstance(v, dict) or v.get("gid") != gid or v.get("hash") != row_digests.HASH:
         return None
     counts, lens, hexed = v.get("rows"), v.get("lines"), v.get("digests")

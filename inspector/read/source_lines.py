@@ -65,16 +65,16 @@ def nearest_source(rows: list[NodeRow], name: str, reach: int = NEAREST_REACH) -
     at = next((i for i, r in enumerate(rows) if r.get("name") == name), None)
     if at is None:
         return None
-    return nearest_from(rows.__getitem__, at, 0, len(rows), reach)
+    return nearest_from(rows.__getitem__, at, len(rows), reach)
 
 
-def nearest_from(row_at: Callable[[int], NodeRow], at: int, lo: int, hi: int, reach: int) -> dict[str, Any] | None:
-    """`nearest_source` around row `at` of rows `lo` to `hi` (not included), each row got by
-    `row_at` as the search reaches it, nearest first: a caller reading rows one by one reads
-    the few between the node and the nearest one with a stack, not all in reach."""
+def nearest_from(row_at: Callable[[int], NodeRow], at: int, n: int, reach: int) -> dict[str, Any] | None:
+    """`nearest_source` around row `at` of `n` rows, each row got by `row_at` as the search
+    reaches it, nearest first: a caller reading rows one by one reads the few between the node
+    and the nearest one with a stack, not all in reach."""
     for d in range(1, reach + 1):
         for i in (at - d, at + d):
-            if lo <= i < hi:
+            if 0 <= i < n:
                 row = row_at(i)
                 src = parse_frame(row.get("stack"))
                 if src is not None and not _torch_frame(src):

@@ -3,10 +3,13 @@ steps of the core wrapped with a timer, the command run once in this process.
 
     python -m benchmarks.check_pieces -- check -j 1 CAPTURE
     python -m benchmarks.check_pieces -- diff CAPTURE --pass NAME --nodes
+    python -m benchmarks.check_pieces --tasks CAPTURE
 
 Prints the imports' time, the command's, and per step its total wall seconds and calls (steps
 nest: a rank diff holds the anchored diff it made). cProfile (`benchmarks.profile_command`) says
-which functions; this says how long each step takes as the command runs.
+which functions; this says how long each step takes as the command runs. With `--tasks`: each
+task `check -j N` hands a process (inspector/checks/parallel.py), with its weight, timed alone
+in a fresh context (nothing cached, as a worker that gets it first), the cyclic collector off.
 """
 
 from __future__ import annotations
@@ -38,12 +41,31 @@ def _wrap(owner: Any, name: str, label: str) -> None:
     setattr(owner, name, timed)
 
 
+def tasks(path: str) -> None:
+    from graphtrain_inspect.inspector.checks import parallel
+    from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
+    from graphtrain_inspect.inspector.read.capture_index import open_capture
+    from graphtrain_inspect.inspector.read.collector import no_gc
+
+    for group in parallel.tasks_for(CheckContext(open_capture(path))):
+        for task in group:
+            ctx = CheckContext(open_capture(path))
+            with no_gc():
+                t0 = time.perf_counter()
+                parallel._do(ctx, task)
+                s = time.perf_counter() - t0
+            print(f"{task[0]:5s} weight {task[-1]:8d}  {s * 1000:7.1f} ms")
+
+
 def main() -> int:
     args = sys.argv[1:]
     args = args[1:] if args[:1] == ["--"] else args
     if not args:
         print(__doc__)
         return 2
+    if args[0] == "--tasks" and len(args) == 2:
+        tasks(args[1])
+        return 0
     from benchmarks.scale_bench import ROOT, compiled
 
     compiled(ROOT)

@@ -1,14 +1,17 @@
 """What the capture's work on each new node table costs the training process: the node-table
 digest (`capture.rank_tokens.table_norm`), the table's lines split once (`logformat.node_table_rows`),
 the row digests with each row's refs (`capture.row_digests.row_digests_payload`; the refs alone:
-`row_refs`) and the stale-symbol check's rows
-(`capture.symbol_rows.symbol_rows_payload`), each run on a capture's own tables as the capture
-runs it on each new graph (capture/session.py, `_graph_records`).
+`row_refs`), the stale-symbol check's rows (`capture.symbol_rows.symbol_rows_payload`) and
+their scope events (`capture.symbol_rows.scopes_payload`), each run on a capture's own tables
+as the capture runs it on each new graph (capture/session.py, `_graph_records`). Then, on the
+reader's side, what reading each table's row-digest record costs whole and with its refs left
+undecoded (`inspector.read.row_digests`, as `laid_over` reads it).
 
     python -m benchmarks.digest_cost CAPTURE [--repeat 5]
 
 Prints per rank 0 table its size, each step's time (best of --repeat) and the size of the row
-digests' and the symbol rows' payloads as shares of the table's bytes, then the totals with MB/s.
+digests', the symbol rows' and the scope events' payloads as shares of the table's bytes, then
+the totals with MB/s and the record reads' totals.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import time
 import orjson
 
 from graphtrain_inspect.capture import logformat, rank_tokens, row_digests, symbol_rows
+from graphtrain_inspect.inspector.read import row_digests as digest_records
 from graphtrain_inspect.inspector.read.capture_index import open_capture
 
 
@@ -30,9 +34,10 @@ def main() -> None:
     cap = open_capture(args.capture)
     rank = cap.ranks[0]
     log, table = cap.log_file(rank), cap.rank_table(rank)
-    names = ("digest", "split", "row digests", "of which refs", "symbol rows")
+    names = ("digest", "split", "row digests", "of which refs", "symbol rows", "symbol scopes")
     total = dict.fromkeys(names, 0.0)
-    total_mb = total_dig_mb = total_rows_mb = 0.0
+    total_mb = total_dig_mb = total_rows_mb = total_scopes_mb = 0.0
+    read_whole = read_lazy = 0.0
     for gid, ref in cap.graphs(rank).items():
         rec = ref.records.get(logformat.NODES)
         text = log.payload_bytes(rec) if log is not None and rec is not None else None
@@ -54,8 +59,26 @@ def main() -> None:
             t3r = time.perf_counter()
             rows = symbol_rows.symbol_rows_payload(gid, text, tables, subs)
             t4 = time.perf_counter()
-            for name, s in zip(names, (t1 - t0, t2 - t1, t3 - t2, t3r - t3, t4 - t3r)):
+            kept = symbol_rows.kept_graphs(text, tables, subs)
+            t5 = time.perf_counter()
+            scopes = symbol_rows.scopes_payload(gid, kept or [], cap.symbols(rank, gid) or {})
+            t6 = time.perf_counter()
+            for name, s in zip(names, (t1 - t0, t2 - t1, t3 - t2, t3r - t3, t4 - t3r, t6 - t5)):
                 best[name] = min(best[name], s)
+        scopes_mb = len(orjson.dumps(scopes)) / 1e6
+        total_scopes_mb += scopes_mb
+        drec = ref.records.get(logformat.ROW_DIGESTS)
+        if drec is not None and log is not None:
+            whole = lazy = float("inf")
+            for _ in range(args.repeat):
+                t0 = time.perf_counter()
+                orjson.loads(log.payload_bytes(drec))
+                t1 = time.perf_counter()
+                digest_records._payload_and_refs(log, drec)
+                t2 = time.perf_counter()
+                whole, lazy = min(whole, t1 - t0), min(lazy, t2 - t1)
+            read_whole += whole
+            read_lazy += lazy
         mb, rows_mb = len(text) / 1e6, len(rows or b"") / 1e6
         dig_mb = len(orjson.dumps(digests)) / 1e6 if digests is not None else 0.0
         for name in names:
@@ -66,7 +89,8 @@ def main() -> None:
         steps = "  ".join(f"{name} {best[name] * 1000:7.2f} ms" for name in names)
         print(
             f"{gid}  {ref.nodes if hasattr(ref, 'nodes') else '':>7}  {mb:7.2f} MB  {steps}"
-            f"  digests {dig_mb:5.2f} MB ({dig_mb / mb:.1%}), symbol rows {rows_mb:5.2f} MB ({rows_mb / mb:.0%})"
+            f"  digests {dig_mb:5.2f} MB ({dig_mb / mb:.1%}), symbol rows {rows_mb:5.2f} MB ({rows_mb / mb:.0%}),"
+            f" scopes {scopes_mb * 1000:6.1f} KB"
         )
     if total_mb:
         steps = ", ".join(
@@ -74,7 +98,12 @@ def main() -> None:
         )
         print(
             f"total {total_mb:.1f} MB: {steps}; row digests {total_dig_mb:.1f} MB ({total_dig_mb / total_mb:.1%}),"
-            f" symbol rows {total_rows_mb:.1f} MB ({total_rows_mb / total_mb:.0%}) written"
+            f" symbol rows {total_rows_mb:.1f} MB ({total_rows_mb / total_mb:.0%}),"
+            f" scope events {total_scopes_mb * 1000:.0f} KB written"
+        )
+        print(
+            f"reading the row-digest records: whole {read_whole * 1000:.1f} ms,"
+            f" refs left undecoded {read_lazy * 1000:.1f} ms"
         )
 
 

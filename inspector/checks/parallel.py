@@ -36,15 +36,16 @@ if TYPE_CHECKING:
 
 MAX_DEFAULT_JOBS = 16  # the default -j: the machine's cores, at most this many
 # What a task costs per node of its graphs, as a multiple of a row-by-row rank diff's, so that
-# the runs cut for the processes are about equal in time: a structural diff (graphs of different
-# sizes, made from row digests and refs: diff/anchored.py) costs ~3x per node (190-295 ms for
-# 200-240k weighted nodes against 64-84 ms for 53-56k on the 30k-node benchmark capture, each in
-# a fresh context, the records' decoding included; it was 7x when such diffs decoded every row), a
-# stale-symbol walk about the same as a row diff (1.5 us per node from the capture's
-# `gti_symbol_rows`), and a graph whose scope events (`gti_symbol_scopes`) the check reads instead
-# of its rows ~1/50 of that (1-7 ms for 27-35k nodes). BENCHMARKS.md, sessions 10 and 14.
-STRUCTURAL_COST = 3
-SCOPES_COST_DIVISOR = 50
+# the runs cut for the processes are about equal in time (`python -m benchmarks.check_pieces
+# --tasks CAPTURE`: each task alone in a fresh context; on the 30k-node benchmark capture whose
+# ranks differ, VM, BENCHMARKS.md session 14): a structural diff (graphs of different sizes, made
+# from row digests and refs: diff/anchored.py) costs ~5x per node (142-151 ms for 57-69k nodes
+# against 22-25 ms for 53-56k; it was 7x when such diffs decoded every row), a stale-symbol walk
+# about the same as a row diff (1.5 us per node from the capture's `gti_symbol_rows`, session 10),
+# and a graph whose scope events (`gti_symbol_scopes`) the check reads instead of its rows ~1/10
+# of that (1-6 ms for 27-35k nodes).
+STRUCTURAL_COST = 5
+SCOPES_COST_DIVISOR = 10
 
 
 def default_jobs() -> int:

@@ -497,7 +497,8 @@ class Capture:
         """`_lines_named` by a search of the stored table for the line that starts with `head`,
         where the table has row digests (which say where each line is) and has not been searched
         `_SEARCHES` times yet: a few findings in a large table cost a search each, not the md5
-        check and split of its payload and an index of its lines (0.09 s on a 32k-row table);
+        check and split of its payload and an index of its lines (`check -j 1` of the 30k-node
+        benchmark capture whose ranks differ: 1.04-1.07 -> 0.90-0.93 s on the VM);
         many findings in one table (400 on a GPU capture) then go through that index."""
         d = self.row_digests(rank, gid)
         if d is None:

@@ -4,12 +4,15 @@ steps of the core wrapped with a timer, the command run once in this process.
     python -m benchmarks.check_pieces -- check -j 1 CAPTURE
     python -m benchmarks.check_pieces -- diff CAPTURE --pass NAME --nodes
     python -m benchmarks.check_pieces --tasks CAPTURE
+    python -m benchmarks.check_pieces --timeline CAPTURE JOBS
 
 Prints the imports' time, the command's, and per step its total wall seconds and calls (steps
 nest: a rank diff holds the anchored diff it made). cProfile (`benchmarks.profile_command`) says
 which functions; this says how long each step takes as the command runs. With `--tasks`: each
 task `check -j N` hands a process (inspector/checks/parallel.py), with its weight, timed alone
 in a fresh context (nothing cached, as a worker that gets it first), the cyclic collector off.
+With `--timeline`: when the pool of `check -j JOBS` is made, when each process starts and ends its
+share (its tasks and their weight), and when the prefetch ends.
 """
 
 from __future__ import annotations
@@ -57,6 +60,69 @@ def tasks(path: str) -> None:
             print(f"{task[0]:5s} weight {task[-1]:8d}  {s * 1000:7.1f} ms")
 
 
+_TIMED: dict[str, Any] = {}
+
+
+def _timed_work(*a: Any) -> list:
+    """parallel._work, in a worker, with a stamp the prefetch keeps as a stale-symbol result
+    (task[3] its key): the worker, its start and end, its tasks and their weight."""
+    import os
+
+    t0 = _TIMED["t0"]
+    s = time.time()
+    out = _TIMED["work"](*a)
+    stamp = (os.getpid(), s - t0, time.time() - t0, len(a[3]), sum(t[-1] for t in a[3]))
+    return [*out, (("stamp", 0, 0, stamp), None)]
+
+
+def timeline(path: str, jobs: int) -> None:
+    """When each process of `check -j N`'s prefetch starts and ends its share, against the pool's
+    start and the prefetch's end (seconds from the capture's opening)."""
+    import multiprocessing.pool
+    import os
+
+    from graphtrain_inspect.inspector.checks import parallel
+    from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
+    from graphtrain_inspect.inspector.read.capture_index import open_capture
+
+    t0 = time.time()
+    ctx = CheckContext(open_capture(path))
+    marks = {"index read": time.time() - t0}
+    real_work, real_do, real_init = parallel._work, parallel._do, multiprocessing.pool.Pool.__init__
+    parent = os.getpid()
+    share = [0.0, 0, 0]
+
+    def do(c: Any, task: tuple) -> tuple:
+        out = real_do(c, task)
+        if os.getpid() == parent:
+            share[0] = max(share[0], time.time() - t0)
+            share[1] += 1
+            share[2] += task[-1]
+        return out
+
+    def init(self: Any, *a: Any, **k: Any) -> None:
+        marks["pool: start"] = time.time() - t0
+        real_init(self, *a, **k)
+        marks["pool: workers forked"] = time.time() - t0
+
+    _TIMED.update(t0=t0, work=real_work)
+    parallel._work, parallel._do = _timed_work, do  # the pool sends its function by name
+    multiprocessing.pool.Pool.__init__ = init  # type: ignore[method-assign]
+    s = time.time()
+    parallel.tasks_for(ctx)
+    marks["tasks listed (once more, timed)"] = time.time() - t0
+    marks["tasks listed: took"] = time.time() - s
+    used = parallel.prefetch(ctx, jobs)
+    marks["prefetch done"] = time.time() - t0
+    marks["this process's share ended"] = share[0]
+    print(f"-j {jobs}: {used} processes; this one {share[1]} tasks of weight {share[2]}")
+    for k, v in sorted(marks.items(), key=lambda kv: kv[1]):
+        print(f"  {v:7.3f}  {k}")
+    stamps = sorted(k for k in ctx.prefetched.get("stale-unbacked-symbol", {}) if isinstance(k, tuple) and len(k) == 5)
+    for pid, a, b, n, w in sorted(stamps, key=lambda x: x[1]):
+        print(f"  worker {pid}: {a:.3f}-{b:.3f} ({b - a:.3f} s) {n} tasks of weight {w}")
+
+
 def main() -> int:
     args = sys.argv[1:]
     args = args[1:] if args[:1] == ["--"] else args
@@ -66,12 +132,15 @@ def main() -> int:
     if args[0] == "--tasks" and len(args) == 2:
         tasks(args[1])
         return 0
+    if args[0] == "--timeline" and len(args) == 3:
+        timeline(args[1], int(args[2]))
+        return 0
     from benchmarks.scale_bench import ROOT, compiled
 
     compiled(ROOT)
     t0 = time.perf_counter()
     from graphtrain_inspect.inspector import checks
-    from graphtrain_inspect.inspector.checks import row_rank_diff, stale_unbacked_symbol, tables_and_blame
+    from graphtrain_inspect.inspector.checks import parallel, row_rank_diff, stale_unbacked_symbol, tables_and_blame
     from graphtrain_inspect.inspector.cli.main import main as cli_main
     from graphtrain_inspect.inspector.diff import anchored
     from graphtrain_inspect.inspector.read import capture_reader, row_digests
@@ -79,6 +148,9 @@ def main() -> int:
     for kind, mod in checks.check_modules().items():
         _wrap(mod, "run", f"check {kind}")
     steps = [
+        (parallel, "prefetch", "-j: the work of every process"),
+        (parallel, "tasks_for", "  -j: the tasks listed"),
+        (parallel, "_do", "  -j: this process's share (and workers')"),
         (tables_and_blame.CheckContext, "rank_diff", "rank diffs"),
         (row_rank_diff, "_pairs_from_digests", "  positional, from digests"),
         (anchored, "_anchored_diff", "  anchored diffs"),

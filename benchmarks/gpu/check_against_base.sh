@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `check -j 1` of this checkout and of an earlier one, `check -j 8`, and tlparse on the same logs,
+# `check -j 1` and `-j 8` of this checkout and of an earlier one, and tlparse on the same logs,
 # interleaved run by run on a many-core GPU host (device tool), one core each but -j 8 (taskset):
 # the ratio to tlparse and the gain over the earlier code measured at the same moments of the
 # machine. Every report must be the same document: -j 1 and -j 8, this code and the earlier one.
@@ -33,15 +33,11 @@ for t in "$@"; do # each tarball into a folder of its own name (two may hold the
     mv /tmp/x/"$n"/* "/tmp/caps/$n"
 done
 echo "machine: $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg), $(python3 -V)"
-run() { # label cores command...
+. "$(dirname "$0")/timed.sh"
+run() { # label cores command...: output to /tmp/out.LABEL
     local label=$1 cores=$2
     shift 2
-    local t0 t1
-    t0=$(date +%s.%N)
-    taskset -c "$cores" "$@" >"/tmp/out.$label" 2>"/tmp/err.$label"
-    local rc=$?
-    t1=$(date +%s.%N)
-    echo "$cap $label rc=$rc $(awk "BEGIN{printf \"%.3f\", $t1 - $t0}") s"
+    echo "$cap $(timed "/tmp/out.$label" "$label" "$cores" "$@")"
 }
 for cap in $(ls /tmp/caps); do
     d=/tmp/caps/$cap
@@ -53,6 +49,7 @@ for cap in $(ls /tmp/caps); do
         PYTHONPATH=/tmp/gti:/tmp/site run new1 2 python3 -m graphtrain_inspect.inspector.cli check "$d" --json -j 1
         PYTHONPATH=/tmp/gb:/tmp/site run base1 2 python3 -m graphtrain_inspect.inspector.cli check "$d" --json -j 1
         PYTHONPATH=/tmp/gti:/tmp/site run new8 2-9 python3 -m graphtrain_inspect.inspector.cli check "$d" --json -j 8
+        PYTHONPATH=/tmp/gb:/tmp/site run base8 2-9 python3 -m graphtrain_inspect.inspector.cli check "$d" --json -j 8
         cmp -s /tmp/out.new1 /tmp/out.new8 && echo "  -j 1 and -j 8: same" || echo "  -j 1 and -j 8: DIFFERENT"
         cmp -s /tmp/out.new1 /tmp/out.base1 && echo "  this code and the base: same" || echo "  this code and the base: DIFFERENT"
     done

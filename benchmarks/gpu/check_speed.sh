@@ -24,15 +24,11 @@ py=${PYTHON:-python3}
 c0=${FIRST_CORE:-2}  # the cores used: c0 for one, c0..c0+N-1 for -j N
 jobs=${JOBS:-2 4 8}
 say() { echo "$*" | tee -a "$out/check_speed.txt"; }
-timed() { # label cores command...: prints the wall seconds of the command, output to $out/last
+. "$(dirname "$0")/timed.sh"
+run() { # label cores command...: prints the wall seconds of the command, output to $out/last
   local label=$1 cores=$2
   shift 2
-  local t0 t1
-  t0=$(date +%s.%N)
-  taskset -c "$cores" "$@" >"$out/last" 2>"$out/last.err"
-  local rc=$?
-  t1=$(date +%s.%N)
-  say "$label cores=$cores rc=$rc $(awk "BEGIN{printf \"%.3f\", $t1 - $t0}") s"
+  say "$(timed "$out/last" "$label cores=$cores" "$cores" "$@")"
 }
 say "machine: $(nproc) cores, $(uname -r), load $(cut -d' ' -f1 /proc/loadavg)"
 nodig='import sys
@@ -79,21 +75,21 @@ for archive in "$@"; do
     say "$name tlparse cores=$c0 $(awk "BEGIN{printf \"%.3f\", $t1 - $t0}") s"
   done
   for i in 1 2 3; do
-    timed "$name check -j 1" "$c0" "$py" -m graphtrain_inspect.inspector.cli check "$cap" --json -j 1
+    run "$name check -j 1" "$c0" "$py" -m graphtrain_inspect.inspector.cli check "$cap" --json -j 1
     cp "$out/last" "$out/$name.j1.json"
-    timed "$name check -j 1 (records ignored)" "$c0" "$py" -c "$norec" check "$cap" --json -j 1
+    run "$name check -j 1 (records ignored)" "$c0" "$py" -c "$norec" check "$cap" --json -j 1
     cmp -s "$out/last" "$out/$name.j1.json" || say "$name DIFFERENT (records ignored)"
-    timed "$name check -j 1 (row digests ignored)" "$c0" "$py" -c "$nodig" check "$cap" --json -j 1
+    run "$name check -j 1 (row digests ignored)" "$c0" "$py" -c "$nodig" check "$cap" --json -j 1
     cp "$out/last" "$out/$name.tables.json"
     cmp -s "$out/last" "$out/$name.j1.json" || say "$name differs from the anchored diffs' (row digests ignored): $("$py" -c "$findings" "$out/$name.j1.json" "$out/last")"
-    timed "$name check -j 1 (normalized digests ignored)" "$c0" "$py" -c "$nonorm" check "$cap" --json -j 1
+    run "$name check -j 1 (normalized digests ignored)" "$c0" "$py" -c "$nonorm" check "$cap" --json -j 1
     cmp -s "$out/last" "$out/$name.j1.json" || say "$name differs from the normalized digests' (normalized digests ignored): $("$py" -c "$findings" "$out/$name.j1.json" "$out/last")"
-    timed "$name check -j 1 (no anchored diffs)" "$c0" "$py" -c "$noanchor" check "$cap" --json -j 1
+    run "$name check -j 1 (no anchored diffs)" "$c0" "$py" -c "$noanchor" check "$cap" --json -j 1
     cmp -s "$out/last" "$out/$name.tables.json" || say "$name DIFFERENT (no anchored diffs, row digests ignored)"
   done
   for n in $jobs; do
     for i in 1 2 3; do
-      timed "$name check -j $n" "$c0-$((c0 + n - 1))" "$py" -m graphtrain_inspect.inspector.cli check "$cap" --json -j "$n"
+      run "$name check -j $n" "$c0-$((c0 + n - 1))" "$py" -m graphtrain_inspect.inspector.cli check "$cap" --json -j "$n"
       cmp -s "$out/last" "$out/$name.j1.json" || say "$name DIFFERENT (-j $n)"
     done
   done

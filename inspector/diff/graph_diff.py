@@ -17,7 +17,6 @@ refs are made by anchored.py, which pass_diffs and rank_diff_gids try first.
 
 from __future__ import annotations
 
-import difflib
 import re
 from itertools import compress, repeat
 from operator import and_, eq, not_
@@ -26,6 +25,7 @@ from typing import TYPE_CHECKING, Iterator
 from graphtrain_inspect.capture.logformat import NodeRow
 from graphtrain_inspect.inspector.diff.align import Parts, _align, _merge_order
 from graphtrain_inspect.inspector.diff.anchored import anchored_pass_diff, anchored_rank_diff
+from graphtrain_inspect.inspector.diff.line_match import line_matcher, unified_diff
 from graphtrain_inspect.inspector.diff.node_diff import (
     _NONE,
     GraphDiff,
@@ -267,7 +267,7 @@ def normalize_code(
 def text_diff(
     a_lines: list[str], b_lines: list[str], a_label: str = "a", b_label: str = "b", context: int = 3
 ) -> list[str]:
-    return list(difflib.unified_diff(a_lines, b_lines, a_label, b_label, n=context, lineterm=""))
+    return unified_diff(a_lines, b_lines, a_label, b_label, n=context)
 
 
 def side_by_side(
@@ -275,7 +275,7 @@ def side_by_side(
 ) -> list[tuple[str, str, str]]:
     """(marker, left, right) rows: marker ' ' same, '|' changed, '<' only left, '>' only right,
     '~' a skipped run of equal lines."""
-    sm = difflib.SequenceMatcher(None, a_lines, b_lines, autojunk=False)
+    sm = line_matcher(a_lines, b_lines)
     rows: list[tuple[str, str, str]] = []
     for group in sm.get_grouped_opcodes(context):
         if rows:

@@ -6,7 +6,7 @@ folded, changed characters marked within a line.
     rows = model.rows("split", expanded={0})     # fold 0 opened
     char_marks(row.a_text, row.b_text)           # ([(start, end)...] in a, [...] in b)
 
-The line alignment (difflib opcodes) is computed once; rows are rebuilt cheaply when the mode or
+The line alignment (opcodes of `line_match.line_matcher`) is computed once; rows are rebuilt cheaply when the mode or
 the open folds change. A `Row` of kind `fold` stands for `count` unchanged lines and carries the
 fold's id. In unified mode a changed line is a `del` row and an `add` row that name each other
 (`pair`), so the view can mark the characters that changed; in split mode it is one `change` row.
@@ -18,6 +18,8 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 from functools import lru_cache
+
+from graphtrain_inspect.inspector.diff.line_match import line_matcher, unified_diff
 
 Marks = list[tuple[int, int]]
 
@@ -72,9 +74,7 @@ class DiffModel:
     blocks: list[_Block] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        sm = difflib.SequenceMatcher(
-            None, self.a_lines, self.b_lines, autojunk=len(self.a_lines) + len(self.b_lines) > 40000
-        )
+        sm = line_matcher(self.a_lines, self.b_lines)
         n_fold = 0
         for tag, i1, i2, j1, j2 in sm.get_opcodes():
             b = _Block(tag, i1, i2, j1, j2)
@@ -141,7 +141,7 @@ class DiffModel:
 
     def unified_text(self, a_label: str = "a", b_label: str = "b") -> str:
         """The whole diff as `diff -u` text (three lines of context)."""
-        lines = difflib.unified_diff(self.a_lines, self.b_lines, a_label, b_label, n=self.context, lineterm="")
+        lines = unified_diff(self.a_lines, self.b_lines, a_label, b_label, n=self.context)
         return "\n".join(lines) + "\n"
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import difflib
 from collections import Counter
-from typing import Iterator, Sequence
+from typing import Iterable, Iterator, Sequence
 
 from graphtrain_inspect.inspector.diff.align import _lis, _match_gap
 
@@ -43,7 +43,7 @@ class _Anchored(difflib.SequenceMatcher):
     def __init__(self, a: Sequence[str], b: Sequence[str]):
         # set up empty: difflib would index every line of b for its own search, which is not run
         super().__init__(None, (), (), autojunk=False)
-        self.a, self.b = a, b  # type: ignore[assignment]  # read as sequences only
+        self.a, self.b = a, b
         self._blocks: list[difflib.Match] | None = None
 
     def get_matching_blocks(self) -> list[difflib.Match]:
@@ -122,7 +122,7 @@ def unified_diff(a: Sequence[str], b: Sequence[str], a_label: str = "a", b_label
 def unified_lines(
     a: Sequence[str],
     b: Sequence[str],
-    groups: Iterator[list[tuple[str, int, int, int, int]]],
+    groups: Iterable[list[tuple[str, int, int, int, int]]],
     a_label: str,
     b_label: str,
 ) -> Iterator[str]:

@@ -172,6 +172,51 @@ def test_rows_found_and_checked_in_the_stored_payload(tmp_path, monkeypatch):
         assert [e for e in cap.all_errors() if e.path == str(log)]
 
 
+def test_collective_rows_read_by_digests_normalize_as_the_whole_table(sample_capture, tmp_path):
+    """The sample with every bug planted (process groups in its collectives, ranks that differ):
+    a graph's collective rows found from the start of its stored row lines are the decoded
+    table's, in order, and the code normalized from them (what `diff --ranks` and the TUI's rank
+    diff show) is the code normalized from the whole table; a row line whose target is not a
+    string gives no answer (None), and the whole table is read."""
+    from graphtrain_inspect.capture.rank_tokens import is_collective_target
+    from graphtrain_inspect.inspector.diff import graph_diff
+
+    path = tmp_path / "digests"
+    _with_digests(sample_capture(*ALL_BUGS), path)
+    seen = 0
+    with open_capture(str(path)) as cap:
+        for rank in cap.ranks:
+            for gid in cap.graphs(rank):
+                if cap.row_digests(rank, gid) is None:
+                    continue
+                tables = cap.node_table(rank, gid)
+                want = [r for _, r in tables.iter_nodes() if is_collective_target(r.get("target"))]
+                assert graph_diff.collective_rows(cap, rank, gid) == want
+                seen += bool(want)
+                code = cap.graph_code(rank, gid)
+                whole = graph_diff.normalize_code(
+                    code, graph_diff.graph_normalizer(tables, graph_diff.rank_context(cap, rank, gid))
+                )
+                assert graph_diff.rank_text(cap, rank, gid) == whole
+    assert seen >= 4  # graphs with collectives, on both ranks
+
+    with open_capture(str(path)) as cap:
+        gid = next(g for g in cap.graphs(0) if cap.row_digests(0, g) is not None)
+        d = cap.row_digests(0, gid)
+        assert d.rows_by_target(lambda t: True) == [(k, i) for k, n in enumerate(d.counts) for i in range(n)]
+        line = d.row(0, d.counts[0] // 2)
+        start = cap.graph_record(0, gid, logformat.NODES).payload_start
+    # that row's target made a number in the stored log (same length): no answer from the lines
+    log = path / logformat.log_file_name(0)
+    data = log.read_bytes()
+    at = data.index(b"\t" + line + b"\n", start) + 1 + line.index(b'"target":') + len(b'"target":')
+    assert data[at : at + 1] == b'"'
+    log.write_bytes(data[:at] + b"7" + data[at + 1 :])
+    with open_capture(str(path)) as cap:
+        d = cap.row_digests(0, gid)
+        assert d is not None and d.rows_by_target(lambda t: True) is None
+
+
 def test_rows_looked_up_by_name_in_the_stored_table_are_the_indexed_ones(sample_capture, tmp_path, monkeypatch):
     """A finding's row looked up by name (`node_row`, `nearest_source`) in a table with digests is
     found by searching its stored lines for the first lookups, then through the index of its

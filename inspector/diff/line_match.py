@@ -27,6 +27,7 @@ from graphtrain_inspect.inspector.diff.align import _lis, _match_gap
 
 ANCHORED_LINES = 20_000  # both texts' lines together above which they are matched by anchors
 _SMALL_STRETCH = 4_000  # a stretch's lines-times-lines at or below which it is matched whole
+_LCS_AREA = 400_000_000  # above it, a stretch without anchors is not given to the compiled LCS (~50 MB)
 
 
 def line_matcher(a: Sequence[str], b: Sequence[str], *, autojunk: bool = False) -> difflib.SequenceMatcher:
@@ -68,7 +69,14 @@ def matching_pairs(a: Sequence[str], b: Sequence[str]) -> list[tuple[int, int]]:
             out.append((ahi, bhi))
         if alo == ahi or blo == bhi:
             continue
-        anchors = _unique_in_order(a, b, alo, ahi, blo, bhi) if (ahi - alo) * (bhi - blo) > _SMALL_STRETCH else []
+        area = (ahi - alo) * (bhi - blo)
+        anchors = _unique_in_order(a, b, alo, ahi, blo, bhi) if area > _SMALL_STRETCH else []
+        if not anchors and area > _LCS_AREA:
+            # no line unique to both sides in a stretch too large for the compiled LCS's table
+            # (its bits grow with the product): difflib's own search, junk heuristic on
+            sm = difflib.SequenceMatcher(None, a[alo:ahi], b[blo:bhi], autojunk=True)
+            out.extend((alo + m.a + k, blo + m.b + k) for m in sm.get_matching_blocks() for k in range(m.size))
+            continue
         if not anchors:
             _match_gap(a, b, list(range(alo, ahi)), list(range(blo, bhi)), out)
             continue

@@ -58,11 +58,18 @@ _WORDS = st.lists(st.sampled_from(["x = a", "y = b", "z = c", "return x", "", " 
 
 
 @settings(max_examples=300, deadline=None)
-@given(_WORDS, _WORDS)
-def test_anchored_matches_are_a_diff(a, b):
-    _check_pairs(a, b)
-    m = line_match._Anchored(a, b)
-    diff = list(line_match.unified_lines(a, b, m.get_grouped_opcodes(2), "a", "b"))
+@given(_WORDS, _WORDS, st.sampled_from([(4_000, 400_000_000), (0, 400_000_000), (0, 0)]))
+def test_anchored_matches_are_a_diff(a, b, limits):
+    """Each way a stretch is matched: whole when small, by anchors, and by difflib where it has no
+    anchor and is too large for the compiled LCS (the limits lowered to reach them here)."""
+    saved = line_match._SMALL_STRETCH, line_match._LCS_AREA
+    line_match._SMALL_STRETCH, line_match._LCS_AREA = limits
+    try:
+        _check_pairs(a, b)
+        m = line_match._Anchored(a, b)
+        diff = list(line_match.unified_lines(a, b, m.get_grouped_opcodes(2), "a", "b"))
+    finally:
+        line_match._SMALL_STRETCH, line_match._LCS_AREA = saved
     assert applied(a, diff) == b if diff else a == b
 
 

@@ -121,10 +121,9 @@ def _blocks(pairs: list[tuple[int, int]], la: int, lb: int) -> list[difflib.Matc
 
 def unified_diff(a: Sequence[str], b: Sequence[str], a_label: str = "a", b_label: str = "b", n: int = 3) -> list[str]:
     """`difflib.unified_diff(a, b, a_label, b_label, n=n, lineterm="")`, its lines matched by
-    `line_matcher` (difflib's own for texts of up to ANCHORED_LINES lines)."""
-    if len(a) + len(b) <= ANCHORED_LINES:
-        return list(difflib.unified_diff(a, b, a_label, b_label, n=n, lineterm=""))
-    return list(unified_lines(a, b, line_matcher(a, b).get_grouped_opcodes(n), a_label, b_label))
+    `line_matcher` (difflib's own for texts of up to ANCHORED_LINES lines, with the junk heuristic
+    on as difflib.unified_diff has it)."""
+    return list(unified_lines(a, b, line_matcher(a, b, autojunk=True).get_grouped_opcodes(n), a_label, b_label))
 
 
 def unified_lines(

@@ -182,12 +182,13 @@ class RowDigests:
             raws = _ROW_TARGET.findall(self._buf, starts[first] - 2, starts[first + n - 1] + lens[first + n - 1])
             if len(raws) != n:
                 return None
-            for raw in set(raws).difference(decided):
+            targets = set(raws)
+            for raw in targets.difference(decided):
                 try:
                     decided[raw] = keep(orjson.loads(b'"' + raw + b'"'))
                 except orjson.JSONDecodeError:
                     return None
-            kept = {raw for raw in set(raws) if decided[raw]}
+            kept = {raw for raw in targets if decided[raw]}
             out.extend((k, i) for i in itertools.compress(range(n), map(kept.__contains__, raws)))
         return out
 

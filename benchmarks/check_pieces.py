@@ -10,7 +10,9 @@ Prints the imports' time, the command's, and per step its total wall seconds and
 nest: a rank diff holds the anchored diff it made). cProfile (`benchmarks.profile_command`) says
 which functions; this says how long each step takes as the command runs. With `--tasks`: each
 task `check -j N` hands a process (inspector/checks/parallel.py), with its weight, timed alone
-in a fresh context (nothing cached, as a worker that gets it first), the cyclic collector off.
+in a fresh context (nothing cached, as a worker that gets it first), the cyclic collector off;
+a rank diff's line also says its stage and how its reference table's rows lie in subgraphs (the
+largest, and those whose digests differ from the other rank's at the same place).
 With `--timeline`: when the pool of `check -j JOBS` is made, when each process starts and ends its
 share (its tasks and their weight), and when the prefetch ends.
 """
@@ -57,7 +59,29 @@ def tasks(path: str) -> None:
                 t0 = time.perf_counter()
                 parallel._do(ctx, task)
                 s = time.perf_counter() - t0
-            print(f"{task[0]:5s} weight {task[-1]:8d}  {s * 1000:7.1f} ms")
+            print(f"{task[0]:5s} weight {task[-1]:8d}  {s * 1000:7.1f} ms{_layout(ctx, task)}")
+
+
+def _layout(ctx: Any, task: tuple) -> str:
+    """For a rank diff of tables with row digests: the stage, the reference rank's subgraphs, its
+    largest one's rows of all its rows, and the rows of each subgraph whose digests differ from
+    the other rank's at the same place (a diff cut by subgraph gives each such one to a process)."""
+    if task[0] != "diff":
+        return ""
+    _, key, ref, other, _ = task
+    across = ctx.index.across(key)
+    da, db = ctx.cap.row_digests(ref, across[ref].gid), ctx.cap.row_digests(other, across[other].gid)
+    if da is None or db is None:
+        return f"  {key.pass_name}"
+    differ = [
+        (da.counts[k], db.counts[k])
+        for k in range(min(len(da.counts), len(db.counts)))
+        if da.sub_digests(k) != db.sub_digests(k)
+    ]
+    return (
+        f"  {key.pass_name}: {len(da.counts)} subgraphs, the largest {max(da.counts)} of {sum(da.counts)}"
+        f" rows; differing {differ[:4]}"
+    )
 
 
 _TIMED: dict[str, Any] = {}

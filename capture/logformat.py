@@ -496,7 +496,11 @@ def compile_id_of(env: dict[str, Any]) -> str | None:
 
 def decode_payload(raw_lines: list[bytes], env: dict[str, Any], *, verify: bool = True) -> Any:
     """Payload of a record from its tab-prefixed lines (tabs still on): str or parsed JSON."""
-    text = b"\n".join(l[1:] if l.startswith(b"\t") else l for l in raw_lines)
+    return decode_payload_text(b"\n".join(l[1:] if l.startswith(b"\t") else l for l in raw_lines), env, verify=verify)
+
+
+def decode_payload_text(text: bytes, env: dict[str, Any], *, verify: bool = True) -> Any:
+    """`decode_payload` of the payload's text: its lines, tabs off, joined with newlines."""
     expected = env.get("has_payload")
     if verify and isinstance(expected, str) and len(expected) == 32:
         if hashlib.md5(text).hexdigest() != expected:

@@ -35,7 +35,7 @@ import sys
 import orjson
 
 from graphtrain_inspect.capture.rank_ranges import format_ranks, values_by_rank
-from graphtrain_inspect.inspector.cli.common import add_capture_argument, open_or_fail
+from graphtrain_inspect.inspector.cli.common import add_capture_argument, add_jobs_argument, jobs_of, open_or_fail
 from graphtrain_inspect.inspector.diff.render import (
     Style,
     add_common_arguments,
@@ -92,14 +92,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "rank's own device and rank literals from the trace become errors; a compile-on-one-rank "
         "capture is recognised without this)",
     )
-    p.add_argument(
-        "-j",
-        "--jobs",
-        type=int,
-        default=None,
-        metavar="N",
-        help="processes for the rank diffs (default: the machine's cores, at most 16; 1: this process only)",
-    )
+    add_jobs_argument(p, "the rank diffs")
     add_common_arguments(p)
 
 
@@ -296,11 +289,7 @@ def run(args: argparse.Namespace) -> int:
 
     cap = open_or_fail(args.dir, args.source)
     with cap:
-        from graphtrain_inspect.inspector.checks.parallel import default_jobs
-
-        report = check_report(
-            cap, args.check, shared_graph=args.shared_graph, jobs=args.jobs if args.jobs is not None else default_jobs()
-        )
+        report = check_report(cap, args.check, shared_graph=args.shared_graph, jobs=jobs_of(args))
         from graphtrain_inspect.inspector.checks.coverage import checked_line
 
         checked = checked_line(cap, report, args.check)

@@ -25,6 +25,27 @@ def add_capture_argument(p: Any, name: str = "dir", metavar: str = "DIR") -> Non
     )
 
 
+def add_jobs_argument(p: Any, what: str) -> None:
+    """`-j N`: how many processes a command uses for `what` (default: the machine's cores)."""
+    p.add_argument(
+        "-j",
+        "--jobs",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"processes for {what} (default: the machine's cores, at most 16; 1: this process only)",
+    )
+
+
+def jobs_of(args: Any) -> int:
+    """The processes `-j N` gives (at least 1), or the default."""
+    if args.jobs is not None:
+        return max(1, args.jobs)
+    from graphtrain_inspect.inspector.checks.parallel import default_jobs
+
+    return default_jobs()
+
+
 def list_samples() -> list[str]:
     """One line per bundled capture: its name (padded to the longest) and what it holds."""
     from graphtrain_inspect.inspector.read import bundled

@@ -17,11 +17,14 @@ from __future__ import annotations
 
 import argparse
 import shutil
+from typing import TYPE_CHECKING
 
 from graphtrain_inspect.inspector.cli.common import (
     CommandError,
     add_capture_argument,
+    add_jobs_argument,
     diff_title,
+    jobs_of,
     open_or_fail,
     rank_pair,
     write_diffs,
@@ -33,6 +36,15 @@ from graphtrain_inspect.inspector.diff.render import (
     truncate,
     want_color,
 )
+
+if TYPE_CHECKING:
+    from graphtrain_inspect.inspector.diff.node_diff import GraphDiff
+
+
+# a graph of at least this many nodes has its text diff made in a forked child beside its node
+# changes (cli/beside.py): on the 100k-node capture each half took most of a second; below, the
+# fork costs more than it saves
+BESIDE_NODES = 20_000
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -66,6 +78,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--context", type=int, default=3, help="lines of context in the text diff")
     p.add_argument("--width", type=int, help="line width for --side-by-side (default: the terminal's)")
     p.add_argument("--json", action="store_true", help="node changes as one JSON document")
+    add_jobs_argument(p, "a large graph's text diff, made beside its node changes")
     add_common_arguments(p)
 
 
@@ -189,20 +202,34 @@ def _rank_diffs(cap, index, args: argparse.Namespace, st: Style, out: list[str],
             out.append(st(f"  rank {missing[0]} has no such graph (the pass did not run there, or raised)", "red"))
             docs.append({"stage": key.label(), "pipeline": key.pipeline, "missing_on": missing})
             continue
+        ga, gb = stages[ra].gid, stages[rb].gid
+        # the text diff started first, beside the node changes where the graph is large (graphs of
+        # the same id agree: rank_diff says so without reading them). The child makes the whole
+        # text diff: sending each rank's normalized code back instead (125k lines each on the
+        # 100k-node capture) cost more than the matching it would leave to this process
+        text = _text_beside(cap, ra, ga, args, ga != gb, _rank_text, cap, ra, rb, ga, gb, args, st)
         d = gdiff.rank_diff(cap, key, ra, rb, index=index)
+        lines = text.result()
         if d is None:
             out.append(st("  graph tables unreadable on one of the ranks", "red"))
             continue
-        docs.append({"stage": key.label(), "pipeline": key.pipeline, **d.to_json()})
+        if args.json:  # what --json prints alone
+            docs.append({"stage": key.label(), "pipeline": key.pipeline, **d.to_json()})
         if d.empty:
             out.append(st(f"  ranks {ra} and {rb} agree (after normalization)", "green"))
             continue
         if not args.text:
             out.extend(_node_lines(d, st))
-        if not args.nodes:
-            la = gdiff.rank_text(cap, ra, stages[ra].gid) or []
-            lb = gdiff.rank_text(cap, rb, stages[rb].gid) or []
-            out.extend(_text_lines(la, lb, f"rank {ra} {stages[ra].gid}", f"rank {rb} {stages[rb].gid}", args, st))
+        out.extend(lines)
+
+
+def _rank_text(cap, ra: int, rb: int, ga: str, gb: str, args: argparse.Namespace, st: Style) -> list[str]:
+    """The text diff of a stage's graphs on two ranks, normalized, as printed."""
+    from graphtrain_inspect.inspector.diff import graph_diff as gdiff
+
+    la = gdiff.rank_text(cap, ra, ga) or []
+    lb = gdiff.rank_text(cap, rb, gb) or []
+    return _text_lines(la, lb, f"rank {ra} {ga}", f"rank {rb} {gb}", args, st)
 
 
 def _pass_diffs(cap, args: argparse.Namespace, st: Style, out: list[str], docs: list[dict]) -> None:
@@ -245,27 +272,64 @@ def _one_pass(cap, rank: int, p, args: argparse.Namespace, st: Style, out: list[
         )
         if not p.after:
             return
-    for role, d in gdiff.pass_diffs(cap, rank, p, stack=args.stack):
-        if args.role and role != args.role:
-            continue
+    # the text diffs started first, each beside the node changes where the graph is large (a
+    # graph the pass returned as it was, the same id before and after, has none)
+    texts = {
+        role: _text_beside(cap, rank, gid, args, p.before != gid, _pass_text, cap, rank, p, role, args, st)
+        for role, gid in ((r, p.after[r]) for r in roles)
+    }
+    pairs: list[tuple[str, GraphDiff | None]]
+    if args.text and not args.json:
+        pairs = [(role, None) for role in roles]  # the text alone: the node changes are not made
+    else:
+        pairs = [(role, d) for role, d in gdiff.pass_diffs(cap, rank, p, stack=args.stack) if role in texts]
+    for role, d in pairs:
         if role != "out" or len(roles) > 1:
             out.append(st(f" output {role}: {p.before} -> {p.after[role]}", "cyan"))
         else:
             out.append(st(f" {p.before} -> {p.after[role]}", "cyan"))
-        if d is None:
+        text = texts[role].result()
+        if d is not None:
+            if args.json:  # what --json prints alone
+                docs.append({"pass": p.name, "seq": p.seq, "rank": rank, "role": role, **d.to_json()})
+        elif not args.text:
             out.append(st("  graph tables unreadable", "red"))
             continue
-        docs.append({"pass": p.name, "seq": p.seq, "rank": rank, "role": role, **d.to_json()})
-        if d.empty and p.before == p.after[role]:
+        if p.before == p.after[role] and (d is None or d.empty):
             out.append(st("  the pass returned the graph unchanged", "dim"))
             continue
-        if not args.text:
+        if d is not None and not args.text:
             out.extend(_node_lines(d, st))
-        if not args.nodes:
-            texts = gdiff.pass_text_diff(cap, rank, p, role)
-            if texts is not None:
-                after = f"after #{p.seq} {p.name}" + ("" if role == "out" else f" [{role}]")
-                out.extend(_text_lines(texts[0], texts[1], f"before #{p.seq} {p.name}", after, args, st))
+        out.extend(text)
+
+
+def _pass_text(cap, rank: int, p, role: str, args: argparse.Namespace, st: Style) -> list[str]:
+    """The text diff of one output of a pass: its lines as printed (none where the code is not
+    there)."""
+    from graphtrain_inspect.inspector.diff import graph_diff as gdiff
+
+    texts = gdiff.pass_text_diff(cap, rank, p, role)
+    if texts is None:
+        return []
+    after = f"after #{p.seq} {p.name}" + ("" if role == "out" else f" [{role}]")
+    return _text_lines(texts[0], texts[1], f"before #{p.seq} {p.name}", after, args, st)
+
+
+def _text_beside(cap, rank: int, gid: str, args: argparse.Namespace, wanted: bool, fn, *fn_args):
+    """`fn(*fn_args)` (text lines) as a Beside: made in a forked child where the graph is large and
+    more than one process may be used, else when asked; nothing made where not `wanted`, with
+    --nodes or with --json."""
+    from graphtrain_inspect.inspector.cli.beside import Beside
+
+    if not wanted or args.nodes or args.json:
+        return Beside(list, fork=False)
+    return Beside(fn, *fn_args, fork=jobs_of(args) > 1 and _large(cap, rank, gid))
+
+
+def _large(cap, rank: int, gid: str) -> bool:
+    """The graph has at least BESIDE_NODES nodes, by its record (unknown: not large)."""
+    ref = cap.graph(rank, gid)
+    return ref is not None and isinstance(ref.nodes, int) and ref.nodes >= BESIDE_NODES
 
 
 def _where(p) -> str:

@@ -13,7 +13,13 @@ import argparse
 import os
 from pathlib import Path
 
-from graphtrain_inspect.inspector.cli.common import CommandError, add_capture_argument, open_or_fail
+from graphtrain_inspect.inspector.cli.common import (
+    CommandError,
+    add_capture_argument,
+    add_jobs_argument,
+    jobs_of,
+    open_or_fail,
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -26,14 +32,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="the page to write (default: report.html); a directory (existing, or named with a trailing /) gets "
         "DIR/report.html and the whole graphs behind its diffs in DIR/graphs/",
     )
-    p.add_argument(
-        "-j",
-        "--jobs",
-        type=int,
-        default=None,
-        metavar="N",
-        help="processes for the checks' rank diffs (default: the machine's cores, at most 16)",
-    )
+    add_jobs_argument(p, "the checks' rank diffs")
     p.add_argument(
         "--source",
         choices=("auto", "capture", "torch"),
@@ -43,7 +42,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from graphtrain_inspect.inspector.checks.parallel import default_jobs
     from graphtrain_inspect.inspector.cli.html_report import render
 
     as_dir = os.path.isdir(args.output) or args.output.endswith(os.sep)
@@ -53,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
         with cap:
             html = render(
                 cap,
-                jobs=args.jobs if args.jobs is not None else default_jobs(),
+                jobs=jobs_of(args),
                 graphs_dir=page.parent / "graphs" if as_dir else None,
             )
         tmp = page.with_name(f"{page.name}.tmp{os.getpid()}")

@@ -480,6 +480,8 @@ def _unique_pairs(
 
 def _lis(pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """Longest run of pairs increasing in both coordinates (pairs sorted by the first)."""
+    if _increasing([j for _, j in pairs]):
+        return list(pairs)  # all of them (a text or table that kept its order): no search
     tails: list[int] = []
     tail_idx: list[int] = []
     prev = [-1] * len(pairs)

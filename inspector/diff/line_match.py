@@ -82,7 +82,8 @@ def matching_pairs(a: Sequence[str], b: Sequence[str]) -> list[tuple[int, int]]:
             continue
         i0, j0 = alo, blo
         for i, j in anchors:
-            todo.append((i0, i, j0, j))
+            if i > i0 and j > j0:  # a stretch with lines on both sides (most are none)
+                todo.append((i0, i, j0, j))
             out.append((i, j))
             i0, j0 = i + 1, j + 1
         todo.append((i0, ahi, j0, bhi))

@@ -460,6 +460,18 @@ class LogFile:
                     "which has none (a damaged or missing envelope line); ignored",
                 )
             return None
+        raw, _ = self._stored_payload(rec)
+        if raw[:1] == b"\t" and b"\r" not in raw and raw.count(b"\n") == raw.count(b"\n\t"):
+            # every line tabbed (no empty line, no CRLF): the region tlparse reads is the stored
+            # bytes, and one replace takes the tabs off (a 12 MB graph code: a split and a join
+            # of its 110k lines took 0.09 s)
+            try:
+                value = logformat.decode_payload_text(raw[1:].replace(b"\n\t", b"\n"), rec.env, verify=verify)
+            except logformat.FormatError:
+                pass  # read below, line by line, with its repairs and its error line
+            else:
+                self._cache.put(rec.index, value, rec.end - rec.payload_start)
+                return value
         lines = self.raw_payload(rec).split(b"\n")
         try:
             value = logformat.decode_payload(lines, rec.env, verify=verify)

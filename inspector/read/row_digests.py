@@ -34,8 +34,11 @@ ENABLED = True
 _LIST = {list}
 _INT = {int}
 # a stored row line's start to its target: name, op and target, strings, in the capture's order
-_STR = rb'"(?:[^"\\\n]|\\.)*"'
-_ROW_TARGET = re.compile(rb'\n\t\{"name":' + _STR + rb',"op":' + _STR + rb',"target":"((?:[^"\\\n]|\\.)*)"')
+# (a JSON string's body written as runs of plain characters between escapes: the same strings as
+# `(?:[^"\\\n]|\\.)*`, matched 3.4x faster, 0.039 against 0.133 s on a 93k-row subgraph, VM)
+_BODY = rb'[^"\\\n]*(?:\\.[^"\\\n]*)*'
+_STR = rb'"' + _BODY + rb'"'
+_ROW_TARGET = re.compile(rb'\n\t\{"name":' + _STR + rb',"op":' + _STR + rb',"target":"(' + _BODY + rb')"')
 
 
 class RowDigests:

@@ -53,6 +53,11 @@ class Beside:
         os.close(w)
         self._pid, self._fd = pid, r
 
+    @property
+    def forked(self) -> bool:
+        """A child makes the value (until `result` has it)."""
+        return self._pid is not None
+
     def result(self) -> Any:
         if self._pid is None:
             return self._fn(*self._args)

@@ -207,7 +207,7 @@ def _rank_diffs(cap, index, args: argparse.Namespace, st: Style, out: list[str],
         # the same id agree: rank_diff says so without reading them). The child makes the whole
         # text diff: sending each rank's normalized code back instead (125k lines each on the
         # 100k-node capture) cost more than the matching it would leave to this process
-        text = _text_beside(cap, ra, ga, args, ga != gb, _rank_text, cap, ra, rb, ga, gb, args, st)
+        text = _text_beside(cap, ra, ga, args, ga != gb, 0, _rank_text, cap, ra, rb, ga, gb, args, st)
         d = gdiff.rank_diff(cap, key, ra, rb, index=index)
         lines = text.result()
         if d is None:
@@ -273,11 +273,13 @@ def _one_pass(cap, rank: int, p, args: argparse.Namespace, st: Style, out: list[
         if not p.after:
             return
     # the text diffs started first, each beside the node changes where the graph is large (a
-    # graph the pass returned as it was, the same id before and after, has none)
-    texts = {
-        role: _text_beside(cap, rank, gid, args, p.before != gid, _pass_text, cap, rank, p, role, args, st)
-        for role, gid in ((r, p.after[r]) for r in roles)
-    }
+    # graph the pass returned as it was, the same id before and after, has none; no more children
+    # at once than -j leaves beside this process)
+    texts: dict = {}
+    for role in roles:
+        gid, running = p.after[role], sum(t.forked for t in texts.values())
+        made = (_pass_text, cap, rank, p, role, args, st)
+        texts[role] = _text_beside(cap, rank, gid, args, p.before != gid, running, *made)
     pairs: list[tuple[str, GraphDiff | None]]
     if args.text and not args.json:
         pairs = [(role, None) for role in roles]  # the text alone: the node changes are not made
@@ -315,15 +317,15 @@ def _pass_text(cap, rank: int, p, role: str, args: argparse.Namespace, st: Style
     return _text_lines(texts[0], texts[1], f"before #{p.seq} {p.name}", after, args, st)
 
 
-def _text_beside(cap, rank: int, gid: str, args: argparse.Namespace, wanted: bool, fn, *fn_args):
+def _text_beside(cap, rank: int, gid: str, args: argparse.Namespace, wanted: bool, running: int, fn, *fn_args):
     """`fn(*fn_args)` (text lines) as a Beside: made in a forked child where the graph is large and
-    more than one process may be used, else when asked; nothing made where not `wanted`, with
-    --nodes or with --json."""
+    -j leaves a process beside this one and the `running` children, else when asked; nothing made
+    where not `wanted`, with --nodes or with --json."""
     from graphtrain_inspect.inspector.cli.beside import Beside
 
     if not wanted or args.nodes or args.json:
         return Beside(list, fork=False)
-    return Beside(fn, *fn_args, fork=jobs_of(args) > 1 and _large(cap, rank, gid))
+    return Beside(fn, *fn_args, fork=jobs_of(args) > 1 + running and _large(cap, rank, gid))
 
 
 def _large(cap, rank: int, gid: str) -> bool:

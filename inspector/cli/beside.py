@@ -53,6 +53,17 @@ class Beside:
         os.close(w)
         self._pid, self._fd = pid, r
 
+    def __del__(self) -> None:
+        # dropped unread (the command failed before it asked): the child's pipe closed, so a
+        # child still writing ends (a broken pipe), and reaped
+        if self._pid is not None:
+            try:
+                os.close(self._fd)
+                os.waitpid(self._pid, 0)
+            except OSError:
+                pass
+            self._pid = None
+
     @property
     def forked(self) -> bool:
         """A child makes the value (until `result` has it)."""

@@ -93,3 +93,14 @@ def test_row_target_scan_reads_escaped_strings(name, target):
     line = orjson.dumps({"name": name, "op": "call_function", "target": target, "args": []})
     found = read_digests._ROW_TARGET.findall(b"\n\t" + line + b"\n\t" + line + b"\n")
     assert [orjson.loads(b'"' + raw + b'"') for raw in found] == [target, target]
+
+
+def test_a_beside_dropped_unread_ends_its_child():
+    """A command that fails before it asks for the child's value (the child blocked writing a
+    value larger than the pipe holds) leaves no child behind."""
+    b = beside.Beside(lambda: ["x" * 1000] * 1000)
+    pid = b._pid
+    assert pid is not None
+    del b
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)  # reaped: no such child any more

@@ -365,31 +365,25 @@ def pass_text_diff(cap: "Capture", rank: int, p: "PassRecord", role: str) -> tup
     return normalize_code(a), normalize_code(b)
 
 
-class _CollectiveRows:
+def table_collective_rows(tables: GraphTables) -> Iterator[NodeRow]:
     """The rows of a GraphTables whose target is a collective, in order: all of a graph that
     GraphNormalizer reads (its group-name ordinals); one is_collective_target per distinct target
     instead of one per row."""
-
-    def __init__(self, tables: GraphTables):
-        self.tables = tables
-
-    def iter_nodes(self) -> Iterator[tuple[SubGraph, NodeRow]]:
-        for g in self.tables.graphs:
-            # rows are dicts at run time: dict.get mapped in C
-            targets = list(map(dict.get, g.nodes, repeat("target")))  # type: ignore[arg-type]  # rows are dicts
-            try:
-                colls = {t for t in set(targets) if is_collective_target(t)}
-            except TypeError:  # a target that is no string
-                yield from ((g, row) for row in g.nodes)
-                continue
-            if colls:
-                for row in compress(g.nodes, map(colls.__contains__, targets)):
-                    yield g, row
+    for g in tables.graphs:
+        # rows are dicts at run time: dict.get mapped in C
+        targets = list(map(dict.get, g.nodes, repeat("target")))  # type: ignore[arg-type]  # rows are dicts
+        try:
+            colls = {t for t in set(targets) if is_collective_target(t)}
+        except TypeError:  # a target that is no string
+            yield from g.nodes
+            continue
+        if colls:
+            yield from compress(g.nodes, map(colls.__contains__, targets))
 
 
 def graph_normalizer(tables: GraphTables | None, ctx: RankContext | None) -> GraphNormalizer:
-    """GraphNormalizer(tables, ctx), built from the collective rows alone."""
-    return GraphNormalizer(_CollectiveRows(tables) if tables is not None else None, ctx)  # type: ignore[arg-type]  # _CollectiveRows reads like GraphTables where the normalizer looks
+    """GraphNormalizer of the graph's table, built from its collective rows alone."""
+    return GraphNormalizer(table_collective_rows(tables) if tables is not None else None, ctx)
 
 
 def normalizers(
@@ -442,7 +436,7 @@ def rank_text(cap: "Capture", rank: int, gid: str) -> list[str] | None:
     ctx = rank_context(cap, rank, gid)
     rows = collective_rows(cap, rank, gid)
     if rows is not None:
-        return normalize_code(code, GraphNormalizer(_Listed(rows), ctx))  # type: ignore[arg-type]  # reads like GraphTables where the normalizer looks
+        return normalize_code(code, GraphNormalizer(rows, ctx))
     return normalize_code(code, graph_normalizer(cap.node_table(rank, gid), ctx))
 
 
@@ -465,13 +459,3 @@ def collective_rows(cap: "Capture", rank: int, gid: str) -> list[NodeRow] | None
             return None
         out.extend(got)
     return out
-
-
-class _Listed:
-    """Rows given as a list, read as GraphNormalizer reads a table (`iter_nodes`)."""
-
-    def __init__(self, rows: list[NodeRow]):
-        self.rows = rows
-
-    def iter_nodes(self) -> Iterator[tuple[None, NodeRow]]:
-        return ((None, r) for r in self.rows)

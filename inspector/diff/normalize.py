@@ -16,7 +16,7 @@ table's hash as this normalizer reads it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable
 
 from graphtrain_inspect.capture.logformat import NodeRow
 from graphtrain_inspect.capture.rank_tokens import (
@@ -27,7 +27,7 @@ from graphtrain_inspect.capture.rank_tokens import (
     is_collective_target,
     table_meshes,
 )
-from graphtrain_inspect.inspector.read.graphmodel import GraphTables, device_of_leaf, split_device
+from graphtrain_inspect.inspector.read.graphmodel import device_of_leaf, split_device
 
 
 @dataclass
@@ -68,11 +68,13 @@ class RankContext:
 class GraphNormalizer:
     """Rewrites one graph's leaves and values for one rank: group names and the own device."""
 
-    def __init__(self, tables: GraphTables | None, ctx: RankContext | None):
+    def __init__(self, rows: Iterable[NodeRow] | None, ctx: RankContext | None):
+        """`rows`: the graph's rows in table order (its collective rows are enough: no other is
+        read), or None for a normalizer that numbers no group of its own."""
         self.ctx = ctx
         self.ordinals: dict[str, str] = {}
-        if tables is not None:
-            for _, row in tables.iter_nodes():
+        if rows is not None:
+            for row in rows:
                 if is_collective_target(row.get("target")):
                     for _where, leaf in _str_leaves(row):
                         if self._is_group_name(leaf) and leaf not in self.ordinals:

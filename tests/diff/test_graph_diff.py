@@ -12,7 +12,7 @@ import torch.distributed  # registers the functional collectives
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from graphtrain_inspect.inspector.diff import graph_diff as gdiff
-from graphtrain_inspect.inspector.diff.normalize import GraphNormalizer, RankContext
+from graphtrain_inspect.inspector.diff.normalize import RankContext
 from graphtrain_inspect.inspector.read.capture_index import open_capture
 from graphtrain_inspect.inspector.read.graphmodel import GraphTables, SubGraph
 from graphtrain_inspect.inspector.read.stages import StageIndex
@@ -133,8 +133,8 @@ def _times(r):
 def test_normalizer_without_rank_table_numbers_groups():
     a = rows(("ar", "_c10d_functional.all_reduce.default", [{"n": "x"}, "sum", "3"]))
     b = rows(("ar", "_c10d_functional.all_reduce.default", [{"n": "x"}, "sum", "7"]))
-    na = GraphNormalizer(a, RankContext(0))
-    nb = GraphNormalizer(b, RankContext(1))
+    na = gdiff.graph_normalizer(a, RankContext(0))
+    nb = gdiff.graph_normalizer(b, RankContext(1))
     assert gdiff.diff_tables(a, b, norm_a=na, norm_b=nb).empty
     assert not gdiff.diff_tables(a, b).empty  # a pass diff on one rank does not normalize
 

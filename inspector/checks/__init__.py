@@ -24,7 +24,7 @@ import importlib
 import re
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from graphtrain_inspect.inspector.checks.findings import SEVERITIES, SEVERITY_RANK, Finding, NotRun
 
@@ -40,10 +40,12 @@ __all__ = [
     "Report",
     "check_modules",
     "check_report",
+    "check_reports",
     "run_checks",
 ]
 
 if TYPE_CHECKING:
+    from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
     from graphtrain_inspect.inspector.read.capture_index import Capture
 
 # The checks, in the order of the report: each a module of this package named after the check
@@ -144,6 +146,30 @@ def check_report(
         return _check_report(cap, only, shared_graph, jobs, classes)
 
 
+def check_reports(cap: "Capture", shared_graphs: Sequence[bool], *, jobs: int = 1) -> list[Report]:
+    """`check_report` under each grading (`shared_graph` off or on: `report` shows both), the
+    rank diffs, normalizers, rank classes and stale-symbol walks made once: none of them depends
+    on the grading, only what the checks conclude from them does."""
+    from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
+    from graphtrain_inspect.inspector.read.collector import no_gc
+
+    out: list[Report] = []
+    first: CheckContext | None = None
+    with no_gc():
+        for shared in shared_graphs:
+            ctx = CheckContext(cap, shared_graph=shared)
+            if first is None:
+                if jobs > 1:
+                    from graphtrain_inspect.inspector.checks.parallel import prefetch
+
+                    prefetch(ctx, jobs, None)
+                first = ctx
+            else:
+                ctx.share_made(first)
+            out.append(_run_checks(ctx, None))
+    return out
+
+
 def _check_report(cap: "Capture", only: list[str] | None, shared_graph: bool, jobs: int, classes: bool) -> Report:
     from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
 
@@ -152,6 +178,11 @@ def _check_report(cap: "Capture", only: list[str] | None, shared_graph: bool, jo
         from graphtrain_inspect.inspector.checks.parallel import prefetch
 
         prefetch(ctx, jobs, only)
+    return _run_checks(ctx, only)
+
+
+def _run_checks(ctx: "CheckContext", only: list[str] | None) -> Report:
+    cap = ctx.cap
     findings: list[Finding] = []
     ran = [kind for kind in CHECKS if not only or kind in only]
     modules = check_modules()

@@ -163,6 +163,15 @@ class CheckContext:
         # check kind -> results made by other processes (check -j), by what the check keys them on
         self.prefetched: dict[str, dict[Any, Any]] = {}
 
+    def share_made(self, other: "CheckContext") -> None:
+        """Read what `other` (a context of the same capture under another grading) has made and
+        will make: its stage index, rank contexts, normalizers, rank diffs, rank classes and
+        prefetched results, none of which depends on the grading."""
+        assert other.cap is self.cap and other.classes == self.classes
+        self.index, self._rank_ctx, self._norm, self._rdiff = other.index, other._rank_ctx, other._norm, other._rdiff
+        self._groups, self._classes, self._vectors = other._groups, other._classes, other._vectors
+        self.prefetched = other.prefetched
+
     def skip(self, check: str, reason: str) -> None:
         if not any(n.check == check and n.reason == reason for n in self.not_run):
             self.not_run.append(NotRun(check, reason))

@@ -54,12 +54,13 @@ class Diffs:
 
     def made(self) -> list[dict[str, Any]]:
         out = []
+        rank_pairs: dict = {}  # the rank diffs made, by graph pair: stages that share graphs share them
         for did, how in self.wanted.items():
             across = self.index.across(how[1])
             command = self._command(how)
             graphs = self._graphs(how)
             if how[0] == "rank":
-                got = excerpts.rank_excerpt(self.cap, across[how[2]], across[how[3]], self.focus[did])
+                got = excerpts.rank_excerpt(self.cap, across[how[2]], across[how[3]], self.focus[did], rank_pairs)
             elif how[0] == "graph":
                 got = excerpts.graph_excerpt(self.cap, across[how[2]], self.focus[did])
             else:
@@ -276,14 +277,14 @@ def _meta(cap) -> dict[str, Any]:
 
 
 def gather(cap: "Capture", jobs: int = 1) -> dict[str, Any]:
-    from graphtrain_inspect.inspector.checks import check_report
+    from graphtrain_inspect.inspector.checks import check_reports
     from graphtrain_inspect.inspector.checks.shown import at_least, hidden_info, summary
     from graphtrain_inspect.inspector.read.simulated import simulated_line
     from graphtrain_inspect.inspector.read.stages import StageIndex
 
     index = StageIndex(cap)
     diffs = Diffs(cap, index)
-    reports = {g: check_report(cap, shared_graph=(g == "shared"), jobs=jobs) for g in GRADINGS}
+    reports = dict(zip(GRADINGS, check_reports(cap, [g == "shared" for g in GRADINGS], jobs=jobs)))
     sim = simulated_line(getattr(cap, "manifest", None))
     findings: list[dict[str, Any]] = []
     by_key: dict[tuple, dict[str, Any]] = {}

@@ -132,16 +132,25 @@ def pass_excerpt(cap: "Capture", rank: int, stage: "Stage", focus: list[str]) ->
     }
 
 
-def rank_excerpt(cap: "Capture", a: "Stage", b: "Stage", focus: list[str]) -> dict | None:
+def rank_excerpt(cap: "Capture", a: "Stage", b: "Stage", focus: list[str], made: dict | None = None) -> dict | None:
     """One stage's graph on two ranks, normalized as `diff --ranks` does, around the focus nodes;
-    when the ranks agree, a window of the graph around the nodes instead."""
+    when the ranks agree, a window of the graph around the nodes instead. `made`: the diffs of
+    graph pairs made for earlier excerpts (stages whose pass left the graph as it was show the
+    same two graphs again)."""
     from graphtrain_inspect.inspector.diff import graph_diff as gdiff
 
-    d = gdiff.rank_diff_gids(cap, a.rank, a.gid, b.rank, b.gid)
-    changes = [ch.summary() for ch in d.changes()] if d is not None else []
-    la = gdiff.rank_text(cap, a.rank, a.gid) or []
-    lb = gdiff.rank_text(cap, b.rank, b.gid) or []
-    diff = gdiff.text_diff(la, lb, f"rank {a.rank} {a.gid}", f"rank {b.rank} {b.gid}")
+    pair = (a.rank, a.gid, b.rank, b.gid)
+    got = made.get(pair) if made is not None else None
+    if got is None:
+        d = gdiff.rank_diff_gids(cap, a.rank, a.gid, b.rank, b.gid)
+        changes = [ch.summary() for ch in d.changes()] if d is not None else []
+        la = gdiff.rank_text(cap, a.rank, a.gid) or []
+        lb = gdiff.rank_text(cap, b.rank, b.gid) or []
+        diff = gdiff.text_diff(la, lb, f"rank {a.rank} {a.gid}", f"rank {b.rank} {b.gid}")
+        got = (d is not None and d.empty, changes, la, diff)
+        if made is not None:
+            made[pair] = got
+    agree, changes, la, diff = got
     nodes, on_focus = node_lines(changes, focus)
     out = {
         "title": f"{a.key.label()} ({a.key.pipeline_label()}): rank {a.rank} vs rank {b.rank}",
@@ -150,7 +159,7 @@ def rank_excerpt(cap: "Capture", a: "Stage", b: "Stage", focus: list[str]) -> di
         "node_count": len(changes),
         "html": None,
         "skipped": 0,
-        "agree": d is not None and d.empty,
+        "agree": agree,
     }
     if diff:
         lines, out["skipped"] = elide_diff(diff, focus)

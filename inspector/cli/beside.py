@@ -18,6 +18,7 @@ either way, only the time differs.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from typing import Any, Callable
 
@@ -53,16 +54,23 @@ class Beside:
         os.close(w)
         self._pid, self._fd = pid, r
 
-    def __del__(self) -> None:
-        # dropped unread (the command failed before it asked): the child's pipe closed, so a
-        # child still writing ends (a broken pipe), and reaped
+    def cancel(self) -> None:
+        """The value is not wanted: a child still making it is ended (SIGKILL: it holds nothing
+        of its own to clean up) and reaped."""
         if self._pid is not None:
+            try:
+                os.kill(self._pid, signal.SIGKILL)
+            except OSError:
+                pass
             try:
                 os.close(self._fd)
                 os.waitpid(self._pid, 0)
             except OSError:
                 pass
             self._pid = None
+
+    def __del__(self) -> None:
+        self.cancel()  # dropped unasked (the command failed first): no child left behind
 
     @property
     def forked(self) -> bool:

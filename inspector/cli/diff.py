@@ -209,18 +209,19 @@ def _rank_diffs(cap, index, args: argparse.Namespace, st: Style, out: list[str],
         # 100k-node capture) cost more than the matching it would leave to this process
         text = _text_beside(cap, ra, ga, args, ga != gb, 0, _rank_text, cap, ra, rb, ga, gb, args, st)
         d = gdiff.rank_diff(cap, key, ra, rb, index=index)
-        lines = text.result()
         if d is None:
+            text.cancel()
             out.append(st("  graph tables unreadable on one of the ranks", "red"))
             continue
         if args.json:  # what --json prints alone
             docs.append({"stage": key.label(), "pipeline": key.pipeline, **d.to_json()})
         if d.empty:
+            text.cancel()  # no text diff is shown where the ranks agree
             out.append(st(f"  ranks {ra} and {rb} agree (after normalization)", "green"))
             continue
         if not args.text:
             out.extend(_node_lines(d, st))
-        out.extend(lines)
+        out.extend(text.result())
 
 
 def _rank_text(cap, ra: int, rb: int, ga: str, gb: str, args: argparse.Namespace, st: Style) -> list[str]:
@@ -290,19 +291,21 @@ def _one_pass(cap, rank: int, p, args: argparse.Namespace, st: Style, out: list[
             out.append(st(f" output {role}: {p.before} -> {p.after[role]}", "cyan"))
         else:
             out.append(st(f" {p.before} -> {p.after[role]}", "cyan"))
-        text = texts[role].result()
+        text = texts[role]
         if d is not None:
             if args.json:  # what --json prints alone
                 docs.append({"pass": p.name, "seq": p.seq, "rank": rank, "role": role, **d.to_json()})
         elif not args.text:
+            text.cancel()
             out.append(st("  graph tables unreadable", "red"))
             continue
         if p.before == p.after[role] and (d is None or d.empty):
+            text.cancel()
             out.append(st("  the pass returned the graph unchanged", "dim"))
             continue
         if d is not None and not args.text:
             out.extend(_node_lines(d, st))
-        out.extend(text)
+        out.extend(text.result())
 
 
 def _pass_text(cap, rank: int, p, role: str, args: argparse.Namespace, st: Style) -> list[str]:

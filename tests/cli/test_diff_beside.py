@@ -104,3 +104,17 @@ def test_a_beside_dropped_unread_ends_its_child():
     del b
     with pytest.raises(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)  # reaped: no such child any more
+
+
+def test_cancel_ends_a_child_still_at_work():
+    """A value no longer wanted (the ranks agree: no text is shown) does not keep the command
+    waiting for the child that makes it."""
+    import time
+
+    b = beside.Beside(lambda: time.sleep(120) or [])
+    pid = b._pid
+    started = time.monotonic()
+    b.cancel()
+    assert time.monotonic() - started < 60 and not b.forked
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)

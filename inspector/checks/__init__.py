@@ -157,20 +157,22 @@ def check_reports(cap: "Capture", shared_graphs: Sequence[bool], *, jobs: int = 
     first: CheckContext | None = None
     with no_gc():
         for shared in shared_graphs:
-            ctx = CheckContext(cap, shared_graph=shared)
             if first is None:
-                if jobs > 1:
-                    from graphtrain_inspect.inspector.checks.parallel import prefetch
-
-                    prefetch(ctx, jobs, None)
-                first = ctx
+                ctx = first = _context(cap, shared, jobs, None, True)
             else:
+                ctx = CheckContext(cap, shared_graph=shared)
                 ctx.share_made(first)
             out.append(_run_checks(ctx, None))
     return out
 
 
 def _check_report(cap: "Capture", only: list[str] | None, shared_graph: bool, jobs: int, classes: bool) -> Report:
+    return _run_checks(_context(cap, shared_graph, jobs, only, classes), only)
+
+
+def _context(cap: "Capture", shared_graph: bool, jobs: int, only: list[str] | None, classes: bool) -> "CheckContext":
+    """A check context, its rank diffs and stale-symbol walks made first in `jobs` processes
+    where that is more than one (checks.parallel)."""
     from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
 
     ctx = CheckContext(cap, shared_graph=shared_graph, classes=classes)
@@ -178,7 +180,7 @@ def _check_report(cap: "Capture", only: list[str] | None, shared_graph: bool, jo
         from graphtrain_inspect.inspector.checks.parallel import prefetch
 
         prefetch(ctx, jobs, only)
-    return _run_checks(ctx, only)
+    return ctx
 
 
 def _run_checks(ctx: "CheckContext", only: list[str] | None) -> Report:

@@ -40,7 +40,7 @@ from operator import contains, not_
 from typing import TYPE_CHECKING
 
 from graphtrain_inspect.capture import logformat, rank_tokens
-from graphtrain_inspect.inspector.diff.align import Parts, _increasing, _lis, align_seeded, shallow_sig
+from graphtrain_inspect.inspector.diff.align import Parts, _lis, align_seeded, shallow_sig
 from graphtrain_inspect.inspector.diff.node_diff import GraphDiff, NodeDiff, SubgraphDiff, _compare
 from graphtrain_inspect.inspector.diff.normalize import (
     IDENTITY,
@@ -204,9 +204,7 @@ def _anchors(xa, xb, sens_a: set[int], sens_b: set[int]) -> list[tuple[int, int]
         return None
     js = list(map(pos_b.get, xa))
     pairs = [(i, j) for i, j in enumerate(js) if j is not None and i not in sens_a and j not in sens_b]
-    if not _increasing([j for _, j in pairs]):
-        pairs = _lis(pairs)
-    return pairs
+    return _lis(pairs)  # the pairs as they are where already in order on both sides
 
 
 def _users(refs: list[list[int]], rows: set[int]) -> list[int]:

@@ -40,7 +40,7 @@ def pytest_configure(config):
     # Every program a test starts imports this package (the CLI, the capture's launcher, each
     # torchrun worker: hundreds of processes). Where the environment says not to write bytecode
     # (PYTHONDONTWRITEBYTECODE, set on the CI machines), each of them compiled the package again:
-    # 0.08-0.12 s a process (`check` of a capture 0.82 s against 0.70 s with the bytecode, VM).
+    # 0.10-0.15 s a `check` (`python -m benchmarks.read_costs CAPTURE --bytecode`, BENCHMARKS.md).
     # The first process now writes it (`__pycache__/`, ignored by git) and the others read it.
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 

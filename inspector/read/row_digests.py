@@ -35,7 +35,7 @@ _LIST = {list}
 _INT = {int}
 # a stored row line's start to its target: name, op and target, strings, in the capture's order
 # (a JSON string's body written as runs of plain characters between escapes: the same strings as
-# `(?:[^"\\\n]|\\.)*`, matched 3.4x faster, 0.039 against 0.133 s on a 93k-row subgraph, VM)
+# `(?:[^"\\\n]|\\.)*`, matched 3.4x faster: `python -m benchmarks.read_costs`, BENCHMARKS.md)
 _BODY = rb'[^"\\\n]*(?:\\.[^"\\\n]*)*'
 _STR = rb'"' + _BODY + rb'"'
 _ROW_TARGET = re.compile(rb'\n\t\{"name":' + _STR + rb',"op":' + _STR + rb',"target":"(' + _BODY + rb')"')

@@ -11,7 +11,9 @@ from __future__ import annotations
 import enum
 import inspect
 import math
+import operator
 import os
+import sys
 from typing import Any, Collection, Iterator
 
 import torch
@@ -283,9 +285,33 @@ def node_key(gm: torch.fx.GraphModule, node: torch.fx.Node) -> tuple[tuple, tupl
     return key, (node, target, args, kwargs, val, bindings, stack, attr)
 
 
+# A node's fields that its row depends on, read in one C call (the fingerprint walk's cost is this
+# read: 1.0-2.8 us a node as node_key's tuple of ids, 0.5-0.8 us so)
+_NODE_FIELDS = operator.attrgetter("meta", "op", "name", "target", "_args", "_kwargs")
+
+
+class Fingerprint:
+    """What a graph's records depend on, as the objects themselves in walk order: the nodes, the
+    fields their rows are made from (as node_key lists them) and each subgraph's path and module.
+    Two fingerprints are the same graph where every object is the very same one (`is`, never ==,
+    which on a SymInt or FakeTensor would compute or add guards); holding the objects keeps their
+    ids from being reused while the fingerprint is kept."""
+
+    __slots__ = ("objects", "nodes")
+
+    def __init__(self, objects: list, nodes: int):
+        self.objects = objects
+        self.nodes = nodes
+
+    def same_as(self, other: "Fingerprint | None") -> bool:
+        if other is None or len(other.objects) != len(self.objects):
+            return False
+        return all(map(operator.is_, self.objects, other.objects))
+
+
 class TableCache:
-    """The last snapshot's node keys and rows, so an unchanged graph (the graph a pass receives
-    is usually the one the previous pass returned) costs one walk of keys, and a changed one
+    """The last snapshot's fingerprint and node rows, so an unchanged graph (the graph a pass
+    receives is usually the one the previous pass returned) costs one walk, and a changed one
     recomputes only the rows of nodes that changed.
 
     It holds references to the nodes and values whose ids it keys on, so no id is reused while
@@ -293,27 +319,45 @@ class TableCache:
     """
 
     def __init__(self) -> None:
-        self.fingerprint: tuple | None = None
+        self.fingerprint: Fingerprint | None = None
         self.result: Any = None
         self.rows: dict[int, tuple[tuple, NodeRow]] = {}
         self._refs: list = []
-        self._last: tuple[tuple, list] | None = None  # the last fingerprint and the objects it keys
+        self._last: Fingerprint | None = None  # the last fingerprint taken
 
-    def fingerprint_of(self, gm: torch.fx.GraphModule) -> tuple:
-        """node_key of every node; the objects the keys hold are kept until the next call, for
-        `remember` (taken here, before a child is forked: a walk after the fork would copy every
-        page it touches while the child lives)."""
-        keys: list = []
-        refs: list = [gm]
+    def fingerprint_of(self, gm: torch.fx.GraphModule) -> Fingerprint:
+        """The graph's fingerprint, kept until the next call for `remember` (taken here, before a
+        child is forked: a walk after the fork would copy every page it touches while the child
+        lives)."""
+        objects: list = [gm]
+        add = objects.extend
+        nodes = 0
         for path, sub, _ in iter_graph_modules(gm):
-            keys.append((path, id(sub)))
-            refs.append(sub)
-            for n in sub.graph.nodes:
-                key, kept = node_key(sub, n)
-                keys.append(key)
-                refs.append(kept)
-        fingerprint = tuple(keys)
-        self._last = (fingerprint, refs)
+            add((sys.intern(path), sub))  # interned: an equal path is the same object
+            graph_nodes = sub.graph.nodes
+            nodes += len(graph_nodes)
+            for n in graph_nodes:
+                meta, op, name, target, args, kwargs = _NODE_FIELDS(n)
+                get = meta.get
+                add(
+                    (
+                        n,
+                        op,
+                        name,
+                        target,
+                        args,
+                        kwargs,
+                        meta["val"] if "val" in meta else get("example_value"),
+                        get("unbacked_bindings"),
+                        get("stack_trace"),
+                        get("recompute"),
+                        get("autograd_backward"),
+                        get("partitioner_tag"),
+                        _resolve_attr(sub, target) if op == "get_attr" else None,
+                    )
+                )
+        fingerprint = Fingerprint(objects, nodes)
+        self._last = fingerprint
         return fingerprint
 
     def node_tables(self, gm: torch.fx.GraphModule) -> dict[str, Any]:
@@ -335,24 +379,22 @@ class TableCache:
         self._refs = refs
         return {"graphs": graphs}
 
-    def remember(self, fingerprint: tuple, result: Any, *, table_made_here: bool = True) -> None:
+    def remember(self, fingerprint: Fingerprint, result: Any, *, table_made_here: bool = True) -> None:
         """Keep `result` for the graph of `fingerprint`. A graph whose table was not made here (a
-        forked child recorded it) ran no node_tables to keep the objects the fingerprint's ids
-        name (an object freed by a pass could lend its id to the next one, and a changed graph
-        would look unchanged): fingerprint_of's are kept instead, and the row cache, which the
-        objects kept until now protected, is dropped."""
+        forked child recorded it) ran no node_tables to keep the objects its rows' keys name (an
+        object freed by a pass could lend its id to the next one, and a row would look
+        unchanged): the row cache, which the objects kept until now protected, is dropped."""
         if not table_made_here:
-            last = self._last
-            if last is None or last[0] is not fingerprint:
+            if self._last is not fingerprint:
                 self.fingerprint = self.result = None  # not the last fingerprint taken: nothing kept
                 return
-            self._refs = last[1]
+            self._refs = []
             self.rows = {}
         self.fingerprint = fingerprint
         self.result = result
 
-    def lookup(self, fingerprint: tuple) -> Any:
-        return self.result if fingerprint == self.fingerprint else None
+    def lookup(self, fingerprint: Fingerprint) -> Any:
+        return self.result if fingerprint.same_as(self.fingerprint) else None
 
 
 def node_tables(gm: torch.fx.GraphModule) -> dict[str, Any]:

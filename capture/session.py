@@ -208,7 +208,7 @@ class Session(SessionChildren):
             known = cache.lookup(fingerprint)
             if known is not None:
                 return known  # the same graph as the last snapshot, node for node
-            pending = self._defer(gm, frame, role, len(fingerprint))
+            pending = self._defer(gm, frame, role, fingerprint.nodes)
             if pending is not None:
                 cache.remember(fingerprint, pending, table_made_here=False)
                 return pending

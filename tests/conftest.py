@@ -12,7 +12,9 @@ per test session.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 from hypothesis import settings
@@ -30,10 +32,16 @@ SAMPLE_STEPS = "2"
 def pytest_configure(config):
     """A signing key (capture.signing) and a bundled-capture cache of this test session's own, so
     tests never read or make the developer's key in ~/.config, and every process they start (the
-    CLI, torchrun's workers) sees the same ones; and bytecode written for those processes."""
+    CLI, torchrun's workers) sees the same ones; and bytecode written for those processes.
+
+    Under `-n N` (pytest-xdist, the README's command) the workers inherit the controller's
+    environment: one key and one cache for the whole session, made by the controller."""
     import os
     import tempfile
 
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        config._gti_home = None  # the controller's, inherited and removed by it
+        return
     config._gti_home = tempfile.mkdtemp(prefix="gti-tests-")
     os.environ["XDG_CONFIG_HOME"] = os.path.join(config._gti_home, "config")
     os.environ["XDG_CACHE_HOME"] = os.path.join(config._gti_home, "cache")
@@ -53,6 +61,32 @@ def pytest_unconfigure(config):
         shutil.rmtree(home, ignore_errors=True)
 
 
+@contextmanager
+def made_once(tmp_path_factory, kind: str, name: str) -> Iterator[tuple[Path, bool]]:
+    """(directory, whether it is still to be made) for a session-wide artifact, made once for
+    the whole session: under `-n N` in a folder all workers share (their base temps' parent), the
+    first worker to ask makes it while holding a lock and the others wait for it and read it. The
+    caller makes `directory` when told to; an attempt that failed leaves nothing behind it."""
+    import os
+    import shutil
+
+    from filelock import FileLock
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent
+    where = root / "shared" / kind
+    where.mkdir(parents=True, exist_ok=True)
+    out, done = where / name, where / f"{name}.done"
+    with FileLock(str(where / f"{name}.lock")):
+        if done.exists():
+            yield out, False
+            return
+        shutil.rmtree(out, ignore_errors=True)  # a failed attempt's leftovers
+        yield out, True
+        done.touch()
+
+
 @pytest.fixture(scope="session")
 def sample_capture(tmp_path_factory):
     cache: dict[tuple, Path] = {}
@@ -64,32 +98,30 @@ def sample_capture(tmp_path_factory):
                 "-".join([*key[0], *(["coor"] if coor else []), *([] if blobs else ["noblobs"]), f"n{nproc}"])
                 or "clean"
             )
-            out = tmp_path_factory.mktemp("sample") / name
-            args = [
-                "--steps",
-                SAMPLE_STEPS,
-                "--quiet",
-                *[a for b in key[0] for a in ("--bug", b)],
-                *(["--coor"] if coor else []),
-            ]
-            opts = [
-                "--pass",
-                "graphtrain_inspect.samples.pipeline:PIPELINE",
-                "--no-inductor",
-                *([] if blobs else ["--no-blobs"]),
-            ]
-            r = run_cli(
-                "capture",
-                "--out",
-                str(out),
-                *opts,
-                "--",
-                *torchrun(nproc, "graphtrain_inspect.samples.train", *args),
-                timeout=600,
-            )
-            assert r.returncode == 0, f"sample capture {name} failed:\n{r.stderr[-4000:]}"
+            with made_once(tmp_path_factory, "sample", name) as (out, to_make):
+                if to_make:
+                    _capture_sample(out, key)
             cache[key] = out
         return cache[key]
+
+    def _capture_sample(out: Path, key: tuple) -> None:
+        bugs, coor, blobs, nproc = key
+        args = [
+            "--steps",
+            SAMPLE_STEPS,
+            "--quiet",
+            *[a for b in bugs for a in ("--bug", b)],
+            *(["--coor"] if coor else []),
+        ]
+        opts = [
+            "--pass",
+            "graphtrain_inspect.samples.pipeline:PIPELINE",
+            "--no-inductor",
+            *([] if blobs else ["--no-blobs"]),
+        ]
+        cmd = torchrun(nproc, "graphtrain_inspect.samples.train", *args)
+        r = run_cli("capture", "--out", str(out), *opts, "--", *cmd, timeout=600)
+        assert r.returncode == 0, f"sample capture {out.name} failed:\n{r.stderr[-4000:]}"
 
     return get
 
@@ -104,17 +136,18 @@ def compile_events_trace(tmp_path_factory) -> Path:
 
     from tests.capture_utils import ROOT
 
-    out = tmp_path_factory.mktemp("compile_events") / "trace"
-    env = {**os.environ, "TORCH_TRACE": str(out), "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    r = subprocess.run(
-        [sys.executable, "-m", "tests.programs.compile_events"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert r.returncode == 0 and "g failed: Unsupported" in r.stdout, r.stderr[-3000:]
+    with made_once(tmp_path_factory, "compile_events", "trace") as (out, to_make):
+        if to_make:
+            env = {**os.environ, "TORCH_TRACE": str(out), "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+            r = subprocess.run(
+                [sys.executable, "-m", "tests.programs.compile_events"],
+                cwd=ROOT,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+            assert r.returncode == 0 and "g failed: Unsupported" in r.stdout, r.stderr[-3000:]
     return out
 
 

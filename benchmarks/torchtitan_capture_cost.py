@@ -1,6 +1,6 @@
 """Capture's cost on torchtitan's graph_trainer pass pipeline (its compile phase), 2 real gloo ranks.
 
-    python -m benchmarks.torchtitan_capture_cost [--repeat 2] [--modes plain blobs no-blobs]
+    python -m benchmarks.torchtitan_capture_cost [--repeat 2] [--modes plain blobs no-blobs] [--base CHECKOUT]
 
 Runs graph_trainer's llama3 debug model with the CPU config of `samples/torchtitan.py --model llama3
 --world 2 --real` (FSDP x TP on a (1, 2) mesh, the three passes that cannot run on a CPU disabled,
@@ -147,7 +147,11 @@ def commands(work: Path, mode: str) -> list[str]:
     return [*cap, *(["--no-blobs"] if mode.startswith("no-blobs") else []), "--", *launch]
 
 
-def run(work: Path, mode: str, blob_children: int | None = None, step_timers: bool = False) -> dict:
+def run(
+    work: Path, mode: str, blob_children: int | None = None, step_timers: bool = False, base: Path | None = None
+) -> dict:
+    """One run of `mode`; with `base`, the capture's code is that checkout's (a git worktree of an
+    earlier commit), the worker and this driver this checkout's."""
     timings = work / f"t-{mode}"
     timings.mkdir(exist_ok=True)
     for f in timings.iterdir():
@@ -173,6 +177,10 @@ def run(work: Path, mode: str, blob_children: int | None = None, step_timers: bo
         from graphtrain_inspect.capture.deferred_graphs import ENV_NODES  # no torch: the driver's import
 
         env[ENV_NODES] = "0"  # every graph recorded in the training process, as before session 11
+    if base is not None:
+        from benchmarks.scale_bench import base_env
+
+        env["PYTHONPATH"] = base_env(base, work / "base")["PYTHONPATH"]
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]])
     t0 = time.perf_counter()
     r = subprocess.run(
@@ -244,8 +252,17 @@ def main() -> None:
     ap.add_argument(
         "--step-timers", action="store_true", help="time the capture's steps in each rank's passes (prints a line each)"
     )
+    ap.add_argument(
+        "--base",
+        type=Path,
+        help="a checkout of an earlier commit (git worktree): each capture mode runs again with its code, right after",
+    )
     args = ap.parse_args()
     import platform
+
+    from benchmarks.scale_bench import compiled
+
+    compiled(ROOT)  # the capture imports some modules in the first pass: from bytecode, as installed
 
     import torch
 
@@ -267,13 +284,18 @@ def main() -> None:
         work.mkdir(parents=True, exist_ok=True)
         for rep in range(args.repeat):
             plain = None
-            for mode in args.modes:
+            runs = [(m, None) for m in args.modes]
+            if args.base:
+                runs = [r for m in args.modes for r in ((m, None), *([(m, args.base)] if m != "plain" else []))]
+            for mode, base in runs:
                 load0 = os.getloadavg()[0]
-                t = run(work, mode, args.blob_children, args.step_timers)
+                t = run(work, mode, args.blob_children, args.step_timers, base)
                 load1 = os.getloadavg()[0]
                 plain = plain or t
+                label = f"{mode} base" if base else mode
                 print(
-                    f"{rep:>3} {mode:>13} {t['wall_s']:>9.2f} {t['wall_s'] / plain['wall_s']:>8.2f} {t['cpu_s']:>7.2f} "
+                    f"{rep:>3} {label:>13} {t['wall_s']:>9.2f} {t['wall_s'] / plain['wall_s']:>8.2f} "
+                    f"{t['cpu_s']:>7.2f} "
                     f"{t['cpu_s'] / plain['cpu_s']:>8.2f} {t['child_cpu_s']:>8.2f} "
                     f"{(t['cpu_s'] + t['child_cpu_s']) / plain['cpu_s']:>8.2f} "
                     f"{t['wait_s']:>7.2f} {t['end_s']:>6.2f} {t['maxrss_mb']:>7.0f} {t['log_mb']:>7.1f} "

@@ -59,6 +59,9 @@ def worker(argv: list[str]) -> None:
         prof = cProfile.Profile()
 
     def timed(*args, **kwargs):
+        import gc
+
+        gc0 = [g["collections"] for g in gc.get_stats()]
         t0, c0 = time.perf_counter(), time.process_time()
         try:
             if prof is not None:
@@ -71,6 +74,8 @@ def worker(argv: list[str]) -> None:
                 "wall_s": time.perf_counter() - t0,
                 "cpu_s": time.process_time() - c0,
                 "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                # the cyclic collector's collections during the passes, by generation
+                "gc": [g["collections"] - n for g, n in zip(gc.get_stats(), gc0)],
                 **({"steps": steps} if steps is not None else {}),
             }
             with open(os.path.join(out, f"rank{os.environ.get('RANK', '0')}.json"), "w") as f:
@@ -204,6 +209,7 @@ def run(
         "log_mb": 0.0,
         "blob_mb": 0.0,
         "steps": [p.get("steps") for p in per],
+        "gc": [p.get("gc") for p in per],
     }
     if mode != "plain":
         from graphtrain_inspect.capture import logformat
@@ -303,6 +309,7 @@ def main() -> None:
                     f"{t['total_s']:>6.1f} {t['loss']:>8}  {load0:.2f}/{load1:.2f}",
                     flush=True,
                 )
+                print(f"      collections in the passes (gen 0/1/2), per rank: {t['gc']}", flush=True)
                 for rank, steps in enumerate(t["steps"]):
                     if steps:  # calls, wall ms, CPU ms of each step in the rank's passes
                         cells = [f"{k} {n:.0f}x {w * 1000:.0f}/{c * 1000:.0f} ms" for k, (n, w, c) in steps.items()]

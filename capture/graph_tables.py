@@ -14,7 +14,7 @@ import math
 import operator
 import os
 import sys
-from typing import Any, Collection, Iterator
+from typing import Any, Collection, Iterator, Sequence
 
 import torch
 import torch.fx
@@ -254,48 +254,45 @@ def _constant_desc(t: torch.Tensor) -> dict[str, Any]:
     return desc
 
 
-def node_key(gm: torch.fx.GraphModule, node: torch.fx.Node) -> tuple[tuple, tuple]:
-    """What a node's row depends on, by identity (equal keys mean an equal row), and the objects
-    whose ids the key holds: whoever keeps a key keeps them too, so no id is reused meanwhile.
-
-    FX replaces a node's args/kwargs tuples (never mutates them) on every change, and passes
-    replace meta values rather than mutate them, so identities tell what changed. Values are
-    compared by id, never by ==, which on a SymInt or FakeTensor would compute or add guards.
-    """
-    meta = node.meta
-    val = meta["val"] if "val" in meta else meta.get("example_value")
-    target, args, kwargs = node.target, node._args, node._kwargs
-    bindings, stack = meta.get("unbacked_bindings"), meta.get("stack_trace")
-    attr = _resolve_attr(gm, target) if node.op == "get_attr" else None
-    key = (
-        id(node),
-        node.op,
-        node.name,
-        id(target),
-        id(args),
-        id(kwargs),
-        id(val),
-        id(bindings),
-        id(stack),
-        str(meta.get("recompute")),
-        meta.get("autograd_backward"),
-        meta.get("partitioner_tag"),
-        id(attr) if node.op == "get_attr" else 0,
-    )
-    return key, (node, target, args, kwargs, val, bindings, stack, attr)
-
-
-# A node's fields that its row depends on, read in one C call (the fingerprint walk's cost is this
-# read: 1.0-2.8 us a node as node_key's tuple of ids, 0.5-0.8 us so)
+# A node's fields that its row depends on, read in one C call (the fingerprint walk's cost is
+# mostly these reads)
 _NODE_FIELDS = operator.attrgetter("meta", "op", "name", "target", "_args", "_kwargs")
 
 
+def row_inputs(gm: torch.fx.GraphModule, node: torch.fx.Node) -> tuple:
+    """What a node's row depends on, as the objects themselves: where every one is the very same
+    object (`same_objects`) the row is the same. FX replaces a node's args/kwargs tuples (never
+    mutates them) on every change, and passes replace meta values rather than mutate them, so
+    identities tell what changed; never ==, which on a SymInt or FakeTensor would compute or add
+    guards. Whoever keeps the tuple keeps the objects, so no id is reused meanwhile."""
+    meta, op, name, target, args, kwargs = _NODE_FIELDS(node)
+    get = meta.get
+    return (
+        node,
+        op,
+        name,
+        target,
+        args,
+        kwargs,
+        meta["val"] if "val" in meta else get("example_value"),
+        get("unbacked_bindings"),
+        get("stack_trace"),
+        get("recompute"),
+        get("autograd_backward"),
+        get("partitioner_tag"),
+        _resolve_attr(gm, target) if op == "get_attr" else None,
+    )
+
+
+def same_objects(a: Sequence[Any], b: Sequence[Any]) -> bool:
+    return len(a) == len(b) and all(map(operator.is_, a, b))
+
+
 class Fingerprint:
-    """What a graph's records depend on, as the objects themselves in walk order: the nodes, the
-    fields their rows are made from (as node_key lists them) and each subgraph's path and module.
-    Two fingerprints are the same graph where every object is the very same one (`is`, never ==,
-    which on a SymInt or FakeTensor would compute or add guards); holding the objects keeps their
-    ids from being reused while the fingerprint is kept."""
+    """What a graph's records depend on, as the objects themselves in walk order: each subgraph's
+    path and module, then its nodes' `row_inputs`. Two fingerprints are the same graph where
+    every object is the very same one; holding the objects keeps their ids from being reused
+    while the fingerprint is kept."""
 
     __slots__ = ("objects", "nodes")
 
@@ -304,9 +301,7 @@ class Fingerprint:
         self.nodes = nodes
 
     def same_as(self, other: "Fingerprint | None") -> bool:
-        if other is None or len(other.objects) != len(self.objects):
-            return False
-        return all(map(operator.is_, self.objects, other.objects))
+        return other is not None and same_objects(self.objects, other.objects)
 
 
 class TableCache:
@@ -314,15 +309,14 @@ class TableCache:
     receives is usually the one the previous pass returned) costs one walk, and a changed one
     recomputes only the rows of nodes that changed.
 
-    It holds references to the nodes and values whose ids it keys on, so no id is reused while
-    cached; only the latest graph is kept.
+    Both hold the objects they compare by identity, so no id is reused while cached; only the
+    latest graph is kept.
     """
 
     def __init__(self) -> None:
         self.fingerprint: Fingerprint | None = None
         self.result: Any = None
-        self.rows: dict[int, tuple[tuple, NodeRow]] = {}
-        self._refs: list = []
+        self.rows: dict[int, tuple[tuple, NodeRow]] = {}  # id(node) -> (its row_inputs, its row)
         self._last: Fingerprint | None = None  # the last fingerprint taken
 
     def fingerprint_of(self, gm: torch.fx.GraphModule) -> Fingerprint:
@@ -337,25 +331,7 @@ class TableCache:
             graph_nodes = sub.graph.nodes
             nodes += len(graph_nodes)
             for n in graph_nodes:
-                meta, op, name, target, args, kwargs = _NODE_FIELDS(n)
-                get = meta.get
-                add(
-                    (
-                        n,
-                        op,
-                        name,
-                        target,
-                        args,
-                        kwargs,
-                        meta["val"] if "val" in meta else get("example_value"),
-                        get("unbacked_bindings"),
-                        get("stack_trace"),
-                        get("recompute"),
-                        get("autograd_backward"),
-                        get("partitioner_tag"),
-                        _resolve_attr(sub, target) if op == "get_attr" else None,
-                    )
-                )
+                add(row_inputs(sub, n))
         fingerprint = Fingerprint(objects, nodes)
         self._last = fingerprint
         return fingerprint
@@ -363,32 +339,26 @@ class TableCache:
     def node_tables(self, gm: torch.fx.GraphModule) -> dict[str, Any]:
         graphs = []
         rows: dict[int, tuple[tuple, NodeRow]] = {}
-        refs: list = [gm]
         for path, sub, parent_node in iter_graph_modules(gm):
-            refs.append(sub)
             out = []
             for n in sub.graph.nodes:
-                key, kept = node_key(sub, n)
+                inputs = row_inputs(sub, n)
                 hit = self.rows.get(id(n))
-                row = hit[1] if hit is not None and hit[0] == key else node_row(sub, n)
-                rows[id(n)] = (key, row)
-                refs.append(kept)
+                row = hit[1] if hit is not None and same_objects(hit[0], inputs) else node_row(sub, n)
+                rows[id(n)] = (inputs, row)
                 out.append(row)
             graphs.append({"path": path, "parent_node": parent_node, "nodes": out})
         self.rows = rows
-        self._refs = refs
         return {"graphs": graphs}
 
     def remember(self, fingerprint: Fingerprint, result: Any, *, table_made_here: bool = True) -> None:
         """Keep `result` for the graph of `fingerprint`. A graph whose table was not made here (a
-        forked child recorded it) ran no node_tables to keep the objects its rows' keys name (an
-        object freed by a pass could lend its id to the next one, and a row would look
-        unchanged): the row cache, which the objects kept until now protected, is dropped."""
+        forked child recorded it) drops the row cache: its rows are of an older graph, and keeping
+        them would keep that graph's objects alive."""
         if not table_made_here:
             if self._last is not fingerprint:
                 self.fingerprint = self.result = None  # not the last fingerprint taken: nothing kept
                 return
-            self._refs = []
             self.rows = {}
         self.fingerprint = fingerprint
         self.result = result

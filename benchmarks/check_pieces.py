@@ -5,6 +5,7 @@ steps of the core wrapped with a timer, the command run once in this process.
     python -m benchmarks.check_pieces -- diff CAPTURE --pass NAME --nodes
     python -m benchmarks.check_pieces --tasks CAPTURE
     python -m benchmarks.check_pieces --timeline CAPTURE JOBS
+    python -m benchmarks.check_pieces --profile CAPTURE PASS
 
 Prints the imports' time, the command's, and per step its total wall seconds and calls (steps
 nest: a rank diff holds the anchored diff it made). cProfile (`benchmarks.profile_command`) says
@@ -13,8 +14,10 @@ task `check -j N` hands a process (inspector/checks/parallel.py), with its weigh
 in a fresh context (nothing cached, as a worker that gets it first), the cyclic collector off;
 a rank diff's line also says its stage and how its reference table's rows lie in subgraphs (the
 largest, and those whose digests differ from the other rank's at the same place).
-With `--timeline`: when the pool of `check -j JOBS` is made, when each process starts and ends its
-share (its tasks and their weight), and when the prefetch ends.
+With `--profile`: the rank diff task of stage PASS, as `--tasks` times it, under cProfile (its
+time unprofiled first, then the 25 functions of most own time). With `--timeline`: when the
+pool of `check -j JOBS` is made, when each process starts and ends its share (its tasks and
+their weight), and when the prefetch ends.
 """
 
 from __future__ import annotations
@@ -60,6 +63,35 @@ def tasks(path: str) -> None:
                 parallel._do(ctx, task)
                 s = time.perf_counter() - t0
             print(f"{task[0]:5s} weight {task[-1]:8d}  {s * 1000:7.1f} ms{_layout(ctx, task)}")
+
+
+def profile(path: str, pass_name: str) -> None:
+    import cProfile
+    import pstats
+
+    from graphtrain_inspect.inspector.checks import parallel
+    from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
+    from graphtrain_inspect.inspector.read.capture_index import open_capture
+    from graphtrain_inspect.inspector.read.collector import no_gc
+
+    found = [t for g in parallel.tasks_for(CheckContext(open_capture(path))) for t in g]
+    found = [t for t in found if t[0] == "diff" and t[1].pass_name == pass_name]
+    if not found:
+        raise SystemExit(f"no rank diff task of stage {pass_name!r} in {path}")
+    for task in found:
+        for profiled in (False, True):
+            ctx = CheckContext(open_capture(path))
+            prof = cProfile.Profile() if profiled else None
+            with no_gc():
+                t0 = time.perf_counter()
+                if prof is not None:
+                    prof.runcall(parallel._do, ctx, task)
+                else:
+                    parallel._do(ctx, task)
+                s = time.perf_counter() - t0
+            print(f"{task[1].pass_name}: {s * 1000:.1f} ms{' profiled' if profiled else ''}{_layout(ctx, task)}")
+            if prof is not None:
+                pstats.Stats(prof).sort_stats("tottime").print_stats(25)
 
 
 def _layout(ctx: Any, task: tuple) -> str:
@@ -155,6 +187,9 @@ def main() -> int:
         return 2
     if args[0] == "--tasks" and len(args) == 2:
         tasks(args[1])
+        return 0
+    if args[0] == "--profile" and len(args) == 3:
+        profile(args[1], args[2])
         return 0
     if args[0] == "--timeline" and len(args) == 3:
         timeline(args[1], int(args[2]))

@@ -407,12 +407,67 @@ def parse_envelope_line(line: bytes) -> dict[str, Any]:
     m = GLOG_RE.match(line)
     if m is None:
         raise FormatError("not a structured-log line (no glog prefix)")
+    return _envelope(line[m.end() :])
+
+
+def _envelope(text: bytes) -> dict[str, Any]:
     try:
-        env = orjson.loads(line[m.end() :])
+        env = orjson.loads(text)
     except orjson.JSONDecodeError as e:
         raise FormatError(f"envelope is not valid JSON ({e})") from None
     if not isinstance(env, dict):
         raise FormatError("envelope is not a JSON object")
+    return env
+
+
+# torch's record kinds that every reader here lists by kind and reads no further: the bulk of a
+# torch log (each envelope holds the stack of the call that logged it, so a make_fx trace's log
+# is ~90% such lines). A scan takes their kind from the envelope's first key, which is where
+# torch writes it (`torch._logging.trace_structured`), and leaves the envelope's JSON text to be
+# decoded when it is first read (`decode_skimmed`): reading torch's logs beside a capture then
+# costs no JSON decoding of lines nobody reads. Only the line's form is checked at the scan (its
+# first key and closing brace); the rest of such a line is checked when it is read.
+SKIMMED_KINDS = frozenset(
+    {
+        "chromium_event",
+        "create_symbol",
+        "create_unbacked_symbol",
+        "describe_source",
+        "describe_storage",
+        "describe_tensor",
+        "expression_created",
+        "guard_added",
+        "guard_added_fast",
+        "propagate_real_tensors",
+        "symbolic_shape_specialization",
+    }
+)
+_FIRST_KEY_RE = re.compile(rb'\{"([a-z_]+)": [{\[]')
+
+
+def scan_envelope(line: bytes, glog: re.Match[bytes]) -> tuple[str, dict[str, Any] | bytes]:
+    """A record's first line as a scan reads it, its glog prefix matched (`GLOG_RE`): (its kind,
+    its envelope), the envelope decoded, or for a kind of SKIMMED_KINDS its JSON text
+    (`decode_skimmed` decodes it). FormatError says why the line is no record's first line."""
+    text = line[glog.end() :]
+    first = _FIRST_KEY_RE.match(text)
+    if first is not None and text.endswith(b"}"):
+        kind = first.group(1).decode()
+        if kind in SKIMMED_KINDS:
+            return kind, text
+    env = _envelope(text)
+    return record_kind(env), env
+
+
+def decode_skimmed(text: bytes) -> dict[str, Any]:
+    """The envelope of a skimmed record (`scan_envelope`), decoded when it is first read; {} where
+    its JSON does not decode to an object of one kind (its kind and place stand: the scan read
+    them)."""
+    try:
+        env = _envelope(text)
+        record_kind(env)
+    except FormatError:
+        return {}
     return env
 
 

@@ -270,7 +270,7 @@ def _owner(rd: _Rank) -> int | None:
         return h["rank"]
     counts: dict[int, int] = {}
     for rec in rd.log.records if rd.log is not None else ():
-        if rec.rank is not None and rec.kind.startswith("gti_"):
+        if rec.kind.startswith("gti_") and rec.rank is not None:
             counts[rec.rank] = counts.get(rec.rank, 0) + 1
     if not counts:
         return None
@@ -313,9 +313,9 @@ def _index_capture_rank(cap: Capture, rd: _Rank) -> None:
     headers: list[Record] = []
     for rec in log.records:
         kind = rec.kind
-        if rec.rank is None and kind.startswith("gti_"):
+        if kind.startswith("gti_") and rec.rank is None:
             log.errors.append(ReadError(log.path, log.line_of(rec.offset), f"{kind} record without a rank", rd.rank))
-        elif rec.rank is not None and rec.rank != rd.rank and kind.startswith("gti_"):
+        elif kind.startswith("gti_") and rec.rank is not None and rec.rank != rd.rank:
             log.errors.append(
                 ReadError(
                     log.path,

@@ -30,6 +30,8 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from graphtrain_inspect.capture import logformat
+
 if TYPE_CHECKING:
     from graphtrain_inspect.inspector.read.capture_index import Capture
 
@@ -318,6 +320,8 @@ def _read_rank(src: "Capture", rank: int) -> list[CompileInfo]:
 
     for rec in log.records:
         kind = rec.kind
+        if kind in logformat.SKIMMED_KINDS:
+            continue  # no compile event (and its envelope is not decoded for nothing)
         if kind == "str":
             v = rec.env.get("str")
             if isinstance(v, list) and len(v) == 2 and isinstance(v[0], str) and type(v[1]) is int:

@@ -16,7 +16,7 @@ import mmap
 import os
 import re
 import stat
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from graphtrain_inspect.capture import logformat
@@ -69,11 +69,11 @@ def open_regular(path: str, *, base: str | None = None):
         raise
 
 
-def kind_problem(kind: str, env: dict[str, Any]) -> str | None:
+def kind_problem(kind: str, env: dict[str, Any] | bytes) -> str | None:
     """Why a record of this kind cannot be read (None: it can): an unknown gti_* kind, or one of
     ours with another payload encoding than the format's."""
-    if not kind.startswith("gti_"):
-        return None
+    if not kind.startswith("gti_") or not isinstance(env, dict):
+        return None  # torch's (a skimmed envelope is one of torch's)
     expected = logformat.KINDS.get(kind)
     if expected is None:
         return f"unknown record kind {kind!r} (written by a newer graphtrain-inspect?)"
@@ -98,16 +98,29 @@ class ReadError:
         return f"{where}: {self.message}"
 
 
-@dataclass
 class Record:
-    """One record of a log: where it is and its envelope; the payload is read on demand."""
+    """One record of a log: where it is and its envelope; the payload is read on demand, and the
+    envelope of a skimmed kind (`logformat.SKIMMED_KINDS`) when it is first read."""
 
-    index: int
-    kind: str  # our artifact name (gti_pass ...), torch's artifact name, or torch's envelope key
-    offset: int  # first byte of the envelope line
-    payload_start: int  # first byte of the payload lines (== end when there is none)
-    end: int  # first byte after the record
-    env: dict[str, Any] = field(repr=False)
+    __slots__ = ("index", "kind", "offset", "payload_start", "end", "_env")
+
+    def __init__(self, index: int, kind: str, offset: int, payload_start: int, end: int, env: dict[str, Any] | bytes):
+        self.index = index
+        self.kind = kind  # our artifact name (gti_pass ...), torch's artifact name, or torch's envelope key
+        self.offset = offset  # first byte of the envelope line
+        self.payload_start = payload_start  # first byte of the payload lines (== end when there is none)
+        self.end = end  # first byte after the record
+        self._env = env  # the envelope, or a skimmed one's JSON text
+
+    def __repr__(self) -> str:
+        return f"Record(index={self.index}, kind={self.kind!r}, offset={self.offset}, end={self.end})"
+
+    @property
+    def env(self) -> dict[str, Any]:
+        env = self._env
+        if isinstance(env, bytes):
+            env = self._env = logformat.decode_skimmed(env)
+        return env
 
     @property
     def meta(self) -> dict[str, Any]:
@@ -221,12 +234,12 @@ class LogFile:
                 continue
             problem = None
             env: Any = None
-            if glog_match(line) is None:
+            glog = glog_match(line)
+            if glog is None:
                 problem = f"not a structured-log line: {_preview(line)}"
             else:
                 try:
-                    env = logformat.parse_envelope_line(line)
-                    kind = logformat.record_kind(env)
+                    kind, env = logformat.scan_envelope(line, glog)
                 except logformat.FormatError as e:
                     problem = f"truncated record (file ends mid-line): {e}" if nl < 0 else str(e)
                 else:
@@ -235,7 +248,9 @@ class LogFile:
                 self._err(start, problem)
                 start = line_after(line_end) if nl >= 0 else size
                 continue
-            nxt = self._payload_end(env, nl) if nl >= 0 else size
+            nxt = self._payload_end(env, nl) if nl >= 0 and type(env) is dict else None
+            if nl < 0:
+                nxt = size
             if nxt is None:
                 nxt = line_after(line_end)
             payload_start = min(line_end + 1, nxt)

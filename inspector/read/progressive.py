@@ -117,12 +117,12 @@ class ChunkedLogFile(LogFile):
             self.truncated = buf[size - 1 : size] != b"\n"
             self._final_start = start
         errors_before = len(self.errors)
-        if logformat.GLOG_RE.match(line) is None:
+        glog = logformat.GLOG_RE.match(line)
+        if glog is None:
             self._err(start, f"not a structured-log line: {_preview(line)}")
         else:
             try:
-                env = logformat.parse_envelope_line(line)
-                kind = logformat.record_kind(env)
+                kind, env = logformat.scan_envelope(line, glog)
             except logformat.FormatError as e:
                 msg = str(e)
                 if nl < 0 and last and self.truncated:

@@ -57,6 +57,8 @@ def index_torch_rank(rd: _Rank) -> None:
     assert log is not None
     for rec in log.records:
         kind = rec.kind
+        if kind in logformat.SKIMMED_KINDS:
+            continue  # never a graph (and its envelope is not decoded for nothing)
         label = None
         if "artifact" in rec.env:
             if kind in TORCH_GRAPH_ARTIFACTS and rec.meta.get("encoding") == "string":

@@ -196,3 +196,50 @@ def test_payload_bytes_is_payload_texts_text(corpus, tmp_path):
             assert log.payload_bytes(rec) == (got[0] if got is not None else None), (path.name, rec.kind)
             texts += got is not None
     assert texts > 100
+
+
+def _records(log) -> list[tuple]:
+    return [(r.index, r.kind, r.offset, r.payload_start, r.end, r.env) for r in log.records]
+
+
+def test_skimmed_envelopes_read_as_decoded_ones(corpus, tmp_path, monkeypatch):
+    """Records of torch's kinds that no reader reads (`logformat.SKIMMED_KINDS`) are scanned by
+    their first key and decoded when read: every log of tlparse's corpus (LF, CRLF, blank lines;
+    the one-pass and the chunked scan) gives the records, envelopes and errors that decoding
+    every envelope at the scan gives."""
+    blank = tmp_path / "blank.log"
+    blank.write_bytes(_with_blank_lines((corpus / "cache_hit_miss.log").read_bytes()))
+    paths = [*sorted(corpus.rglob("*.log")), *sorted(corpus.glob("*.txt")), blank]
+    skimmed = 0
+    for path in paths:
+        got = LogFile(str(path))
+        part = ChunkedLogFile(str(path))
+        while not part.done:
+            part.scan_more(4093)
+        skimmed += sum(type(r._env) is bytes for r in got.records)
+        with monkeypatch.context() as m:
+            m.setattr(logformat, "SKIMMED_KINDS", frozenset())
+            want = LogFile(str(path))
+        assert _records(got) == _records(part) == _records(want), path.name
+        assert got.errors == part.errors == want.errors
+    assert skimmed > 1000
+
+
+def test_a_damaged_skimmed_line_is_told_where_its_form_is_wrong(corpus, tmp_path):
+    """A skimmed line is checked for its form at the scan (its first key, its closing brace): one
+    cut short is an error naming the file and line, as before; one whose middle is damaged keeps
+    its kind and place and reads as an empty envelope (nothing here reads its fields)."""
+    data = (corpus / "cache_hit_miss.log").read_bytes()
+    lines = data.split(b"\n")
+    at = [i for i, ln in enumerate(lines) if b'] {"describe_tensor": {' in ln]
+    assert len(at) >= 2
+    cut, hurt = at[0], at[1]
+    lines[cut] = lines[cut][:-5]
+    lines[hurt] = lines[hurt].replace(b'"id": ', b'"id" ', 1)
+    path = tmp_path / "damaged.log"
+    path.write_bytes(b"\n".join(lines))
+    log = LogFile(str(path))
+    errs = [str(e) for e in log.errors]
+    assert len(errs) == 1 and errs[0].startswith(f"{path}:{cut + 1}: envelope is not valid JSON"), errs
+    rec = next(r for r in log.records if log.line_of(r.offset) == hurt + 1)
+    assert rec.kind == "describe_tensor" and rec.env == {}

@@ -8,6 +8,9 @@ here as the reference), and the package's import with and without its bytecode.
   (`(?:[^"\\\\\\n]|\\\\.)*`), which must find the same targets;
 * a graph's code payload: `LogFile.payload` (tabs deleted in one pass, checked by the md5) against
   the line-by-line read (`logformat.decode_payload` of the split lines), the same text;
+* torch's own logs beside the capture (`DIR/torch_trace/`, where it has them): a `LogFile` scan
+  of each, its bulk records skimmed (`logformat.SKIMMED_KINDS`), against every envelope decoded
+  at the scan (the set emptied), which must find the same records and envelopes;
 * with `--bytecode`: `check CAPTURE --json -j 1` in a fresh process, the package copied without
   its `__pycache__` and PYTHONDONTWRITEBYTECODE set (each process compiles it) against this
   checkout with its bytecode written.
@@ -32,6 +35,7 @@ from benchmarks.scale_bench import compiled
 from graphtrain_inspect.capture import logformat
 from graphtrain_inspect.inspector.read import row_digests
 from graphtrain_inspect.inspector.read.capture_index import open_capture
+from graphtrain_inspect.inspector.read.logscan import LogFile
 
 ROOT = Path(__file__).resolve().parents[1]
 _OLD_STR = rb'"(?:[^"\\\n]|\\.)*"'
@@ -79,6 +83,10 @@ def main() -> None:
     assert text == text2, "the two reads give other code"
     res["graph_code"] = {"nodes": cap.node_count(args.rank, gid), "s": round(fast_s, 4), "before_s": round(line_s, 4)}
 
+    torch_dir = args.capture / "torch_trace"
+    if torch_dir.is_dir():
+        res["torch_logs"] = [_torch_log(path, args.repeat) for path in sorted(torch_dir.glob("*.log"))]
+
     if args.bytecode:
         cli = [sys.executable, "-m", "graphtrain_inspect.inspector.cli"]
         cmd = [*cli, "check", str(args.capture), "--json", "-j", "1"]
@@ -99,6 +107,26 @@ def main() -> None:
                                 "without_bytecode_s": round(best(run(bare), args.repeat)[0], 3)}  # fmt: skip
         shutil.rmtree(work, ignore_errors=True)
     print(json.dumps(res, indent=1))
+
+
+def _torch_log(path: Path, repeat: int) -> dict:
+    def scan():
+        log = LogFile(str(path))
+        log.close()
+        return log
+
+    skim_s, log = best(scan, repeat)
+    skimmed = logformat.SKIMMED_KINDS
+    logformat.SKIMMED_KINDS = frozenset()
+    try:
+        whole_s, whole = best(scan, repeat)
+    finally:
+        logformat.SKIMMED_KINDS = skimmed
+    # every envelope decoded now (after the timing): the same records as the whole decode's
+    view = [(r.kind, r.offset, r.end, r.env) for r in log.records]
+    assert view == [(r.kind, r.offset, r.end, r.env) for r in whole.records], f"{path}: other records"
+    n = sum(r.kind in skimmed for r in log.records)
+    return {"log": path.name, "records": len(view), "skimmed": n, "s": round(skim_s, 4), "before_s": round(whole_s, 4)}
 
 
 if __name__ == "__main__":

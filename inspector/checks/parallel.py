@@ -28,7 +28,9 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
+from graphtrain_inspect.inspector.checks import compile_failure, graph_break, rank_divergent_compile, recompile
 from graphtrain_inspect.inspector.checks.rank_classes import diff_of_its_own
+from graphtrain_inspect.inspector.read import compile_events
 from graphtrain_inspect.inspector.read.collector import no_gc
 
 if TYPE_CHECKING:
@@ -112,6 +114,8 @@ def contiguous(groups: list[list[tuple]], n: int) -> list[list[tuple]]:
 
 _FORKED: "CheckContext | None" = None  # the parent's context, in a forked worker
 _STALE = "stale-unbacked-symbol"
+# the checks that read torch's compile story (checks/compile_findings.py `story`)
+_COMPILE_CHECKS = {m.KIND for m in (compile_failure, graph_break, rank_divergent_compile, recompile)}
 
 
 def _do(ctx: "CheckContext", task: tuple) -> tuple:
@@ -176,6 +180,10 @@ def prefetch(ctx: "CheckContext", jobs: int, only: list[str] | None = None) -> i
         with no_gc(), mp.Pool(len(parts) - 1) as pool:
             pending = [pool.apply_async(_work, (cap.path, source, ctx.classes, p)) for p in parts[1:]]
             results = [_do(ctx, t) for t in parts[0]]
+            if not only or set(only) & _COMPILE_CHECKS:
+                # torch's logs beside the capture, read while the workers finish (the compile
+                # checks read them after the prefetch, in this process alone); cached on the capture
+                compile_events.compile_story(cap)
             for p in pending:
                 results.extend(p.get())
     finally:

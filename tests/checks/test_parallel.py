@@ -12,7 +12,14 @@ from graphtrain_inspect.inspector.read.capture_index import open_capture
 
 
 @pytest.mark.parametrize(
-    "name", ["h200x2-rank-divergent", "h200x4-rank-divergent", "h200x4-rank-baked", "h200x2-stale-symbol"]
+    "name",
+    [
+        "h200x2-rank-divergent",
+        "h200x4-rank-divergent",
+        "h200x4-rank-baked",
+        "h200x2-stale-symbol",
+        "h200x2-rank-recompile-divergent",  # torch's logs beside it: read while the workers run
+    ],
 )
 def test_jobs_give_the_same_report(bundled_capture, name):
     path = str(bundled_capture(name))
@@ -37,6 +44,17 @@ def test_work_is_spread_and_kept(bundled_capture):
         assert got.counts == want.counts and got.structural == want.structural
         assert [c.summary() for c in got.changes()] == [c.summary() for c in want.changes()]
         assert [n.names for s in got.subgraphs for n in s.nodes] == [n.names for s in want.subgraphs for n in s.nodes]
+
+
+def test_torch_logs_are_read_while_the_workers_run(bundled_capture):
+    """The compile checks read torch's logs beside a capture in this process after the prefetch;
+    the prefetch reads them once its own share is made, while the workers finish theirs."""
+    cap = open_capture(str(bundled_capture("h200x2-rank-recompile-divergent")))
+    assert cap.torch_trace_dir
+    assert parallel.prefetch(CheckContext(cap), 2, ["rank-baked-constant"]) > 1
+    assert getattr(cap, "_compile_story", None) is None  # no compile check asked for
+    assert parallel.prefetch(CheckContext(cap), 2, ["rank-divergent-compile"]) > 1
+    assert cap._compile_story.by_rank.keys() == {0, 1}
 
 
 def test_stages_are_cut_into_consecutive_runs_of_about_equal_weight():

@@ -17,7 +17,8 @@ largest, and those whose digests differ from the other rank's at the same place)
 With `--profile`: the rank diff task of stage PASS, as `--tasks` times it, under cProfile (its
 time unprofiled first, then the 25 functions of most own time). With `--timeline`: when the
 pool of `check -j JOBS` is made, when each process starts and ends its share (its tasks and
-their weight), and when the prefetch ends.
+their weight), when this process has read torch's logs beside the capture, and when the prefetch
+ends.
 """
 
 from __future__ import annotations
@@ -139,6 +140,7 @@ def timeline(path: str, jobs: int) -> None:
 
     from graphtrain_inspect.inspector.checks import parallel
     from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
+    from graphtrain_inspect.inspector.read import compile_events
     from graphtrain_inspect.inspector.read.capture_index import open_capture
 
     t0 = time.time()
@@ -161,6 +163,14 @@ def timeline(path: str, jobs: int) -> None:
         real_init(self, *a, **k)
         marks["pool: workers forked"] = time.time() - t0
 
+    real_story = compile_events.compile_story
+
+    def story(c: Any) -> Any:
+        out = real_story(c)
+        marks.setdefault("torch's logs read (compile story), in this process", time.time() - t0)
+        return out
+
+    compile_events.compile_story = story  # type: ignore[assignment]
     _TIMED.update(t0=t0, work=real_work)
     parallel._work, parallel._do = _timed_work, do  # the pool sends its function by name
     multiprocessing.pool.Pool.__init__ = init  # type: ignore[method-assign]

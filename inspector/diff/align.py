@@ -479,9 +479,51 @@ def _unique_pairs(
 
 
 def _lis(pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Longest run of pairs increasing in both coordinates (pairs sorted by the first)."""
-    if _increasing([j for _, j in pairs]):
+    """Longest run of pairs increasing in both coordinates (pairs sorted by the first): the run
+    patience sorting finds over them all (`_lis_of`), searched only where it must be. Where every
+    pair before a place has a smaller second coordinate than every pair after it (a cut), the run
+    of the whole is the runs of the parts joined (patience sorting never puts a pair after the cut
+    on a pile of a pair before it). Pairs that are in order but for a few drops (two tables that
+    differ by moved rows) are cut almost everywhere: the cuts inside each stretch in order between
+    drops are a range found by bisection, and only the parts between cuts are searched."""
+    js = [j for _, j in pairs]
+    n = len(js)
+    drops = list(compress(range(1, n), map(int.__ge__, js, js[1:])))  # js[k - 1] >= js[k]
+    if not drops:
         return list(pairs)  # all of them (a text or table that kept its order): no search
+    if len(drops) * 16 > n:
+        return _lis_of(pairs)  # out of order throughout: cuts are few
+    starts, ends = [0, *drops], [*drops, n]
+    # the largest second coordinate before each stretch, the smallest after it
+    before = list(itertools.accumulate((js[e - 1] for e in ends[:-1]), max, initial=-1))
+    after = list(itertools.accumulate((js[s] for s in reversed(starts[1:])), min, initial=1 << 62))[::-1]
+    out: list[tuple[int, int]] = []
+    done = 0  # pairs before this place are in `out`
+    last_cut = -1  # the last cut so far: after this pair
+    for s, e, lo_j, hi_j in zip(starts, ends, before, after):
+        if lo_j >= hi_j:
+            continue  # no cut in this stretch
+        # cut after k (s <= k <= e - 2) where js[k + 1] > lo_j and js[k] < hi_j
+        first = max(s, bisect.bisect_right(js, lo_j, s, e) - 1)
+        last = min(e - 2, bisect.bisect_left(js, hi_j, s, e) - 1)
+        if first > last:
+            continue
+        if first - last_cut >= 2:  # the part between the cuts holds two pairs or more: searched
+            out.extend(pairs[done : last_cut + 1])
+            out.extend(_lis_of(pairs[last_cut + 1 : first + 1]))
+            done = first + 1
+        last_cut = last
+    if n - 1 - last_cut >= 2:
+        out.extend(pairs[done : last_cut + 1])
+        out.extend(_lis_of(pairs[last_cut + 1 :]))
+        done = n
+    out.extend(pairs[done:])
+    return out
+
+
+def _lis_of(pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Longest run of pairs increasing in both coordinates (pairs sorted by the first), by
+    patience sorting: of the longest runs, the one that ends at the last pair placed at the end."""
     tails: list[int] = []
     tail_idx: list[int] = []
     prev = [-1] * len(pairs)

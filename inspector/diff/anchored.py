@@ -36,7 +36,7 @@ tables. Byte-equal collective rows are taken as equal, as checks/row_rank_diff.p
 from __future__ import annotations
 
 from itertools import compress, repeat
-from operator import contains, not_
+from operator import contains, is_not, not_
 from typing import TYPE_CHECKING
 
 from graphtrain_inspect.capture import logformat, rank_tokens
@@ -199,11 +199,16 @@ def _one_side(side: _Side, k: int, path: str, status: str) -> SubgraphDiff | Non
 def _anchors(xa, xb, sens_a: set[int], sens_b: set[int]) -> list[tuple[int, int]] | None:
     """Pairs of rows of equal digests, in order on both sides; None where a digest occurs twice
     on a side (rows are then not told apart by their digests)."""
+    xa, xb = list(xa), list(xb)  # each digest made an int once
     pos_b = dict(zip(xb, range(len(xb))))
     if len(pos_b) != len(xb) or len(set(xa)) != len(xa):
         return None
     js = list(map(pos_b.get, xa))
-    pairs = [(i, j) for i, j in enumerate(js) if j is not None and i not in sens_a and j not in sens_b]
+    if sens_a or sens_b:
+        pairs = [(i, j) for i, j in enumerate(js) if j is not None and i not in sens_a and j not in sens_b]
+    else:  # at C speed: the rows of a whose digest b has
+        found = list(map(is_not, js, repeat(None)))
+        pairs = list(zip(compress(range(len(js)), found), compress(js, found)))
     return _lis(pairs)  # the pairs as they are where already in order on both sides
 
 

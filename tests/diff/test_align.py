@@ -19,7 +19,7 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graphtrain_inspect.inspector.diff.align import Parts, align_parts, align_rows, freeze, same_frozen
+from graphtrain_inspect.inspector.diff.align import Parts, _lis, _lis_of, align_parts, align_rows, freeze, same_frozen
 
 _TARGETS = ("aten.add.Tensor", "aten.mul.Tensor", "aten.relu.default", "aten.view.default")
 
@@ -134,3 +134,38 @@ def test_same_frozen_says_what_freeze_says(x, y):
     equal or not, of the same shape or not."""
     assert same_frozen(x, y) == (freeze(x) == freeze(y))
     assert same_frozen(x, copy.deepcopy(x))
+
+
+def _moved(order: list[int], moves: list[tuple[int, int, int]]) -> list[int]:
+    """`order` with blocks moved: each (start, length, to) cuts a block out and puts it back at `to`."""
+    out = list(order)
+    for start, length, to in moves:
+        if not out:
+            break
+        start %= len(out)
+        block = out[start : start + length]
+        del out[start : start + length]
+        to %= len(out) + 1
+        out[to:to] = block
+    return out
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.integers(0, 90),
+    st.lists(st.tuples(st.integers(0, 90), st.integers(1, 30), st.integers(0, 90)), max_size=5),
+    st.lists(st.integers(0, 300), max_size=8),
+    st.booleans(),
+)
+def test_longest_run_searched_between_cuts_is_patience_sortings(n, moves, extra, halve):
+    """`_lis` (searched only between the places where every pair before is below every pair
+    after) is the very run patience sorting finds over all the pairs (`_lis_of`): pairs in order
+    with blocks moved, as a pass that moves nodes leaves them, stray values, and equal values."""
+    js = _moved(list(range(0, 3 * n, 3)), moves)
+    js += [3 * x + 1 for x in extra]
+    if halve:
+        js = [j // 2 for j in js]  # ties: equal second coordinates, which are not increasing
+    pairs = list(enumerate(js))
+    run = _lis(pairs)
+    assert run == _lis_of(pairs)
+    assert all(a[0] < b[0] and a[1] < b[1] for a, b in zip(run, run[1:]))

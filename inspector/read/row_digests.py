@@ -16,7 +16,7 @@ import bisect
 import copy
 import itertools
 import re
-from operator import ne
+from operator import add, ne
 from typing import TYPE_CHECKING, Any, Callable, Sequence, overload
 
 import orjson
@@ -343,7 +343,7 @@ def laid_over(log: "LogFile", nodes: "Record", record: "Record", gid: str) -> Ro
         return None
     buf, begin, end = span
     # each line is stored as a tab, the line, a newline
-    starts = list(itertools.accumulate((n + 2 for n in lens[:-1]), initial=begin + 1))
+    starts = list(itertools.accumulate(map(add, lens[:-1], itertools.repeat(2)), initial=begin + 1))
     if starts[-1] + lens[-1] + 1 != end or buf[begin : begin + 1] != b"\t":
         return None
     table = RowDigests(buf, starts, lens, counts, digests, refs, _norm_digests(v, nodes, len(digests)))

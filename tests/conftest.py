@@ -51,6 +51,9 @@ def pytest_configure(config):
     # 0.10-0.15 s a `check` (`python -m benchmarks.read_costs CAPTURE --bytecode`, BENCHMARKS.md).
     # The first process now writes it (`__pycache__/`, ignored by git) and the others read it.
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    # `check -j N` makes small work in one process (inspector/checks/parallel.py); the suite's
+    # captures are small, and its `-j` tests (in process and through the CLI) must use the pool
+    os.environ["GTI_CHECK_MIN_POOL_WEIGHT"] = "0"
 
 
 def pytest_unconfigure(config):

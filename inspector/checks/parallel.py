@@ -48,6 +48,22 @@ MAX_DEFAULT_JOBS = 16  # the default -j: the machine's cores, at most this many
 # of that (1-6 ms for 27-35k nodes).
 STRUCTURAL_COST = 5
 SCOPES_COST_DIVISOR = 10
+# Below this much work (in the weights above: ~20 ms of it) the checks make it in this process:
+# the pool's processes, forked, and their results taken back cost as much. On the 30k-node
+# capture whose ranks agree (7 stale-symbol walks, ~21,000 in all) `-j 8` took 0.290 s against
+# `-j 1`'s 0.260 s (medians of 5, 32-core H200 host, BENCHMARKS.md session 18). The environment
+# may set another floor (the test suite sets 0: its captures are small, and its `-j` tests must
+# make their work in the pool).
+MIN_POOL_WEIGHT = 50_000
+ENV_MIN_POOL_WEIGHT = "GTI_CHECK_MIN_POOL_WEIGHT"
+
+
+def min_pool_weight() -> int:
+    raw = os.environ.get(ENV_MIN_POOL_WEIGHT)
+    try:
+        return int(raw) if raw else MIN_POOL_WEIGHT
+    except ValueError:
+        return MIN_POOL_WEIGHT
 
 
 def default_jobs() -> int:
@@ -164,7 +180,10 @@ def prefetch(ctx: "CheckContext", jobs: int, only: list[str] | None = None) -> i
     """Make the checks' rank diffs and stale-symbol walks in `jobs` processes (this one makes a
     share too) and keep them in ctx. Returns the number of processes used (1: nothing done here,
     the checks make everything as they go)."""
-    parts = contiguous(tasks_for(ctx, only), max(1, jobs))
+    groups = tasks_for(ctx, only)
+    if sum(t[-1] for g in groups for t in g) < min_pool_weight():
+        return 1  # less work than starting the processes and taking their results back costs
+    parts = contiguous(groups, max(1, jobs))
     if len(parts) < 2:
         return 1
     cap = ctx.cap

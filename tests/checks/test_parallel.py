@@ -57,6 +57,19 @@ def test_torch_logs_are_read_while_the_workers_run(bundled_capture):
     assert cap._compile_story.by_rank.keys() == {0, 1}
 
 
+def test_little_work_is_made_in_this_process(bundled_capture, monkeypatch):
+    """Under the floor of work (`MIN_POOL_WEIGHT`) no pool is made: the checks make it as they go,
+    as with -j 1; at or above it (the suite's floor is 0) the work is spread."""
+    path = str(bundled_capture("h200x2-stale-symbol"))
+    ctx = CheckContext(open_capture(path))
+    weight = sum(t[-1] for g in parallel.tasks_for(ctx) for t in g)
+    assert 0 < weight < parallel.MIN_POOL_WEIGHT
+    monkeypatch.delenv(parallel.ENV_MIN_POOL_WEIGHT)
+    assert parallel.prefetch(ctx, 4) == 1 and not ctx.prefetched
+    monkeypatch.setenv(parallel.ENV_MIN_POOL_WEIGHT, str(weight))
+    assert parallel.prefetch(ctx, 4) > 1 and ctx.prefetched
+
+
 def test_stages_are_cut_into_consecutive_runs_of_about_equal_weight():
     groups = [[("diff", k, 0, 1, w)] for k, w in enumerate([10, 7, 5, 3, 1])]
     parts = parallel.contiguous(groups, 2)

@@ -16,7 +16,10 @@ by path as the table diff pairs them; one on one side only is added or removed w
    users, found from the refs alone) and those anchors' partners; rows read that have the same
    name and op on both sides are paired (a pass that tags or rewires a node keeps its name, a
    copy it makes gets a new one), and the rest aligned as the structural diff aligns the rows
-   between its common prefix and suffix (`align.align_seeded`, the pairs so far given);
+   between its common prefix and suffix (`align.align_seeded`, the pairs so far given). Where
+   every such row of one side pairs by name (a pass that changes nodes in place; two ranks whose
+   rows differ in a literal), the alignment has nothing left to decide, and of the anchors next
+   to them only those whose refs do not follow the pairing are read (`_named_gap_seeds`);
 3. the pairs read are compared as the structural diff compares them, the rows left unpaired are
    added or removed, and every other anchor is the same on both sides: its inputs are anchors
    themselves (else it would have been read), paired with the rows of their own names.
@@ -248,12 +251,13 @@ def _sub_diff(
         mb[j] = i
     gap_a = {i for i in range(n_a) if ma[i] < 0}
     gap_b = {j for j in range(n_b) if mb[j] < 0}
-    seeds_a = None
-    if sa.ctx is None and sb.ctx is None:
-        seeds_a = _named_gap_seeds(sa, sb, ka, kb, ma, mb, gap_a, gap_b, refs_a, refs_b)
-        if seeds_a is not None:
-            seeds_a |= {i for i in loose_a if ma[i] >= 0} | {mb[j] for j in loose_b if mb[j] >= 0}
-    if seeds_a is None:
+    # where the gap rows pair by name, only the anchors next to them whose refs do not follow
+    # that pairing are read (a pass that tags or concretizes nodes in place; on two ranks, rows
+    # that differ in a literal): the pairing is structural, whatever the rows' normalization
+    seeds_a = _named_gap_seeds(sa, sb, ka, kb, ma, mb, gap_a, gap_b, refs_a, refs_b)
+    if seeds_a is not None:
+        seeds_a |= {i for i in loose_a if ma[i] >= 0} | {mb[j] for j in loose_b if mb[j] >= 0}
+    else:
         # the anchors next to a gap row (its inputs and its users) on either side, with those
         # that have a ref to no row: read and compared, and given to the alignment as matched
         near_a = set(_users(refs_a, gap_a)) | loose_a
@@ -347,7 +351,7 @@ def _named_gap_seeds(
     refs_a: list[list[int]],
     refs_b: list[list[int]],
 ) -> set[int] | None:
-    """The anchors (a's rows) a pass diff must read where the gap rows alone decide the
+    """The anchors (a's rows) a diff must read where the gap rows alone decide the
     alignment: every gap row of one side keeps its name and signature on the other (a pass that
     tags or rewires nodes in place, and adds or removes others), so `align_seeded` would pair
     nothing past the rows paired by name, whatever anchors it were given. An anchor next to the

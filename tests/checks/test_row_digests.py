@@ -431,6 +431,17 @@ def test_structural_rank_diffs_from_anchors(sample_capture, tmp_path, monkeypatc
             lits = {(n.names, repr(n.args)) for n in d.changes() if n.args and not n.structural}
             ref_lits = {(n.names, repr(n.args)) for n in ref.changes() if n.args and not n.structural}
             assert ref_lits and {x for x in ref_lits if x[0][0] == x[0][1]} <= lits
+    # where the gap rows pair by name, only the anchors next to them whose refs do not follow the
+    # pairing are read: the very diff that reading every anchor next to the gap makes
+    narrowed = _count_anchored(monkeypatch, "_named_gap_seeds")
+    with open_capture(str(path)) as cap:
+        stages = [key.pass_name for key, _, _ in _structural_pairs(cap, CheckContext(cap))]
+    for stage in stages:
+        got = _diff_json(str(path), "--pass", stage, "--ranks", "0,1")
+        with monkeypatch.context() as m:
+            m.setattr(ard, "_named_gap_seeds", lambda *a: None)
+            assert _diff_json(str(path), "--pass", stage, "--ranks", "0,1") == got
+    assert True in narrowed
     made = _count_anchored(monkeypatch)
     one = _report(path)
     assert made and all(made)

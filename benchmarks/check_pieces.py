@@ -12,8 +12,9 @@ nest: a rank diff holds the anchored diff it made). cProfile (`benchmarks.profil
 which functions; this says how long each step takes as the command runs. With `--tasks`: each
 task `check -j N` hands a process (inspector/checks/parallel.py), with its weight, timed alone
 in a fresh context (nothing cached, as a worker that gets it first), the cyclic collector off;
-a rank diff's line also says its stage and how its reference table's rows lie in subgraphs (the
-largest, and those whose digests differ from the other rank's at the same place).
+a rank diff's line also says its stage, how its reference table's rows lie in subgraphs (the
+largest, and those whose digests differ from the other rank's at the same place), and how many
+distinct rows it read by their digests (both sides).
 With `--profile`: the rank diff task of stage PASS, as `--tasks` times it, under cProfile (its
 time unprofiled first, then the 25 functions of most own time). With `--timeline`: when the
 pool of `check -j JOBS` is made, when each process starts and ends its share (its tasks and
@@ -53,17 +54,28 @@ def _wrap(owner: Any, name: str, label: str) -> None:
 def tasks(path: str) -> None:
     from graphtrain_inspect.inspector.checks import parallel
     from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
+    from graphtrain_inspect.inspector.read import capture_reader
     from graphtrain_inspect.inspector.read.capture_index import open_capture
     from graphtrain_inspect.inspector.read.collector import no_gc
 
+    real = capture_reader.Capture.digest_rows
+    read: set[tuple] = set()
+
+    def counted(self: Any, rank: int, gid: str, sub: int, rows: Any) -> Any:
+        read.update((rank, gid, sub, i) for i in rows)
+        return real(self, rank, gid, sub, rows)
+
+    capture_reader.Capture.digest_rows = counted  # type: ignore[method-assign]
     for group in parallel.tasks_for(CheckContext(open_capture(path))):
         for task in group:
             ctx = CheckContext(open_capture(path))
+            read.clear()
             with no_gc():
                 t0 = time.perf_counter()
                 parallel._do(ctx, task)
                 s = time.perf_counter() - t0
-            print(f"{task[0]:5s} weight {task[-1]:8d}  {s * 1000:7.1f} ms{_layout(ctx, task)}")
+            rows = f", {len(read)} rows read by digest" if read else ""
+            print(f"{task[0]:5s} weight {task[-1]:8d}  {s * 1000:7.1f} ms{_layout(ctx, task)}{rows}")
 
 
 def profile(path: str, pass_name: str) -> None:

@@ -248,9 +248,7 @@ class LogFile:
                 self._err(start, problem)
                 start = line_after(line_end) if nl >= 0 else size
                 continue
-            nxt = self._payload_end(env, nl) if nl >= 0 and type(env) is dict else None
-            if nl < 0:
-                nxt = size
+            nxt = self._payload_end(env, nl) if nl >= 0 else size
             if nxt is None:
                 nxt = line_after(line_end)
             payload_start = min(line_end + 1, nxt)
@@ -346,11 +344,13 @@ class LogFile:
         self._err(rec.offset, f"last record ({rec.kind}) is truncated: the file ends mid-line")
         self._bad.add(rec.index)
 
-    def _payload_end(self, env: dict[str, Any], newline: int) -> int | None:
+    def _payload_end(self, env: dict[str, Any] | bytes, newline: int) -> int | None:
         """Where the record whose envelope line ends at `newline` ends, from the payload length its
         writer put in the envelope (format 2), when the bytes there agree: the payload starts with
         a tab and ends with a newline that starts a line of no tab. None: look for the next line
-        start (format 1, torch's own logs, or a damaged record)."""
+        start (format 1, torch's own logs, a skimmed envelope, or a damaged record)."""
+        if not isinstance(env, dict):
+            return None  # a skimmed envelope: torch's, which writes no payload length
         art = env.get("artifact")
         n = art.get(logformat.PAYLOAD_BYTES) if isinstance(art, dict) else None
         if type(n) is not int or n < 2:

@@ -90,6 +90,7 @@ _STEPS = {
     "fork (Children.start)": ("graphtrain_inspect.capture.blob_children", "Children", "start"),
     "fingerprint walk": ("graphtrain_inspect.capture.graph_tables", "TableCache", "fingerprint_of"),
     "fork safety walk": ("graphtrain_inspect.capture.blob_children", None, "fork_unsafe"),
+    "node sites noted": ("graphtrain_inspect.capture.pass_sites", None, "_caller_site"),
     "wait for a child slot": ("graphtrain_inspect.capture.session_children", "SessionChildren", "_room_for_child"),
     "polls and flushes": ("graphtrain_inspect.capture.session_children", "SessionChildren", "_poll_children"),
     "records made here": ("graphtrain_inspect.capture.session", "Session", "_graph_records"),

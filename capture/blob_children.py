@@ -66,9 +66,30 @@ def fork_unsafe(gm: Any) -> str | None:
     return None
 
 
+def _no_accelerator_started() -> bool:
+    """True where no tensor can live on an accelerator: torch has none (a CPU build, no device),
+    or its runtime was never started in this process. False where that cannot be told."""
+    import torch
+
+    acc = getattr(torch, "accelerator", None)  # torch >= 2.6
+    try:
+        device = acc.current_accelerator() if acc is not None else False
+        if device is None:
+            return True
+        runtime = getattr(torch, getattr(device, "type", ""), None)
+        started = getattr(runtime, "is_initialized", None)  # torch.cuda, torch.xpu
+        return started is not None and not started()
+    except Exception:  # noqa: BLE001 - unknown: the walk tells
+        return False
+
+
 def holds_accelerator_tensors(gm: Any) -> bool:
     """True when the graph module or a nested one holds a real (not fake) tensor off the CPU, as
-    a parameter, buffer or attribute, or in a node's `val`: pickling it reads device memory."""
+    a parameter, buffer or attribute, or in a node's `val`: pickling it reads device memory.
+    Where no accelerator was started in this process there is none to find: the walk of every
+    node (6-8 ms for the 4 forks of a rank on graph_trainer, BENCHMARKS.md session 19) is skipped."""
+    if _no_accelerator_started():
+        return False
     import torch
     from torch._subclasses.fake_tensor import FakeTensor
 

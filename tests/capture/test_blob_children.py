@@ -204,7 +204,9 @@ def test_a_hanging_child_never_holds_the_training(tmp_path, monkeypatch):
     }
 
 
-def test_graphs_with_accelerator_tensors_stay_in_process():
+def test_graphs_with_accelerator_tensors_stay_in_process(monkeypatch):
+    # the walk, as where an accelerator was started (on this CPU build none can be: skipped)
+    monkeypatch.setattr(blob_children, "_no_accelerator_started", lambda: False)
     gm = _gm()
     assert blob_children.fork_unsafe(gm) is None
     assert not blob_children.holds_accelerator_tensors(gm)
@@ -217,6 +219,23 @@ def test_graphs_with_accelerator_tensors_stay_in_process():
     gm.register_buffer("constant", torch.zeros(2).as_subclass(NotCpu))
     assert blob_children.holds_accelerator_tensors(gm)
     assert "accelerator" in blob_children.fork_unsafe(gm)
+
+
+def test_no_walk_for_accelerator_tensors_where_none_was_started():
+    """On a CPU build of torch (this machine's) no tensor can be on an accelerator: the graph is
+    not walked, whatever it holds; where CUDA is there, the walk is skipped until it is started."""
+    no_device = torch.accelerator.current_accelerator() is None
+    assert blob_children._no_accelerator_started() is (no_device or not torch.cuda.is_initialized())
+    if no_device:
+
+        class NotCpu(torch.Tensor):  # says it lives on an accelerator: only a walk would ask
+            @property
+            def device(self):
+                return torch.device("cuda", 0)
+
+        gm = _gm()
+        gm.register_buffer("constant", torch.zeros(2).as_subclass(NotCpu))
+        assert not blob_children.holds_accelerator_tensors(gm)
 
 
 def test_a_wait_sleeps_while_a_child_that_has_answered_exits(monkeypatch):

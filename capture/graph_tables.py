@@ -363,14 +363,6 @@ class TableCache:
         self.fingerprint = fingerprint
         self.result = result
 
-    def drop(self) -> None:
-        """Forget the graph kept (its fingerprint, result and rows), right before a fork: freed
-        after it, their objects would be written in pages the child shares, a page copied for
-        each (`remember` 25 ms for 4 forks under cProfile on graph_trainer, BENCHMARKS.md session
-        19). `remember` keeps the forked graph's fingerprint next."""
-        self.fingerprint = self.result = None
-        self.rows = {}
-
     def lookup(self, fingerprint: Fingerprint) -> Any:
         return self.result if fingerprint.same_as(self.fingerprint) else None
 

@@ -55,7 +55,6 @@ class SessionChildren:
     lock: Any
     graphs: dict[str, GraphInfo]
     capture_errors: int
-    table_cache: Any  # a graph_tables.TableCache once a graph was walked
     children: Any
     queue: collections.deque[Any]
     _flushing: bool
@@ -99,8 +98,6 @@ class SessionChildren:
                 return None  # none finished in time (one hangs?): recorded here, as a blob would be
             pending = deferred_graphs.new_pending(self.directory, self.rank, frame, role, self.blobs)
             own = graph_tables.own_device()  # asked here: a forked child cannot ask CUDA
-            if self.table_cache is not None:
-                self.table_cache.drop()
             self.children.start(pending, where, frame, lambda: self._child_records(pending, gm, frame, role, own))
             self.queue.append(pending)
             self._start_flusher()

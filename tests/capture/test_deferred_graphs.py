@@ -211,23 +211,3 @@ def test_a_child_that_hangs_holds_the_records_behind_it_a_bounded_time(tmp_path,
 
 def _kinds(log):
     return [k for k, _, _ in records(log)]
-
-
-def test_the_last_graph_kept_is_let_go_before_a_child_is_forked(tmp_path, monkeypatch):
-    """The fingerprint and rows of the graph kept are freed before the fork, not after: freed
-    while a child shares the pages, each page they lie on would be copied (graph_tables.drop)."""
-    from graphtrain_inspect.capture import blob_children
-
-    kept_at_fork = []
-    start = blob_children.Children.start
-
-    def noting(self, *a, **k):
-        kept_at_fork.append(session.current().table_cache.fingerprint)
-        return start(self, *a, **k)
-
-    monkeypatch.setattr(blob_children.Children, "start", noting)
-    plain = _train(tmp_path / "here", monkeypatch, "0")
-    kept_at_fork.clear()  # those were blobs' children: the rows made here are kept for the next
-    assert torch.equal(_train(tmp_path / "cap", monkeypatch, "1"), plain)
-    # the graph traced, then drop_relu's and add_one's: each forked with nothing kept
-    assert len(kept_at_fork) == 3 and kept_at_fork == [None, None, None]

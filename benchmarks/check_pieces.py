@@ -155,6 +155,9 @@ def timeline(path: str, jobs: int) -> None:
     from graphtrain_inspect.inspector.read import compile_events
     from graphtrain_inspect.inspector.read.capture_index import open_capture
 
+    import gc
+
+    gc.disable()  # as the CLI's commands run (cli/main.py)
     t0 = time.time()
     ctx = CheckContext(open_capture(path))
     marks = {"index read": time.time() - t0}
@@ -182,6 +185,21 @@ def timeline(path: str, jobs: int) -> None:
         marks.setdefault("torch's logs read (compile story), in this process", time.time() - t0)
         return out
 
+    real_get, real_exit = multiprocessing.pool.ApplyResult.get, multiprocessing.pool.Pool.__exit__
+
+    def get(self: Any, *a: Any, **k: Any) -> Any:
+        out = real_get(self, *a, **k)
+        marks["results taken (the last)"] = time.time() - t0
+        return out
+
+    def exit_(self: Any, *a: Any) -> Any:
+        marks["pool: closing"] = time.time() - t0
+        out = real_exit(self, *a)
+        marks["pool: closed"] = time.time() - t0
+        return out
+
+    multiprocessing.pool.ApplyResult.get = get  # type: ignore[method-assign]
+    multiprocessing.pool.Pool.__exit__ = exit_  # type: ignore[method-assign]
     compile_events.compile_story = story  # type: ignore[assignment]
     _TIMED.update(t0=t0, work=real_work)
     parallel._work, parallel._do = _timed_work, do  # the pool sends its function by name

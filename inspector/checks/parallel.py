@@ -195,10 +195,17 @@ def prefetch(ctx: "CheckContext", jobs: int, only: list[str] | None = None) -> i
     _FORKED = ctx if method == "fork" else None
     # the cyclic collector off while the results are made and arrive (many small objects, no
     # cycles to free: it would rescan every table held so far again and again), as diffs do
+    # this process makes the lightest run: it also reads torch's logs, and takes the others'
+    # results as they come (on the 30k-node capture whose ranks differ it was the first run, the
+    # three lightest row diffs, and with the logs it was often the last to end: BENCHMARKS.md
+    # session 19)
+    own = min(range(len(parts)), key=lambda i: sum(t[-1] for t in parts[i]))
     try:
         with no_gc(), mp.Pool(len(parts) - 1) as pool:
-            pending = [pool.apply_async(_work, (cap.path, source, ctx.classes, p)) for p in parts[1:]]
-            results = [_do(ctx, t) for t in parts[0]]
+            pending = [
+                pool.apply_async(_work, (cap.path, source, ctx.classes, p)) for i, p in enumerate(parts) if i != own
+            ]
+            results = [_do(ctx, t) for t in parts[own]]
             if not only or set(only) & _COMPILE_CHECKS:
                 # torch's logs beside the capture, read while the workers finish (the compile
                 # checks read them after the prefetch, in this process alone); cached on the capture

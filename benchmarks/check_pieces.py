@@ -147,6 +147,7 @@ def _timed_work(*a: Any) -> list:
 def timeline(path: str, jobs: int) -> None:
     """When each process of `check -j N`'s prefetch starts and ends its share, against the pool's
     start and the prefetch's end (seconds from the capture's opening)."""
+    import gc
     import multiprocessing.pool
     import os
 
@@ -154,8 +155,6 @@ def timeline(path: str, jobs: int) -> None:
     from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
     from graphtrain_inspect.inspector.read import compile_events
     from graphtrain_inspect.inspector.read.capture_index import open_capture
-
-    import gc
 
     gc.disable()  # as the CLI's commands run (cli/main.py)
     t0 = time.time()

@@ -136,11 +136,14 @@ def _timed_work(*a: Any) -> list:
     """parallel._work, in a worker, with a stamp the prefetch keeps as a stale-symbol result
     (task[3] its key): the worker, its start and end, its tasks and their weight."""
     import os
+    import resource
 
     t0 = _TIMED["t0"]
     s = time.time()
+    f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     out = _TIMED["work"](*a)
-    stamp = (os.getpid(), s - t0, time.time() - t0, len(a[3]), sum(t[-1] for t in a[3]))
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0  # pages copied or first touched
+    stamp = (os.getpid(), s - t0, time.time() - t0, len(a[3]), sum(t[-1] for t in a[3]), faults)
     return [*out, (("stamp", 0, 0, stamp), None)]
 
 
@@ -213,9 +216,9 @@ def timeline(path: str, jobs: int) -> None:
     print(f"-j {jobs}: {used} processes; this one {share[1]} tasks of weight {share[2]}")
     for k, v in sorted(marks.items(), key=lambda kv: kv[1]):
         print(f"  {v:7.3f}  {k}")
-    stamps = sorted(k for k in ctx.prefetched.get("stale-unbacked-symbol", {}) if isinstance(k, tuple) and len(k) == 5)
-    for pid, a, b, n, w in sorted(stamps, key=lambda x: x[1]):
-        print(f"  worker {pid}: {a:.3f}-{b:.3f} ({b - a:.3f} s) {n} tasks of weight {w}")
+    stamps = sorted(k for k in ctx.prefetched.get("stale-unbacked-symbol", {}) if isinstance(k, tuple) and len(k) == 6)
+    for pid, a, b, n, w, faults in sorted(stamps, key=lambda x: x[1]):
+        print(f"  worker {pid}: {a:.3f}-{b:.3f} ({b - a:.3f} s) {n} tasks of weight {w}, {faults} page faults")
 
 
 def main() -> int:

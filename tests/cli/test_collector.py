@@ -5,6 +5,7 @@ on (tests, scripts, the TUI's check job)."""
 from __future__ import annotations
 
 import gc
+import json
 import subprocess
 import sys
 
@@ -62,3 +63,36 @@ def test_a_command_in_its_own_process_runs_without_the_collector(bundled_capture
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert "collector False" in r.stderr, r.stderr[-2000:]
+
+
+def test_a_command_in_its_own_process_ends_without_the_teardown_and_loses_nothing(bundled_capture):
+    """The process ends as the command returns (cli/main.py `_end_now`): its output whole, its
+    exit status, what was registered with atexit run; the interpreter's teardown (every object
+    freed, a full collection) skipped: an object held by a module is never finalized."""
+    code = (
+        "import atexit, sys\n"
+        "class Held:\n"
+        "    def __del__(self):\n"
+        "        print('torn down', file=sys.stderr)\n"
+        "held = Held()\n"
+        "atexit.register(lambda: print('atexit ran', file=sys.stderr))\n"
+        "from graphtrain_inspect.inspector.cli.main import main\n"
+        f"sys.argv = ['graphtrain-inspect', 'check', '--json', {str(bundled_capture('h200x2-rank-baked'))!r}]\n"
+        "sys.exit(main())\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    report = json.loads(r.stdout)
+    assert report["findings"] and r.returncode == int(any(f["severity"] == "error" for f in report["findings"]))
+    assert "atexit ran" in r.stderr and "torn down" not in r.stderr, r.stderr[-2000:]
+
+
+def test_a_reader_that_stops_reading_ends_the_command_quietly(bundled_capture):
+    """`check --json | head -c 0`: the output cannot be written (EPIPE); the command ends with 0
+    and says nothing of it."""
+    cmd = [sys.executable, "-m", "graphtrain_inspect.inspector.cli", "check", "--json"]
+    p = subprocess.Popen(
+        [*cmd, str(bundled_capture("h200x2-rank-baked"))], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    p.stdout.close()  # before the command has written anything
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=300) == 0 and err == "", err[-2000:]

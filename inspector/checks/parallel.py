@@ -193,13 +193,13 @@ def prefetch(ctx: "CheckContext", jobs: int, only: list[str] | None = None) -> i
     mp = multiprocessing.get_context(method)
     global _FORKED
     _FORKED = ctx if method == "fork" else None
-    # the cyclic collector off while the results are made and arrive (many small objects, no
-    # cycles to free: it would rescan every table held so far again and again), as diffs do
     # this process makes the lightest run: it also reads torch's logs, and takes the others'
     # results as they come (on the 30k-node capture whose ranks differ it was the first run, the
     # three lightest row diffs, and with the logs it was often the last to end: BENCHMARKS.md
     # session 19)
     own = min(range(len(parts)), key=lambda i: sum(t[-1] for t in parts[i]))
+    # the cyclic collector off while the results are made and arrive (many small objects, no
+    # cycles to free: it would rescan every table held so far again and again), as diffs do
     try:
         with no_gc(), mp.Pool(len(parts) - 1) as pool:
             pending = [

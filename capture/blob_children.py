@@ -72,12 +72,13 @@ def _no_accelerator_started() -> bool:
     import torch
 
     acc = getattr(torch, "accelerator", None)  # torch >= 2.6
+    if acc is None:
+        return False
     try:
-        device = acc.current_accelerator() if acc is not None else False
+        device = acc.current_accelerator()
         if device is None:
             return True
-        runtime = getattr(torch, getattr(device, "type", ""), None)
-        started = getattr(runtime, "is_initialized", None)  # torch.cuda, torch.xpu
+        started = getattr(getattr(torch, device.type, None), "is_initialized", None)  # torch.cuda, torch.xpu
         return started is not None and not started()
     except Exception:  # noqa: BLE001 - unknown: the walk tells
         return False

@@ -131,18 +131,17 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if hasattr(args, "sample") and hasattr(args, "dir"):  # ls, diff, check: DIR or --sample NAME
             resolve_capture(args, args.command)
-        if args.command not in BATCH_READERS:
-            code = int(mod.run(args) or 0)
-            if own_process and args.command in ENDS_AT_RETURN:
-                _end_now(code)
-            return code
-        if own_process:
+        if args.command in BATCH_READERS and not own_process:
+            with no_gc():  # called in a process that goes on (tests, scripts): as it was after
+                return int(mod.run(args) or 0)
+        if args.command in BATCH_READERS:
             # off for good: the process ends with the command, and a collector turned back on
             # would rescan everything it holds once more on the way out
             gc.disable()
-            _end_now(int(mod.run(args) or 0))
-        with no_gc():  # called in a process that goes on (tests, scripts): as it was after
-            return int(mod.run(args) or 0)
+        code = int(mod.run(args) or 0)
+        if own_process and args.command in ENDS_AT_RETURN:
+            _end_now(code)
+        return code
     except InspectorError as e:  # the one place an error of the core becomes its line and exit status
         print(f"graphtrain-inspect {args.command}: {e}", file=sys.stderr)
         return e.code
@@ -152,6 +151,11 @@ def main(argv: list[str] | None = None) -> int:
         if own_process:  # the reader went away: nothing is left to write, nor to flush into it
             os._exit(0)
         return 0
+
+
+# the exit status of a process whose output could not be flushed at its end: Python's own, for the
+# flush its teardown makes
+_UNFLUSHED = 120
 
 
 def _end_now(code: int) -> NoReturn:
@@ -168,9 +172,13 @@ def _end_now(code: int) -> NoReturn:
         run_exit_functions()
     try:
         sys.stdout.flush()
-        sys.stderr.flush()
     except BrokenPipeError:  # the reader stopped reading, as `main` answers it
         code = 0
+    except OSError as e:  # the output is not whole (a full disk): said, as the teardown's flush did
+        print(f"graphtrain-inspect: the output could not be written: {e}", file=sys.stderr)
+        code = _UNFLUSHED
+    try:
+        sys.stderr.flush()
     except OSError:
         pass
     os._exit(code)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import subprocess
 import sys
 
@@ -96,3 +97,21 @@ def test_a_reader_that_stops_reading_ends_the_command_quietly(bundled_capture):
     p.stdout.close()  # before the command has written anything
     err = p.stderr.read().decode()
     assert p.wait(timeout=300) == 0 and err == "", err[-2000:]
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_output_that_cannot_be_flushed_at_the_end_is_said_not_lost_quietly(bundled_capture):
+    """The output held in the stream's buffer when the command returns and not writable then (a
+    full disk: /dev/full) is said on one line, exit 120 (what Python's own teardown answers)."""
+    code = (
+        "import io, sys\n"
+        "sys.stdout = io.TextIOWrapper(io.BufferedWriter(io.FileIO('/dev/full', 'w'), buffer_size=1 << 22))\n"
+        "from graphtrain_inspect.inspector.cli.main import main\n"
+        f"sys.argv = ['graphtrain-inspect', 'check', '--json', {str(bundled_capture('h200x2-rank-baked'))!r}]\n"
+        "sys.exit(main())\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 120, r.stderr[-2000:]
+    assert r.stderr.splitlines() == [
+        "graphtrain-inspect: the output could not be written: [Errno 28] No space left on device"
+    ]

@@ -19,8 +19,7 @@ from typing import Any, NoReturn
 # the TUI (a long session).
 BATCH_READERS = frozenset({"ls", "diff", "check", "report"})
 # Commands whose process, their own, ends as they return, without the interpreter's teardown
-# (`_end_now`): the batch readers, and the TUI once its terminal is given back (its quit took
-# 0.25 s and the teardown after it 0.30 s more on the 30k-node capture, VM)
+# (`_end_now`): the batch readers, and the TUI once its terminal is given back
 ENDS_AT_RETURN = BATCH_READERS | {"tui"}
 
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -162,9 +161,9 @@ def _end_now(code: int) -> NoReturn:
     """End the process of a command that has read a capture and written all it writes (its files
     are closed when it returns): its output flushed, without the interpreter's teardown, which
     frees every object read one by one and runs a full collection, the collector off or not
-    (0.10-0.14 s after `check` of the 30k-node capture whose ranks differ, VM; BENCHMARKS.md
-    session 19). What was registered to run at exit (`atexit`: multiprocessing's, a caller's) runs
-    first, as it would."""
+    (`check -j 1` of the 30k-node capture whose ranks differ 0.662 s against 0.778, VM,
+    `benchmarks.check_jobs`; BENCHMARKS.md session 19). What was registered to run at exit
+    (`atexit`: multiprocessing's, a caller's) runs first, as it would."""
     import atexit
 
     run_exit_functions = getattr(atexit, "_run_exitfuncs", None)  # CPython's; elsewhere none run

@@ -66,6 +66,12 @@ def to_terminal(text: str) -> str:
     return _SGR.sub(lambda m: f"\x1b[{m.group(1)}m", text) if _MARK in text else text
 
 
+class OutputNotWritten(OSError):
+    """The stream a command writes to refused a write (a full disk, a file closed under it): the
+    command's output is not whole. A reader that went away (BrokenPipeError) is not this: there
+    nothing is lost that anyone reads."""
+
+
 class EscapingStream:
     """A text stream that writes `to_terminal(s)` to the stream it wraps (stdout or stderr)."""
 
@@ -73,7 +79,12 @@ class EscapingStream:
         self.wrapped = stream
 
     def write(self, s: str) -> int:
-        self.wrapped.write(to_terminal(s))
+        try:
+            self.wrapped.write(to_terminal(s))
+        except BrokenPipeError:
+            raise
+        except OSError as e:  # told apart from an OSError of reading a capture, which is no output's
+            raise OutputNotWritten(e.errno, e.strerror) from e
         return len(s)
 
     def writelines(self, lines: Any) -> None:

@@ -146,6 +146,11 @@ def main(argv: list[str] | None = None) -> int:
         return e.code
     except KeyboardInterrupt:
         return 130
+    except terminal_text.OutputNotWritten as e:  # a write failed mid-output: the rest is lost too
+        if own_process:
+            _end_now(_UNFLUSHED, lost=e)
+        _say_lost(e)
+        return _UNFLUSHED
     except BrokenPipeError:
         if own_process:  # the reader went away: nothing is left to write, nor to flush into it
             os._exit(0)
@@ -157,24 +162,34 @@ def main(argv: list[str] | None = None) -> int:
 _UNFLUSHED = 120
 
 
-def _end_now(code: int) -> NoReturn:
+def _say_lost(e: OSError) -> None:
+    try:
+        print(f"graphtrain-inspect: the output could not be written: {e}", file=sys.stderr)
+    except OSError:  # stderr is the stream that failed: nothing is left to say it on
+        pass
+
+
+def _end_now(code: int, lost: OSError | None = None) -> NoReturn:
     """End the process of a command that has read a capture and written all it writes (its files
     are closed when it returns): its output flushed, without the interpreter's teardown, which
     frees every object read one by one and runs a full collection, the collector off or not
     (`check -j 1` of the 30k-node capture whose ranks differ 0.662 s against 0.778, VM,
     `benchmarks.check_jobs`; BENCHMARKS.md session 19). What was registered to run at exit
-    (`atexit`: multiprocessing's, a caller's) runs first, as it would."""
+    (`atexit`: multiprocessing's, a caller's) runs first, as it would. `lost`: a write to stdout
+    already failed; it is said, and what is left in stdout's buffer is not tried again."""
     import atexit
 
     run_exit_functions = getattr(atexit, "_run_exitfuncs", None)  # CPython's; elsewhere none run
     if run_exit_functions is not None:
         run_exit_functions()
     try:
+        if lost is not None:
+            raise lost
         sys.stdout.flush()
     except BrokenPipeError:  # the reader stopped reading, as `main` answers it
         code = 0
     except OSError as e:  # the output is not whole (a full disk): said, as the teardown's flush did
-        print(f"graphtrain-inspect: the output could not be written: {e}", file=sys.stderr)
+        _say_lost(e)
         code = _UNFLUSHED
     try:
         sys.stderr.flush()

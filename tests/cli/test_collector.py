@@ -115,3 +115,29 @@ def test_output_that_cannot_be_flushed_at_the_end_is_said_not_lost_quietly(bundl
     assert r.stderr.splitlines() == [
         "graphtrain-inspect: the output could not be written: [Errno 28] No space left on device"
     ]
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("own_process", [True, False])
+def test_output_that_cannot_be_written_midway_is_said_on_one_line(bundled_capture, own_process):
+    """A write that fails while the command still writes (stdout unbuffered over a full disk) is
+    one line and exit 120, not a traceback: in its own process as the console script runs it, and
+    from `main(argv)` called in a process that goes on."""
+    capture = str(bundled_capture("h200x2-rank-baked"))
+    call = (
+        f"sys.argv = ['graphtrain-inspect', 'ls', {capture!r}]\nrc = main()\n"
+        if own_process
+        else f"rc = main(['ls', {capture!r}])\nsys.stderr.write('returned %d\\n' % rc)\n"
+    )
+    code = (
+        "import io, sys\n"
+        "sys.stdout = io.TextIOWrapper(io.FileIO('/dev/full', 'w'), write_through=True)\n"
+        "from graphtrain_inspect.inspector.cli.main import main\n"
+        f"{call}"
+        "sys.stdout = sys.__stdout__\n"  # what the process goes on with
+        "sys.exit(rc)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    lost = "graphtrain-inspect: the output could not be written: [Errno 28] No space left on device"
+    assert r.returncode == 120, r.stderr[-2000:]
+    assert r.stderr.splitlines() == ([lost] if own_process else [lost, "returned 120"])

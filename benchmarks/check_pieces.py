@@ -5,7 +5,9 @@ steps of the core wrapped with a timer, the command run once in this process.
     python -m benchmarks.check_pieces -- diff CAPTURE --pass NAME --nodes
     python -m benchmarks.check_pieces --tasks CAPTURE
     python -m benchmarks.check_pieces --timeline CAPTURE JOBS
+    python -m benchmarks.check_pieces --whole CAPTURE JOBS [REPEAT]
     python -m benchmarks.check_pieces --profile CAPTURE PASS
+    python -m benchmarks.check_pieces --phases CAPTURE PASS
 
 Prints the imports' time, the command's, and per step its total wall seconds and calls (steps
 nest: a rank diff holds the anchored diff it made). cProfile (`benchmarks.profile_command`) says
@@ -16,10 +18,18 @@ a rank diff's line also says its stage, how its reference table's rows lie in su
 largest, and those whose digests differ from the other rank's at the same place), and how many
 distinct rows it read by their digests (both sides).
 With `--profile`: the rank diff task of stage PASS, as `--tasks` times it, under cProfile (its
-time unprofiled first, then the 25 functions of most own time). With `--timeline`: when the
+time unprofiled first, then the 25 functions of most own time). With `--phases`: that task three
+times, each in a fresh context, and the last time's steps of the anchored diff, timed as the
+command's steps are (no profiler): what reads the capture (digest records, refs, the rows read by
+digest) and what aligns and compares. With `--timeline`: when the
 pool of `check -j JOBS` is made, when each process starts and ends its share (its tasks and
 their weight), when this process has read torch's logs beside the capture, and when the prefetch
-ends.
+ends. With `--whole`: `check --json -j JOBS CAPTURE` as the console script runs it, in a process
+of its own started REPEAT times (default 3), its marks counted from the moment it was started
+(the interpreter's start included): when the interpreter ran this module, when the imports
+`check` needs were done, when the capture was opened, the prefetch's marks as `--timeline` makes
+them, when the report was made, when its JSON was written, and when the process had ended (the
+starter's clock).
 """
 
 from __future__ import annotations
@@ -28,6 +38,7 @@ import collections
 import contextlib
 import functools
 import io
+import os
 import sys
 import time
 from typing import Any
@@ -107,6 +118,47 @@ def profile(path: str, pass_name: str) -> None:
                 pstats.Stats(prof).sort_stats("tottime").print_stats(25)
 
 
+def phases(path: str, pass_name: str) -> None:
+    from graphtrain_inspect.inspector.checks import parallel
+    from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
+    from graphtrain_inspect.inspector.diff import align, anchored
+    from graphtrain_inspect.inspector.read import capture_reader, row_digests
+    from graphtrain_inspect.inspector.read.capture_index import open_capture
+    from graphtrain_inspect.inspector.read.collector import no_gc
+
+    found = [t for g in parallel.tasks_for(CheckContext(open_capture(path))) for t in g]
+    found = [t for t in found if t[0] == "diff" and t[1].pass_name == pass_name]
+    if not found:
+        raise SystemExit(f"no rank diff task of stage {pass_name!r} in {path}")
+    steps = [
+        (anchored, "_sub_diff", "aligning: a subgraph's diff (all below in it but the digest records)"),
+        (capture_reader.Capture, "row_digests", "reading: digest records laid over tables"),
+        (row_digests.RowDigests, "shared", "aligning: rows the same on both sides, counted"),
+        (row_digests.RowDigests, "sub_refs", "reading: a subgraph's refs"),
+        (capture_reader.Capture, "digest_rows", "reading: rows read by digest (decoded, checked)"),
+        (anchored, "_anchors", "aligning: anchors (digests once on each side, in order)"),
+        (anchored, "_named_gap_seeds", "aligning: gap rows paired by name (reads rows too)"),
+        (anchored, "_users", "aligning: users of the gap rows"),
+        (align.Parts, "__init__", "aligning: the rows read, as signatures and refs"),
+        (anchored, "_refs_agree", "aligning: refs against the rows read"),
+        (anchored, "align_seeded", "aligning: the seeded alignment"),
+        (anchored, "_compare", "aligning: pairs compared"),
+    ]
+    for owner, name, label in steps:
+        _wrap(owner, name, label)
+    for _ in range(3):
+        TOTAL.clear()
+        CALLS.clear()
+        ctx = CheckContext(open_capture(path))
+        with no_gc():
+            t0 = time.perf_counter()
+            parallel._do(ctx, found[0])
+            s = time.perf_counter() - t0
+    print(f"{pass_name}: {s * 1000:.1f} ms (the third run){_layout(ctx, found[0])}")
+    for label, v in sorted(TOTAL.items(), key=lambda kv: -kv[1]):
+        print(f"  {label:72s} {v * 1000:7.1f} ms  x{CALLS[label]}")
+
+
 def _layout(ctx: Any, task: tuple) -> str:
     """For a rank diff of tables with row digests: the stage, the reference rank's subgraphs, its
     largest one's rows of all its rows, and the rows of each subgraph whose digests differ from
@@ -147,22 +199,15 @@ def _timed_work(*a: Any) -> list:
     return [*out, (("stamp", 0, 0, stamp), None)]
 
 
-def timeline(path: str, jobs: int) -> None:
-    """When each process of `check -j N`'s prefetch starts and ends its share, against the pool's
-    start and the prefetch's end (seconds from the capture's opening)."""
-    import gc
+def _prefetch_marks(t0: float, marks: dict[str, float]) -> list:
+    """Hooks that put the marks of `check -j N`'s prefetch in `marks` (seconds from `t0`); the
+    list the workers' stamps are put in (pid, start, end, tasks, weight, page faults)."""
     import multiprocessing.pool
     import os
 
     from graphtrain_inspect.inspector.checks import parallel
-    from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
     from graphtrain_inspect.inspector.read import compile_events
-    from graphtrain_inspect.inspector.read.capture_index import open_capture
 
-    gc.disable()  # as the CLI's commands run (cli/main.py)
-    t0 = time.time()
-    ctx = CheckContext(open_capture(path))
-    marks = {"index read": time.time() - t0}
     real_work, real_do, real_init = parallel._work, parallel._do, multiprocessing.pool.Pool.__init__
     parent = os.getpid()
     share = [0.0, 0, 0]
@@ -206,19 +251,116 @@ def timeline(path: str, jobs: int) -> None:
     _TIMED.update(t0=t0, work=real_work)
     parallel._work, parallel._do = _timed_work, do  # the pool sends its function by name
     multiprocessing.pool.Pool.__init__ = init  # type: ignore[method-assign]
+    real_prefetch = parallel.prefetch
+    stamps: list = []
+
+    def prefetch(ctx: Any, *a: Any, **k: Any) -> int:
+        marks["prefetch: start"] = time.time() - t0
+        used = real_prefetch(ctx, *a, **k)
+        marks["prefetch done"] = time.time() - t0
+        marks["this process's share ended"] = share[0]
+        marks[f"-j: {used} processes; this one {share[1]} tasks of weight {share[2]}"] = marks["prefetch done"]
+        stale = ctx.prefetched.get("stale-unbacked-symbol", {})
+        for k in [k for k in stale if isinstance(k, tuple) and len(k) == 6]:
+            stamps.append(k)  # the workers' stamps out, before the checks read what was made
+            del stale[k]
+        return used
+
+    parallel.prefetch = prefetch  # type: ignore[assignment]
+    return stamps
+
+
+def _print_marks(marks: dict[str, float], stamps: list) -> None:
+    for k, v in sorted(marks.items(), key=lambda kv: kv[1]):
+        print(f"  {v:7.3f}  {k}")
+    for pid, a, b, n, w, faults in sorted(stamps, key=lambda x: x[1]):
+        print(f"  worker {pid}: {a:.3f}-{b:.3f} ({b - a:.3f} s) {n} tasks of weight {w}, {faults} page faults")
+
+
+def timeline(path: str, jobs: int) -> None:
+    """When each process of `check -j N`'s prefetch starts and ends its share, against the pool's
+    start and the prefetch's end (seconds from the capture's opening)."""
+    import gc
+
+    from graphtrain_inspect.inspector.checks import parallel
+    from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
+    from graphtrain_inspect.inspector.read.capture_index import open_capture
+
+    gc.disable()  # as the CLI's commands run (cli/main.py)
+    t0 = time.time()
+    ctx = CheckContext(open_capture(path))
+    marks = {"index read": time.time() - t0}
+    stamps = _prefetch_marks(t0, marks)
     s = time.time()
     parallel.tasks_for(ctx)
     marks["tasks listed (once more, timed)"] = time.time() - t0
     marks["tasks listed: took"] = time.time() - s
-    used = parallel.prefetch(ctx, jobs)
-    marks["prefetch done"] = time.time() - t0
-    marks["this process's share ended"] = share[0]
-    print(f"-j {jobs}: {used} processes; this one {share[1]} tasks of weight {share[2]}")
-    for k, v in sorted(marks.items(), key=lambda kv: kv[1]):
-        print(f"  {v:7.3f}  {k}")
-    stamps = sorted(k for k in ctx.prefetched.get("stale-unbacked-symbol", {}) if isinstance(k, tuple) and len(k) == 6)
-    for pid, a, b, n, w, faults in sorted(stamps, key=lambda x: x[1]):
-        print(f"  worker {pid}: {a:.3f}-{b:.3f} ({b - a:.3f} s) {n} tasks of weight {w}, {faults} page faults")
+    parallel.prefetch(ctx, jobs)
+    _print_marks(marks, stamps)
+
+
+_WHOLE_T0 = "GTI_BENCH_T0"
+
+
+def whole(path: str, jobs: int, repeat: int) -> None:
+    """`check --json -j JOBS` in a process of its own, REPEAT times: its marks from its start."""
+    import subprocess
+
+    for _ in range(repeat):
+        t0 = time.time()
+        env = {**os.environ, _WHOLE_T0: repr(t0)}
+        cmd = [sys.executable, "-m", "benchmarks.check_pieces", "--whole-child", path, str(jobs)]
+        out = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False)
+        ended = time.time() - t0
+        if out.returncode not in (0, 1):
+            raise SystemExit(f"check ended with {out.returncode}: {out.stderr[-2000:]}")
+        print(f"check --json -j {jobs}, {ended:.3f} s from its start to its end (exit {out.returncode})")
+        sys.stdout.write(out.stderr)
+        print(f"  {ended:7.3f}  the process ended (the starter's clock)")
+
+
+def whole_child(path: str, jobs: int) -> None:
+    """The command as the console script runs it (cli/main.py: its own process, the collector
+    off, ended by `_end_now`), its marks written to stderr by an atexit function, which `_end_now`
+    runs after the command has returned and before stdout is flushed."""
+    import atexit
+
+    t0 = float(os.environ[_WHOLE_T0])
+    marks = {"this module running (the interpreter started)": time.time() - t0}
+    from graphtrain_inspect.inspector import checks
+    from graphtrain_inspect.inspector.checks import parallel, tables_and_blame  # noqa: F401 (what check runs)
+    from graphtrain_inspect.inspector.cli import check
+    from graphtrain_inspect.inspector.cli.main import main as cli_main
+
+    marks["imports check needs, done"] = time.time() - t0
+    stamps = _prefetch_marks(t0, marks)
+    real_open, real_ctx, report = check.open_or_fail, tables_and_blame.CheckContext.__init__, checks.check_report
+
+    def opened(*a: Any, **k: Any) -> Any:
+        out = real_open(*a, **k)
+        marks["capture opened (its index)"] = time.time() - t0
+        return out
+
+    def ctx_init(self: Any, *a: Any, **k: Any) -> None:
+        real_ctx(self, *a, **k)
+        marks.setdefault("check context made", time.time() - t0)
+
+    def made(*a: Any, **k: Any) -> Any:
+        out = report(*a, **k)
+        marks["report made"] = time.time() - t0
+        return out
+
+    def said() -> None:
+        marks["the command returned (its JSON written, not yet flushed)"] = time.time() - t0
+        with contextlib.redirect_stdout(sys.__stderr__):
+            _print_marks(marks, stamps)
+
+    check.open_or_fail = opened  # type: ignore[assignment]
+    checks.check_report = made  # type: ignore[assignment]
+    tables_and_blame.CheckContext.__init__ = ctx_init  # type: ignore[method-assign]
+    atexit.register(said)
+    sys.argv = ["graphtrain-inspect", "check", "--json", "-j", str(jobs), path]
+    cli_main()  # ends the process
 
 
 def main() -> int:
@@ -232,6 +374,15 @@ def main() -> int:
         return 0
     if args[0] == "--profile" and len(args) == 3:
         profile(args[1], args[2])
+        return 0
+    if args[0] == "--phases" and len(args) == 3:
+        phases(args[1], args[2])
+        return 0
+    if args[0] == "--whole" and len(args) in (3, 4):
+        whole(args[1], int(args[2]), int(args[3]) if len(args) == 4 else 3)
+        return 0
+    if args[0] == "--whole-child" and len(args) == 3:
+        whole_child(args[1], int(args[2]))
         return 0
     if args[0] == "--timeline" and len(args) == 3:
         timeline(args[1], int(args[2]))

@@ -302,13 +302,33 @@ def timeline(path: str, jobs: int) -> None:
 _WHOLE_T0 = "GTI_BENCH_T0"
 
 
+_WHOLE_LIBS = "GTI_BENCH_LIBS"  # the modules not the project's that check imports, imported first
+
+
 def whole(path: str, jobs: int, repeat: int) -> None:
-    """`check --json -j JOBS` in a process of its own, REPEAT times: its marks from its start."""
+    """`check --json -j JOBS` in a process of its own, REPEAT times: its marks from its start.
+    First the interpreter alone (`-c` with nothing to run but its end), REPEAT times, and one
+    run that lists the modules not the project's that the command imports (the standard
+    library's, orjson, rapidfuzz): each measured run imports them first, marked apart from
+    the project's own."""
     import subprocess
 
+    bare = []
     for _ in range(repeat):
         t0 = time.time()
-        env = {**os.environ, _WHOLE_T0: repr(t0)}
+        subprocess.run([sys.executable, "-c", "import os; os._exit(0)"], check=True)
+        bare.append(time.time() - t0)
+    print("the interpreter alone, started and ended: " + ", ".join(f"{b:.3f}" for b in bare) + " s")
+    cmd = [sys.executable, "-m", "benchmarks.check_pieces", "--whole-child", path, str(jobs)]
+    env = {**os.environ, _WHOLE_T0: repr(time.time()), _WHOLE_LIBS: "?"}
+    listed = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False)
+    libs = [ln[5:] for ln in listed.stderr.splitlines() if ln.startswith("LIBS ")]
+    if not libs:
+        raise SystemExit(f"the modules check imports were not listed: {listed.stderr[-2000:]}")
+    print(f"modules not the project's that check imports: {len(libs[0].split(','))}")
+    for _ in range(repeat):
+        t0 = time.time()
+        env = {**os.environ, _WHOLE_T0: repr(t0), _WHOLE_LIBS: libs[0]}
         cmd = [sys.executable, "-m", "benchmarks.check_pieces", "--whole-child", path, str(jobs)]
         out = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False)
         ended = time.time() - t0
@@ -319,20 +339,31 @@ def whole(path: str, jobs: int, repeat: int) -> None:
         print(f"  {ended:7.3f}  the process ended (the starter's clock)")
 
 
+_OURS = ("graphtrain_inspect", "benchmarks", "__main__", "__mp_main__")
+
+
 def whole_child(path: str, jobs: int) -> None:
     """The command as the console script runs it (cli/main.py: its own process, the collector
     off, ended by `_end_now`), its marks written to stderr by an atexit function, which `_end_now`
     runs after the command has returned and before stdout is flushed."""
     import atexit
+    import importlib
 
     t0 = float(os.environ[_WHOLE_T0])
     marks = {"this module running (the interpreter started)": time.time() - t0}
+    libs = os.environ.get(_WHOLE_LIBS, "?")
+    before = set(sys.modules)
+    if libs != "?":
+        for name in libs.split(","):
+            with contextlib.suppress(Exception):  # one that imports only as part of another
+                importlib.import_module(name)
+        marks["imports not the project's (standard library, orjson, rapidfuzz), done"] = time.time() - t0
     from graphtrain_inspect.inspector import checks
     from graphtrain_inspect.inspector.checks import parallel, tables_and_blame  # noqa: F401 (what check runs)
     from graphtrain_inspect.inspector.cli import check
     from graphtrain_inspect.inspector.cli.main import main as cli_main
 
-    marks["imports check needs, done"] = time.time() - t0
+    marks["imports of the project's modules check needs, done"] = time.time() - t0
     stamps = _prefetch_marks(t0, marks)
     real_open, real_ctx, report = check.open_or_fail, tables_and_blame.CheckContext.__init__, checks.check_report
 
@@ -352,6 +383,10 @@ def whole_child(path: str, jobs: int) -> None:
 
     def said() -> None:
         marks["the command returned (its JSON written, not yet flushed)"] = time.time() - t0
+        if libs == "?":  # the listing run: the modules this run imported, not the project's
+            new = sorted(m for m in set(sys.modules) - before if m.split(".")[0] not in _OURS)
+            print("LIBS " + ",".join(new), file=sys.__stderr__)
+            return
         with contextlib.redirect_stdout(sys.__stderr__):
             _print_marks(marks, stamps)
 

@@ -430,7 +430,7 @@ def main() -> int:
     from graphtrain_inspect.inspector.checks import parallel, row_rank_diff, stale_unbacked_symbol, tables_and_blame
     from graphtrain_inspect.inspector.cli.main import main as cli_main
     from graphtrain_inspect.inspector.diff import anchored
-    from graphtrain_inspect.inspector.read import capture_reader, row_digests
+    from graphtrain_inspect.inspector.read import capture_reader, compile_events, row_digests
 
     for kind, mod in checks.check_modules().items():
         _wrap(mod, "run", f"check {kind}")
@@ -451,6 +451,7 @@ def main() -> int:
         (stale_unbacked_symbol, "_walked", "stale: graphs walked"),
         (capture_reader.Capture, "symbols", "symbol maps read"),
         (checks, "attach_sources", "findings' source lines"),
+        (compile_events, "_read_story", "torch's logs beside the capture read"),
     ]
     for owner, name, label in steps:
         _wrap(owner, name, label)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterator
 
 from graphtrain_inspect.inspector.checks import compile_failure, graph_break, rank_divergent_compile, recompile
 from graphtrain_inspect.inspector.checks.rank_classes import diff_of_its_own
@@ -134,6 +134,34 @@ _STALE = "stale-unbacked-symbol"
 _COMPILE_CHECKS = {m.KIND for m in (compile_failure, graph_break, rank_divergent_compile, recompile)}
 
 
+def _while_waiting(ctx: "CheckContext", parts: list[list[tuple]], own: int) -> Iterator[bool]:
+    """What the checks after the prefetch read first in this process and no worker can hand it,
+    read a step at a time while the workers' results are pending (the caller stops taking steps
+    once they are all in, so a process with no time to spare does none of it): the checks'
+    modules, then the reference rank's row digests of each graph a worker diffs, in stage order
+    (`attach_sources` finds a finding's row by them, on the first of its ranks, in the graph where
+    it first appears: an early stage). On the 32-core host this process waits 0.15 s for the
+    structural diffs (`check_pieces --whole`, BENCHMARKS.md session 20); each step is cached, so
+    one taken is not made again after."""
+    from graphtrain_inspect.inspector.checks import check_modules
+
+    check_modules()
+    yield True
+    seen: set[tuple[int, str]] = set()
+    for i, part in enumerate(parts):
+        if i == own:
+            continue  # made here: its digests are read already
+        for task in part:
+            if task[0] != "diff":
+                continue
+            st = ctx.index.across(task[1]).get(task[2])
+            if st is None or (task[2], st.gid) in seen:
+                continue
+            seen.add((task[2], st.gid))
+            ctx.cap.row_digests(task[2], st.gid)
+            yield True
+
+
 def _do(ctx: "CheckContext", task: tuple) -> tuple:
     from graphtrain_inspect.inspector.checks import stale_unbacked_symbol
 
@@ -210,7 +238,10 @@ def prefetch(ctx: "CheckContext", jobs: int, only: list[str] | None = None) -> i
                 # torch's logs beside the capture, read while the workers finish (the compile
                 # checks read them after the prefetch, in this process alone); cached on the capture
                 compile_events.compile_story(cap)
+            warm = _while_waiting(ctx, parts, own)
             for p in pending:
+                while not p.ready() and next(warm, None) is not None:
+                    pass
                 results.extend(p.get())
     finally:
         _FORKED = None

@@ -45,7 +45,9 @@ _SKIP_CHUNK = 4 << 20
 _PAYLOAD_CACHE_SIZE = 48
 # decoded payloads cost several times their bytes: keep at most this many payload bytes per log
 _PAYLOAD_CACHE_BYTES = 16 << 20
-_EMPTY_MD5 = hashlib.md5(b"").hexdigest()  # an empty payload may be written without a payload line
+_EMPTY_MD5 = hashlib.md5(b"").hexdigest()
+# off: every line is read the one general way (tests compare the two on real logs)
+FAST_SKIMMED_LINES = True  # an empty payload may be written without a payload line
 
 
 def open_regular(path: str, *, base: str | None = None):
@@ -221,6 +223,7 @@ class LogFile:
         self.truncated = buf[size - 1 : size] != b"\n"
         records = self.records
         glog_match = logformat.GLOG_RE.match
+        fast = FAST_SKIMMED_LINES
         while start < size:
             nl = buf.find(b"\n", start, start + ENVELOPE_LINE_LIMIT + 2)
             if nl < 0 and size - start > ENVELOPE_LINE_LIMIT + 1:
@@ -243,6 +246,16 @@ class LogFile:
                 except logformat.FormatError as e:
                     problem = f"truncated record (file ends mid-line): {e}" if nl < 0 else str(e)
                 else:
+                    if fast and type(env) is bytes and nl >= 0:
+                        # a skimmed record (torch's: no payload length, no problem of ours) whose
+                        # next line is no payload line and not empty: the record the steps below
+                        # make of it, without them (most of the lines of torch's logs beside a
+                        # make_fx capture: describe_tensor, guard_added_fast ...)
+                        c = buf[nl + 1 : nl + 2]
+                        if c != b"\t" and c != b"\n" and not (c == b"\r" and buf[nl + 2 : nl + 3] == b"\n"):
+                            records.append(Record(len(records), kind, start, nl + 1, nl + 1, env))
+                            start = nl + 1
+                            continue
                     problem = kind_problem(kind, env)
             if problem is not None:
                 self._err(start, problem)

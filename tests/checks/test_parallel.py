@@ -57,6 +57,34 @@ def test_torch_logs_are_read_while_the_workers_run(bundled_capture):
     assert cap._compile_story.by_rank.keys() == {0, 1}
 
 
+def test_what_this_process_reads_while_it_waits(bundled_capture):
+    """Each step taken while the workers' results are pending (`_while_waiting`, whose steps the
+    prefetch takes only while it waits: a race, so here every step is taken): the checks' modules,
+    then the reference rank's row digests of each graph a worker diffs, in stage order, once each;
+    none of the run this process makes itself."""
+    import sys
+
+    from graphtrain_inspect.inspector.checks import CHECK_MODULES
+
+    cap = open_capture(str(bundled_capture("h200x4-rank-divergent")))
+    ctx = CheckContext(cap)
+    parts = parallel.contiguous(parallel.tasks_for(ctx), 3)
+    assert len(parts) == 3
+    read: list[tuple[int, str]] = []
+    real = cap.row_digests
+    cap.row_digests = lambda rank, gid: read.append((rank, gid)) or real(rank, gid)  # type: ignore[method-assign]
+    steps = list(parallel._while_waiting(ctx, parts, 0))
+    assert all(f"graphtrain_inspect.inspector.checks.{m}" in sys.modules for m in CHECK_MODULES)
+    want = []
+    for part in parts[1:]:
+        for task in part:
+            if task[0] == "diff":
+                gid = ctx.index.across(task[1])[task[2]].gid
+                if (task[2], gid) not in want:
+                    want.append((task[2], gid))
+    assert want and read == want and len(steps) == 1 + len(want)
+
+
 def test_little_work_is_made_in_this_process(bundled_capture, monkeypatch):
     """Under the floor of work (`MIN_POOL_WEIGHT`) no pool is made: the checks make it as they go,
     as with -j 1; at or above it (the suite's floor is 0) the work is spread."""

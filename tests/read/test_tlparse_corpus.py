@@ -243,3 +243,77 @@ def test_a_damaged_skimmed_line_is_told_where_its_form_is_wrong(corpus, tmp_path
     assert len(errs) == 1 and errs[0].startswith(f"{path}:{cut + 1}: envelope is not valid JSON"), errs
     rec = next(r for r in log.records if log.line_of(r.offset) == hurt + 1)
     assert rec.kind == "describe_tensor" and rec.env == {}
+
+
+def _scanned(path: Path, fast: bool) -> tuple[list, list]:
+    from graphtrain_inspect.inspector.read import logscan
+
+    saved = logscan.FAST_SKIMMED_LINES
+    logscan.FAST_SKIMMED_LINES = fast
+    try:
+        log = LogFile(str(path))
+    finally:
+        logscan.FAST_SKIMMED_LINES = saved
+    records = [(r.index, r.kind, r.offset, r.payload_start, r.end, r.env, r.has_payload) for r in log.records]
+    return records, [str(e) for e in log.errors]
+
+
+def _skimmed_edges(data: bytes) -> bytes:
+    """Skimmed records where the short way must not be taken: followed by a payload line, by an
+    empty line (LF and CRLF), by a line that is no record, ending the file without a newline, with
+    a CRLF end, and one that is not whole JSON."""
+    lines = [ln for ln in data.split(b"\n") if b'] {"describe_tensor"' in ln][:6]
+    assert len(lines) == 6, "the log has describe_tensor records"
+    a, b, c, d, e, f = lines
+    return (
+        data
+        + a
+        + b"\n\tstray payload line\n"
+        + b
+        + b"\n\n"
+        + c
+        + b"\n\r\n"
+        + d
+        + b"\nnot a record\n"
+        + e
+        + b"\r\n"
+        + f[:-1]
+        + b"\n"
+        + f
+    )
+
+
+def test_skimmed_records_read_the_short_way_are_the_records_of_the_general_way(corpus, compile_events_trace, tmp_path):
+    """`LogFile._scan` takes a skimmed record followed by a line that starts a record the short
+    way (FAST_SKIMMED_LINES): the same records, envelopes and reading problems as the general way,
+    on tlparse's corpus, torch's log of a program with breaks and recompiles, CRLF copies and the
+    lines around a skimmed record where the short way must step aside."""
+    from graphtrain_inspect.inspector.read import logscan
+
+    torch_logs = sorted(Path(compile_events_trace).glob("*.log"))
+    assert torch_logs
+    edges = tmp_path / "edges.log"
+    edges.write_bytes(_skimmed_edges(torch_logs[0].read_bytes()))
+    crlf = tmp_path / "crlf.log"
+    crlf.write_bytes(torch_logs[0].read_bytes().replace(b"\n", b"\r\n"))
+    paths = [corpus / n for n in NAMES] + torch_logs + [edges, crlf]
+    taken = 0
+    real = logscan.kind_problem
+    calls = [0]
+
+    def counted(*a):
+        calls[0] += 1
+        return real(*a)
+
+    logscan.kind_problem = counted
+    try:
+        for path in paths:
+            general = _scanned(path, fast=False)
+            calls[0] = 0
+            short = _scanned(path, fast=True)
+            taken += len(short[0]) - calls[0]  # records the short way made, past kind_problem
+            assert short == general, path
+    finally:
+        logscan.kind_problem = real
+    assert _scanned(edges, fast=True)[1], "the edges hold reading problems"
+    assert taken > 100, taken

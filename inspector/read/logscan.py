@@ -45,9 +45,9 @@ _SKIP_CHUNK = 4 << 20
 _PAYLOAD_CACHE_SIZE = 48
 # decoded payloads cost several times their bytes: keep at most this many payload bytes per log
 _PAYLOAD_CACHE_BYTES = 16 << 20
-_EMPTY_MD5 = hashlib.md5(b"").hexdigest()
+_EMPTY_MD5 = hashlib.md5(b"").hexdigest()  # an empty payload may be written without a payload line
 # off: every line is read the one general way (tests compare the two on real logs)
-FAST_SKIMMED_LINES = True  # an empty payload may be written without a payload line
+FAST_SKIMMED_LINES = True
 
 
 def open_regular(path: str, *, base: str | None = None):

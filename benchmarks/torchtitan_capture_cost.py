@@ -1,6 +1,6 @@
 """Capture's cost on torchtitan's graph_trainer pass pipeline (its compile phase), 2 real gloo ranks.
 
-    python -m benchmarks.torchtitan_capture_cost [--repeat 2] [--modes plain blobs no-blobs] [--base CHECKOUT]
+    python -m benchmarks.torchtitan_capture_cost [--repeat 2] [--modes plain blobs no-blobs] [--base CHECKOUT] [--pin]
 
 Runs graph_trainer's llama3 debug model with the CPU config of `samples/torchtitan.py --model llama3
 --world 2 --real` (FSDP x TP on a (1, 2) mesh, the three passes that cannot run on a CPU disabled,
@@ -37,12 +37,16 @@ ROOT = Path(__file__).resolve().parents[1]
 ENV_OUT = "GTI_BENCH_TIMINGS"  # the directory a worker writes rank<R>.json into
 ENV_STEPS = "GTI_BENCH_STEP_TIMERS"  # "1": the worker times the capture's steps (--step-timers)
 ENV_PROFILE = "GTI_BENCH_PROFILE"  # "1": each rank's passes under cProfile, rank<R>.prof beside its timings
+ENV_PIN = "GTI_BENCH_PIN"  # "1": each rank on a core of its own (LOCAL_RANK), its forked children with it (--pin)
 
 
 # -- the worker (each torchrun rank) ------------------------------------------------------------
 
 
 def worker(argv: list[str]) -> None:
+    if os.environ.get(ENV_PIN) == "1":
+        # before anything starts a thread; a forked blob child inherits the rank's core
+        os.sched_setaffinity(0, {int(os.environ.get("LOCAL_RANK", "0")) % (os.cpu_count() or 1)})
     from graphtrain_inspect.samples import torchtitan_cpu
 
     torchtitan_cpu.use_cpu_device()  # before torchtitan reads its device type at import
@@ -154,7 +158,12 @@ def commands(work: Path, mode: str) -> list[str]:
 
 
 def run(
-    work: Path, mode: str, blob_children: int | None = None, step_timers: bool = False, base: Path | None = None
+    work: Path,
+    mode: str,
+    blob_children: int | None = None,
+    step_timers: bool = False,
+    base: Path | None = None,
+    pin: bool = False,
 ) -> dict:
     """One run of `mode`; with `base`, the capture's code is that checkout's (a git worktree of an
     earlier commit), the worker and this driver this checkout's."""
@@ -179,6 +188,8 @@ def run(
         env["GTI_CAPTURE_BLOB_CHILDREN"] = str(blob_children)
     if step_timers and mode != "plain":
         env[ENV_STEPS] = "1"
+    if pin:
+        env[ENV_PIN] = "1"
     if mode.endswith("-here"):
         from graphtrain_inspect.capture.deferred_graphs import ENV_NODES  # no torch: the driver's import
 
@@ -260,6 +271,13 @@ def main() -> None:
         "--step-timers", action="store_true", help="time the capture's steps in each rank's passes (prints a line each)"
     )
     ap.add_argument(
+        "--pin",
+        action="store_true",
+        help="each rank on a core of its own, its blob children on that core too: on a machine with "
+        "as many cores as ranks, the ranks no longer take each other's core, and a rank's children "
+        "take turns with it instead of running beside the other rank",
+    )
+    ap.add_argument(
         "--base",
         type=Path,
         help="a checkout of an earlier commit (git worktree): each capture mode runs again with its code, right after",
@@ -296,7 +314,7 @@ def main() -> None:
                 runs = [r for m in args.modes for r in ((m, None), *([(m, args.base)] if m != "plain" else []))]
             for mode, base in runs:
                 load0 = os.getloadavg()[0]
-                t = run(work, mode, args.blob_children, args.step_timers, base)
+                t = run(work, mode, args.blob_children, args.step_timers, base, args.pin)
                 load1 = os.getloadavg()[0]
                 plain = plain or t
                 label = f"{mode} base" if base else mode

@@ -179,7 +179,7 @@ def _context(cap: "Capture", shared_graph: bool, jobs: int, only: list[str] | No
     if jobs > 1:
         from graphtrain_inspect.inspector.checks.parallel import prefetch
 
-        prefetch(ctx, jobs, only)
+        prefetch(ctx, jobs, only, waiting=check_modules)  # imported while the workers finish
     return ctx
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import sys
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from graphtrain_inspect.inspector.checks import compile_failure, graph_break, rank_divergent_compile, recompile
 from graphtrain_inspect.inspector.checks.rank_classes import diff_of_its_own
@@ -134,19 +134,20 @@ _STALE = "stale-unbacked-symbol"
 _COMPILE_CHECKS = {m.KIND for m in (compile_failure, graph_break, rank_divergent_compile, recompile)}
 
 
-def _while_waiting(ctx: "CheckContext", parts: list[list[tuple]], own: int) -> Iterator[bool]:
+def _while_waiting(
+    ctx: "CheckContext", parts: list[list[tuple]], own: int, first: Callable[[], object] | None = None
+) -> Iterator[bool]:
     """What the checks after the prefetch read first in this process and no worker can hand it,
     read a step at a time while the workers' results are pending (the caller stops taking steps
-    once they are all in, so a process with no time to spare does none of it): the checks'
-    modules, then the reference rank's row digests of each graph a worker diffs, in stage order
-    (`attach_sources` finds a finding's row by them, on the first of its ranks, in the graph where
-    it first appears: an early stage). On the 32-core host this process waits 0.15 s for the
-    structural diffs (`check_pieces --whole`, BENCHMARKS.md session 20); each step is cached, so
-    one taken is not made again after."""
-    from graphtrain_inspect.inspector.checks import check_modules
-
-    check_modules()
-    yield True
+    once they are all in, so a process with no time to spare does none of it): `first` (the
+    checks' modules imported: checks/__init__.py hands it), then the reference rank's row
+    digests of each graph a worker diffs, in stage order (`attach_sources` finds a finding's row
+    by them, on the first of its ranks, in the graph where it first appears: an early stage). On
+    the 32-core host this process waits 0.15 s for the structural diffs (`check_pieces --whole`,
+    BENCHMARKS.md session 20); each step is cached, so one taken is not made again after."""
+    if first is not None:
+        first()
+        yield True
     seen: set[tuple[int, str]] = set()
     for i, part in enumerate(parts):
         if i == own:
@@ -204,9 +205,12 @@ def tasks_for(ctx: "CheckContext", only: list[str] | None = None) -> list[list[t
     return [groups[k] for k in sorted(groups, key=lambda k: order.get(k, len(order)))]
 
 
-def prefetch(ctx: "CheckContext", jobs: int, only: list[str] | None = None) -> int:
+def prefetch(
+    ctx: "CheckContext", jobs: int, only: list[str] | None = None, waiting: Callable[[], object] | None = None
+) -> int:
     """Make the checks' rank diffs and stale-symbol walks in `jobs` processes (this one makes a
-    share too) and keep them in ctx. Returns the number of processes used (1: nothing done here,
+    share too) and keep them in ctx; `waiting`: made first while the workers' results are pending
+    (`_while_waiting`). Returns the number of processes used (1: nothing done here,
     the checks make everything as they go)."""
     groups = tasks_for(ctx, only)
     if sum(t[-1] for g in groups for t in g) < min_pool_weight():
@@ -238,7 +242,7 @@ def prefetch(ctx: "CheckContext", jobs: int, only: list[str] | None = None) -> i
                 # torch's logs beside the capture, read while the workers finish (the compile
                 # checks read them after the prefetch, in this process alone); cached on the capture
                 compile_events.compile_story(cap)
-            warm = _while_waiting(ctx, parts, own)
+            warm = _while_waiting(ctx, parts, own, waiting)
             for p in pending:
                 while not p.ready() and next(warm, None) is not None:
                     pass

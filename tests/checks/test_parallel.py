@@ -59,12 +59,12 @@ def test_torch_logs_are_read_while_the_workers_run(bundled_capture):
 
 def test_what_this_process_reads_while_it_waits(bundled_capture):
     """Each step taken while the workers' results are pending (`_while_waiting`, whose steps the
-    prefetch takes only while it waits: a race, so here every step is taken): the checks' modules,
-    then the reference rank's row digests of each graph a worker diffs, in stage order, once each;
-    none of the run this process makes itself."""
+    prefetch takes only while it waits: a race, so here every step is taken): the checks' modules
+    (the step `check_report` hands it), then the reference rank's row digests of each graph a
+    worker diffs, in stage order, once each; none of the run this process makes itself."""
     import sys
 
-    from graphtrain_inspect.inspector.checks import CHECK_MODULES
+    from graphtrain_inspect.inspector.checks import CHECK_MODULES, check_modules
 
     cap = open_capture(str(bundled_capture("h200x4-rank-divergent")))
     ctx = CheckContext(cap)
@@ -73,7 +73,7 @@ def test_what_this_process_reads_while_it_waits(bundled_capture):
     read: list[tuple[int, str]] = []
     real = cap.row_digests
     cap.row_digests = lambda rank, gid: read.append((rank, gid)) or real(rank, gid)  # type: ignore[method-assign]
-    steps = list(parallel._while_waiting(ctx, parts, 0))
+    steps = list(parallel._while_waiting(ctx, parts, 0, check_modules))
     assert all(f"graphtrain_inspect.inspector.checks.{m}" in sys.modules for m in CHECK_MODULES)
     want = []
     for part in parts[1:]:

@@ -72,10 +72,11 @@ def test_replay_of_an_added_log_file_is_refused_without_trust(signed_sample, tmp
     err = r.stderr.strip().splitlines()
     assert len(err) == 1 and "does not cover it" in err[0] and name in err[0] and "--trust" in err[0], r.stderr
     assert not marker.exists()
-    # the signed capture itself still replays its own logs (and never the added one)
-    r = _replay(d)
-    assert r.returncode in (0, 1), r.stderr
-    assert not marker.exists()
+    if name == "notes.log":  # the same capture whatever the added file's name: replayed once
+        # the signed capture itself still replays its own logs (and never the added one)
+        r = _replay(d)
+        assert r.returncode in (0, 1), r.stderr
+        assert not marker.exists()
     # the control: vouched for with --trust, the added log's blob is live and runs
     r = _replay(extra, "--trust")
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr

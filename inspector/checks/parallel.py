@@ -26,6 +26,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import sys
+from functools import partial
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from graphtrain_inspect.inspector.checks import compile_failure, graph_break, rank_divergent_compile, recompile
@@ -145,22 +146,22 @@ def _while_waiting(
     by them, on the first of its ranks, in the graph where it first appears: an early stage). On
     the 32-core host this process waits 0.15 s for the structural diffs (`check_pieces --whole`,
     BENCHMARKS.md session 20); each step is cached, so one taken is not made again after."""
-    if first is not None:
-        first()
-        yield True
+    steps: list[Callable[[], object]] = [first] if first is not None else []
     seen: set[tuple[int, str]] = set()
     for i, part in enumerate(parts):
         if i == own:
             continue  # made here: its digests are read already
         for task in part:
-            if task[0] != "diff":
-                continue
-            st = ctx.index.across(task[1]).get(task[2])
-            if st is None or (task[2], st.gid) in seen:
-                continue
-            seen.add((task[2], st.gid))
-            ctx.cap.row_digests(task[2], st.gid)
-            yield True
+            st = ctx.index.across(task[1]).get(task[2]) if task[0] == "diff" else None
+            if st is not None and (task[2], st.gid) not in seen:
+                seen.add((task[2], st.gid))
+                steps.append(partial(ctx.cap.row_digests, task[2], st.gid))
+    for step in steps:
+        try:
+            step()
+        except Exception:  # noqa: BLE001 - a step only fills a cache: whatever stops it meets the
+            pass  # checks again where they read it, handled there as without -j (never by timing)
+        yield True
 
 
 def _do(ctx: "CheckContext", task: tuple) -> tuple:

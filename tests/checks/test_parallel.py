@@ -84,6 +84,13 @@ def test_what_this_process_reads_while_it_waits(bundled_capture):
                     want.append((task[2], gid))
     assert want and read == want and len(steps) == 1 + len(want)
 
+    # a step that fails only leaves its cache unfilled: the wait goes on, whenever it was taken
+    def broken(rank, gid):
+        raise ValueError("damaged digests")
+
+    cap.row_digests = broken  # type: ignore[method-assign]
+    assert len(list(parallel._while_waiting(ctx, parts, 0, check_modules))) == 1 + len(want)
+
 
 def test_little_work_is_made_in_this_process(bundled_capture, monkeypatch):
     """Under the floor of work (`MIN_POOL_WEIGHT`) no pool is made: the checks make it as they go,

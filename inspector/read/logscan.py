@@ -246,16 +246,20 @@ class LogFile:
                 except logformat.FormatError as e:
                     problem = f"truncated record (file ends mid-line): {e}" if nl < 0 else str(e)
                 else:
-                    if fast and type(env) is bytes and nl >= 0:
-                        # a skimmed record (torch's: no payload length, no problem of ours) whose
-                        # next line is no payload line and not empty: the record the steps below
-                        # make of it, without them (most of the lines of torch's logs beside a
-                        # make_fx capture: describe_tensor, guard_added_fast ...)
-                        c = buf[nl + 1 : nl + 2]
-                        if c != b"\t" and c != b"\n" and not (c == b"\r" and buf[nl + 2 : nl + 3] == b"\n"):
-                            records.append(Record(len(records), kind, start, nl + 1, nl + 1, env))
-                            start = nl + 1
-                            continue
+                    # a skimmed record (torch's: no payload length, no problem of ours) whose next
+                    # line is no payload line and not empty: the record the steps below make of
+                    # it, without them (most of the lines of torch's logs beside a make_fx
+                    # capture: describe_tensor, guard_added_fast ...)
+                    if (
+                        fast
+                        and type(env) is bytes
+                        and nl >= 0
+                        and buf[nl + 1 : nl + 2] != b"\t"
+                        and not _is_blank(buf, nl + 1)
+                    ):
+                        records.append(Record(len(records), kind, start, nl + 1, nl + 1, env))
+                        start = nl + 1
+                        continue
                     problem = kind_problem(kind, env)
             if problem is not None:
                 self._err(start, problem)

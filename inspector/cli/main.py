@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except terminal_text.OutputNotWritten as e:  # a write failed mid-output: the rest is lost too
         if own_process:
-            _end_now(_UNFLUSHED, lost=e)
+            _end_now(_UNFLUSHED, lost=e)  # says it
         _say_lost(e)
         return _UNFLUSHED
     except BrokenPipeError:
@@ -182,14 +182,15 @@ def _end_now(code: int, lost: OSError | None = None) -> NoReturn:
     run_exit_functions = getattr(atexit, "_run_exitfuncs", None)  # CPython's; elsewhere none run
     if run_exit_functions is not None:
         run_exit_functions()
-    try:
-        if lost is not None:
-            raise lost
-        sys.stdout.flush()
-    except BrokenPipeError:  # the reader stopped reading, as `main` answers it
-        code = 0
-    except OSError as e:  # the output is not whole (a full disk): said, as the teardown's flush did
-        _say_lost(e)
+    if lost is None:
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:  # the reader stopped reading, as `main` answers it
+            code = 0
+        except OSError as e:  # the output is not whole (a full disk): said, as the teardown's flush did
+            lost = e
+    if lost is not None:
+        _say_lost(lost)
         code = _UNFLUSHED
     try:
         sys.stderr.flush()

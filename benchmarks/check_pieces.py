@@ -26,8 +26,9 @@ pool of `check -j JOBS` is made, when each process starts and ends its share (it
 their weight), when this process has read torch's logs beside the capture, and when the prefetch
 ends. With `--whole`: `check --json -j JOBS CAPTURE` as the console script runs it, in a process
 of its own started REPEAT times (default 3), its marks counted from the moment it was started
-(the interpreter's start included): when the interpreter ran this module, when the imports
-`check` needs were done, when the capture was opened, the prefetch's marks as `--timeline` makes
+(the interpreter's start included), after the bare interpreter's start and end: when the
+interpreter ran this module, when the libraries `check` imports were imported (all of them
+first), then the project's modules, when the capture was opened, the prefetch's marks as `--timeline` makes
 them, when the report was made, when its JSON was written, and when the process had ended (the
 starter's clock).
 """
@@ -203,7 +204,6 @@ def _prefetch_marks(t0: float, marks: dict[str, float]) -> list:
     """Hooks that put the marks of `check -j N`'s prefetch in `marks` (seconds from `t0`); the
     list the workers' stamps are put in (pid, start, end, tasks, weight, page faults)."""
     import multiprocessing.pool
-    import os
 
     from graphtrain_inspect.inspector.checks import parallel
     from graphtrain_inspect.inspector.read import compile_events
@@ -258,7 +258,8 @@ def _prefetch_marks(t0: float, marks: dict[str, float]) -> list:
         marks["prefetch: start"] = time.time() - t0
         used = real_prefetch(ctx, *a, **k)
         marks["prefetch done"] = time.time() - t0
-        marks["this process's share ended"] = share[0]
+        if used > 1:  # else no pool: the checks make everything as they go
+            marks["this process's share ended"] = share[0]
         marks[f"-j: {used} processes; this one {share[1]} tasks of weight {share[2]}"] = marks["prefetch done"]
         stale = ctx.prefetched.get("stale-unbacked-symbol", {})
         for k in [k for k in stale if isinstance(k, tuple) and len(k) == 6]:
@@ -299,9 +300,7 @@ def timeline(path: str, jobs: int) -> None:
     _print_marks(marks, stamps)
 
 
-_WHOLE_T0 = "GTI_BENCH_T0"
-
-
+_WHOLE_T0 = "GTI_BENCH_T0"  # when the starter started the measured process (time.time())
 _WHOLE_LIBS = "GTI_BENCH_LIBS"  # the modules not the project's that check imports, imported first
 
 
@@ -329,7 +328,6 @@ def whole(path: str, jobs: int, repeat: int) -> None:
     for _ in range(repeat):
         t0 = time.time()
         env = {**os.environ, _WHOLE_T0: repr(t0), _WHOLE_LIBS: libs[0]}
-        cmd = [sys.executable, "-m", "benchmarks.check_pieces", "--whole-child", path, str(jobs)]
         out = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False)
         ended = time.time() - t0
         if out.returncode not in (0, 1):

@@ -50,6 +50,55 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+# What each command's --help ends with: one to three command lines a user can copy (a test parses
+# every one with the command's own parser, so they stay valid as the options change).
+EXAMPLES: dict[str, tuple[str, ...]] = {
+    "capture": (
+        "graphtrain-inspect capture --out cap -- torchrun --nproc-per-node 2 train.py",
+        "graphtrain-inspect capture --out cap --pass my_passes:bucket -- torchrun --nproc-per-node 2 train.py",
+        "graphtrain-inspect capture --out cap --simulate-world 64 --mesh dp=8,tp=8 -- python train.py",
+    ),
+    "ls": ("graphtrain-inspect ls cap", "graphtrain-inspect ls --sample h200x2-rank-divergent --rank 1"),
+    "diff": (
+        "graphtrain-inspect diff cap --pass remove_dead_code",
+        "graphtrain-inspect diff cap --pass remove_dead_code --ranks 0,1",
+        "graphtrain-inspect diff cap --output-code --ranks 0,1",
+    ),
+    "check": (
+        "graphtrain-inspect check cap",
+        "graphtrain-inspect check cap --json --severity error",
+        "graphtrain-inspect check --sample h200x2-rank-baked --shared-graph",
+    ),
+    "report": (
+        "graphtrain-inspect report cap -o report.html",
+        "graphtrain-inspect report --sample h200x2-clean -o out/",
+    ),
+    "repro": ("graphtrain-inspect repro cap --finding 1 -o repro1", "python repro1/repro.py"),
+    "replay": (
+        "graphtrain-inspect replay cap --pass remove_dead_code --rank 1",
+        "graphtrain-inspect replay cap --pass remove_dead_code --batch --fn my_passes:fixed_pass",
+    ),
+    "trust": ("graphtrain-inspect trust cap",),
+    "tui": ("graphtrain-inspect tui cap", "graphtrain-inspect tui --sample h200x2-rank-divergent"),
+}
+
+
+def examples_text(name: str) -> str:
+    return "examples:\n" + "\n".join(f"  {line}" for line in EXAMPLES.get(name, ()))
+
+
+def _with_examples(parser: argparse.ArgumentParser, name: str) -> None:
+    """End the command's help with its examples, as written (each on its own line)."""
+    if name not in EXAMPLES:
+        return
+    formatter: Any = parser.formatter_class
+    if not (isinstance(formatter, type) and issubclass(formatter, argparse.RawDescriptionHelpFormatter)):
+        # the default wraps the epilog's lines into one paragraph; the command's own formatter stays
+        raw: Any = type("WithExamples", (argparse.RawDescriptionHelpFormatter, formatter), {})
+        parser.formatter_class = raw
+    parser.epilog = "\n\n".join(t for t in (parser.epilog, examples_text(name)) if t)
+
+
 def _load(name: str):
     module, _ = COMMANDS[name]
     try:
@@ -100,7 +149,25 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             mod = _load(name)
             if mod is not None:
                 mod.add_arguments(p)
+            _with_examples(p, name)
     return parser
+
+
+def _unknown_options(parser: argparse.ArgumentParser, command: str | None, extras: list[str]) -> NoReturn:
+    """End on arguments no parser took, as argparse does, with the nearest option of the command
+    for each one that looks like a misspelled option."""
+    from graphtrain_inspect.inspector.cli.argument_errors import nearest
+
+    sub = parser
+    for action in parser._subparsers._group_actions if parser._subparsers else ():  # the command's own parser
+        sub = getattr(action, "choices", {}).get(command, parser)
+    known = [o for a in sub._actions for o in a.option_strings]
+
+    def said(x: str) -> str:
+        guess = nearest(x.split("=")[0], known) if x.startswith("--") else None
+        return f"{x} (did you mean {guess}?)" if guess else x
+
+    sub.error("unrecognized arguments: " + " ".join(said(x) for x in extras))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,7 +175,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     chosen = next((a for a in argv if not a.startswith("-")), None)
     parser = build_parser(chosen if chosen in COMMANDS else None)
-    args = parser.parse_args(argv)
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        _unknown_options(parser, args.command, extras)
     if args.command is None:
         parser.print_help()
         return 2

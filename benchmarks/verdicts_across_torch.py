@@ -1,0 +1,138 @@
+"""The verdict of plain `check` on every program under tests/programs/, as one torch sees it.
+
+    python -m benchmarks.verdicts_across_torch OUT.json [NAME ...]        # capture and check each
+    python -m benchmarks.verdicts_across_torch --compare A.json B.json    # what differs, exit 1 if any
+
+Each program is captured as the suite captures it (2 gloo CPU ranks, the suite's options) with the
+Python that runs this script, so running it once from an environment with torch 2.13 and once from
+one with torch 2.14.1 (or 2.11 on a GPU host) gives two files whose verdicts must agree: the same
+findings by kind, severity, layer, blamed pass and node. `--compare` prints the programs whose
+verdicts differ and the findings on each side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# name: (capture options, program command after `torchrun --nproc-per-node N -m`, N), as the tests run them
+PROGRAMS: dict[str, tuple[list[str], list[str], int]] = {
+    "fsdp2-clean": (["--torch-trace"], ["tests.programs.fsdp2_compile", "--steps", "3"], 2),
+    "fsdp2-planted": (["--torch-trace"], ["tests.programs.fsdp2_compile", "--steps", "3", "--plant-rank-literal"], 2),
+    "rank-recompile-divergent": (["--torch-trace"], ["tests.programs.rank_recompile", "--divergent"], 2),
+    "rank-recompile-twin": (["--torch-trace"], ["tests.programs.rank_recompile"], 2),
+    "rank-literal-compile": (["--torch-trace"], ["tests.programs.rank_literal_compile"], 2),
+    "backward-literal-compile": ([], ["tests.programs.backward_literal_compile"], 2),
+    "precompile-load": (
+        ["--pass", "tests.programs.precompile_load_passes:COMPILE_TIME"],
+        ["tests.programs.precompile_load"],
+        2,
+    ),
+    "precompile-load-planted": (
+        ["--pass", "tests.programs.precompile_load_passes:COMPILE_TIME"],
+        ["tests.programs.precompile_load", "--plant"],
+        2,
+    ),
+    "graph-trainer-own-pipeline": ([], ["tests.programs.graph_trainer_own_pipeline"], 2),
+    "inspector-planted": (
+        ["--pass", "tests.programs.inspector_planted_passes:PASSES", "--no-inductor", "--no-blobs", "--torch-trace"],
+        ["tests.programs.inspector_planted"],
+        2,
+    ),
+}
+
+
+def _finding_key(f: dict) -> tuple:
+    return (f["kind"], f["severity"], f.get("layer"), f.get("introduced_by"), f.get("pass"), f.get("node"))
+
+
+def verdict(name: str, work: Path) -> dict:
+    options, program, nproc = PROGRAMS[name]
+    out = work / name
+    # this checkout first (the programs import as tests.programs.*), then what the caller set
+    path = [str(ROOT), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]]
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(path))
+    cli = [sys.executable, "-m", "graphtrain_inspect.inspector.cli"]
+    cmd = [*cli, "capture", "--out", str(out), *options, "--"]
+    cmd += [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}", "-m", *program]
+    t = time.perf_counter()
+    cap = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    took = time.perf_counter() - t
+    chk = subprocess.run([*cli, "check", str(out), "--json"], cwd=ROOT, env=env, capture_output=True, text=True)
+    try:
+        findings = json.loads(chk.stdout)["findings"]
+    except ValueError:
+        findings = []
+    return {
+        "capture_exit": cap.returncode,
+        "capture_s": round(took, 1),
+        "check_exit": chk.returncode,
+        "findings": sorted(list(k) for k in {_finding_key(f) for f in findings}),
+        "stderr_tail": (cap.stderr[-800:] if cap.returncode else "") + chk.stderr[-400:],
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out", nargs="?", help="where to write this torch's verdicts (JSON)")
+    ap.add_argument("names", nargs="*", help=f"programs (default all): {', '.join(PROGRAMS)}")
+    ap.add_argument("-j", "--jobs", type=int, default=1, help="programs captured at once (a host with cores to spare)")
+    ap.add_argument("--compare", nargs=2, metavar=("A", "B"), help="two verdict files to compare")
+    args = ap.parse_args()
+    if args.compare:
+        a, b = (json.loads(Path(p).read_text()) for p in args.compare)
+        print(f"A: torch {a['torch']}  B: torch {b['torch']}")
+        differ = 0
+        for name in sorted(set(a["programs"]) | set(b["programs"])):
+            va, vb = a["programs"].get(name), b["programs"].get(name)
+            same = (
+                va is not None
+                and vb is not None
+                and (va["check_exit"], va["findings"])
+                == (
+                    vb["check_exit"],
+                    vb["findings"],
+                )
+            )
+            print(f"{'same' if same else 'DIFFERS':8} {name}")
+            if not same:
+                differ += 1
+                for side, v in (("A", va), ("B", vb)):
+                    if v is None:
+                        print(f"    {side}: not run")
+                        continue
+                    print(f"    {side}: check exit {v['check_exit']}")
+                    for f in v["findings"]:
+                        print(f"    {side}:   {' '.join(str(x) for x in f)}")
+        print(f"{differ} of {len(set(a['programs']) | set(b['programs']))} programs differ")
+        return 1 if differ else 0
+    if not args.out:
+        ap.error("give OUT.json, or --compare A B")
+    import torch
+
+    names = args.names or list(PROGRAMS)
+    doc = {"torch": torch.__version__, "python": sys.version.split()[0], "programs": {}}
+    with tempfile.TemporaryDirectory(prefix="gti-verdicts-") as work, ThreadPoolExecutor(args.jobs) as pool:
+        done = pool.map(lambda name: (name, verdict(name, Path(work))), names)
+        for name, v in done:
+            doc["programs"][name] = v
+            print(f"{name}: capture exit {v['capture_exit']} ({v['capture_s']} s), check exit {v['check_exit']}")
+            for f in v["findings"]:
+                print("   ", *f)
+            if v["capture_exit"]:
+                print("   ", v["stderr_tail"].strip().splitlines()[-1:] or "")
+    Path(args.out).write_text(json.dumps(doc, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -56,10 +56,13 @@ device policy (device-baked):
   per-rank make_fx): info. In a shared graph (compiled on one rank, loaded by the
   others: recognised in a compile-on-one-rank capture, or --shared-graph) it is
   the compiling rank's device, wrong on every other rank: an error.
-rank literals (rank-baked-constant) follow the same rule: a literal equal to a
-  rank-derived value already in the traced graph (model code read the rank as
-  an int) is info in per-rank graphs and an error in a shared graph; one a pass
-  put there is an error either way.
+rank literals (rank-baked-constant) follow the same rule where the literal comes
+  from model code that read the rank as an int: already in the traced graph,
+  carried on by torch's own passes (Dynamo, AOTAutograd, Inductor) or into the
+  code Inductor generated from it: info in per-rank graphs, an error in a shared
+  graph. One that a pass of yours put there (--pass, record_pass, a framework's
+  pipeline) is an error either way: it makes the pipeline's output rank-specific.
+  A literal that differs across ranks but equals no rank-derived value: a warning.
 """
 
 

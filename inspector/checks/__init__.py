@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 # The checks, in the order of the report: each a module of this package named after the check
 # (dashes as underscores) with `KIND`, `DESCRIPTION` and `run(ctx)`. Adding a check is its module
 # and its line here. Names, not imports: the CLI reads the check names when it builds its parser,
-# and importing the twelve modules costs ~0.4 s that `ls` or `diff` should not pay.
+# and importing the check modules costs ~0.4 s that `ls` or `diff` should not pay.
 CHECK_MODULES: tuple[str, ...] = (
     "rank_baked_constant",
     "device_baked",

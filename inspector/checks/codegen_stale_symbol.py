@@ -69,7 +69,8 @@ def _finding(ctx: CheckContext, sites: dict[int, CodeSite], site: CodeSite, u: U
     fx = _fx(ctx, sites, site, kernel, sub)
     node = fx["fx_node"] or hop
     raw = site.lines[line_no] if line_no < len(site.lines) else ""
-    col = raw.find(u.name) if line_no != u.line else u.col
+    at = re.search(rf"\b{u.name}\b", raw) if line_no != u.line else None
+    col = u.col if line_no == u.line else at.start() if at is not None else -1
     what = "unbacked symbol" if u.name.startswith(("u", "zuf")) else "symbol"
     where = f"generated function {u.function}" + (f" (subgraph {sub.path} of {hop})" if sub is not None and hop else "")
     elsewhere = ", ".join(f"{fn} line {ln + 1}" for fn, ln in u.bound_in[:3])

@@ -275,9 +275,10 @@ def _suspect(code: str) -> bool:
     line of that very function (`s77 = arg0_1`). Inductor's functions bind every symbol they use
     that way, so correct code is settled by a few regular-expression passes. Anything else (a
     symbol from an enclosing scope or the module, a lambda's parameter, a binding these lines do
-    not show, a `def` inside a kernel's source string) goes to the parse: the scan only ever
-    sends code there, it never clears a use the parse would report (a binding it sees the parse
-    sees too)."""
+    not show, a `def` inside a kernel's source string) goes to the parse. On code shaped as
+    Inductor writes it the scan clears only what the parse clears; it could clear more only where
+    a function holds a class body or a multi-line string binding the name, which Inductor's
+    functions never do."""
     text = _TRIPLE_QUOTED.sub("''", training_text(code))
     blocks: list[tuple[int, int, int, set[str]]] = []  # (start, body start, end, parameters)
     for m in _DEF_LINE.finditer(text):

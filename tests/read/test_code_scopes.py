@@ -185,3 +185,12 @@ def test_the_line_scan_sends_every_suspect_function_to_the_parse(monkeypatch):
     # a symbol from an enclosing function is sound Python, but the scan cannot tell: parsed, not reported
     closure = "def f(args):\n    s0 = args[0]\n    def g():\n        return s0\n    return g\n"
     assert unbound_symbols(closure) == [] and parsed == [1, 1]
+
+
+def test_the_line_scan_clears_only_what_the_parse_clears(monkeypatch):
+    fixed = COND.replace("(s77, 9), (u0, 1)", "(s77, 9), (9, 1)").replace("s77, u0)", "s77)")
+    nested = "class R:\n    def call(self, args):\n        s0, = args\n        def part(a):\n            return s0\n"
+    codes = [COND, fixed, nested, "def f(args):\n    s0 = args[0]\n    return [s0 for _ in args]\n"]
+    scanned = [unbound_symbols(c) for c in codes]
+    monkeypatch.setattr(code_scopes, "_suspect", lambda code: True)
+    assert scanned == [unbound_symbols(c) for c in codes]

@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 # The checks, in the order of the report: each a module of this package named after the check
 # (dashes as underscores) with `KIND`, `DESCRIPTION` and `run(ctx)`. Adding a check is its module
 # and its line here. Names, not imports: the CLI reads the check names when it builds its parser,
-# and importing the twelve modules costs ~0.4 s that `ls` or `diff` should not pay.
+# and importing the check modules costs ~0.4 s that `ls` or `diff` should not pay.
 CHECK_MODULES: tuple[str, ...] = (
     "rank_baked_constant",
     "device_baked",
@@ -60,6 +60,7 @@ CHECK_MODULES: tuple[str, ...] = (
     # generated code (`"layer": "codegen"`): Inductor's output per rank
     "codegen_rank_baked",
     "codegen_device_baked",
+    "codegen_stale_symbol",
     "codegen_divergent",
     # torch.compile's own events (torch's TORCH_TRACE records): per rank, then across ranks
     "rank_divergent_compile",
@@ -79,7 +80,11 @@ def check_modules() -> dict[str, ModuleType]:
 
 # A check's name is the kind of its findings, except the codegen checks that report a kind the
 # graph checks have, with `"layer": "codegen"` (each module's KIND says the same; a test holds them).
-KIND_OF_CHECK: dict[str, str] = {"codegen-rank-baked": "rank-baked-constant", "codegen-device-baked": "device-baked"}
+KIND_OF_CHECK: dict[str, str] = {
+    "codegen-rank-baked": "rank-baked-constant",
+    "codegen-device-baked": "device-baked",
+    "codegen-stale-symbol": "stale-unbacked-symbol",
+}
 FINDING_KINDS: tuple[str, ...] = tuple(dict.fromkeys(KIND_OF_CHECK.get(name, name) for name in CHECKS))
 
 

@@ -21,6 +21,7 @@ from graphtrain_inspect.inspector.read.output_code import (
     kernel_source_nodes,
     kernels_of,
     pipeline_of,
+    training_text,
 )
 from graphtrain_inspect.inspector.read.source_lines import parse_frame
 
@@ -43,8 +44,12 @@ class CodeSite:
 
     @property
     def text(self) -> str | None:
+        """The code as training runs it: Inductor's benchmark harness (`get_args` and the script
+        block, with each rank's own size hints and example inputs) blanked, its lines kept, so no
+        codegen check reads it."""
         if self._text is False:
-            self._text = code_text(self.ctx.cap, self.oc)
+            raw = code_text(self.ctx.cap, self.oc)
+            self._text = training_text(raw) if raw is not None else None
         return self._text  # type: ignore[return-value]  # False (not read yet) is replaced just above
 
     @property

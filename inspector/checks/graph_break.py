@@ -1,15 +1,18 @@
 """graph-break: a graph break torch logged (dynamo_graph_break_reason), with its reason, the user
 line and the function torch resumes in; a warning (the step runs as several graphs, with eager
 code between them). A restart of the analysis that no logged break explains (older torch logs
-only the restart) is a break too. Restarts caused by a logged break are named in its evidence
-(`restarts`). Breaks under fullgraph=True fail the compile: compile-failure reports them. A break in torch's own
-code (a frame torch disabled, as FSDP2's hooks) is info: torch runs it uncompiled by design."""
+only the restart) is a break too, but for torch's own re-traces (compiler collectives'
+`CompileCollectiveRestartAnalysis`, an nn.Module unspecialized: `compile_events.is_retrace`).
+Restarts caused by a logged break are named in its evidence (`restarts`). Breaks under
+fullgraph=True fail the compile: compile-failure reports them. A break in torch's own code (a
+frame torch disabled, as FSDP2's hooks) is info: torch runs it uncompiled by design."""
 
 from __future__ import annotations
 
 from graphtrain_inspect.inspector.checks.compile_findings import finding, fold, story, where_key, whose
 from graphtrain_inspect.inspector.checks.findings import Finding
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
+from graphtrain_inspect.inspector.read.compile_events import is_retrace
 
 KIND = "graph-break"
 DESCRIPTION = "a graph break in a compiled function (reason, user line, resume function)"
@@ -51,7 +54,8 @@ def run(ctx: CheckContext) -> list[Finding]:
                 **ev,
             )
         )
-    lone = [r for r in restarts if (r.rank, r.compile_id, r.reason) not in explained]
+    # torch's own re-traces (compiler collectives ...) are no break
+    lone = [r for r in restarts if (r.rank, r.compile_id, r.reason) not in explained and not is_retrace(r)]
     for e, ranks, _ in fold(lone, where_key):
         out.append(
             finding(

@@ -1,6 +1,6 @@
 """Argument errors: the error first, then a short usage, then where the full help is.
 
-argparse prints the whole usage (for `check`, eight lines naming all twelve check ids) before the
+argparse prints the whole usage (for `check`, eight lines naming every check id) before the
 one line that says what was wrong; a user reads the first line."""
 
 from __future__ import annotations

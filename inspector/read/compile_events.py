@@ -56,6 +56,18 @@ _TB_FILE_RE = re.compile(r'^\s*File "(.+)", line (\d+), in (.+)$')
 _CODE_IN_REASON_RE = re.compile(r'# File "(.+)", line (\d+), in ([^,]+), code: (.*)$', re.M)
 _GUARD_HEAD_RE = re.compile(r"^\d+/\d+: ")
 _RESUME_RE = re.compile(r"^torch_dynamo_resume_in_(.+)_at_(\d+)$")
+# restarts torch makes to trace the frame again with something it learned, not because of a break:
+# compiler collectives (the ranks' dynamic-shape decisions shared, `CompileCollectiveRestartAnalysis`),
+# an nn.Module traced again unspecialized, a float scalar tensorified. torch logs them by the
+# exception's class (`str(type(e))`) where they carry no `restart_reason`
+RETRACE_RESTARTS = ("CompileCollectiveRestartAnalysis", "UnspecializeRestartAnalysis", "TensorifyScalarRestartAnalysis")
+
+
+def is_retrace(e: "CompileEvent") -> bool:
+    """A restart torch makes to trace again, not one a graph break causes (RETRACE_RESTARTS)."""
+    return e.kind == "restart" and any(name in e.detail for name in RETRACE_RESTARTS)
+
+
 # fail types that are a graph break Dynamo could not take: with fullgraph=True (or where a break
 # cannot be resumed) the compile fails instead of breaking
 BREAK_FAIL_TYPES = frozenset({"Unsupported", "UncapturedHigherOrderOpError", "UserError"})

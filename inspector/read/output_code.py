@@ -4,6 +4,7 @@
     for oc in output_codes(cap, rank):          # in log order
         oc.compile_id, oc.graph, oc.bytes       # "0/0", gid of the post-grad graph it was made from
         kernels_of(code_text(cap, oc))          # [Kernel(name, kind, first, last)], in definition order
+        training_text(code_text(cap, oc))       # the same lines, Inductor's benchmark harness blanked
         oc.origins                              # {kernel: [post-grad FX node names]} where known
 
 Two sources, the same records:
@@ -124,6 +125,49 @@ def kernels_of(code: str) -> list[Kernel]:
             header -= 1
         out.append(Kernel(m.group("name").decode(), m.group("kind").decode(), first, last, header))
     return out
+
+
+# the benchmark harness Inductor appends to a wrapper (`config.benchmark_harness`): top-level blocks
+# that run only when the file is run as a script, never in training
+_HARNESS_HEADS = (
+    "\ndef get_args(",
+    "\ndef benchmark_compiled_module(",
+    '\nif __name__ == "__main__":',
+    "\nif __name__ == '__main__':",
+)
+_TOP_LEVEL = re.compile(r"\n(?=[^\s#])")
+
+
+def harness_spans(code: str) -> list[tuple[int, int]]:
+    """The lines (0-based, inclusive) of each block of Inductor's benchmark harness, in order:
+    `get_args`, `benchmark_compiled_module` and the `if __name__ == "__main__":` block calling
+    `compiled_module_main`. Each runs only when the wrapper is run as a script: its size hints and
+    example inputs are not what training runs. A block ends before the next top-level line; blank
+    lines after it are left out. Found by plain string search (a wrapper runs to megabytes)."""
+    out: list[tuple[int, int]] = []
+    for head in _HARNESS_HEADS:
+        at = code.find(head)
+        while at >= 0:
+            start = at + 1
+            eol = code.find("\n", start)
+            nxt = _TOP_LEVEL.search(code, eol) if eol >= 0 else None
+            body = code[start : nxt.start() if nxt is not None else len(code)].rstrip()
+            first = code.count("\n", 0, start)
+            out.append((first, first + body.count("\n")))
+            at = code.find(head, start)
+    return sorted(out)
+
+
+def training_text(code: str) -> str:
+    """The wrapper as training runs it: the lines of Inductor's benchmark harness blanked (line
+    numbers kept), so checks of generated code never read its example inputs as code."""
+    spans = harness_spans(code)
+    if not spans:
+        return code
+    lines = code.split("\n")
+    for first, last in spans:
+        lines[first : last + 1] = [""] * (last + 1 - first)
+    return "\n".join(lines)
 
 
 # `#   y_1 => mul_7` / `#   y => add_tensor, view_11` under `# Source node to ATen node mapping:`

@@ -111,3 +111,63 @@ def test_finding_kinds_are_what_the_checks_report():
     assert kinds == {name: KIND_OF_CHECK.get(name, name) for name in CHECKS}
     assert list(FINDING_KINDS) == list(dict.fromkeys(kinds.values()))
     assert "codegen-rank-baked" not in FINDING_KINDS and "rank-baked-constant" in FINDING_KINDS
+
+
+HARNESS = """
+
+def get_args():
+    from torch._dynamo.testing import rand_strided
+    arg0_1 = {n}
+    arg1_1 = rand_strided(({n}, 4), (4, 1), device='cuda:0', dtype=torch.float32)
+    return [arg0_1, arg1_1]
+
+
+def benchmark_compiled_module(args, times=10, repeat=10):
+    from torch._inductor.utils import print_performance
+    fn = lambda: call(list(args))
+    return print_performance(fn, times=times, repeat=repeat, device='cpu')
+
+
+if __name__ == "__main__":
+    from torch._inductor.wrapper_benchmark import compiled_module_main
+    args = get_args()
+    compiled_module_main('None', lambda times, repeat: benchmark_compiled_module(args, times=times, repeat=repeat))
+"""
+
+
+def test_the_benchmark_harness_is_not_checked(tmp_path):
+    """Inductor's benchmark harness holds each rank's own size hints (a dynamic compile on ranks of
+    uneven batches: `arg0_1 = 11` on rank 0, `13` on rank 1) and example inputs on a device: it runs
+    only when the wrapper is run as a script. Seen as 3 false warnings on a correct dynamic-shape
+    recompile on 2 ranks (tests/programs/dynamic_recompile.py)."""
+    for r in (0, 1):
+        code = wrapper("3.0", n=r) + HARNESS.format(n=11 + 2 * r)
+        torch_log(tmp_path, r, [{"graph": post_grad("3"), "code": code, "provenance": PROV}])
+    assert _codegen(run_checks(open_capture(str(tmp_path)))) == []
+    assert _codegen(run_checks(open_capture(str(tmp_path)), shared_graph=True)) == []
+
+
+def test_a_symbol_a_generated_function_uses_and_nothing_in_its_scope_binds(tmp_path):
+    """pytorch/pytorch#189528's code (tests/read/test_code_scopes.py): the cond branch's function
+    allocates its output with `u0`, which only the outer `call` binds. The same code on both ranks
+    is one error naming both."""
+    from tests.read.test_code_scopes import COND
+
+    for r in (0, 1):
+        torch_log(tmp_path, r, [{"graph": post_grad("3"), "code": COND}])
+    (f,) = _codegen(run_checks(open_capture(str(tmp_path))))
+    assert (f.kind, f.severity, f.layer, f.ranks, f.introduced_by) == (
+        "stale-unbacked-symbol",
+        "error",
+        "codegen",
+        [0, 1],
+        "inductor_codegen",
+    )
+    ev = f.evidence
+    assert (ev["symbol"], ev["function"], ev["kernel"], ev["line"]) == ("u0", "true_graph_0", "cpp_fused_sin_0", 16)
+    assert ev["code"] == "true_graph_0_buf1 = empty_strided_cpu((s77, 9), (u0, 1), torch.float32)"
+    assert ev["bound_in"] == [{"function": "Runner.call", "line": 36}] and ev["uses"] == 2
+    assert "NameError" in f.message and "true_graph_0" in f.message
+    # only the codegen check reads code: --check stale-unbacked-symbol (the FX graphs) does not
+    assert not _codegen(run_checks(open_capture(str(tmp_path)), only=["stale-unbacked-symbol"]))
+    assert _codegen(run_checks(open_capture(str(tmp_path)), only=["codegen-stale-symbol"]))

@@ -190,3 +190,39 @@ def test_recompile_from_the_same_graph_keeps_its_passes(two_ranks):
         )
         for oc in output_codes(cap, 1):
             assert {p.compile_id for p in pipeline_of(cap, oc).passes} == {oc.compile_id}
+
+
+def _metrics_log(directory: Path, restart_reasons: list[str]) -> Path:
+    """A one-compile TORCH_TRACE log whose `compilation_metrics` lists these restarts (attempt 1)."""
+    env = {
+        "compilation_metrics": {
+            "co_name": "step",
+            "co_filename": "/src/train.py",
+            "co_firstlineno": 10,
+            "graph_op_count": 4,
+            "restart_reasons": restart_reasons,
+        },
+        "rank": 0,
+        "frame_id": 0,
+        "frame_compile_id": 0,
+        "attempt": 1,
+    }
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "dedicated_log_torch_trace_rank_0_abc.log"
+    path.write_text(f"V1124 03:04:38.336000 4242 torch/_dynamo/utils.py:1] {json.dumps(env)}\n")
+    return path
+
+
+def test_torchs_own_retrace_is_not_a_graph_break(tmp_path):
+    """Compiler collectives (`torch._dynamo.config.enable_compiler_collectives`) trace a frame, share
+    its dynamic-shape decisions across ranks and trace it again: torch raises
+    `CompileCollectiveRestartAnalysis` (no `restart_reason`, so `str(type(e))` is logged) on every
+    rank of a correct job. A restart nothing else explains is still a break."""
+    from graphtrain_inspect.inspector.checks import run_checks
+
+    own = "<class 'torch._dynamo.exc.CompileCollectiveRestartAnalysis'>"
+    _metrics_log(tmp_path / "own", [own])
+    assert [f for f in run_checks(open_capture(str(tmp_path / "own"))) if f.kind == "graph-break"] == []
+    _metrics_log(tmp_path / "break", ["Graph break due to unsupported builtin print"])
+    (f,) = [f for f in run_checks(open_capture(str(tmp_path / "break"))) if f.kind == "graph-break"]
+    assert f.severity == "warning" and "print" in f.message

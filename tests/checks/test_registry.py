@@ -12,6 +12,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 FAMILIES = {
     "codegen_rank_baked": "codegen",
     "codegen_device_baked": "codegen",
+    "codegen_stale_symbol": "codegen",
     "codegen_divergent": "codegen",
     # torch.compile's own events, read through checks/compile_findings.py
     "rank_divergent_compile": "compile_findings",

@@ -24,7 +24,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# name: (capture options, program command after `torchrun --nproc-per-node N -m`, N), as the tests run them
+# name: (capture options, program command after `torchrun --nproc-per-node N -m`, N), as the tests
+# run them; N 0: one process, `python -m`
 PROGRAMS: dict[str, tuple[list[str], list[str], int]] = {
     "fsdp2-clean": (["--torch-trace"], ["tests.programs.fsdp2_compile", "--steps", "3"], 2),
     "fsdp2-planted": (["--torch-trace"], ["tests.programs.fsdp2_compile", "--steps", "3", "--plant-rank-literal"], 2),
@@ -48,6 +49,9 @@ PROGRAMS: dict[str, tuple[list[str], list[str], int]] = {
         ["tests.programs.inspector_planted"],
         2,
     ),
+    "cond-branch-strides": ([], ["tests.programs.cond_branch_strides"], 0),
+    "cond-branch-strides-fixed": ([], ["tests.programs.cond_branch_strides", "--fixed"], 0),
+    "dynamic-recompile": ([], ["tests.programs.dynamic_recompile"], 2),
 }
 
 
@@ -63,7 +67,9 @@ def verdict(name: str, work: Path) -> dict:
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(path))
     cli = [sys.executable, "-m", "graphtrain_inspect.inspector.cli"]
     cmd = [*cli, "capture", "--out", str(out), *options, "--"]
-    cmd += [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}", "-m", *program]
+    if nproc:
+        cmd += [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}"]
+    cmd += ["-m", *program] if nproc else [sys.executable, "-m", *program]
     t = time.perf_counter()
     cap = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     took = time.perf_counter() - t

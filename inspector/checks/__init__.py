@@ -61,6 +61,7 @@ CHECK_MODULES: tuple[str, ...] = (
     "codegen_rank_baked",
     "codegen_device_baked",
     "codegen_divergent",
+    "cache_shared_code",
     # torch.compile's own events (torch's TORCH_TRACE records): per rank, then across ranks
     "rank_divergent_compile",
     "compile_failure",

@@ -5,6 +5,7 @@
         oc.compile_id, oc.graph, oc.bytes       # "0/0", gid of the post-grad graph it was made from
         kernels_of(code_text(cap, oc))          # [Kernel(name, kind, first, last)], in definition order
         oc.origins                              # {kernel: [post-grad FX node names]} where known
+        oc.cache_key                            # the compile's FX graph cache key, where recorded
 
 Two sources, the same records:
 
@@ -72,6 +73,7 @@ class OutputCode:
     filename: str | None = None
     source: str = "capture"  # capture | torch
     kernels: int | None = None  # kernel count where the record says (ours), else counted on demand
+    cache_key: str | None = None  # the FX graph cache key the compile was filed under (ours, format 4+)
 
     @property
     def bytes(self) -> int:
@@ -204,6 +206,7 @@ def _index(cap: "Capture", rank: int) -> list[OutputCode]:
                     else {},
                     filename=None,
                     source="capture",
+                    cache_key=v.get("cache_key") if isinstance(v.get("cache_key"), str) else None,
                 )
             )
         elif kind in _POST_GRAD and rec.has_payload and rec.meta.get("encoding", "string") == "string":

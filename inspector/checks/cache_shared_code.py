@@ -1,0 +1,156 @@
+"""cache-shared-code (`"layer": "codegen"`): ranks that compiled different code under one FX graph
+cache key. Inductor files a compile's code under a key taken before the post-grad passes run; the
+local ranks share one cache directory by default (and a remote cache shares it further), so when
+two ranks compute the same key, whichever saves first serves its code to the other: "rank 1 would
+run rank 0's code from a shared cache". The capture records each compile's key
+(`gti_codegen.cache_key`, capture/cache_keys.py); a capture without keys gets nothing from here.
+
+Code is compared as the codegen checks compare it: normalized (kernel names, the own device,
+streams and group names), comments left out (Inductor copies FX node text into them). The pass
+named is the first post-grad pass after which the ranks' graphs differ (rank diffs, normalized as
+for every graph check), which ran after the key was taken; `inductor_codegen` where the graphs
+agree and the code does not.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from graphtrain_inspect.capture.rank_ranges import format_ranks
+from graphtrain_inspect.inspector.checks.codegen_sites import CODEGEN_PASS, CodeSite
+from graphtrain_inspect.inspector.checks.findings import Finding
+from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
+from graphtrain_inspect.inspector.diff.graph_diff import text_diff
+from graphtrain_inspect.inspector.read.output_code import OutputCode, compile_keys, pipeline_of
+from graphtrain_inspect.inspector.read.stages import TRACE, Stage
+
+KIND = "cache-shared-code"
+DESCRIPTION = "ranks that compiled different code under one FX graph cache key (a shared cache mixes them up)"
+
+
+def by_cache_key(ctx: CheckContext) -> dict[str, dict[int, OutputCode]]:
+    """Cache key -> {rank: the first code that rank compiled under it}, in compile order (cached)."""
+    got = getattr(ctx, "_cache_keys", None)
+    if got is not None:
+        return got
+    out: dict[str, dict[int, OutputCode]] = {}
+    for per_rank in compile_keys(ctx.cap).values():
+        for r, oc in sorted(per_rank.items()):
+            if oc.cache_key is not None:
+                out.setdefault(oc.cache_key, {}).setdefault(r, oc)
+    ctx._cache_keys = out  # type: ignore[attr-defined]  # a per-context cache kept on the context
+    return out
+
+
+def keyed_per_rank(ctx: CheckContext, pipeline: str | None, ranks: list[int]) -> bool:
+    """Whether the compile whose post-grad passes make `pipeline` filed each of `ranks`' code under
+    a key of its own: every rank has a key, and no two share one (the key holds the rank)."""
+    if not pipeline or len(ranks) < 2:
+        return False
+    keys: dict[int, str] = {}
+    for per_rank in by_cache_key(ctx).values():
+        for r, oc in per_rank.items():
+            if r in ranks:
+                pl = pipeline_of(ctx.cap, oc)
+                if pl is not None and pl.key == pipeline:
+                    keys[r] = oc.cache_key or ""
+    return len(keys) == len(ranks) and len(set(keys.values())) == len(ranks)
+
+
+def _code(site: CodeSite) -> list[str]:
+    return [l for l in site.normalized if not l.lstrip().startswith("#")]
+
+
+def _first_divergence(ctx: CheckContext, ref: OutputCode, other: int) -> tuple[Stage | None, Any]:
+    """The first stage of the reference rank's post-grad pipeline whose graph differs on `other`
+    (normalized), with its diff; (None, None) where the graphs agree or cannot be compared."""
+    pl = pipeline_of(ctx.cap, ref)
+    if pl is None:
+        return None, None
+    for st in ctx.index.by_rank.get(ref.rank, []):
+        if st.key.pipeline != pl.key:
+            continue
+        d = ctx.rank_diff(st.key, ref.rank, other)
+        if d is not None and not d.empty:
+            return st, d
+    return None, None
+
+
+def run(ctx: CheckContext) -> list[Finding]:
+    out: list[Finding] = []
+    # no keys (a capture from before them, the run's cache off): nothing to say
+    for key, per_rank in by_cache_key(ctx).items():
+        if len(per_rank) < 2:
+            continue
+        sites = {r: CodeSite(ctx, oc) for r, oc in per_rank.items()}
+        ranks = sorted(sites)
+        ref = ranks[0]
+        ref_code = _code(sites[ref])
+        differ = [r for r in ranks[1:] if _code(sites[r]) != ref_code]
+        if not differ:
+            continue
+        out.append(_finding(ctx, key, sites, ref, differ))
+    return out
+
+
+def _finding(ctx: CheckContext, key: str, sites: dict[int, CodeSite], ref: int, differ: list[int]) -> Finding:
+    oc = sites[ref].oc
+    st, d = _first_divergence(ctx, oc, differ[0])
+    blamed = st.pass_name if st is not None and st.pass_rec is not None else CODEGEN_PASS
+    code_diff = text_diff(_code(sites[ref]), _code(sites[differ[0]]), f"rank {ref}", f"rank {differ[0]}", context=0)
+    changed = [l for l in code_diff if l[:1] in "+-" and not l.startswith(("+++", "---"))]
+    who = f"rank {differ[0]}" if len(differ) == 1 else f"ranks {format_ranks(differ)}"
+    msg = (
+        f"{who} would run rank {ref}'s code from a shared cache: ranks {format_ranks([ref, *differ])} "
+        f"compiled different code under one FX graph cache key ({key[:12]}…)"
+    )
+    if st is not None and st.pass_rec is not None:
+        msg += f", made to differ by pass {st.key.label()} after the key was taken"
+    elif st is not None:
+        msg += ", their graphs differing already where the key was taken"
+    else:
+        msg += ", from graphs that agree (Inductor's lowering differs by rank)"
+    node = None
+    sub = None
+    graph_lines: list[str] = []
+    if d is not None:
+        for ch in d.changes():
+            if ch.status == "same":
+                continue
+            if node is None:
+                node, sub = ch.name, ch.subgraph or None
+            graph_lines.append((f"[{ch.subgraph}] " if ch.subgraph else "") + ch.summary())
+            if len(graph_lines) >= 6:
+                break
+    pl = pipeline_of(ctx.cap, oc)
+    ev: dict[str, Any] = {
+        "cache_key": key,
+        "ranks": sorted(sites),
+        "differing_ranks": differ,
+        "reference_rank": ref,
+        "pass": blamed,
+        "stage": st.key.label() if st is not None else None,
+        "compile_id": {str(r): s.oc.compile_id for r, s in sorted(sites.items())},
+        "output_code": {str(r): s.oc.oid for r, s in sorted(sites.items())},
+        "graph": {str(r): s.oc.graph for r, s in sorted(sites.items())},
+        "graph_differences": graph_lines,
+        "code_diff": code_diff[:40],
+        "code_lines_changed": len(changed),
+    }
+    f = Finding(
+        kind=KIND,
+        severity="error",
+        message=msg,
+        introduced_by=blamed if st is None or st.pass_rec is not None else TRACE,
+        pass_=CODEGEN_PASS,
+        ranks=sorted([ref, *differ]),
+        graph=st.gid if st is not None else oc.graph,
+        subgraph=sub,
+        node=node,
+        evidence=ev,
+        pipeline=pl.key if pl is not None else f"{oc.compile_id or ''}#codegen",
+        introduced_seq=st.seq if st is not None else None,
+        last_seq=pl.passes[-1].seq if pl is not None and pl.passes else None,
+    )
+    f.layer = "codegen"
+    return f

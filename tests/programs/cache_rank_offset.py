@@ -7,9 +7,11 @@ buffer's offset; ranks sharing the FX graph cache ran each other's code).
     python -m tests.programs.cache_rank_offset          # the bug: the pass's uuid leaves the rank out
     python -m tests.programs.cache_rank_offset --fixed  # the fix: the rank is part of its uuid, so of the key
 
-Under a shared cache rank 1 would load rank 0's code (offset 0) from the bug's one key; the fix
-gives each rank its own key. Every rank compiles for itself here (the capture keeps the cache off
-and records the keys), so both forms train the same.
+Under a shared cache (the local ranks share one cache directory by default) rank 1 would load rank
+0's code, offset 0, from the bug's one key; the fix gives each rank its own key. Under capture every
+rank compiles for itself (the cache stays off, its keys are recorded), so both forms train the same;
+on these gloo CPU ranks rank 0's code happens to give rank 1 the right sums even from a warm shared
+cache (the upstream report's CUDA ranks failed).
 """
 
 import sys

@@ -47,33 +47,45 @@ def keyed_per_rank(ctx: CheckContext, pipeline: str | None, ranks: list[int]) ->
     a key of its own: every rank has a key, and no two share one (the key holds the rank)."""
     if not pipeline or len(ranks) < 2:
         return False
-    keys: dict[int, str] = {}
-    for per_rank in by_cache_key(ctx).values():
+    keys = _keys_by_pipeline(ctx).get(pipeline, {})
+    got = [keys.get(r) for r in ranks]
+    return None not in got and len(set(got)) == len(ranks)
+
+
+def _keys_by_pipeline(ctx: CheckContext) -> dict[str, dict[int, str]]:
+    """Pipeline key -> {rank: the cache key of the code made from that pipeline's graph} (cached)."""
+    got = getattr(ctx, "_cache_keys_by_pipeline", None)
+    if got is not None:
+        return got
+    out: dict[str, dict[int, str]] = {}
+    for key, per_rank in by_cache_key(ctx).items():
         for r, oc in per_rank.items():
-            if r in ranks:
-                pl = pipeline_of(ctx.cap, oc)
-                if pl is not None and pl.key == pipeline:
-                    keys[r] = oc.cache_key or ""
-    return len(keys) == len(ranks) and len(set(keys.values())) == len(ranks)
+            pl = pipeline_of(ctx.cap, oc)
+            if pl is not None:
+                out.setdefault(pl.key, {}).setdefault(r, key)
+    ctx._cache_keys_by_pipeline = out  # type: ignore[attr-defined]  # a per-context cache kept on the context
+    return out
 
 
 def _code(site: CodeSite) -> list[str]:
     return [l for l in site.normalized if not l.lstrip().startswith("#")]
 
 
-def _first_divergence(ctx: CheckContext, ref: OutputCode, other: int) -> tuple[Stage | None, Any]:
+def _first_divergence(ctx: CheckContext, ref: OutputCode, other: int) -> tuple[Stage | None, Any, bool]:
     """The first stage of the reference rank's post-grad pipeline whose graph differs on `other`
-    (normalized), with its diff; (None, None) where the graphs agree or cannot be compared."""
+    (normalized), with its diff, and whether any stage could be compared at all."""
     pl = pipeline_of(ctx.cap, ref)
+    compared = False
     if pl is None:
-        return None, None
+        return None, None, compared
     for st in ctx.index.by_rank.get(ref.rank, []):
         if st.key.pipeline != pl.key:
             continue
         d = ctx.rank_diff(st.key, ref.rank, other)
+        compared = compared or d is not None
         if d is not None and not d.empty:
-            return st, d
-    return None, None
+            return st, d, compared
+    return None, None, compared
 
 
 def run(ctx: CheckContext) -> list[Finding]:
@@ -95,7 +107,7 @@ def run(ctx: CheckContext) -> list[Finding]:
 
 def _finding(ctx: CheckContext, key: str, sites: dict[int, CodeSite], ref: int, differ: list[int]) -> Finding:
     oc = sites[ref].oc
-    st, d = _first_divergence(ctx, oc, differ[0])
+    st, d, compared = _first_divergence(ctx, oc, differ[0])
     blamed = st.pass_name if st is not None and st.pass_rec is not None else CODEGEN_PASS
     code_diff = text_diff(_code(sites[ref]), _code(sites[differ[0]]), f"rank {ref}", f"rank {differ[0]}", context=0)
     changed = [l for l in code_diff if l[:1] in "+-" and not l.startswith(("+++", "---"))]
@@ -108,7 +120,7 @@ def _finding(ctx: CheckContext, key: str, sites: dict[int, CodeSite], ref: int, 
         msg += f", made to differ by pass {st.key.label()} after the key was taken"
     elif st is not None:
         msg += ", their graphs differing already where the key was taken"
-    else:
+    elif compared:
         msg += ", from graphs that agree (Inductor's lowering differs by rank)"
     node = None
     sub = None

@@ -18,7 +18,7 @@ from tests.read.output_code_logs import wrapper
 KIND = "cache-shared-code"
 
 
-def _log(tmp_path, rank: int, codes: list[tuple[str, dict]]) -> None:
+def _log(tmp_path, rank: int, codes: list[tuple[str, dict]], group: str | None = None) -> None:
     header = {
         "format": logformat.FORMAT_NAME,
         "format_version": logformat.FORMAT_VERSION,
@@ -36,6 +36,9 @@ def _log(tmp_path, rank: int, codes: list[tuple[str, dict]]) -> None:
         "blobs": False,
     }
     data = logformat.encode_record(logformat.HEADER, header, rank=rank)
+    if group is not None:  # the rank's own process group, named differently on each rank
+        ranks = {"rank": rank, "world_size": 2, "backend": "nccl", "groups": {group: {"ranks": [rank], "desc": "tp"}}}
+        data += logformat.encode_record(logformat.RANKS, ranks, rank=rank)
     for i, (code, extra) in enumerate(codes):
         oid = f"o{rank}{i}"
         link = {"oid": oid, "graph": None, "compile_id": f"{i}/0", "kernels": {}, **extra}
@@ -83,6 +86,12 @@ def test_same_code_other_keys_no_keys_and_comments_are_quiet(tmp_path):
         for r, code in enumerate(per_rank):
             _log(d, r, [code])
         assert _found(d) == [], name
+    # each rank's own device and its own group's name: the same code once normalized
+    d = tmp_path / "own"
+    d.mkdir()
+    for r in (0, 1):
+        _log(d, r, [(wrapper("3.0", n=r, cuda_dev=r, group=str(3 + r)), {"cache_key": "fkey"})], group=str(3 + r))
+    assert _found(d) == []
 
 
 # -- real captures: the bug and its fix ---------------------------------------------------------

@@ -9,7 +9,9 @@ Code is compared as the codegen checks compare it: normalized (kernel names, the
 streams and group names), comments left out (Inductor copies FX node text into them). The pass
 named is the first post-grad pass after which the ranks' graphs differ (rank diffs, normalized as
 for every graph check), which ran after the key was taken; `inductor_codegen` where the graphs
-agree and the code does not.
+agree and the code does not. Then Inductor decided per rank (autotuning, size hints of a dynamic
+compile, a setting read per rank): an error where a differing literal is a rank-derived value,
+else info (one rank's code may well run right on the other).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from graphtrain_inspect.inspector.checks.codegen_sites import CODEGEN_PASS, Code
 from graphtrain_inspect.inspector.checks.findings import Finding
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
 from graphtrain_inspect.inspector.diff.graph_diff import text_diff
+from graphtrain_inspect.inspector.diff.output_code import literal_skeleton, literal_value
 from graphtrain_inspect.inspector.read.output_code import OutputCode, compile_keys, pipeline_of
 from graphtrain_inspect.inspector.read.stages import TRACE, Stage
 
@@ -69,6 +72,34 @@ def _keys_by_pipeline(ctx: CheckContext) -> dict[str, dict[int, str]]:
 
 def _code(site: CodeSite) -> list[str]:
     return [l for l in site.normalized if not l.lstrip().startswith("#")]
+
+
+def _rank_literals(ctx: CheckContext, a: CodeSite, b: CodeSite) -> list[dict[str, Any]]:
+    """Literals at lines the two ranks' code shares but for them, whose values equal a
+    rank-derived value (rank_baked_constant.match_vectors): `{"code", "values", "matches"}`."""
+    from graphtrain_inspect.inspector.checks.rank_baked_constant import match_vectors
+
+    la, lb = _code(a), _code(b)
+    if len(la) != len(lb):
+        return []
+    out: list[dict[str, Any]] = []
+    vectors = ctx.vectors()
+    for x, y in zip(la, lb):
+        if x == y:
+            continue
+        (sx, vx), (sy, vy) = literal_skeleton(x), literal_skeleton(y)
+        if sx != sy or len(vx) != len(vy):
+            continue
+        for tx, ty in zip(vx, vy):
+            values = {a.oc.rank: literal_value(tx), b.oc.rank: literal_value(ty)}
+            if tx == ty or None in values.values():
+                continue
+            matches = match_vectors(values, vectors)
+            if matches:
+                out.append(
+                    {"code": y.strip()[:200], "values": {str(r): v for r, v in values.items()}, "matches": matches}
+                )
+    return out
 
 
 def _first_divergence(ctx: CheckContext, ref: OutputCode, other: int) -> tuple[Stage | None, Any, bool]:
@@ -122,6 +153,16 @@ def _finding(ctx: CheckContext, key: str, sites: dict[int, CodeSite], ref: int, 
         msg += ", their graphs differing already where the key was taken"
     elif compared:
         msg += ", from graphs that agree (Inductor's lowering differs by rank)"
+    severity = "error"
+    rank_literals: list[dict[str, Any]] = []
+    if st is None:
+        # nothing in the graph differs: Inductor decided per rank (autotuning, size hints of a
+        # dynamic compile, a setting read per rank). Only a rank-derived value makes one rank's
+        # code wrong on another; else either rank's code may well run right on the other
+        rank_literals = _rank_literals(ctx, sites[ref], sites[differ[0]])
+        if not rank_literals:
+            severity = "info"
+            msg += "; no rank-derived value among the differences: each rank's code may run right on the other"
     node = None
     sub = None
     graph_lines: list[str] = []
@@ -148,10 +189,11 @@ def _finding(ctx: CheckContext, key: str, sites: dict[int, CodeSite], ref: int, 
         "graph_differences": graph_lines,
         "code_diff": code_diff[:40],
         "code_lines_changed": len(changed),
+        **({"rank_literals": rank_literals[:6]} if rank_literals else {}),
     }
     f = Finding(
         kind=KIND,
-        severity="error",
+        severity=severity,
         message=msg,
         introduced_by=blamed if st is None or st.pass_rec is not None else TRACE,
         pass_=CODEGEN_PASS,

@@ -59,8 +59,16 @@ def test_different_code_under_one_key_is_an_error_naming_the_key_and_ranks(tmp_p
     assert f.message.startswith("rank 1 would run rank 0's code from a shared cache")
     ev = f.evidence
     assert ev["cache_key"] == "fkey" and ev["differing_ranks"] == [1] and ev["output_code"] == {"0": "o00", "1": "o10"}
-    # no graphs to compare: blamed on Inductor's lowering
+    # no graphs to compare: blamed on Inductor's lowering, and the literal is the rank's (rank + 3)
     assert ev["pass"] == "inductor_codegen" and any("4.0" in l for l in ev["code_diff"])
+    assert ev["rank_literals"][0]["values"] == {"0": 3.0, "1": 4.0}
+    # a difference no rank explains (a tuning choice): said, as info
+    other = tmp_path / "tuned"
+    other.mkdir()
+    for r in (0, 1):
+        _log(other, r, [(wrapper(("16.0", "8.0")[r], n=r), {"cache_key": "fkey"})])
+    (f,) = _found(other)
+    assert f.severity == "info" and "no rank-derived value" in f.message and "rank_literals" not in f.evidence
 
 
 def test_same_code_other_keys_no_keys_and_comments_are_quiet(tmp_path):

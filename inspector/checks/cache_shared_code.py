@@ -19,55 +19,18 @@ from __future__ import annotations
 from typing import Any
 
 from graphtrain_inspect.capture.rank_ranges import format_ranks
+from graphtrain_inspect.inspector.checks.cache_keys import by_cache_key
 from graphtrain_inspect.inspector.checks.codegen_sites import CODEGEN_PASS, CodeSite
 from graphtrain_inspect.inspector.checks.findings import Finding
+from graphtrain_inspect.inspector.checks.rank_baked_constant import match_vectors
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
 from graphtrain_inspect.inspector.diff.graph_diff import text_diff
 from graphtrain_inspect.inspector.diff.output_code import literal_skeleton, literal_value
-from graphtrain_inspect.inspector.read.output_code import OutputCode, compile_keys, pipeline_of
+from graphtrain_inspect.inspector.read.output_code import OutputCode, pipeline_of
 from graphtrain_inspect.inspector.read.stages import TRACE, Stage
 
 KIND = "cache-shared-code"
 DESCRIPTION = "ranks that compiled different code under one FX graph cache key (a shared cache mixes them up)"
-
-
-def by_cache_key(ctx: CheckContext) -> dict[str, dict[int, OutputCode]]:
-    """Cache key -> {rank: the first code that rank compiled under it}, in compile order (cached)."""
-    got = getattr(ctx, "_cache_keys", None)
-    if got is not None:
-        return got
-    out: dict[str, dict[int, OutputCode]] = {}
-    for per_rank in compile_keys(ctx.cap).values():
-        for r, oc in sorted(per_rank.items()):
-            if oc.cache_key is not None:
-                out.setdefault(oc.cache_key, {}).setdefault(r, oc)
-    ctx._cache_keys = out  # type: ignore[attr-defined]  # a per-context cache kept on the context
-    return out
-
-
-def keyed_per_rank(ctx: CheckContext, pipeline: str | None, ranks: list[int]) -> bool:
-    """Whether the compile whose post-grad passes make `pipeline` filed each of `ranks`' code under
-    a key of its own: every rank has a key, and no two share one (the key holds the rank)."""
-    if not pipeline or len(ranks) < 2:
-        return False
-    keys = _keys_by_pipeline(ctx).get(pipeline, {})
-    got = [keys.get(r) for r in ranks]
-    return None not in got and len(set(got)) == len(ranks)
-
-
-def _keys_by_pipeline(ctx: CheckContext) -> dict[str, dict[int, str]]:
-    """Pipeline key -> {rank: the cache key of the code made from that pipeline's graph} (cached)."""
-    got = getattr(ctx, "_cache_keys_by_pipeline", None)
-    if got is not None:
-        return got
-    out: dict[str, dict[int, str]] = {}
-    for key, per_rank in by_cache_key(ctx).items():
-        for r, oc in per_rank.items():
-            pl = pipeline_of(ctx.cap, oc)
-            if pl is not None:
-                out.setdefault(pl.key, {}).setdefault(r, key)
-    ctx._cache_keys_by_pipeline = out  # type: ignore[attr-defined]  # a per-context cache kept on the context
-    return out
 
 
 def _code(site: CodeSite) -> list[str]:
@@ -77,8 +40,6 @@ def _code(site: CodeSite) -> list[str]:
 def _rank_literals(ctx: CheckContext, a: CodeSite, b: CodeSite) -> list[dict[str, Any]]:
     """Literals at lines the two ranks' code shares but for them, whose values equal a
     rank-derived value (rank_baked_constant.match_vectors): `{"code", "values", "matches"}`."""
-    from graphtrain_inspect.inspector.checks.rank_baked_constant import match_vectors
-
     la, lb = _code(a), _code(b)
     if len(la) != len(lb):
         return []

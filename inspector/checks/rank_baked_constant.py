@@ -32,6 +32,7 @@ from typing import Any, Callable
 
 from graphtrain_inspect.capture.logformat import NodeRow
 from graphtrain_inspect.capture.rank_ranges import values_by_rank
+from graphtrain_inspect.inspector.checks.cache_keys import keyed_per_rank
 from graphtrain_inspect.inspector.checks.differing_literals import cross_rank_evidence, literal_sites
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext, Observation
 from graphtrain_inspect.inspector.diff.normalize import table_meshes
@@ -457,9 +458,7 @@ def grade_per_rank(
     `traced_by`) in graphs each rank made for itself: info, with why, and a note counting them;
     kept an error where the graph is shared. One a pass of the user's put there stays an error,
     unless the compile filed each rank's code under a cache key of its own (the pass keyed the
-    FX graph cache by rank: its output is declared per rank; cache_shared_code.keyed_per_rank)."""
-    from graphtrain_inspect.inspector.checks.cache_shared_code import keyed_per_rank
-
+    FX graph cache by rank: its output is declared per rank; cache_keys.keyed_per_rank)."""
     graded = keyed = 0
     for f in findings:
         if f.severity != "error":

@@ -41,3 +41,6 @@ def start_from_env() -> None:
 
         if os.environ.get(output_code.ENV_OUTPUT_CODE, "1") != "0":  # "0": passes only (benchmarks)
             output_code.install()
+            from graphtrain_inspect.capture import cache_keys
+
+            cache_keys.install()  # each compile's FX graph cache key, on its gti_codegen

@@ -1,8 +1,9 @@
 """`graphtrain-inspect capture [options] -- COMMAND ...`: run COMMAND unchanged, captured on every rank.
 
 The launcher never imports torch: it prepares the environment that every worker inherits
-(bootstrap sitecustomize first on PYTHONPATH, GTI_* settings, Inductor caches off), runs the
-command, relays signals, writes the manifest, and prints a summary read back from the logs.
+(bootstrap sitecustomize first on PYTHONPATH, GTI_* settings, Inductor caches off, their keys
+recorded), runs the command, relays signals, writes the manifest, and prints a summary read back
+from the logs.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any, Callable
 import orjson
 
 from graphtrain_inspect.capture import fake_world, logformat, session, signing, simulate
+from graphtrain_inspect.capture.cache_keys import ENV_CACHE_KEYS
 from graphtrain_inspect.capture.named_passes import TargetError, parse_target
 from graphtrain_inspect.capture.pass_lookup import why_unresolvable
 from graphtrain_inspect.capture.summary import RankSummary, summarize
@@ -35,7 +37,9 @@ _ENV_PREFIXES = ("TORCH", "TORCHINDUCTOR_", "NCCL_", "GLOO_", "CUDA_", "OMP_", "
 # makes the next run trace other graphs (dynamic from the start). The kernel caches stay on: a
 # kernel compiled from the same source is the same binary, and TORCHINDUCTOR_FORCE_DISABLE_CACHES=1
 # (which compiled every kernel afresh, in a new cache directory per graph) cost a 4-rank CPU
-# capture twice the CPU time for the same records. A user's own settings of these win.
+# capture twice the CPU time for the same records. A user's own settings of these win. What the
+# FX graph cache would have shared across ranks is not lost: each compile's key is computed as
+# torch computes it and recorded (capture/cache_keys.py).
 PASS_SKIPPING_CACHES_OFF = {
     "TORCHINDUCTOR_FX_GRAPH_CACHE": "0",
     "TORCHINDUCTOR_FX_GRAPH_REMOTE_CACHE": "0",
@@ -44,6 +48,13 @@ PASS_SKIPPING_CACHES_OFF = {
     "TORCH_DYNAMO_AUTOMATIC_DYNAMIC_LOCAL_PGO": "0",
     "TORCH_DYNAMO_AUTOMATIC_DYNAMIC_REMOTE_PGO": "0",
 }
+
+
+def _fx_cache_off(env: dict[str, str]) -> bool:
+    """The user's environment turns Inductor's FX graph cache off, as torch reads it ("0"; the
+    worker sees TORCHINDUCTOR_FORCE_DISABLE_CACHES itself)."""
+    forced = env.get("TORCHINDUCTOR_FX_GRAPH_CACHE")
+    return forced == "0" if forced is not None else env.get("TORCHINDUCTOR_FX_GRAPH_CACHE_DEFAULT") == "0"
 
 
 def this_command() -> str:
@@ -320,6 +331,9 @@ def _worker_env(args: argparse.Namespace, out: str, run_id: str) -> dict[str, st
     env[session.ENV_BLOBS] = "0" if args.no_blobs else "1"
     env[session.ENV_RUN_ID] = run_id
     if not args.no_inductor:
+        # the keys the run's FX graph cache would have filed each compile under, unless the user
+        # turned that cache off (capture/cache_keys.py); taken before the capture turns it off
+        env.setdefault(ENV_CACHE_KEYS, "0" if _fx_cache_off(env) else "1")
         for name, value in PASS_SKIPPING_CACHES_OFF.items():
             env.setdefault(name, value)
     if args.torch_trace:

@@ -78,9 +78,9 @@ RANKS = "gti_ranks"  # json: process groups, meshes and coordinates of this rank
 ERROR = "gti_error"  # json: an error inside the instrumentation (training went on)
 END = "gti_end"  # json: the process finished cleanly; totals
 OUTPUT_CODE = "gti_output_code"  # string: Inductor's generated wrapper and kernels, once per distinct code
-CODEGEN = (
-    "gti_codegen"  # json: one Inductor compile: its code (oid), post-grad graph (gid), compile id, kernels' FX nodes
-)
+# json: one Inductor compile: its code (oid), post-grad graph (gid), compile id, kernels' FX nodes,
+# and the FX graph cache key it would be filed under (`cache_key`, optional)
+CODEGEN = "gti_codegen"
 BLOB = "gti_blob"  # json: the blob of one graph, written when its child process finished (format 3)
 # json: the rows of a graph's node table that the stale-symbol check reads, trimmed to what it
 # reads (capture/symbol_rows.py); optional: a table without one is read whole (format 4)

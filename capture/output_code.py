@@ -9,7 +9,8 @@ Both wrappers call the original with the same arguments and return its result.
 
 Per compile: one `gti_output_code` record per distinct code (`oid` = "o" + sha256[:16]) and one
 `gti_codegen` record linking it to the post-grad graph (its gid, snapshotted like a pass output:
-written only if no pass recorded it) and the compile id, with each kernel's FX nodes.
+written only if no pass recorded it) and the compile id, with each kernel's FX nodes and the
+compile's FX graph cache key (capture/cache_keys.py).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import threading
 import time
 from typing import Any
 
-from graphtrain_inspect.capture import import_hooks, logformat, session
+from graphtrain_inspect.capture import cache_keys, import_hooks, logformat, session
 
 ENV_OUTPUT_CODE = "GTI_CAPTURE_OUTPUT_CODE"  # "0": leave the generated code out (to measure what it costs)
 
@@ -136,6 +137,7 @@ def _record(code: Any) -> None:
                 "kernels": kernels,
                 "bytes": len(code.encode("utf-8", "surrogatepass")),
                 "time": time.time(),
+                **(cache_keys.pending() or {}),
             },
             {"oid": oid, "graph": gid},
         )

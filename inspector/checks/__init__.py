@@ -13,7 +13,8 @@ observations into findings that name the first pass after which each one appears
 
 Shared by the checks: `tables_and_blame` (cached node tables and rank diffs, rank-derived vectors,
 blame), `differing_literals` (literals that differ across ranks at aligned nodes), `row_rank_diff`
-(rank diffs from undecoded rows), `symbol_rows` (a graph's symbol map as rows, stale ones marked).
+(rank diffs from undecoded rows), `symbol_rows` (a graph's symbol map as rows, stale ones marked),
+`cache_keys` (each compile's FX graph cache key, by key and by pipeline).
 
 May import: read and diff. Never replay, cli or tui; never torch, textual or rich.
 """
@@ -62,6 +63,7 @@ CHECK_MODULES: tuple[str, ...] = (
     "codegen_device_baked",
     "codegen_stale_symbol",
     "codegen_divergent",
+    "cache_shared_code",
     # torch.compile's own events (torch's TORCH_TRACE records): per rank, then across ranks
     "rank_divergent_compile",
     "compile_failure",

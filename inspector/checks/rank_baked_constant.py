@@ -32,6 +32,7 @@ from typing import Any, Callable
 
 from graphtrain_inspect.capture.logformat import NodeRow
 from graphtrain_inspect.capture.rank_ranges import values_by_rank
+from graphtrain_inspect.inspector.checks.cache_keys import keyed_per_rank
 from graphtrain_inspect.inspector.checks.differing_literals import cross_rank_evidence, literal_sites
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext, Observation
 from graphtrain_inspect.inspector.diff.normalize import table_meshes
@@ -425,6 +426,10 @@ def _mesh_sizes(ctx: CheckContext, rank: int) -> dict[str, int]:
     return sizes
 
 
+KEYED_NOTE = (
+    "right for code each rank compiles and caches under its own key (the FX graph cache key holds the rank); "
+    "wrong if one rank's graph is loaded by the others (check --shared-graph)"
+)
 PER_RANK_NOTE = (
     "right for a graph each rank traces for itself; wrong if one rank's graph is loaded by the others (check "
     "--shared-graph)"
@@ -451,22 +456,38 @@ def grade_per_rank(
 ) -> list:
     """A rank-derived literal from tracing, torch's own passes or codegen (`introduced_by` in
     `traced_by`) in graphs each rank made for itself: info, with why, and a note counting them;
-    kept an error where the graph is shared. One a pass of the user's put there stays an error."""
-    graded = 0
+    kept an error where the graph is shared. One a pass of the user's put there stays an error,
+    unless the compile filed each rank's code under a cache key of its own (the pass keyed the
+    FX graph cache by rank: its output is declared per rank; cache_keys.keyed_per_rank)."""
+    graded = keyed = 0
     for f in findings:
-        if f.severity != "error" or not (f.introduced_by in traced_by or _torch_own(ctx, f)):
+        if f.severity != "error":
+            continue
+        own = f.introduced_by in traced_by or _torch_own(ctx, f)
+        by_key = not own and f.introduced_by != TRACE and keyed_per_rank(ctx, f.pipeline, f.ranks)
+        if not (own or by_key):
             continue
         if shared:
             f.evidence["shared"] = True
             continue
         f.evidence.update({"shared": False, "severity_if_shared": "error"})
         f.severity = "info"
-        f.message += f"; {PER_RANK_NOTE}"
-        graded += 1
+        if by_key:
+            f.evidence["keyed_per_rank"] = True
+            f.message += f"; {KEYED_NOTE}"
+            keyed += 1
+        else:
+            f.message += f"; {PER_RANK_NOTE}"
+            graded += 1
     if graded:
         ctx.notes.append(
             f"{graded} rank-derived literal(s) in {where} for itself: info; "
             "--shared-graph grades them as errors (compile on one rank, precompiled graphs)"
+        )
+    if keyed:
+        ctx.notes.append(
+            f"{keyed} rank-derived literal(s) put by a pass into compiles whose FX graph cache key holds the rank: "
+            "info; --shared-graph grades them as errors"
         )
     return findings
 

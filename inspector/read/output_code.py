@@ -6,6 +6,7 @@
         kernels_of(code_text(cap, oc))          # [Kernel(name, kind, first, last)], in definition order
         training_text(code_text(cap, oc))       # the same lines, Inductor's benchmark harness blanked
         oc.origins                              # {kernel: [post-grad FX node names]} where known
+        oc.cache_key                            # the compile's FX graph cache key, where recorded
 
 Two sources, the same records:
 
@@ -73,6 +74,7 @@ class OutputCode:
     filename: str | None = None
     source: str = "capture"  # capture | torch
     kernels: int | None = None  # kernel count where the record says (ours), else counted on demand
+    cache_key: str | None = None  # the FX graph cache key the compile was filed under (ours, format 4+)
 
     @property
     def bytes(self) -> int:
@@ -248,6 +250,7 @@ def _index(cap: "Capture", rank: int) -> list[OutputCode]:
                     else {},
                     filename=None,
                     source="capture",
+                    cache_key=v.get("cache_key") if isinstance(v.get("cache_key"), str) else None,
                 )
             )
         elif kind in _POST_GRAD and rec.has_payload and rec.meta.get("encoding", "string") == "string":

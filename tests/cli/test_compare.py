@@ -207,3 +207,16 @@ def test_findings_match_by_identity_not_by_kind():
     assert match_findings([_f(ranks=(1,))], [_f(ranks=(3,))], _runs(pairs=((0, 2), (1, 3)))) == []
     got = match_findings([_f(severity="info")], [_f(severity="info"), _f(severity="info")], _runs())
     assert [c.status for c in got] == ["new"] and not got[0].adds_error()
+
+
+def test_capture_text_is_escaped(runs, tmp_path):
+    import re
+
+    from tests.tui_support import EVERY_ESCAPED, hostile_capture
+
+    raw = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
+    hostile = hostile_capture(tmp_path / ("cap" + EVERY_ESCAPED))
+    for args in ([runs["clean"], hostile, "--all"], [hostile, hostile, "--pass", "#1", "--rank", "1"]):
+        r = compare(*args)
+        assert r.returncode in (0, 1) and not raw.findall(r.stdout + r.stderr), r.stdout + r.stderr
+    assert "introduced by shard\\x1b]0;pwned-title\\x07_rows" in compare(runs["clean"], hostile).stdout

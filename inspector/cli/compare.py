@@ -269,8 +269,13 @@ def _counts(stages: list["StageChange"]) -> dict[str, int]:
 
 def _stage_summary(stages: list["StageChange"]) -> str:
     c = _counts(stages)
-    parts = [f"{c.get(k, 0)} {k}" for k in ("changed", "input changed", "same", "added", "removed", "renamed")]
-    return f"stages: {len(stages)} paired or unpaired; " + ", ".join(parts)
+    words = {"input changed": "changed with their input"}
+    parts = [
+        f"{c[k]} {words.get(k, k)}"
+        for k in ("changed", "input changed", "same", "added", "removed", "renamed")
+        if c.get(k)
+    ]
+    return f"{len(stages)} stage{'s' if len(stages) != 1 else ''}: " + ", ".join(parts)
 
 
 def _shown(changes: list["FindingChange"], severity: str | None) -> list["FindingChange"]:

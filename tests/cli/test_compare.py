@@ -151,7 +151,7 @@ def test_bundled_rank_baked_against_clean_and_4_ranks_by_role(bundled_capture):
     clean = str(bundled_capture("h200x2-clean"))
     same = compare(clean, clean)
     assert same.returncode == 0 and "nothing new is wrong" in same.stdout, same.stdout
-    assert "changed on" not in same.stdout and "8 same" in same.stdout, same.stdout
+    assert "changed on" not in same.stdout and "8 stages: 8 same" in same.stdout, same.stdout
 
     # the model reads its rank (--bug rank-baked): the traced graph changed, and every pass after
     # it received a changed graph; its rank literals are info in per-rank graphs: nothing new is wrong
@@ -220,3 +220,14 @@ def test_capture_text_is_escaped(runs, tmp_path):
         r = compare(*args)
         assert r.returncode in (0, 1) and not raw.findall(r.stdout + r.stderr), r.stdout + r.stderr
     assert "introduced by shard\\x1b]0;pwned-title\\x07_rows" in compare(runs["clean"], hostile).stdout
+
+
+def test_report_page_of_two_runs(runs, tmp_path):
+    page = tmp_path / "compare.html"
+    r = run_cli("report", runs["clean"], runs["edited"], "-o", str(page))
+    assert r.returncode == 0, r.stderr
+    html = page.read_text()
+    changed, findings, same = (html.index(h) for h in ("Passes that changed", "Findings that changed", "the same on"))
+    assert changed < findings < same and "1 new error in the new run" in html
+    assert html.index("shard_rows") < html.index("noop -&gt; tidy")  # changed before input-changed
+    assert "shard_rows on rank 1 (pipeline 0): base vs new" in html and "~ select: args[2]: 0 -&gt; 1" in html

@@ -5,7 +5,8 @@
 BASE defaults to the 30k-node 2-rank scale capture (`python -m benchmarks.scale_captures --only
 30k-2r`). NEW defaults to another run of it as `benchmarks.world_synth` writes one: every record
 the source's, each process-group name renamed (a second job names its groups otherwise; its own
-devices and its graphs are the same), the digests its capture would have written. A NEW given is
+devices and its graphs are the same), the digests its capture would have written, torch's own logs
+of the run linked beside them. A NEW given is
 compared as it is (the `30k-2r-bug` capture: every pass after the planted divergence differs).
 
 Prints one JSON line per measurement, each the best of `--repeat` runs with the 1-minute load
@@ -24,7 +25,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from benchmarks.scale_bench import cli, logs_of, timed, warm
@@ -83,6 +83,10 @@ def main() -> None:
         new = str(work / "second-run")
         if not Path(new, "manifest.json").exists():
             synthesize(args.base, new, 2, log=lambda *_: None)
+        # torch's own logs of the run too (the checks read its compile events), as they were
+        trace = Path(args.base, "torch_trace")
+        if trace.is_dir() and not Path(new, "torch_trace").exists():
+            os.symlink(trace.resolve(), Path(new, "torch_trace"))
     warm(logs_of(Path(args.base)) + logs_of(Path(new)))
     g = best_of(args.repeat, lambda: graphs_s(args.base, new))
     print(json.dumps({"base": args.base, "new": new, "graphs_s": round(g["s"], 3), "load": g["load"], **g}))
@@ -100,5 +104,4 @@ def _has_taskset() -> bool:
 
 
 if __name__ == "__main__":
-    t0 = time.perf_counter()
     main()

@@ -10,7 +10,8 @@ of the run linked beside them. A NEW given is
 compared as it is (the `30k-2r-bug` capture: every pass after the planted divergence differs).
 
 Prints one JSON line per measurement, each the best of `--repeat` runs with the 1-minute load
-average read before it, the process pinned to one core (`os.sched_setaffinity`):
+average read before it and the CPU seconds it took (`cpu_s`: on a shared machine the wall time
+counts the others' work too), the process pinned to one core (`os.sched_setaffinity`):
 * `graphs_s`: the two captures opened, their stages paired and every paired graph on every pair
   of ranks said the same or changed (`TwoRuns.compare`), in this process;
 * `command_s`: `graphtrain-inspect compare BASE NEW --json -j 1` as a fresh process (the checks
@@ -41,15 +42,15 @@ def graphs_s(base: str, new: str) -> dict:
     code = (
         "import json, time, os\n"
         "os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n"
-        "t0 = time.perf_counter()\n"
+        "t0, c0 = time.perf_counter(), time.process_time()\n"
         "from graphtrain_inspect.inspector.read.capture_index import open_capture\n"
         "from graphtrain_inspect.inspector.checks.two_runs import TwoRuns\n"
         f"runs = TwoRuns(open_capture({base!r}), open_capture({new!r}))\n"
         "stages = runs.compare()\n"
-        "s = time.perf_counter() - t0\n"
+        "s, cpu = time.perf_counter() - t0, time.process_time() - c0\n"
         "st = {}\n"
         "for x in stages: st[x.status] = st.get(x.status, 0) + 1\n"
-        "print(json.dumps({'s': s, 'stages': st, 'pairs': runs.ranks.pairs}))\n"
+        "print(json.dumps({'s': s, 'cpu_s': cpu, 'stages': st, 'pairs': runs.ranks.pairs}))\n"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return json.loads(r.stdout)
@@ -93,8 +94,20 @@ def main() -> None:
     for name, extra in (("command_s", []), ("command_no_check_s", ["--no-check"])):
         cmd = ["taskset", "-c", str(min(os.sched_getaffinity(0)))] if _has_taskset() else []
         cmd += cli("compare", args.base, new, "--json", "-j", "1", *extra)
-        t = best_of(args.repeat, lambda: timed(cmd))
-        print(json.dumps({name: round(t["s"], 3), "load": t["load"], "rss_mb": round(t["rss_mb"])}))
+        t = best_of(args.repeat, lambda: _with_cpu(cmd))
+        print(json.dumps({name: round(t["s"], 3), "cpu_s": round(t["cpu_s"], 3), "load": t["load"]}))
+
+
+def _with_cpu(cmd: list[str]) -> dict:
+    """`timed(cmd)` and the CPU seconds (user and system) the process took: on a shared machine the
+    wall time counts the other work too, the CPU time only this command's."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    got = timed(cmd)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    got["cpu_s"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return got
 
 
 def _has_taskset() -> bool:

@@ -290,6 +290,57 @@ class TwoRuns:
             return RankChange(b, n, SAME, nb, nn)
         return RankChange(b, n, CHANGED, nb, nn, dict(d.counts))
 
+    # -- in words (the command, its page and the TUI say the same) ------------------------------
+
+    def pairing_lines(self) -> list[tuple[str, str]]:
+        """How the ranks paired, a line each with its kind: "" (the pairing), "note", "unpaired"."""
+        from graphtrain_inspect.capture.rank_ranges import format_ranks
+
+        rp = self.ranks
+        count = f"{len(rp.pairs)} pair{'s' if len(rp.pairs) != 1 else ''}"
+        if rp.by == "mesh" and (any(b != n for b, n in rp.pairs) or rp.base_only or rp.new_only):
+            pairs = ", ".join(f"{rp.label(b, n)} ({rp.roles.get(b, '')})" for b, n in rp.pairs)
+            out = [(f"ranks paired by mesh coordinates (base/new): {pairs}", "")]
+        elif rp.by == "mesh":
+            out = [(f"ranks paired by number, their mesh coordinates the same ({count})", "")]
+        else:
+            out = [(f"ranks paired by number ({count})", "")]
+        if rp.note:
+            out.append((f"note: {rp.note}", "note"))
+        for which, ranks in (("base", rp.base_only), ("new", rp.new_only)):
+            if ranks:
+                out.append((f"no counterpart for the {which} run's rank(s) {format_ranks(ranks)}", "unpaired"))
+        return out
+
+    def describe(self, s: StageChange) -> str:
+        """What a paired pass did, in a few words: added or removed (on which ranks), same, or
+        changed / its input changed on which pairs of ranks, with the node counts."""
+        status = s.status
+        if status in ("added", "removed"):
+            ranks = sorted(self.new_index.across(s.new) if s.new is not None else self.base_index.across(s.key))
+            which = "new" if s.new is not None else "base"
+            return f"{status}: ran in the {which} run only (ranks {','.join(map(str, ranks))})"
+        prefix = "renamed; " if s.renamed else ""
+        if status == "same":
+            return prefix + "same"
+        parts = "; ".join(self._rank_part(c) for c in s.ranks if c.status != SAME)
+        return prefix + ("its input changed on " if status == "input changed" else "changed on ") + parts
+
+    def _rank_part(self, c: RankChange) -> str:
+        where = self.ranks.label(c.base_rank, c.new_rank)
+        if c.status == CHANGED:
+            if c.base_nodes is not None and c.new_nodes is not None and c.base_nodes != c.new_nodes:
+                return f"{where}: {c.base_nodes} -> {c.new_nodes} nodes ({c.new_nodes - c.base_nodes:+d})"
+            if c.counts:
+                k = c.counts
+                return (
+                    f"{where}: {k.get('added', 0)} added, {k.get('removed', 0)} removed, {k.get('changed', 0)} changed"
+                )
+            return where
+        if c.status in (BASE_ONLY, NEW_ONLY):
+            return f"{where}: ran in the {c.status.split()[0]} run only"
+        return f"{where}: {c.status}"
+
     # -- look-ups -----------------------------------------------------------------------------
 
     def find(self, name: str, rank: int | None = None) -> list[StageChange]:

@@ -149,64 +149,14 @@ def _run_line(what: str, cap: Any, directory: str) -> str:
 
 def rank_lines(runs: "TwoRuns", st: Style) -> list[str]:
     """How the ranks paired, and those with no counterpart."""
-    rp = runs.ranks
-    if rp.by == "mesh" and (any(b != n for b, n in rp.pairs) or rp.base_only or rp.new_only):
-        pairs = ", ".join(f"{rp.label(b, n)} ({rp.roles.get(b, '')})" for b, n in rp.pairs)
-        out = [f"ranks paired by mesh coordinates (base/new): {pairs}"]
-    elif rp.by == "mesh":
-        out = [f"ranks paired by number, their mesh coordinates the same ({_pairs_count(rp.pairs)})"]
-    else:
-        out = [f"ranks paired by number ({_pairs_count(rp.pairs)})"]
-    if rp.note:
-        out.append(st(f"note: {rp.note}", "dim"))
-    for which, ranks in (("base", rp.base_only), ("new", rp.new_only)):
-        if ranks:
-            from graphtrain_inspect.capture.rank_ranges import format_ranks
-
-            out.append(st(f"no counterpart for the {which} run's rank(s) {format_ranks(ranks)}", "yellow"))
-    return out
-
-
-def _pairs_count(pairs: list) -> str:
-    return f"{len(pairs)} pair{'s' if len(pairs) != 1 else ''}"
-
-
-def _rank_part(runs: "TwoRuns", c: "RankChange") -> str:
-    from graphtrain_inspect.inspector.checks.two_runs import BASE_ONLY, CHANGED, NEW_ONLY
-
-    where = runs.ranks.label(c.base_rank, c.new_rank)
-    if c.status == CHANGED:
-        if c.base_nodes is not None and c.new_nodes is not None and c.base_nodes != c.new_nodes:
-            return f"{where}: {c.base_nodes} -> {c.new_nodes} nodes ({c.new_nodes - c.base_nodes:+d})"
-        if c.counts:
-            k = c.counts
-            return f"{where}: {k.get('added', 0)} added, {k.get('removed', 0)} removed, {k.get('changed', 0)} changed"
-        return where
-    if c.status == BASE_ONLY:
-        return f"{where}: ran in the base run only"
-    if c.status == NEW_ONLY:
-        return f"{where}: ran in the new run only"
-    return f"{where}: {c.status}"
+    style = {"note": ("dim",), "unpaired": ("yellow",)}
+    return [st(text, *style.get(kind, ())) for text, kind in runs.pairing_lines()]
 
 
 def stage_text(runs: "TwoRuns", s: "StageChange") -> tuple[str, str]:
     """What a paired pass did, in a few words, and its colour."""
-    from graphtrain_inspect.inspector.checks.two_runs import SAME
-
-    status = s.status
-    if status in ("added", "removed"):
-        ranks = sorted(runs.new_index.across(s.new) if s.new is not None else runs.base_index.across(s.key))
-        which = "new" if s.new is not None else "base"
-        return f"{status}: ran in the {which} run only (ranks {','.join(map(str, ranks))})", (
-            "green" if status == "added" else "red"
-        )
-    prefix = "renamed; " if s.renamed else ""
-    if status == "same":
-        return prefix + "same", "dim"
-    parts = [_rank_part(runs, c) for c in s.ranks if c.status != SAME]
-    if status == "input changed":
-        return prefix + "its input changed on " + "; ".join(parts), "yellow"
-    return prefix + "changed on " + "; ".join(parts), "red"
+    colour = {"added": "green", "removed": "red", "same": "dim", "input changed": "yellow"}
+    return runs.describe(s), colour.get(s.status, "red")
 
 
 def _lines(

@@ -231,3 +231,26 @@ def test_report_page_of_two_runs(runs, tmp_path):
     assert changed < findings < same and "1 new error in the new run" in html
     assert html.index("shard_rows") < html.index("noop -&gt; tidy")  # changed before input-changed
     assert "shard_rows on rank 1 (pipeline 0): base vs new" in html and "~ select: args[2]: 0 -&gt; 1" in html
+
+
+# -- real runs of the sample under torchrun (the suite's shared captures) -------------------------------
+
+
+@pytest.mark.slow
+def test_sample_against_itself_and_its_buggy_twin(sample_capture):
+    clean = str(sample_capture())
+    same = compare(clean, clean, "--json")
+    doc = json.loads(same.stdout)
+    assert same.returncode == 0 and doc["summary"]["stages"]["same"] == len(doc["stages"]) and not doc["findings"]
+
+    bugs = str(sample_capture("device-literal", "rank-baked", "rank-divergent", "stale-symbol"))
+    r = compare(clean, bugs, "--json")
+    doc = json.loads(r.stdout)
+    assert r.returncode == 1 and doc["summary"]["new_errors"] >= 1, r.stdout[-3000:]
+    status = {s["base"]: s["status"] for s in doc["stages"]}
+    assert status["trace"] == "changed", status  # the model reads its rank: the trace differs
+    new = [f["new"] for f in doc["findings"] if f["status"] == "new" and f["new"]["severity"] == "error"]
+    assert new and all(f["introduced_by"] for f in new), doc["findings"]
+    # every new error's pass is a paired pass whose graph changed on a rank the finding names
+    changed = {s["base"] for s in doc["stages"] if s["status"] != "same"}
+    assert all(f["introduced_by"] in changed for f in new), (changed, new)

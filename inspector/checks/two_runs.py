@@ -323,23 +323,36 @@ class TwoRuns:
         prefix = "renamed; " if s.renamed else ""
         if status == "same":
             return prefix + "same"
-        parts = "; ".join(self._rank_part(c) for c in s.ranks if c.status != SAME)
+        # pairs of ranks that changed alike said once: "ranks 0-63: 899 -> 893 nodes (-6)"
+        alike: dict[str, list[RankChange]] = {}
+        for c in s.ranks:
+            if c.status != SAME:
+                alike.setdefault(self._rank_part(c), []).append(c)
+        parts = "; ".join(f"{self._where(cs)}{': ' + what if what else ''}" for what, cs in alike.items())
         return prefix + ("its input changed on " if status == "input changed" else "changed on ") + parts
 
-    def _rank_part(self, c: RankChange) -> str:
-        where = self.ranks.label(c.base_rank, c.new_rank)
+    def _where(self, cs: list[RankChange]) -> str:
+        from graphtrain_inspect.capture.rank_ranges import format_ranks
+
+        if len(cs) == 1:
+            return self.ranks.label(cs[0].base_rank, cs[0].new_rank)
+        if all(c.base_rank == c.new_rank for c in cs):
+            return f"ranks {format_ranks([c.base_rank for c in cs])}"
+        return "ranks " + ", ".join(self.ranks.label(c.base_rank, c.new_rank).removeprefix("rank ") for c in cs)
+
+    @staticmethod
+    def _rank_part(c: RankChange) -> str:
+        """What changed on one pair of ranks, without naming them."""
         if c.status == CHANGED:
             if c.base_nodes is not None and c.new_nodes is not None and c.base_nodes != c.new_nodes:
-                return f"{where}: {c.base_nodes} -> {c.new_nodes} nodes ({c.new_nodes - c.base_nodes:+d})"
+                return f"{c.base_nodes} -> {c.new_nodes} nodes ({c.new_nodes - c.base_nodes:+d})"
             if c.counts:
-                k = c.counts
-                return (
-                    f"{where}: {k.get('added', 0)} added, {k.get('removed', 0)} removed, {k.get('changed', 0)} changed"
-                )
-            return where
+                added, removed, changed = (c.counts.get(k, 0) for k in ("added", "removed", "changed"))
+                return f"{added} added, {removed} removed, {changed} changed"
+            return ""
         if c.status in (BASE_ONLY, NEW_ONLY):
-            return f"{where}: ran in the {c.status.split()[0]} run only"
-        return f"{where}: {c.status}"
+            return f"ran in the {c.status.split()[0]} run only"
+        return c.status
 
     # -- look-ups -----------------------------------------------------------------------------
 

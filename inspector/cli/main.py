@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 # Commands that read a capture once and end: the cyclic collector stays off while they run
 # (`inspector.read.collector`). Not capture (the user's training), replay (the user's passes) nor
 # the TUI (a long session).
-BATCH_READERS = frozenset({"ls", "diff", "check", "report"})
+BATCH_READERS = frozenset({"ls", "diff", "check", "compare", "report"})
 # Commands whose process, their own, ends as they return, without the interpreter's teardown
 # (`_end_now`): the batch readers, and the TUI once its terminal is given back
 ENDS_AT_RETURN = BATCH_READERS | {"tui"}
@@ -32,6 +32,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "check": (
         "graphtrain_inspect.inspector.cli.check",
         "find rank-baked constants, device literals, stale symbols, divergent passes",
+    ),
+    "compare": (
+        "graphtrain_inspect.inspector.cli.compare",
+        "compare two runs: what changed in each pass's graphs on each rank, and which findings are new",
     ),
     "report": (
         "graphtrain_inspect.inspector.cli.report",

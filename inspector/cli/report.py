@@ -4,6 +4,10 @@ info findings and one for the shared-graph grading), each finding's pass and ran
 node, the generated code of codegen findings, a rank x pass grid of graph agreement, compile
 events per rank and the capture's metadata (inspector.cli.html_report).
 
+`report BASE NEW -o page.html`: two runs compared, as `compare BASE NEW` compares them
+(inspector.cli.html_report.compare_page): the passes that changed first, with their node changes,
+then the findings that changed.
+
 Exit status: 0 once written, whatever the findings; 2 when DIR cannot be read or the file written.
 """
 
@@ -24,6 +28,7 @@ from graphtrain_inspect.inspector.cli.common import (
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_capture_argument(p)
+    p.add_argument("new", nargs="?", metavar="NEW", help="a second run: the page compares DIR (the base) with it")
     p.add_argument(
         "-o",
         "--output",
@@ -46,14 +51,17 @@ def run(args: argparse.Namespace) -> int:
 
     as_dir = os.path.isdir(args.output) or args.output.endswith(os.sep)
     page = Path(args.output) / "report.html" if as_dir else Path(args.output)
-    cap = open_or_fail(args.dir, args.source)
+    if args.new:  # two runs: one page, no graphs folder
+        html, as_dir = _compare_page(args), False
+    cap = open_or_fail(args.dir, args.source) if not args.new else None
     try:
-        with cap:
-            html = render(
-                cap,
-                jobs=jobs_of(args),
-                graphs_dir=page.parent / "graphs" if as_dir else None,
-            )
+        if cap is not None:
+            with cap:
+                html = render(
+                    cap,
+                    jobs=jobs_of(args),
+                    graphs_dir=page.parent / "graphs" if as_dir else None,
+                )
         tmp = page.with_name(f"{page.name}.tmp{os.getpid()}")
         with open(tmp, "w", encoding="utf-8") as fh:
             fh.write(html)
@@ -65,3 +73,21 @@ def run(args: argparse.Namespace) -> int:
         + (f" and the graphs its diffs name in {page.parent / 'graphs'}" if as_dir else "")
     )
     return 0
+
+
+def _compare_page(args: argparse.Namespace) -> str:
+    from graphtrain_inspect.inspector.checks import check_report
+    from graphtrain_inspect.inspector.checks.finding_changes import match_findings
+    from graphtrain_inspect.inspector.checks.two_runs import TwoRuns
+    from graphtrain_inspect.inspector.cli.compare import _resolve
+    from graphtrain_inspect.inspector.cli.html_report.compare_page import render as render_compare
+
+    base = open_or_fail(_resolve(args.dir), args.source)
+    with base:
+        new = open_or_fail(_resolve(args.new), args.source)
+        with new:
+            runs = TwoRuns(base, new)
+            stages = runs.compare()
+            jobs = jobs_of(args)
+            found = [check_report(cap, jobs=jobs).findings for cap in (base, new)]
+            return render_compare(runs, stages, match_findings(found[0], found[1], runs), args.dir, args.new)

@@ -1,4 +1,5 @@
 """`graphtrain-inspect tui [DIR|LOG]`: browse a capture (the bundled sample without an argument).
+`tui BASE NEW`: two runs compared, the passes that changed first (tui.compare_app).
 
 Nothing heavy at module level: textual is imported only when the command runs.
 """
@@ -16,6 +17,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         nargs="?",
         metavar="DIR|LOG",
         help="capture directory, TORCH_TRACE directory or log file (default: the bundled sample capture)",
+    )
+    p.add_argument(
+        "new",
+        nargs="?",
+        metavar="NEW",
+        help="a second run: compare DIR (the base) with it, as `compare DIR NEW` does",
     )
     p.add_argument(
         "--source",
@@ -96,6 +103,8 @@ def _refuse_what_is_no_capture(path: str, source: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.new:
+        return _compare(args)
     try:
         path = resolve_path(args)
     except ValueError as e:
@@ -117,5 +126,20 @@ def run(args: argparse.Namespace) -> int:
         label=describe(args, path),
         shared_graph=args.shared_graph,
     )
+    app.run()
+    return app.return_code or 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    """`tui BASE NEW`: both runs checked to exist first (their one line, before the screen is
+    taken over), then browsed compared."""
+    from graphtrain_inspect.inspector.cli.compare import _resolve
+
+    base, new = _resolve(args.path), _resolve(args.new)
+    for path in (base, new):
+        _refuse_what_is_no_capture(path, args.source)
+    from graphtrain_inspect.tui.compare_app import CompareApp
+
+    app = CompareApp(base, new, source=args.source, shared_graph=args.shared_graph, labels=(args.path, args.new))
     app.run()
     return app.return_code or 0

@@ -62,15 +62,22 @@ ENABLED = True
 
 
 def rank_digests(
-    cap: "Capture", ra: int, ga: str, ctx_a: RankContext, rb: int, gb: str, ctx_b: RankContext
+    cap: "Capture",
+    ra: int,
+    ga: str,
+    ctx_a: RankContext,
+    rb: int,
+    gb: str,
+    ctx_b: RankContext,
+    cap_b: "Capture | None" = None,
 ) -> tuple[RowDigests, RowDigests, list[bytes]] | None:
     """Two ranks' tables' row digests as a rank diff compares them, and the tokens whose rows it
     reads even where their digests are equal: the normalized digests where both tables have them,
     made with what these ranks' normalizers rewrite (no token then: the own device is rewritten in
     them, and a GPU rank's rows, which all name it, compare), else the digests and each rank's
     indexed own device (the same bytes mean another thing after normalization). None where a
-    table has no digests."""
-    da, db = cap.row_digests(ra, ga), cap.row_digests(rb, gb)
+    table has no digests. `cap_b`: rank b's capture where it is another run's."""
+    da, db = cap.row_digests(ra, ga), (cap_b or cap).row_digests(rb, gb)
     if da is None or db is None:
         return None
     na = da.normalized(rank_tokens.digest_rewrites(ctx_a.group_keys, ctx_a.own_device))
@@ -81,18 +88,27 @@ def rank_digests(
 
 
 def anchored_rank_diff(
-    cap: "Capture", ra: int, ga: str, ctx_a: RankContext, rb: int, gb: str, ctx_b: RankContext
+    cap: "Capture",
+    ra: int,
+    ga: str,
+    ctx_a: RankContext,
+    rb: int,
+    gb: str,
+    ctx_b: RankContext,
+    cap_b: "Capture | None" = None,
+    labels: tuple[str, str] | None = None,
 ) -> GraphDiff | None:
-    """One stage's graph on two ranks, normalized, as `CheckContext.rank_diff` keeps it."""
+    """One stage's graph on two ranks, normalized, as `CheckContext.rank_diff` keeps it. `cap_b`:
+    rank b's capture where it is another run's (`compare`), `labels` then the sides' names."""
     if not ENABLED:
         return None
-    got = rank_digests(cap, ra, ga, ctx_a, rb, gb, ctx_b)
+    got = rank_digests(cap, ra, ga, ctx_a, rb, gb, ctx_b, cap_b)
     if got is None:
         return None
     da, db, tokens = got
     norms = (GraphNormalizer(None, ctx_a), GraphNormalizer(None, ctx_b))
-    a, b = _Side(cap, ra, ga, norms[0], ctx_a, da), _Side(cap, rb, gb, norms[1], ctx_b, db)
-    return _anchored_diff(a, b, tokens, f"rank {ra}", f"rank {rb}")
+    a, b = _Side(cap, ra, ga, norms[0], ctx_a, da), _Side(cap_b or cap, rb, gb, norms[1], ctx_b, db)
+    return _anchored_diff(a, b, tokens, *(labels or (f"rank {ra}", f"rank {rb}")))
 
 
 def anchored_pass_diff(

@@ -73,6 +73,11 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "graphtrain-inspect check cap --json --severity error",
         "graphtrain-inspect check --sample h200x2-rank-baked --shared-graph",
     ),
+    "compare": (
+        "graphtrain-inspect compare main.cap pr.cap",
+        "graphtrain-inspect compare main.cap pr.cap --pass remove_dead_code --rank 1",
+        "graphtrain-inspect compare h200x2-clean h200x2-rank-divergent --json",
+    ),
     "report": (
         "graphtrain-inspect report cap -o report.html",
         "graphtrain-inspect report --sample h200x2-clean -o out/",

@@ -36,6 +36,8 @@ class RankSummary:
     world_size: int = 0  # from the log's header: the ranks of the world that wrote no log are named
     # --pass targets a worker could not resolve (imported, but no such attribute...): target -> why
     target_errors: dict[str, str] = field(default_factory=dict)
+    # the exception that ended the rank's program (a gti_failure record), "Type: first line"
+    failure: str | None = None
 
     @property
     def alive(self) -> list[int]:
@@ -60,6 +62,8 @@ class RankSummary:
         """How the rank's capture ended, in words for the summary."""
         if self.stopped:
             return "incomplete: the capture stopped writing (training went on)"
+        if self.ended and self.failure:
+            return f"complete; the training raised {self.failure}"
         if self.ended:
             return "complete"
         if self.alive:
@@ -87,6 +91,7 @@ class RankSummary:
             "damaged_lines": len(self.problems),
             "processes": self.processes,
             "exit": self.exit(),
+            **({"failure": self.failure} if self.failure else {}),
             **({"stopped_after_passes": True} if self.stopped_after_passes else {}),
         }
 
@@ -192,7 +197,7 @@ def summarize_log(path: str, rank: int) -> RankSummary:
         s.records += 1
         if kind == logformat.GRAPH_CODE:
             s.graphs += 1
-        elif kind in (logformat.PASS, logformat.ERROR, logformat.END, logformat.HEADER):
+        elif kind in (logformat.PASS, logformat.ERROR, logformat.END, logformat.HEADER, logformat.FAILURE):
             try:
                 payload = logformat.decode_payload(payload_lines, env)
             except logformat.FormatError as e:
@@ -206,6 +211,11 @@ def summarize_log(path: str, rank: int) -> RankSummary:
             elif kind == logformat.HEADER:
                 world = payload.get("world_size") if isinstance(payload, dict) else None
                 s.world_size = world if isinstance(world, int) and not isinstance(world, bool) else 0
+            elif kind == logformat.FAILURE:
+                if isinstance(payload, dict):
+                    typ = str(payload.get("type") or "Exception").rsplit(".", 1)[-1]
+                    msg = str(payload.get("message") or "").strip().split("\n")[0][:200]
+                    s.failure = f"{typ}: {msg}" if msg else typ
             elif kind == logformat.ERROR:
                 s.capture_errors += 1
                 where = str(payload.get("where") or "") if isinstance(payload, dict) else ""

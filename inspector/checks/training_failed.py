@@ -66,6 +66,7 @@ class _Cause:
     evidence: dict[str, Any] = field(default_factory=dict)
     frame: dict[str, Any] | None = None  # the innermost frame in recorded generated code
     innermost: dict[str, Any] | None = None  # the traceback's innermost frame
+    user: dict[str, Any] | None = None  # its innermost frame in the program's own files
 
 
 def _ended(cap: Any, r: int) -> dict[str, Any] | None:
@@ -161,9 +162,9 @@ def _raised(cap: Any, ranks: list[int]) -> dict[tuple, _Cause]:
                 "traceback": str(fail.get("traceback") or "")[-3000:],
             }
             c.frame = _generated_frame(cap, r, fail)
-            frames = fail.get("frames")
-            if isinstance(frames, list) and frames and isinstance(frames[-1], dict):
-                c.innermost = frames[-1]
+            frames = [fr for fr in fail.get("frames") or () if isinstance(fr, dict)]
+            c.innermost = frames[-1] if frames else None
+            c.user = next((fr for fr in reversed(frames) if _user_file(str(fr.get("file") or ""))), None)
         c.ranks.append(r)
     return causes
 
@@ -230,15 +231,25 @@ def _finding(c: _Cause, consequences: dict[int, str]) -> Finding:
         else:
             ev["detail"] = f"line {fr.get('line')} of the graph's forward: {fr.get('code') or ''}"
     elif c.innermost is not None:
-        fr = c.innermost
-        at = f"{os.path.basename(str(fr.get('file')))}:{fr.get('line')} in {fr.get('function')}"
-        ev["detail"] = f"{at}: {fr.get('code') or ''}"
+        if c.user is not None:  # where the program raised, as a finding's source line
+            u = c.user
+            f.source = {"file": u.get("file"), "line": u.get("line"), "code": u.get("code"), "fn": u.get("function")}
+        if c.innermost is not c.user:
+            fr = c.innermost
+            at = f"{os.path.basename(str(fr.get('file')))}:{fr.get('line')} in {fr.get('function')}"
+            ev["detail"] = f"raised at {at}: {fr.get('code') or ''}"
     if consequences:
         torn = sorted(consequences)
         ev["consequences"] = {str(r): consequences[r] for r in torn}
         f.message += "; as a consequence " + ", ".join(f"rank {r} {consequences[r]}" for r in torn)
     f.evidence = ev
     return f
+
+
+def _user_file(path: str) -> bool:
+    """Whether a traceback's file is the program's own: not Python's library, an installed package
+    or generated code (`<...>`)."""
+    return bool(path) and not path.startswith("<") and "/site-packages/" not in path and "/lib/python3" not in path
 
 
 def _generated_frame(cap: Any, rank: int, fail: dict[str, Any]) -> dict[str, Any] | None:

@@ -101,10 +101,40 @@ def frames(sess: session.Session, tb: Any) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     codes = sess.__dict__.get("_gti_output_codes") or set()
     hashed: dict[str, str | None] = {}
+    last = None
     while tb is not None:
         out.append(_frame(sess, tb.tb_frame, tb.tb_lineno, codes, hashed))
+        last = tb.tb_frame
         tb = tb.tb_next
+    cut = _cut_fx_frame(sess, last) if last is not None else None
+    if cut is not None:
+        out.append(cut)
     return out[-MAX_FRAMES:]
+
+
+def _cut_fx_frame(sess: session.Session, frame: Any) -> dict[str, Any] | None:
+    """The forward's frame FX cut off the traceback, where it did: when the error is raised on a
+    line of the forward itself, FX's call wrapper prints that line and re-raises the exception
+    without its traceback (`e.with_traceback(None)`), so the innermost frame left is the wrapper's,
+    which still holds the graph module (`obj`) and the line (`topmost_framesummary`). Those local
+    names are torch's own: where a torch has others, nothing is added."""
+    try:
+        local = frame.f_locals
+        summary, gm = local.get("topmost_framesummary"), local.get("obj")
+        fname = getattr(summary, "filename", None)
+        lineno = getattr(summary, "lineno", None)
+        if not isinstance(fname, str) or not fname.startswith("<eval_with_key>") or type(lineno) is not int:
+            return None
+        row: dict[str, Any] = {
+            "file": fname,
+            "line": lineno,
+            "function": str(getattr(summary, "name", "") or ""),
+            "code": str(getattr(summary, "line", "") or "").strip()[:500],
+        }
+        row.update(_fx_frame(sess, gm, lineno))
+        return row
+    except Exception:  # noqa: BLE001 - the traceback as it is
+        return None
 
 
 def _frame(sess: session.Session, frame: Any, lineno: int, codes: set, hashed: dict) -> dict[str, Any]:

@@ -30,6 +30,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from graphtrain_inspect.inspector.checks import natural_key
 from graphtrain_inspect.inspector.checks.findings import Finding
 from graphtrain_inspect.inspector.checks.incomplete_capture import expected_ranks
 
@@ -297,7 +298,8 @@ def _output_code_frame(cap: Any, rank: int, fr: dict[str, Any]) -> dict[str, Any
     if kernel is None and 0 <= i < len(lines):
         called = re.findall(r"\b([A-Za-z_]\w*)\s*(?:\.run)?\(", lines[i])
         kernel = next((n for n in called if n in names or n in oc.origins), None)
-    nodes = list(oc.origins.get(kernel, [])) if kernel else []
+    # by name: the kernel's origins are a set in torch (their order is not the graph's)
+    nodes = sorted(oc.origins.get(kernel, []), key=natural_key) if kernel else []
     if kernel:
         out["kernel"] = kernel
     if nodes:

@@ -134,10 +134,10 @@ def test_a_frame_in_generated_code_names_the_line_kernel_and_nodes(tmp_path):
     fail = _failure("builtins.RuntimeError", "index out of bounds: 0 <= tmp7 < 4L", frames)
     d = _write(tmp_path, raised={0: fail}, exits={0: (1, None), 1: (-15, "SIGTERM")}, extra=codegen)
     (f,) = _found(d)
-    assert f.layer == "codegen" and f.node == "relu" and f.evidence["where"]["kernel"] == "cpp_fused_add_mul_relu_0"
+    assert f.layer == "codegen" and f.node == "mul" and f.evidence["where"]["kernel"] == "cpp_fused_add_mul_relu_0"
     assert f.evidence["code"] == "cpp_fused_add_mul_relu_0(arg0_1, arg1_1, buf0)" and f.evidence["line"] == lineno
     assert f"at line {lineno} of Inductor's generated code (compile 0/0), kernel cpp_fused_add_mul_relu_0" in f.message
-    assert "(FX nodes relu, mul)" in f.message
+    assert "(FX nodes mul, relu)" in f.message
 
 
 def test_a_capture_whose_ranks_wrote_nothing_is_read_from_its_manifest(tmp_path):

@@ -63,11 +63,12 @@ class _Cause:
     key: tuple
     ranks: list[int]
     time: float | None
-    text: str  # "raised ValueError: ..." / "died (SIGKILL)" / "exited with code 3"
+    text: str  # "raised ValueError" / "died (SIGKILL)" / "exited with code 3 ..."
     evidence: dict[str, Any] = field(default_factory=dict)
     frame: dict[str, Any] | None = None  # the innermost frame in recorded generated code
     innermost: dict[str, Any] | None = None  # the traceback's innermost frame
     user: dict[str, Any] | None = None  # its innermost frame in the program's own files
+    said: str = ""  # the exception's message, its first line (after where it was raised)
 
 
 def _ended(cap: Any, r: int) -> dict[str, Any] | None:
@@ -156,8 +157,8 @@ def _raised(cap: Any, ranks: list[int]) -> dict[tuple, _Cause]:
         c = causes.get(key)
         if c is None:
             t = fail.get("time")
-            text = f"raised {_short_type(typ)}" + (f": {msg}" if msg else "")
-            c = causes[key] = _Cause(key, [], t if isinstance(t, (int, float)) else None, text)
+            c = causes[key] = _Cause(key, [], t if isinstance(t, (int, float)) else None, f"raised {_short_type(typ)}")
+            c.said = msg
             c.evidence = {
                 "exception": {"type": typ, "message": str(fail.get("message") or "")[:2000]},
                 "traceback": str(fail.get("traceback") or "")[-3000:],
@@ -213,13 +214,13 @@ def _is_consequence(c: _Cause, causes: dict[tuple, _Cause]) -> bool:
 def _finding(c: _Cause, consequences: dict[int, str]) -> Finding:
     who = "rank" if len(c.ranks) == 1 else "ranks"
     ranks_text = ", ".join(map(str, c.ranks))
-    msg = f"{who} {ranks_text} {c.text}"
+    msg = f"{who} {ranks_text} {c.text}"  # where it was raised, then what it said: the place stays in view
     ev: dict[str, Any] = {"problem": c.key[0], **c.evidence, "ranks": list(c.ranks)}
     f = Finding(kind=KIND, severity="error", message=msg, ranks=list(c.ranks))
     fr = c.frame
     if fr is not None:
         where = fr.pop("_where")
-        f.message += f"; {where}"
+        f.message += f" {where}"
         ev["where"] = fr
         f.graph, f.node = fr.get("graph"), fr.get("node")
         if fr.get("layer") == "codegen":
@@ -239,6 +240,8 @@ def _finding(c: _Cause, consequences: dict[int, str]) -> Finding:
             fr = c.innermost
             at = f"{os.path.basename(str(fr.get('file')))}:{fr.get('line')} in {fr.get('function')}"
             ev["detail"] = f"raised at {at}: {fr.get('code') or ''}"
+    if c.said:
+        f.message += f": {c.said}"
     if consequences:
         torn = sorted(consequences)
         ev["consequences"] = {str(r): consequences[r] for r in torn}
@@ -305,7 +308,7 @@ def _output_code_frame(cap: Any, rank: int, fr: dict[str, Any]) -> dict[str, Any
     if nodes:
         out["nodes"] = nodes[:50]
         out["node"] = nodes[0]
-    where = f"at line {fr['line']} of Inductor's generated code"
+    where = f"at line {fr['line']} of Inductor's generated code"  # "rank 1 raised X at line ..."
     if oc.compile_id:
         where += f" (compile {oc.compile_id})"
     if kernel:
@@ -326,7 +329,7 @@ def _fx_frame(cap: Any, rank: int, fr: dict[str, Any]) -> dict[str, Any]:
         gids = [g for g in (p.after or {}).values() if isinstance(g, str)]
         gid = next((g for g in gids if node is None or cap.node_row(rank, g, "", node)[1] is not None), None)
         out.update(graph=gid, seq=p.seq, **{"pass": p.name})
-        where = f"in the forward of the graph pass {p.name} returned"
+        where = f"in the forward of the graph pass {p.name} returned"  # "rank 1 raised X in the forward ..."
     if node is not None:
         out["node"] = node
         where += f", FX node {node}"

@@ -152,7 +152,7 @@ def _failure(cap: Any, r: int) -> str | None:
         return None
     typ = str(fails[-1].get("type") or "Exception").rsplit(".", 1)[-1]
     msg = str(fails[-1].get("message") or "").strip().splitlines()
-    return f"{typ}: {msg[0][:200]}" if msg else typ
+    return f"{typ}: {msg[0][:120]}" if msg else typ
 
 
 def _manifest_summary(m: dict | None) -> dict | None:

@@ -113,7 +113,8 @@ def test_a_frame_in_a_captured_graph_names_its_pass_and_node(tmp_path):
     d = _write(tmp_path, raised={1: _failure("builtins.IndexError", "index 8", frames)}, exits={1: (1, None)})
     (f,) = _found(d)
     assert (f.introduced_by, f.introduced_seq, f.node) == ("double", 0, "mul") and f.graph
-    assert "in the forward of the graph pass double returned, FX node mul" in f.message
+    where = "in the forward of the graph pass double returned, FX node mul"
+    assert f.message == f"rank 1 raised IndexError {where}: index 8"
     assert f.evidence["detail"] == "line 6 of the graph's forward: mul = relu * 2"
 
 
@@ -211,8 +212,10 @@ def test_raised_in_a_captured_graphs_forward(runs):
     first = findings[0]
     assert rc == 1 and (first["kind"], first["ranks"], first["node"]) == (KIND, [1], "select_int"), findings
     assert first["introduced_by"] == "take_last" and first["graph"], first
-    assert first["message"].startswith("rank 1 raised IndexError: select(): index 8 out of range"), first
-    assert "in the forward of the graph pass take_last returned, FX node select_int" in first["message"]
+    assert first["message"].startswith(
+        "rank 1 raised IndexError in the forward of the graph pass take_last returned, FX node select_int: "
+        "select(): index 8 out of range"
+    ), first
     assert first["evidence"]["where"]["file"].startswith("<eval_with_key>"), first
     assert "select_int = torch.ops.aten.select.int(" in first["evidence"]["detail"]
     assert [f for f in findings if f["kind"] == KIND] == [first]  # rank 0's lost peer is a consequence

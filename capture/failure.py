@@ -16,10 +16,10 @@ FX GraphModule's generated forward (`<eval_with_key>.N`) gets the FX node its li
 own line map, where the torch has one) and, when a captured pass returned that module's graph,
 that pass's `seq`.
 
-A rank killed by a signal runs none of this: its parent records how it ended (child_exits). The
-launcher (torchrun's own process, an elastic agent) raises when a rank failed: not a rank, not
-recorded. Whatever goes wrong here is swallowed: the exit status and the printed traceback are
-Python's own.
+A rank killed by a signal runs none of this: its parent records how it ended (child_exits). A
+launcher (torchrun's own process, an elastic agent; any process without RANK that wrote no record)
+raises when a rank failed: not a rank, not recorded. Whatever goes wrong here is swallowed: the
+exit status and the printed traceback are Python's own.
 """
 
 from __future__ import annotations
@@ -59,9 +59,13 @@ def note_unhandled() -> None:
 
 
 def _is_launcher(sess: session.Session) -> bool:
-    """torchrun's own process (an elastic agent, no LOCAL_RANK of its own) that wrote no record."""
+    """A process that started ranks rather than being one, and wrote no record: torchrun's own (an
+    elastic agent, no LOCAL_RANK of its own), or any process without RANK (a launcher's parent
+    that re-raises its child's failure would be filed as rank 0, next to the real rank 0)."""
+    if sess.header_written:
+        return False
     agent = "torch.distributed.elastic.agent.server.api" in sys.modules
-    return agent and "LOCAL_RANK" not in os.environ and not sess.header_written
+    return (agent and "LOCAL_RANK" not in os.environ) or "RANK" not in os.environ
 
 
 def record(exc: Any, tb: Any) -> None:

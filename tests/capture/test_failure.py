@@ -18,6 +18,7 @@ def _picks_past_the_end(x):
 
 
 def test_frames_in_a_graphs_forward_and_in_recorded_output_code(tmp_path, monkeypatch):
+    monkeypatch.setenv("RANK", "0")  # a rank (torchrun sets it)
     sess = session.Session(directory=str(tmp_path))
     monkeypatch.setattr(session, "_CURRENT", sess)
     gm = torch.fx.symbolic_trace(_picks_past_the_end)
@@ -53,6 +54,7 @@ def test_frames_in_a_graphs_forward_and_in_recorded_output_code(tmp_path, monkey
 
 
 def test_the_hook_prints_as_before_and_skips_the_launcher(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("RANK", "0")
     sess = session.Session(directory=str(tmp_path))
     monkeypatch.setattr(session, "_CURRENT", sess)
     monkeypatch.setattr(sys, "excepthook", sys.__excepthook__)
@@ -68,6 +70,10 @@ def test_the_hook_prints_as_before_and_skips_the_launcher(tmp_path, monkeypatch,
     monkeypatch.setitem(sys.modules, "torch.distributed.elastic.agent.server.api", sys)
     monkeypatch.delenv("LOCAL_RANK", raising=False)
     failure.record(RuntimeError("ChildFailedError"), None)
+    assert not launcher.header_written
+    monkeypatch.delitem(sys.modules, "torch.distributed.elastic.agent.server.api")
+    monkeypatch.delenv("RANK")  # a parent of ranks of another launcher (multiprocessing): not a rank either
+    failure.record(RuntimeError("ProcessRaisedException"), None)
     assert not launcher.header_written
     sess.finish()
     assert [p["message"] for p in payloads(tmp_path / logformat.log_file_name(0), logformat.FAILURE)] == [

@@ -225,11 +225,16 @@ def _finding(c: _Cause, consequences: dict[int, str]) -> Finding:
         f.graph, f.node = fr.get("graph"), fr.get("node")
         if fr.get("layer") == "codegen":
             f.layer = "codegen"
+            f.pipeline = fr.pop("_pipeline", None)
+            f.introduced_seq = f.last_seq = fr.pop("_seq", None)
         if fr.get("pass"):
             f.introduced_by = f.pass_ = fr["pass"]
             f.introduced_seq = f.last_seq = fr.get("seq")
         if fr.get("layer") == "codegen":
-            ev["line"], ev["code"] = fr.get("line"), fr.get("code")  # the evidence line of generated code
+            # as the codegen checks give them: the evidence line, and where the TUI's Output code view opens
+            ev["line"], ev["code"] = fr.get("line"), fr.get("code")
+            if fr.get("kernel"):
+                ev["kernel"] = fr["kernel"]
         else:
             ev["detail"] = f"line {fr.get('line')} of the graph's forward: {fr.get('code') or ''}"
     elif c.innermost is not None:
@@ -284,12 +289,15 @@ def _base(fr: dict[str, Any]) -> dict[str, Any]:
 
 
 def _output_code_frame(cap: Any, rank: int, fr: dict[str, Any]) -> dict[str, Any] | None:
-    from graphtrain_inspect.inspector.read.output_code import code_text, kernels_of, output_codes
+    from graphtrain_inspect.inspector.read.output_code import code_text, kernels_of, output_codes, pipeline_of
 
     oc = next((o for o in output_codes(cap, rank) if o.oid == fr["oid"]), None)
     if oc is None:
         return None
     out = {**_base(fr), "oid": oc.oid, "layer": "codegen", "graph": oc.graph, "compile_id": oc.compile_id}
+    pl = pipeline_of(cap, oc)
+    if pl is not None and pl.passes:  # placed as the codegen checks place theirs: the pipeline's last state
+        out["_pipeline"], out["_seq"] = pl.key, pl.passes[-1].seq
     text = code_text(cap, oc) or ""
     lines = text.splitlines()
     i = fr["line"] - 1

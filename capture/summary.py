@@ -58,11 +58,17 @@ class RankSummary:
                 return {"exit_code": p["exit_code"], "signal": p.get("signal")}
         return None
 
+    def raised_failure(self) -> str | None:
+        """The exception that ended the rank (`failure`), unless its process ended well (exit 0):
+        then a helper process with the rank's environment raised it, not the training."""
+        ex = self.exit()
+        return self.failure if ex is None or ex["exit_code"] != 0 else None
+
     def ending(self, disk_full: bool = False) -> str:
         """How the rank's capture ended, in words for the summary."""
         if self.stopped:
             return "incomplete: the capture stopped writing (training went on)"
-        if self.ended and self.failure:
+        if self.ended and self.raised_failure():
             return f"complete; the training raised {self.failure}"
         if self.ended:
             return "complete"
@@ -91,7 +97,7 @@ class RankSummary:
             "damaged_lines": len(self.problems),
             "processes": self.processes,
             "exit": self.exit(),
-            **({"failure": self.failure} if self.failure else {}),
+            **({"failure": self.failure} if self.raised_failure() else {}),
             **({"stopped_after_passes": True} if self.stopped_after_passes else {}),
         }
 

@@ -111,6 +111,11 @@ def findings_of(cap: Any) -> list[Finding]:
     status = m.get("status")
     if status in ("running", "interrupted"):
         return []  # still going, or stopped by its user: not the training's failure
+    if status == "finished" and m.get("exit_code") == 0:
+        # The command succeeded: no rank's training failed. An exception recorded under a rank
+        # then came from a helper process that inherited the rank's environment (a compile
+        # worker, a probe run in a subprocess), not from the training.
+        return []
     ranks = sorted(set(expected_ranks(cap)) | {r for r in getattr(cap, "statuses", {}) if type(r) is int})
     causes = _raised(cap, ranks)
     raised = {r for c in causes.values() for r in c.ranks}
@@ -150,7 +155,7 @@ def _raised(cap: Any, ranks: list[int]) -> dict[tuple, _Cause]:
         fails = cap.failures(r) if r in cap.ranks else []
         if not fails:
             continue
-        fail = fails[-1]  # the last process of the rank to raise: the one that ended it
+        fail = _of_the_rank(cap, r, fails)
         typ = str(fail.get("type") or "Exception")
         msg = _first_line(str(fail.get("message") or ""))
         key = ("raised", typ, msg)
@@ -169,6 +174,19 @@ def _raised(cap: Any, ranks: list[int]) -> dict[tuple, _Cause]:
             c.user = next((fr for fr in reversed(frames) if _user_file(str(fr.get("file") or ""))), None)
         c.ranks.append(r)
     return causes
+
+
+def _of_the_rank(cap: Any, r: int, fails: list[dict[str, Any]]) -> dict[str, Any]:
+    """The failure of the rank's own process: the one whose process its parent saw fail (a helper
+    process with the rank's environment, a compile worker, writes to the rank's log too), else
+    the first."""
+    failed = {st.get("pid") for st in getattr(cap, "statuses", {}).get(r, ()) if st.get("exit_code")}
+    m = cap.manifest if isinstance(cap.manifest, dict) else {}
+    entry = (m.get("ranks") or {}).get(str(r)) if isinstance(m.get("ranks"), dict) else None
+    for p in (entry.get("processes") if isinstance(entry, dict) else None) or ():
+        if isinstance(p, dict) and p.get("exit_code"):
+            failed.add(p.get("pid"))
+    return next((f for f in fails if f.get("pid") in failed), fails[0])
 
 
 def _take_consequences(causes: dict[tuple, _Cause]) -> dict[int, str]:

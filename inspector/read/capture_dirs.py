@@ -140,6 +140,9 @@ def read_statuses(cap: Capture, path: str) -> None:
             "state": str(doc.get("state")),
             "reason": _str(doc.get("reason")),
             "records": _int(doc.get("records"), None),
+            # how the writer's process ended, where its parent recorded it (capture.child_exits)
+            "exit_code": _int(doc.get("exit_code"), None),
+            "signal": _str(doc.get("signal")),
         })  # fmt: skip
 
 

@@ -91,6 +91,21 @@ def test_a_rank_killed_or_exiting_without_an_exception(tmp_path):
     assert f.ranks == [0] and f.message == "rank 0 exited with code 3 (no Python exception recorded)"
 
 
+def test_the_rank_process_s_own_exception_over_a_helper_s(tmp_path):
+    helper = {**_failure("builtins.BrokenPipeError", "[Errno 32] Broken pipe", t=99.0), "pid": 7}
+
+    def two(r, rw):  # the helper's record comes first in the log
+        if r == 1:
+            rw._write(logformat.FAILURE, helper, {"type": helper["type"]})
+
+    d = _write(tmp_path, raised={1: _failure()}, exits={1: (1, None)}, extra=two)
+    m = orjson.loads((d / logformat.MANIFEST_NAME).read_bytes())
+    m["ranks"]["1"]["processes"] = [{"pid": 1, "exit_code": 1, "signal": None}, {"pid": 7, "exit_code": None}]
+    (d / logformat.MANIFEST_NAME).write_bytes(orjson.dumps(m))
+    (f,) = _found(d)
+    assert f.message == "rank 1 raised ValueError: no shard file"
+
+
 def test_a_lost_peer_after_the_failure_is_a_consequence(tmp_path):
     lost = _failure("builtins.RuntimeError", "[pair.cc:553] Connection closed by peer [127.0.0.1]:4242", t=101.0)
     d = _write(tmp_path, raised={1: _failure(t=100.0), 0: lost}, exits={0: (1, None), 1: (1, None)})
@@ -100,6 +115,9 @@ def test_a_lost_peer_after_the_failure_is_a_consequence(tmp_path):
 
 def test_no_finding_for_a_finished_or_interrupted_run(tmp_path):
     assert _found(_write(tmp_path / "ok", status="finished", exit_code=0)) == []
+    # a helper process with the rank's environment (a compile worker) raised; the training finished
+    helper = {0: _failure("builtins.BrokenPipeError", "[Errno 32] Broken pipe")}
+    assert _found(_write(tmp_path / "helper", raised=helper, status="finished", exit_code=0)) == []
     d = _write(tmp_path / "int", status="interrupted", exits={0: (-2, "SIGINT"), 1: (-2, "SIGINT")}, ends=())
     assert _found(d) == []
 

@@ -23,6 +23,9 @@ def start_from_env() -> None:
     child_exits.install(directory)  # a parent of ranks (torchrun) records how each one ended
     # The session first, so that a hook failing to install is recorded in the capture.
     session.start(directory, blobs=os.environ.get(session.ENV_BLOBS, "1") == "1", sources=sources)
+    from graphtrain_inspect.capture import failure
+
+    failure.install()  # an exception that ends the program is recorded (gti_failure)
     from graphtrain_inspect.capture import import_hooks, rank_table
 
     import_hooks.when_imported("torch.distributed.device_mesh", rank_table.register_mesh_hook)

@@ -92,6 +92,10 @@ SYMBOL_SCOPES = "gti_symbol_scopes"
 # json: each row's digest of a large node table, its rows per subgraph and its lines' byte lengths
 # (capture/row_digests.py); optional: a table without one is read whole to compare its rows
 ROW_DIGESTS = "gti_row_digests"
+# json: the exception that ended the rank's training (capture/failure.py): its type, message,
+# traceback and frames, the frames in generated code tied to what the capture recorded of it;
+# optional, once per process whose program raised (a reader without it names an unknown kind)
+FAILURE = "gti_failure"
 
 KINDS: dict[str, str] = {
     HEADER: "json",
@@ -110,6 +114,7 @@ KINDS: dict[str, str] = {
     SYMBOL_ROWS: "json",
     SYMBOL_SCOPES: "json",
     ROW_DIGESTS: "json",
+    FAILURE: "json",
 }
 GRAPH_KINDS = (GRAPH_CODE, NODES, SYMBOLS, DEVICES, SYMBOL_ROWS, ROW_DIGESTS, SYMBOL_SCOPES)
 

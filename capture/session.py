@@ -639,6 +639,9 @@ def start(directory: str, *, blobs: bool = True, sources: tuple[str, ...] = ("na
 
 def stop() -> None:
     global _CURRENT
+    failure = sys.modules.get("graphtrain_inspect.capture.failure")
+    if failure is not None and _CURRENT is not None:
+        failure.note_unhandled()  # an unhandled exception another excepthook saw instead of ours
     sess, _CURRENT = _CURRENT, None
     if sess is not None:
         try:

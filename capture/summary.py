@@ -36,6 +36,8 @@ class RankSummary:
     world_size: int = 0  # from the log's header: the ranks of the world that wrote no log are named
     # --pass targets a worker could not resolve (imported, but no such attribute...): target -> why
     target_errors: dict[str, str] = field(default_factory=dict)
+    # the exception that ended the rank's program (a gti_failure record), "Type: first line"
+    failure: str | None = None
 
     @property
     def alive(self) -> list[int]:
@@ -56,10 +58,18 @@ class RankSummary:
                 return {"exit_code": p["exit_code"], "signal": p.get("signal")}
         return None
 
+    def raised_failure(self) -> str | None:
+        """The exception that ended the rank (`failure`), unless its process ended well (exit 0):
+        then a helper process with the rank's environment raised it, not the training."""
+        ex = self.exit()
+        return self.failure if ex is None or ex["exit_code"] != 0 else None
+
     def ending(self, disk_full: bool = False) -> str:
         """How the rank's capture ended, in words for the summary."""
         if self.stopped:
             return "incomplete: the capture stopped writing (training went on)"
+        if self.ended and self.raised_failure():
+            return f"complete; the training raised {self.failure}"
         if self.ended:
             return "complete"
         if self.alive:
@@ -87,6 +97,7 @@ class RankSummary:
             "damaged_lines": len(self.problems),
             "processes": self.processes,
             "exit": self.exit(),
+            **({"failure": self.failure} if self.raised_failure() else {}),
             **({"stopped_after_passes": True} if self.stopped_after_passes else {}),
         }
 
@@ -192,7 +203,7 @@ def summarize_log(path: str, rank: int) -> RankSummary:
         s.records += 1
         if kind == logformat.GRAPH_CODE:
             s.graphs += 1
-        elif kind in (logformat.PASS, logformat.ERROR, logformat.END, logformat.HEADER):
+        elif kind in (logformat.PASS, logformat.ERROR, logformat.END, logformat.HEADER, logformat.FAILURE):
             try:
                 payload = logformat.decode_payload(payload_lines, env)
             except logformat.FormatError as e:
@@ -206,6 +217,11 @@ def summarize_log(path: str, rank: int) -> RankSummary:
             elif kind == logformat.HEADER:
                 world = payload.get("world_size") if isinstance(payload, dict) else None
                 s.world_size = world if isinstance(world, int) and not isinstance(world, bool) else 0
+            elif kind == logformat.FAILURE:
+                if isinstance(payload, dict):
+                    typ = str(payload.get("type") or "Exception").rsplit(".", 1)[-1]
+                    msg = str(payload.get("message") or "").strip().split("\n")[0][:200]
+                    s.failure = f"{typ}: {msg}" if msg else typ
             elif kind == logformat.ERROR:
                 s.capture_errors += 1
                 where = str(payload.get("where") or "") if isinstance(payload, dict) else ""

@@ -20,6 +20,11 @@ from graphtrain_inspect.inspector.read import bundled
 from graphtrain_inspect.inspector.read.capture_index import open_capture
 
 
+def _by(introduced_by: str | None) -> str:
+    """Where a finding comes from: the pass that introduced it, or the run itself (training-failed)."""
+    return f"introduced by {introduced_by}" if introduced_by else "the run itself"
+
+
 def row(name: str) -> str:
     path = bundled.path_of(name)
     manifest = orjson.loads((path / "manifest.json").read_bytes())
@@ -32,7 +37,7 @@ def row(name: str) -> str:
     serious = Counter((f.kind, f.severity, f.introduced_by) for f in findings if f.severity in ("error", "warning"))
     info = sum(1 for f in findings if f.severity == "info")
     found = (
-        "; ".join(f"{c} {sev} {kind} (introduced by {by})" for (kind, sev, by), c in sorted(serious.items()))
+        "; ".join(f"{c} {sev} {kind} ({_by(by)})" for (kind, sev, by), c in sorted(serious.items(), key=str))
         or "no errors or warnings"
     )
     found += f"; {info} info"
@@ -45,7 +50,7 @@ def row(name: str) -> str:
     extra = shared - serious
     if extra:
         found += "; with `--shared-graph` " + "; ".join(
-            f"{c} {sev} {kind} (introduced by {by})" for (kind, sev, by), c in sorted(extra.items())
+            f"{c} {sev} {kind} ({_by(by)})" for (kind, sev, by), c in sorted(extra.items(), key=str)
         )
     date = time.strftime("%Y-%m-%d", time.gmtime(manifest["started"]))
     return (

@@ -54,6 +54,8 @@ if TYPE_CHECKING:
 # and its line here. Names, not imports: the CLI reads the check names when it builds its parser,
 # and importing the check modules costs ~0.4 s that `ls` or `diff` should not pay.
 CHECK_MODULES: tuple[str, ...] = (
+    # first: a training that failed is the first thing to report
+    "training_failed",
     "rank_baked_constant",
     "device_baked",
     "stale_unbacked_symbol",

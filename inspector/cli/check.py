@@ -131,7 +131,7 @@ def _evidence_line(f) -> str:
         from graphtrain_inspect.inspector.checks.compile_findings import evidence_line
 
         return evidence_line(f)
-    if f.kind == "incomplete-capture":
+    if f.kind in ("incomplete-capture", "training-failed"):
         return str(ev.get("detail") or "")
     if f.kind == "rank-divergent-graph":
         d = ev.get("differences") or []
@@ -211,7 +211,9 @@ def render(report, st: Style, width: int, hidden: int = 0, checked: str | None =
         for f in fs:
             groups.setdefault((f.pipeline, f.introduced_by, f.pass_), []).append(f)
         for (pipeline, intro, last), gfs in groups.items():
-            if intro is None:
+            if intro is None and kind == "training-failed":
+                where = "in the run itself (how the training ended)"
+            elif intro is None:
                 where = "in the capture itself (not in a graph)"
             else:
                 where = f"introduced by {intro}" if intro != "trace" else "already in the traced graph"

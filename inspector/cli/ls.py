@@ -128,14 +128,31 @@ def listing(cap, ranks: list[int] | None = None, *, classes: bool | None = None)
                 "output_code": ls_output_code.entries(cap, r),
                 "stopped": cap.stopped(r) if cap.kind == "capture" else None,
                 "exit": cap.rank_exit(r) if cap.kind == "capture" else None,
+                "failure": _failure(cap, r),
                 "compile": ls_compile.entry(cap, r),
             }
         )
+    if cap.kind == "capture":
+        from graphtrain_inspect.inspector.checks.training_failed import findings_of
+
+        # how the training ended, first: the check's own words (a failed run is still a capture)
+        out["training_failed"] = [f.message for f in findings_of(cap)]
+        out["passes_captured"] = sum(len(cap.passes(r)) for r in cap.ranks)
     out["compile_note"] = ls_compile.note(cap)
     out["rank_classes"] = rank_agreement(cap, [e["rank"] for e in out["ranks"]], force=classes)
     out["read_errors"] = [str(e) for e in cap.all_errors()]
     out["unsigned_files"] = integrity_notes(cap)
     return out
+
+
+def _failure(cap: Any, r: int) -> str | None:
+    """The exception that ended the rank's program (`gti_failure`), in one line; None if none."""
+    fails = cap.failures(r) if cap.kind == "capture" else []
+    if not fails:
+        return None
+    typ = str(fails[-1].get("type") or "Exception").rsplit(".", 1)[-1]
+    msg = str(fails[-1].get("message") or "").strip().splitlines()
+    return f"{typ}: {msg[0][:120]}" if msg else typ
 
 
 def _manifest_summary(m: dict | None) -> dict | None:
@@ -228,6 +245,10 @@ def _head_lines(data: dict[str, Any], st: Style) -> list[str]:
     problems = (
         [str(p) for p in m.get("problems") or [] if isinstance(p, str)] if isinstance(m.get("problems"), list) else []
     )
+    for failed in data.get("training_failed") or []:  # the training's own failure, before the capture's
+        lines.append(st(f"training failed: {failed}", "red"))
+    if data.get("passes_captured") == 0 and data.get("kind") == "capture":
+        lines.append(st("no pass was captured", "yellow"))
     if problems:  # what the launcher found at the capture's end: failed writes, ranks killed, a full disk
         lines.append(st(f"at the capture's end: {'; '.join(problems)}", "red"))
     sim_line = simulated_line(m)
@@ -250,6 +271,8 @@ def _rank_state(entry: dict[str, Any], st: Style) -> list[str]:
     raised = sum(1 for p in entry["passes"] if p["status"] == "raised")
     incomplete = sum(1 for p in entry["passes"] if p["status"] == "incomplete")
     extra = []
+    if entry.get("failure"):
+        extra.append(st(f"raised {entry['failure']}", "red"))
     if errs:
         extra.append(st(f"{len(errs)} capture errors", "yellow"))
     if raised:

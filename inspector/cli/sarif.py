@@ -19,6 +19,7 @@ import os
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from graphtrain_inspect.capture import logformat
 from graphtrain_inspect.capture.terminal_text import escape_controls
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -69,6 +70,14 @@ def _location(f, cap, root: Path) -> dict[str, Any] | None:
         path = getattr(log, "path", None)
         if path:
             return {"physicalLocation": {"artifactLocation": artifact(os.path.abspath(path), root)}}
+    where = getattr(cap, "path", None)
+    if isinstance(where, str) and getattr(cap, "manifest", None) and os.path.isdir(where):
+        # a capture whose ranks wrote nothing (its training failed first): its manifest says how it ended
+        return {
+            "physicalLocation": {
+                "artifactLocation": artifact(os.path.abspath(os.path.join(where, logformat.MANIFEST_NAME)), root)
+            }
+        }
     return None
 
 

@@ -53,6 +53,11 @@ def open_capture(path: str, *, source: str = "auto") -> Capture:
             raise CaptureUnreadable(f"{path}: no TORCH_TRACE logs (dedicated_log_torch_trace_rank_*.log)")
         cap = _open_files(path, torch_logs, None, "torch")
     else:
+        if not ours and _ours(manifest):
+            # Our launcher ran the command and no rank wrote a record (the training failed before
+            # its first captured pass, or is starting): a capture of no ranks, read from its manifest
+            # and status files, so `ls` and `check` can say how the run ended.
+            return _no_rank_capture(path, manifest, manifest_error, torch_dir)
         if not ours:
             other = [n for n in names if n.endswith(".log")]
             hint = f" (found {', '.join(other[:3])})" if other else ""
@@ -68,6 +73,22 @@ def open_capture(path: str, *, source: str = "auto") -> Capture:
     _check_manifest(cap, path)
     if cap.kind == "capture":
         read_statuses(cap, path)
+    return cap
+
+
+def _ours(manifest: dict[str, Any] | None) -> bool:
+    return isinstance(manifest, dict) and manifest.get("format") == logformat.FORMAT_NAME
+
+
+def _no_rank_capture(path: str, manifest: dict[str, Any] | None, error: ReadError | None, torch_dir: str) -> Capture:
+    cap = Capture(path, "capture")
+    if os.path.isdir(torch_dir):
+        cap.torch_trace_dir = torch_dir
+    if error is not None:
+        cap.errors.insert(0, error)
+    cap.manifest = manifest
+    _check_manifest(cap, path)
+    read_statuses(cap, path)
     return cap
 
 
@@ -119,6 +140,9 @@ def read_statuses(cap: Capture, path: str) -> None:
             "state": str(doc.get("state")),
             "reason": _str(doc.get("reason")),
             "records": _int(doc.get("records"), None),
+            # how the writer's process ended, where its parent recorded it (capture.child_exits)
+            "exit_code": _int(doc.get("exit_code"), None),
+            "signal": _str(doc.get("signal")),
         })  # fmt: skip
 
 

@@ -214,6 +214,20 @@ class Capture:
                 out.append(v)
         return out
 
+    def failures(self, rank: int) -> list[dict[str, Any]]:
+        """`gti_failure` payloads of the rank: the exception that ended its program (capture.failure),
+        one per process whose program raised; [] for a rank that did not raise (or an older capture)."""
+        log = self.log_file(rank)
+        if log is None:
+            return []
+        out = []
+        for rec in log.records:
+            if rec.kind == logformat.FAILURE:
+                v = log.payload(rec)
+                if isinstance(v, dict):
+                    out.append(v)
+        return out
+
     # -- passes ------------------------------------------------------------------------------------
 
     def passes(self, rank: int) -> list[PassRecord]:

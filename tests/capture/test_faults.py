@@ -83,12 +83,13 @@ def test_sigkill_of_one_rank_inside_a_pass(tmp_path):
         assert all(cap.node_table(r, p.after["out"]).node_count > 10 for p in passes[:3])
         assert cap.end(r) is None
     r = run_cli("check", str(out), "--json")
-    assert r.returncode == 0, r.stderr  # what is incomplete is a warning, not a bug in the training
-    found = {
-        (f["ranks"][0], f["evidence"]["problem"])
-        for f in json.loads(r.stdout)["findings"]
-        if f["kind"] == "incomplete-capture"
-    }
+    # the training failed (rank 1 killed): an error, first; what is incomplete is a warning
+    assert r.returncode == 1, r.stderr
+    findings = json.loads(r.stdout)["findings"]
+    first = findings[0]
+    assert (first["kind"], first["severity"], first["ranks"]) == ("training-failed", "error", [1]), first
+    assert first["message"].startswith("rank 1 died (SIGKILL); as a consequence rank 0 was torn down (SIG"), first
+    found = {(f["ranks"][0], f["evidence"]["problem"]) for f in findings if f["kind"] == "incomplete-capture"}
     assert found == {(0, "no-end-record"), (1, "no-end-record"), (0, "pass-unfinished"), (1, "pass-unfinished")}
     r = run_cli("ls", str(out), "--color", "never")
     assert r.returncode == 0 and "started, never finished" in r.stdout and "Traceback" not in r.stderr

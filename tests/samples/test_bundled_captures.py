@@ -35,7 +35,8 @@ EXPECTED = {
     # samples/codegen_one_rank.py: Inductor code compiled on rank 0 and loaded by both ranks pins
     # device 0 (rank 1 failed: "Expected all tensors to be on the same device"); --virtual-local-rank
     # hides it at run time, the code still pins it; per-rank compiles are right
-    "codegen-coor": {("device-baked", "inductor_codegen", "codegen")},
+    # (the run failed, exit 1: training-failed says so first; recorded before ranks' exits were)
+    "codegen-coor": {("device-baked", "inductor_codegen", "codegen"), ("training-failed", None, "graph")},
     "codegen-virtual": {("device-baked", "inductor_codegen", "codegen")},
     "codegen-per-rank": set(),
     # issue 30, recorded with torch's trace (benchmarks/gpu/identity_runs.sh): only rank 1

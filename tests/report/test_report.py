@@ -62,11 +62,14 @@ def test_the_planted_bug_is_a_finding_with_its_diffs(bundled_capture, tmp_path):
     for did, _ in links:
         section = re.search(rf'<section class="diff" id="{did}">(.*?)</section>', page, re.S).group(1)
         assert "mul_3" in html.unescape(re.sub(r"<[^>]+>", "", section))
-    # the grid cell of rank 1 at the pass links to the same rank diff
+    # the grid cell of rank 1 at the pass links to the same rank diff, in the colour of its error
     cell = re.search(
-        r'<td class="cell differs" data-rank="1" data-stage="tag_activation_checkpointing"[^>]*>(.*?)</td>', page
+        r'<td class="cell differs sev-error" data-rank="1" data-stage="tag_activation_checkpointing"[^>]*>(.*?)</td>',
+        page,
     )
     assert cell and f'href="#{links[1][0]}"' in cell.group(1)
+    # the ranks' other differences hold no finding: no colour of their own
+    assert re.search(r'<td class="cell differs" data-rank="1" data-stage="chunk_expert_tokens"', page)
 
 
 def test_generated_code_excerpt_marks_the_kernel_line(bundled_capture, tmp_path):
@@ -92,9 +95,10 @@ def test_capture_text_is_escaped(tmp_path, maker, texts):
     maker(cap)
     page = write_report(cap, tmp_path / "r.html").read_text()
     tags = tags_of(page)
-    # the page's own elements only: one script, no image, no svg, no event handler
+    # the page's own elements only: one script, no image, the compile-time picture's svg alone, no event handler
     assert [t for t, _ in tags].count("script") == 1
-    assert not [t for t, _ in tags if t in ("img", "svg", "i", "b")]
+    assert not [t for t, _ in tags if t in ("img", "i", "b")]
+    assert [a.get("class") for t, a in tags if t == "svg"] in ([], ["timeline"])
     assert not [a for _, attrs in tags for a in attrs if a.startswith("on")]
     text = html.unescape(page)
     for value in (texts["pass"], texts["pass2"]):

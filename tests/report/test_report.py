@@ -57,6 +57,9 @@ def test_the_planted_bug_is_a_finding_with_its_diffs(bundled_capture, tmp_path):
     # the repro command numbers it as check --json does (the planted bug is its first finding)
     repro = re.search(r"reproduces it with torch alone: <code>([^<]*)</code>", card).group(1)
     assert html.unescape(repro).endswith("--finding 1 -o repro-1")
+    # a bundled capture is named as the user names it, not by its place in the cache
+    assert html.unescape(repro).startswith("graphtrain-inspect repro --sample h200x2-rank-divergent ")
+    assert "<code>--sample h200x2-rank-divergent</code>" in page and "graphtrain-inspect/captures" not in page
     links = re.findall(r'<a href="#([\w-]+)">([^<]+)</a>', card)
     assert [label for _, label in links] == ["pass diff on rank 0", "rank diff 0 vs 1"]
     for did, _ in links:

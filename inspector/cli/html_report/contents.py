@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from graphtrain_inspect.capture.rank_ranges import format_ranks, values_by_rank
 from graphtrain_inspect.inspector.cli.html_report import excerpts, timeline
+from graphtrain_inspect.inspector.read.bundled import capture_words, describe, sample_of
 
 if TYPE_CHECKING:
     from graphtrain_inspect.inspector.checks import Report
@@ -79,9 +80,9 @@ class Diffs:
         else:  # a traced graph: named by its pipeline
             which = ["--pass", "trace"] + (["--pipeline", key.pipeline] if len(self.cap.pipelines(rank)) > 1 else [])
         if kind == "rank":
-            return shell_line(["diff", str(self.cap.path), *which, "--ranks", f"{rank},{how[3]}"])
+            return shell_line(["diff", *capture_words(self.cap.path), *which, "--ranks", f"{rank},{how[3]}"])
         if kind == "pass":
-            return shell_line(["diff", str(self.cap.path), *which, "--rank", str(rank)])
+            return shell_line(["diff", *capture_words(self.cap.path), *which, "--rank", str(rank)])
         return None  # a window of one graph: nothing to diff
 
     def _graphs(self, how: tuple) -> list[tuple[int, str]]:
@@ -153,7 +154,9 @@ def _finding(f, fid: str, cap, index: "StageIndex", diffs: Diffs) -> dict[str, A
                 (f"rank diff {ref} vs {differing[0]}", diffs.rank_diff(st.key, ref, differing[0], focus))
             )
         if st.pass_rec is not None and st.pass_rec.blobs:  # re-run the pass on its captured input
-            out["replay"] = shell_line(["replay", str(cap.path), "--pass", f"#{st.seq}", "--rank", str(ref), "--batch"])
+            out["replay"] = shell_line(
+                ["replay", *capture_words(cap.path), "--pass", f"#{st.seq}", "--rank", str(ref), "--batch"]
+            )
         if not out["links"]:  # in the traced graph, on one rank: the graph around the node
             out["links"].append((f"graph on rank {ref}", diffs.graph(st.key, ref, focus)))
     if f.layer == "codegen" and isinstance(ev.get("output_code"), dict):
@@ -263,6 +266,8 @@ def _meta(cap) -> dict[str, Any]:
         )
     return {
         "path": str(cap.path),
+        "sample": sample_of(cap.path),  # a bundled capture: named as --sample NAME, not by its place in the cache
+        "sample_about": describe(sample_of(cap.path) or ""),
         "kind": cap.kind,
         "command": m.get("command_line"),
         "torch": m.get("torch_version"),
@@ -307,7 +312,7 @@ def gather(cap: "Capture", jobs: int = 1, reports: "Sequence[Report] | None" = N
             if reproducible(f):
                 flags = ["--shared-graph"] if g == "shared" else []
                 card["repro"] = shell_line(
-                    ["repro", str(cap.path), *flags, "--finding", str(number), "-o", f"repro-{number}"]
+                    ["repro", *capture_words(cap.path), *flags, "--finding", str(number), "-o", f"repro-{number}"]
                 )
             cards.append(card)
             for _label, did in card["links"]:  # the grid cell of the finding's stage and rank

@@ -130,7 +130,7 @@ def _finding(f, fid: str, cap, index: "StageIndex", diffs: Diffs) -> dict[str, A
         "node": (f"{f.subgraph}:" if f.subgraph else "") + (f.node or "-"),
         "ranks": format_ranks(f.ranks) if f.ranks else "-",
         "layer": f.layer,
-        "source": source_text(f.source),
+        "source": source_text(f.source, (getattr(cap, "manifest", None) or {}).get("cwd") or None),  # as check
         "evidence_line": _evidence_line(f),
         "per_rank": values_by_rank(ev["values"], str, prefix="rank ", sep=": ")
         if isinstance(ev.get("values"), dict)

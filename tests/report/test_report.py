@@ -170,3 +170,26 @@ def test_torch_trace_logs_with_their_compile_events(compile_events_trace, tmp_pa
         kinds.count(k) >= n for k, n in (("break", 2), ("restart", 2), ("recompile", 2), ("failure", 1))
     )
     assert ("0", "[4/0]", "failure") in rows
+
+
+def test_compile_picture_is_bounded_and_keeps_every_pass():
+    """30,000 passes on a rank draw as a few hundred spans (those closer than a pixel as one, its
+    tooltip counting them); a raised pass stays a span of its own; a capture with no times has
+    no picture."""
+    from types import SimpleNamespace
+
+    from graphtrain_inspect.inspector.cli.html_report import timeline
+    from graphtrain_inspect.inspector.read.capture_records import PassRecord
+
+    def rec(seq, t, wall, status="ok"):
+        return PassRecord(0, seq, f"p{seq}", None, {}, time=t, wall_s=wall, status=status, compile_id="0/0")
+
+    passes = [rec(i, 1000.0 + i * 1e-4, 5e-5) for i in range(30_000)] + [rec(30_000, 1003.5, 0.01, "raised")]
+    cap = SimpleNamespace(ranks=[0], passes=lambda r: passes)
+    got = timeline.lanes(cap)
+    spans = got["lanes"][0]["spans"]
+    assert len(spans) < 1000 and sum(s["n"] for s in spans) == len(passes)
+    assert [s["raised"] for s in spans].count(True) == 1 and "(raised)" in spans[-1]["title"]
+    assert got["passes"] == len(passes) and len(got["lanes"][0]["bands"]) == 1
+    assert all(0 <= s["x"] <= timeline.LEFT + timeline.WIDTH + 1 for s in spans)
+    assert timeline.lanes(SimpleNamespace(ranks=[0], passes=lambda r: [rec(0, None, None)])) is None

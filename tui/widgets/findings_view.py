@@ -29,9 +29,8 @@ def where_line(f) -> str:
     """The finding's node (whole), ranks and passes, under its message in the detail pane."""
     from graphtrain_inspect.capture.rank_ranges import format_ranks
 
-    intro = f.introduced_by or "?"
-    where = {None: "in the capture itself", "?": "in the capture itself", "trace": "already in the traced graph"}.get(
-        f.introduced_by, f"introduced by {intro}"
+    where = {None: "in the capture itself", "trace": "already in the traced graph"}.get(
+        f.introduced_by, f"introduced by {f.introduced_by}"
     )
     if f.pass_ and f.pass_ != f.introduced_by:
         where += f", still present after {f.pass_}"

@@ -77,6 +77,14 @@ KEYS: list[Binding | None] = [
 ]
 
 
+def sample_label(path: str) -> str | None:
+    """`--sample NAME` for a bundled capture (not its place in the cache), None for any other."""
+    from graphtrain_inspect.inspector.read.bundled import sample_of
+
+    name = sample_of(path)
+    return f"--sample {name}" if name else None
+
+
 def bindings(views: tuple[View, ...]) -> list[Binding]:
     """The app's keys with a key per view, in the order F1 lists them."""
     per_view = [
@@ -123,7 +131,7 @@ class InspectApp(CaptureLoading, ViewActions, CompileActions, TorchNodeCounts, A
         escaping.install()  # text from a capture shows its escapes, never loses characters
         super().__init__()
         self.path = str(path)
-        self.label = label or self.path
+        self.label = label or sample_label(self.path) or self.path
         self.source = source
         self.shared_graph = (
             shared_graph  # check --shared-graph: the device policy for a graph compiled once, loaded by every rank
@@ -140,6 +148,7 @@ class InspectApp(CaptureLoading, ViewActions, CompileActions, TorchNodeCounts, A
         self.base_rank: int | None = None
         self.findings: list = []
         self.badges: dict = {}
+        self.problem_count = 0  # reading problems: counted in the status bar, listed by the Problems view
         self.stale: set[str] = {v.id for v in self.VIEWS}
         self.shown: dict[str, Any] = {}  # view -> key of what it shows
         self.pending_jump: tuple[str, str, str | None, Place | None] | None = None  # (view, node, subgraph, place)
@@ -274,9 +283,11 @@ class InspectApp(CaptureLoading, ViewActions, CompileActions, TorchNodeCounts, A
         left_out = f" ({hidden} info not shown: {fv.how()})" if hidden else ""
         live = " · live: watching for new records" if o.live else ""
         place = f" · {self.place.label(o)}" if self.place else ""
+        problems = f" · {plural(self.problem_count, 'reading problem')} (key 7)" if self.problem_count else ""
+        name = sample_label(self.path) or o.name  # a bundled sample as --sample NAME
         return (
-            f"{o.name}: {plural(len(o.ranks), 'rank')} · {plural(sum(len(r.passes) for r in o.ranks), 'pass')} · "
-            f"{plural(n, 'finding')}{left_out}{place}{live}"
+            f"{name}: {plural(len(o.ranks), 'rank')} · {plural(sum(len(r.passes) for r in o.ranks), 'pass')} · "
+            f"{plural(n, 'finding')}{left_out}{place}{live}{problems}"
         )
 
     @on(Progress)

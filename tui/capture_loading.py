@@ -12,6 +12,7 @@ from textual.worker import get_current_worker
 
 from graphtrain_inspect.inspector.checks.rank_agreement import rank_agreement
 from graphtrain_inspect.inspector.read import collector
+from graphtrain_inspect.inspector.read.bundled import sample_of
 from graphtrain_inspect.inspector.read.capture_index import CaptureUnreadable
 from graphtrain_inspect.inspector.read.live import files_signature
 from graphtrain_inspect.inspector.read.progressive import ProgressiveLoader
@@ -160,7 +161,7 @@ class CaptureLoading:
         self.refresh_view()
         self.count_torch_nodes()
         self.load_seconds = m.seconds
-        self.fill_problems(announce=not m.reload)
+        self.fill_problems()
         self.run_checks()
         if first or m.reload:
             self._compare_ranks(m.session)
@@ -210,17 +211,19 @@ class CaptureLoading:
                 return Place(r.rank, pl.index)
         return None
 
-    def fill_problems(self, announce: bool = False) -> None:
+    def fill_problems(self) -> None:
+        """The Problems view, its tab's count and the status bar's: no toast, which at the start
+        covered the finding's details in the bottom right (a capture missing a rank had one at
+        every start)."""
         if self.session is None:
             return
         rows = self.session.problems()
         self.query_one(ProblemsView).set_rows(rows)
         tab = self.query_one(TabbedContent).get_tab("problems")
         tab.label = f"Problems ({len(rows)})" if rows else "Problems"
-        if announce and rows:
-            where, _, msg = rows[0]
-            more = f" (and {len(rows) - 1} more: see Problems, key 7)" if len(rows) > 1 else ""
-            self.notify(f"{where}: {msg}{more}", title="reading problems", severity="warning", timeout=8)
+        self.problem_count = len(rows)
+        if not self.jobs:
+            self.query_one("#status", Label).update(self.idle_status())
 
     def poll_live(self) -> None:
         if self.session is None or "load" in self.jobs:
@@ -322,6 +325,7 @@ class CaptureLoading:
         fv.checks_note = checks_note(m.not_run, m.notes)
         fv.shared_graph = self.shared_graph
         fv.source_root = (getattr(self.session.cap, "manifest", None) or {}).get("cwd") if self.session else None
+        fv.sample = sample_of(self.path)
         fv.set_findings(m.findings, ranks=self.session.cap.ranks if self.session else None)
         self.show_finding_counts()
         if self.checks_dirty:

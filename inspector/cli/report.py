@@ -1,8 +1,10 @@
 """`graphtrain-inspect report DIR -o report.html`: one self-contained HTML page to share a finding
-with someone who has no terminal on the capture: what `check` finds (same counts, a switch for
-info findings and one for the shared-graph grading), each finding's pass and rank diff around its
-node, the generated code of codegen findings, a rank x pass grid of graph agreement, compile
-events per rank and the capture's metadata (inspector.cli.html_report).
+with someone who has no terminal on the capture: what `check` finds (same counts, a card per
+finding numbered as `check --json` numbers it, a switch for info findings and one for the
+shared-graph grading), each finding's pass and rank diff around its node, the generated code of
+codegen findings, a rank x pass grid of graph agreement coloured by the worst finding in each
+cell, each rank's compile time as a picture, compile events per rank and the capture's metadata
+(inspector.cli.html_report).
 
 `report BASE NEW -o page.html`: two runs compared, as `compare BASE NEW` compares them
 (inspector.cli.html_report.compare_page): the passes that changed first, with their node changes,
@@ -48,6 +50,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from graphtrain_inspect.inspector.cli.html_report import render
+    from graphtrain_inspect.inspector.diff.render import fmt_bytes
 
     as_dir = os.path.isdir(args.output) or args.output.endswith(os.sep)
     page = Path(args.output) / "report.html" if as_dir else Path(args.output)
@@ -69,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     except OSError as e:
         raise CommandError(f"{e.filename or page}: cannot write the report: {e.strerror or e}") from None
     print(
-        f"wrote {page} ({len(html.encode()) / 1e6:.1f} MB)"
+        f"wrote {page} ({fmt_bytes(len(html.encode()))})"
         + (f" and the graphs its diffs name in {page.parent / 'graphs'}" if as_dir else "")
     )
     return 0

@@ -67,14 +67,15 @@ def resolve_path(args: argparse.Namespace) -> str:
 
 
 def describe(args: argparse.Namespace, path: str) -> str:
-    """What the header says is open: the path, or which bundled sample."""
-    if args.path:
-        return path
-    import os
+    """What the header says is open: the path, or which bundled sample (as `--sample NAME`, and
+    what it holds), never its place in the cache."""
+    from graphtrain_inspect.inspector.read import bundled
 
-    return (
-        f"bundled sample capture {os.path.basename(path)} (recorded on GPUs) · graphtrain-inspect tui DIR opens yours"
-    )
+    name = bundled.sample_of(path)
+    if name is None:
+        return path
+    hint = "" if args.path or args.sample else " · graphtrain-inspect tui DIR opens yours"
+    return f"--sample {name} · {bundled.describe(name) or 'bundled sample capture'}{hint}"
 
 
 def _refuse_what_is_no_capture(path: str, source: str) -> None:

@@ -111,6 +111,41 @@ def path_of(name: str | None = None) -> Path:
     return target / name
 
 
+def sample_of(path: str | os.PathLike | None) -> str | None:
+    """The name of the bundled capture unpacked at `path` (by `path_of`: the cache's
+    `<name>-<digest>-<key>/<name>`), None for any other path: how every command and the TUI name
+    a sample to the user (`--sample NAME`), not by its place in the cache."""
+    if not path:
+        return None
+    p = Path(os.path.abspath(path))
+    name = p.name
+    if p.parent.parent != Path(os.path.abspath(cache_root())) or not p.parent.name.startswith(f"{name}-"):
+        return None
+    return name if name in names() else None
+
+
+def capture_words(path: str | os.PathLike) -> list[str]:
+    """How a command line names the capture at `path`: `--sample NAME` for a bundled one, else the path."""
+    name = sample_of(path)
+    return ["--sample", name] if name else [str(path)]
+
+
+def installed_source(recorded: str, recorded_root: str | None) -> str | None:
+    """For a file a bundled capture's stack traces name (recorded on a GPU host, under the
+    program's directory `recorded_root`: its manifest's cwd), the same file in this installation
+    (the package's samples/; tests/programs/ too in a checkout), or None when there is none."""
+    if not recorded or not recorded_root:
+        return None
+    root = recorded_root.rstrip("/") + "/"
+    if not recorded.startswith(root):
+        return None
+    rel = Path(recorded[len(root) :])
+    if rel.is_absolute() or ".." in rel.parts:
+        return None
+    here = captures_dir().parent.parent / rel  # samples/captures -> the package's (a checkout's) root
+    return str(here) if here.is_file() else None
+
+
 def _safe_extract(tf: tarfile.TarFile, dest: Path) -> None:
     # Never write outside dest, never create links or devices: the "data" filter where this
     # Python has it, the same rules by hand where it does not.

@@ -153,3 +153,27 @@ def test_readme_demo_capture(sample_capture, tmp_path, open_page):
     assert page.evaluate("location.hash") == href and page.locator(href).is_visible()
     assert "select: " in page.locator(f"{href} .hll").inner_text()  # the node's line, marked
     assert errors == []
+
+
+def test_grid_colours_what_the_cards_show(bundled_capture, tmp_path, open_page):
+    """Torch's FSDP2 + torch.compile with a rank literal: right per rank (info), an error once
+    shared. The grid's cells take the colour of the worst finding shown in them, plain differences
+    none; the compile-time picture draws both ranks."""
+    cap = bundled_capture("h200x2-fsdp2-compile-rank-literal")
+    page, errors = open_page(write_report(cap, tmp_path / "r.html"))
+    assert visible_headline(page).startswith("no findings")
+    assert page.locator("article.finding:visible").count() == 0 and page.locator("#no-findings").is_visible()
+    assert page.locator("td.cell.differs").count() > 0
+    assert page.locator("td.cell.sev-error, td.cell.sev-warning, td.cell.sev-info").count() == 0
+    page.locator("#show-info").check()
+    assert page.locator("td.cell.sev-info").count() > 0 and page.locator("td.cell.sev-error").count() == 0
+    page.locator("#show-info").uncheck()
+    page.locator("#shared-graph").check()
+    errors_shown = int(visible_headline(page).split()[0])
+    assert page.locator("article.finding:visible").count() == errors_shown > 0
+    assert page.locator("td.cell.sev-error").count() > 0 and page.locator("td.cell.sev-info").count() == 0
+    numbers = page.locator("article.finding:visible .num").all_text_contents()
+    assert numbers == [f"#{i}" for i in range(1, errors_shown + 1)]
+    lanes = page.locator("svg.timeline text.lane").all_text_contents()
+    assert lanes == ["rank 0", "rank 1"] and page.locator("svg.timeline rect.span").count() > 0
+    assert errors == []

@@ -57,16 +57,22 @@ def test_the_planted_bug_is_a_finding_with_its_diffs(bundled_capture, tmp_path):
     # the repro command numbers it as check --json does (the planted bug is its first finding)
     repro = re.search(r"reproduces it with torch alone: <code>([^<]*)</code>", card).group(1)
     assert html.unescape(repro).endswith("--finding 1 -o repro-1")
+    # a bundled capture is named as the user names it, not by its place in the cache
+    assert html.unescape(repro).startswith("graphtrain-inspect repro --sample h200x2-rank-divergent ")
+    assert "<code>--sample h200x2-rank-divergent</code>" in page and "graphtrain-inspect/captures" not in page
     links = re.findall(r'<a href="#([\w-]+)">([^<]+)</a>', card)
     assert [label for _, label in links] == ["pass diff on rank 0", "rank diff 0 vs 1"]
     for did, _ in links:
         section = re.search(rf'<section class="diff" id="{did}">(.*?)</section>', page, re.S).group(1)
         assert "mul_3" in html.unescape(re.sub(r"<[^>]+>", "", section))
-    # the grid cell of rank 1 at the pass links to the same rank diff
+    # the grid cell of rank 1 at the pass links to the same rank diff, in the colour of its error
     cell = re.search(
-        r'<td class="cell differs" data-rank="1" data-stage="tag_activation_checkpointing"[^>]*>(.*?)</td>', page
+        r'<td class="cell differs sev-error" data-rank="1" data-stage="tag_activation_checkpointing"[^>]*>(.*?)</td>',
+        page,
     )
     assert cell and f'href="#{links[1][0]}"' in cell.group(1)
+    # the ranks' other differences hold no finding: no colour of their own
+    assert re.search(r'<td class="cell differs" data-rank="1" data-stage="chunk_expert_tokens"', page)
 
 
 def test_generated_code_excerpt_marks_the_kernel_line(bundled_capture, tmp_path):
@@ -93,9 +99,10 @@ def test_capture_text_is_escaped(tmp_path, maker, texts):
     maker(cap)
     page = write_report(cap, tmp_path / "r.html").read_text()
     tags = tags_of(page)
-    # the page's own elements only: one script, no image, no svg, no event handler
+    # the page's own elements only: one script, no image, the compile-time picture's svg alone, no event handler
     assert [t for t, _ in tags].count("script") == 1
-    assert not [t for t, _ in tags if t in ("img", "svg", "i", "b")]
+    assert not [t for t, _ in tags if t in ("img", "i", "b")]
+    assert [a.get("class") for t, a in tags if t == "svg"] in ([], ["timeline"])
     assert not [a for _, attrs in tags for a in attrs if a.startswith("on")]
     text = html.unescape(page)
     for value in (texts["pass"], texts["pass2"]):
@@ -164,3 +171,26 @@ def test_torch_trace_logs_with_their_compile_events(compile_events_trace, tmp_pa
         kinds.count(k) >= n for k, n in (("break", 2), ("restart", 2), ("recompile", 2), ("failure", 1))
     )
     assert ("0", "[4/0]", "failure") in rows
+
+
+def test_compile_picture_is_bounded_and_keeps_every_pass():
+    """30,000 passes on a rank draw as a few hundred spans (those closer than a pixel as one, its
+    tooltip counting them); a raised pass stays a span of its own; a capture with no times has
+    no picture."""
+    from types import SimpleNamespace
+
+    from graphtrain_inspect.inspector.cli.html_report import timeline
+    from graphtrain_inspect.inspector.read.capture_records import PassRecord
+
+    def rec(seq, t, wall, status="ok"):
+        return PassRecord(0, seq, f"p{seq}", None, {}, time=t, wall_s=wall, status=status, compile_id="0/0")
+
+    passes = [rec(i, 1000.0 + i * 1e-4, 5e-5) for i in range(30_000)] + [rec(30_000, 1003.5, 0.01, "raised")]
+    cap = SimpleNamespace(ranks=[0], passes=lambda r: passes)
+    got = timeline.lanes(cap)
+    spans = got["lanes"][0]["spans"]
+    assert len(spans) < 1000 and sum(s["n"] for s in spans) == len(passes)
+    assert [s["raised"] for s in spans].count(True) == 1 and "(raised)" in spans[-1]["title"]
+    assert got["passes"] == len(passes) and len(got["lanes"][0]["bands"]) == 1
+    assert all(0 <= s["x"] <= timeline.LEFT + timeline.WIDTH + 1 for s in spans)
+    assert timeline.lanes(SimpleNamespace(ranks=[0], passes=lambda r: [rec(0, None, None)])) is None

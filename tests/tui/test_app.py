@@ -299,7 +299,8 @@ async def test_copy_line_and_hunk_and_export(tui_small_capture, tmp_path):
         await settle(pilot)
         assert app.export_to(str(tmp_path / "f.tsv"))
         rows = (tmp_path / "f.tsv").read_text().splitlines()
-        assert rows[0].split("\t")[:2] == ["severity", "kind"] and rows[1].startswith("ERROR\trank-baked-constant")
+        assert rows[0].split("\t")[:2] == ["sev", "node"] and rows[1].startswith("ERROR\tselect\t0,1\t")
+        assert "\trank-baked-constant\t" in rows[1]
 
 
 async def test_other_rank_keys_keep_the_pass(tui_small_capture):

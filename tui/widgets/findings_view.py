@@ -15,6 +15,27 @@ from textual.widgets import DataTable, Label, Select, Static
 from graphtrain_inspect.tui.widgets.record_table import RecordTable
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+NODE_WIDTH = 18  # a node name longer than this loses its middle in the table
+RANKS_WIDTH = 10
+MESSAGE_WIDTH = 72  # the table's part of the message; the detail pane has all of it
+SOURCE_CONTEXT = 4  # lines either side of the source line (`o`): the marked line stays in the pane at 40 rows
+
+
+def node_name(f) -> str:
+    return f"{f.subgraph}:{f.node}" if f.subgraph else (f.node or "-")
+
+
+def where_line(f) -> str:
+    """The finding's node (whole), ranks and passes, under its message in the detail pane."""
+    from graphtrain_inspect.capture.rank_ranges import format_ranks
+
+    where = {None: "in the capture itself", "trace": "already in the traced graph"}.get(
+        f.introduced_by, f"introduced by {f.introduced_by}"
+    )
+    if f.pass_ and f.pass_ != f.introduced_by:
+        where += f", still present after {f.pass_}"
+    ranks = format_ranks(f.ranks) if f.ranks else "-"
+    return f"node {node_name(f)} · ranks {ranks} · {where}"
 
 
 def code_caption(f, root: str | None = None) -> str:
@@ -52,7 +73,7 @@ class FindingsView(Vertical):
     FindingsView #findings-filters { height: 3; }
     FindingsView #findings-filters Select { width: 1fr; }
     FindingsView #findings-status { width: 100%; height: auto; max-height: 3; color: $text-muted; padding: 0 1; }
-    FindingsView #finding-detail { height: auto; max-height: 40%; padding: 0 1; border-top: solid $primary-darken-2; }
+    FindingsView #finding-detail { height: auto; max-height: 50%; padding: 0 1; border-top: solid $primary-darken-2; }
     """
 
     BINDINGS = [
@@ -84,6 +105,7 @@ class FindingsView(Vertical):
         self.checks_note = ""  # the checks that did not run and the notes, after the counts
         self.shared_graph = False  # how the findings in view were graded (the app's check flag)
         self.source_root: str | None = None  # where the recorded program ran: source paths under it shown relative
+        self.sample: str | None = None  # the bundled capture's name: its sources are read from the installed package
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="findings-filters"):
@@ -95,7 +117,9 @@ class FindingsView(Vertical):
 
     def on_mount(self) -> None:
         t = self.query_one(RecordTable)
-        t.add_columns("severity", "kind", "introduced by", "node", "ranks", "message", "still after")
+        # what tells the rows apart first (node, ranks, the start of the message), then the rest:
+        # at 120 columns the view is ~75 wide and the message must not start off screen
+        t.add_columns("sev", "node", "ranks", "message", "kind", "introduced by", "still after")
 
     @property
     def table(self) -> RecordTable:
@@ -190,18 +214,36 @@ class FindingsView(Vertical):
         return True
 
     def apply_filters(self) -> None:
+        from graphtrain_inspect.capture.rank_ranges import format_ranks
+        from graphtrain_inspect.inspector.diff.render import truncate
+        from graphtrain_inspect.tui.widgets.name_abbrev import kept_spans, render
+
         t = self.table
         t.clear()
         self.shown = [f for f in self.findings if self._match(f)]
-        for i, f in enumerate(self.shown):
-            node = f"{f.subgraph}:{f.node}" if f.subgraph else (f.node or "")
-            t.add_row(
-                Text(f.severity.upper(), style=SEVERITY_STYLE.get(f.severity, "")),
+        names = [node_name(f) for f in self.shown]
+        t.whole = [
+            (
+                f.severity.upper(),
+                node,
+                ",".join(map(str, f.ranks)),
+                f.message,
                 f.kind,
                 f.introduced_by or "?",
-                node,
-                ",".join(str(r) for r in f.ranks),
-                f.message,
+                f.pass_ or "",
+            )
+            for f, node in zip(self.shown, names)
+        ]
+        for i, (f, node) in enumerate(zip(self.shown, names)):
+            # long names lose their middle, keeping what tells them from the others shown (the
+            # detail pane below has the name whole); a message longer than a line is there too
+            t.add_row(
+                Text(f.severity.upper(), style=SEVERITY_STYLE.get(f.severity, "")),
+                render(node, kept_spans(node, NODE_WIDTH, names)),
+                truncate(format_ranks(f.ranks) if f.ranks else "-", RANKS_WIDTH),
+                truncate(f.message, MESSAGE_WIDTH),
+                f.kind,
+                f.introduced_by or "?",
                 f.pass_ or "",
                 key=str(i),
             )
@@ -223,13 +265,23 @@ class FindingsView(Vertical):
             return out
         out.append(f"{f.severity.upper()} ", style=SEVERITY_STYLE.get(f.severity, ""))
         out.append(f"{f.kind}: {f.message}\n")
+        out.append(where_line(f) + "\n", style="dim")
         src = source_text(f.source, self.source_root)
         out.append("source: ", style="dim")
         out.append(src or "unknown (the node has no stack trace)")
         if src and f.source and f.source.get("file") and not lines:
             out.append("   o: lines around it", style="dim")
         if lines:
-            around = surrounding_lines(f.source)
+            around = surrounding_lines(f.source, context=SOURCE_CONTEXT)
+            local = self._installed(f) if around is None else None
+            if local is not None:  # a bundled sample's file, recorded on another machine
+                around = surrounding_lines({**(f.source or {}), "file": local}, context=SOURCE_CONTEXT)
+                out.append("\n(read from the installed package", style="dim")
+                code = str((f.source or {}).get("code") or "").strip()
+                at = dict(around or []).get(f.source["line"]) if f.source else None
+                if code and at is not None and at.strip() != code:
+                    out.append("; it has changed since the capture: the line differs", style="dim")
+                out.append(")", style="dim")
             if around is None:
                 out.append(
                     "\n(the file is not on this machine)" if f.source and f.source.get("file") else "", style="dim"
@@ -241,6 +293,15 @@ class FindingsView(Vertical):
                     out.append(f"\n{'>' if mark else ' '}{n:>{width}} ", style="bold" if mark else "dim")
                     out.append(text, style="bold" if mark else "")
         return out
+
+    def _installed(self, f) -> str | None:
+        """The finding's source file in the installed package, for a bundled sample."""
+        from graphtrain_inspect.inspector.read.bundled import installed_source
+
+        src = f.source or {}
+        if not self.sample or not src.get("file"):
+            return None
+        return installed_source(str(src["file"]), self.source_root)
 
     def show_detail(self, *, lines: bool = False) -> None:
         self.query_one("#finding-detail", Static).update(self.detail_text(self.current, lines=lines))

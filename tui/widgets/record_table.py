@@ -26,10 +26,15 @@ class RecordTable(DataTable):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=True)
         self.query_text = ""
+        # the rows' cells whole, by row, where the table shows them shortened (a long name without
+        # its middle): copying, exporting and searching read these; empty: the cells as shown
+        self.whole: list[tuple[str, ...]] = []
 
     def row_plain(self, index: int) -> str:
         if not (0 <= index < self.row_count):
             return ""
+        if index < len(self.whole):
+            return "\t".join(self.whole[index])
         return "\t".join(plain(c) for c in self.get_row_at(index))
 
     def current_line_text(self) -> str:

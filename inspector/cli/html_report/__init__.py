@@ -1,6 +1,7 @@
 """`graphtrain-inspect report`'s page: one self-contained HTML file (styles and script inline,
 nothing fetched, opens from file://) that shows what `check` finds, the diffs behind each finding,
-a rank x stage grid of graph agreement, compile events and the capture's metadata.
+a rank x stage grid of graph agreement coloured by the findings in it, a picture of each rank's
+compile time, compile events and the capture's metadata.
 
     html = render(cap, jobs=1)
 
@@ -17,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 
-def render(cap: Any, jobs: int = 1, graphs_dir: Path | None = None) -> str:
+def render(cap: Any, jobs: int = 1, graphs_dir: Path | None = None, reports: Any = None) -> str:
     """The page; with `graphs_dir`, the whole graphs behind its diffs are written there too (one
-    file of FX code each) and linked from the diffs, relative to the page's folder."""
+    file of FX code each) and linked from the diffs, relative to the page's folder. `reports`: the
+    checks' reports per rank and shared (contents.GRADINGS), when already made."""
     import jinja2
 
     from graphtrain_inspect.inspector.cli.html_report import contents, excerpts
@@ -28,7 +30,7 @@ def render(cap: Any, jobs: int = 1, graphs_dir: Path | None = None) -> str:
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters["safe_html"] = lambda html: jinja2.utils.markupsafe.Markup(html)  # pygments output only
     template = env.from_string(here.joinpath("page.html.j2").read_text(encoding="utf-8"))
-    data = contents.gather(cap, jobs)
+    data = contents.gather(cap, jobs, reports)
     data["graph_links"] = write_graphs(cap, data["diffs"], graphs_dir) if graphs_dir is not None else {}
     css = here.joinpath("page.css").read_text(encoding="utf-8") + "\n" + excerpts.css()
     return template.render(

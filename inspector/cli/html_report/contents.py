@@ -14,9 +14,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
 from graphtrain_inspect.capture.rank_ranges import format_ranks, values_by_rank
-from graphtrain_inspect.inspector.cli.html_report import excerpts
+from graphtrain_inspect.inspector.cli.html_report import excerpts, timeline
+from graphtrain_inspect.inspector.read.bundled import capture_words, describe, sample_of
 
 if TYPE_CHECKING:
+    from graphtrain_inspect.inspector.checks import Report
     from graphtrain_inspect.inspector.read.capture_index import Capture
     from graphtrain_inspect.inspector.read.stages import Stage, StageIndex, StageKey
 
@@ -78,9 +80,9 @@ class Diffs:
         else:  # a traced graph: named by its pipeline
             which = ["--pass", "trace"] + (["--pipeline", key.pipeline] if len(self.cap.pipelines(rank)) > 1 else [])
         if kind == "rank":
-            return shell_line(["diff", str(self.cap.path), *which, "--ranks", f"{rank},{how[3]}"])
+            return shell_line(["diff", *capture_words(self.cap.path), *which, "--ranks", f"{rank},{how[3]}"])
         if kind == "pass":
-            return shell_line(["diff", str(self.cap.path), *which, "--rank", str(rank)])
+            return shell_line(["diff", *capture_words(self.cap.path), *which, "--rank", str(rank)])
         return None  # a window of one graph: nothing to diff
 
     def _graphs(self, how: tuple) -> list[tuple[int, str]]:
@@ -128,7 +130,7 @@ def _finding(f, fid: str, cap, index: "StageIndex", diffs: Diffs) -> dict[str, A
         "node": (f"{f.subgraph}:" if f.subgraph else "") + (f.node or "-"),
         "ranks": format_ranks(f.ranks) if f.ranks else "-",
         "layer": f.layer,
-        "source": source_text(f.source),
+        "source": source_text(f.source, (getattr(cap, "manifest", None) or {}).get("cwd") or None),  # as check
         "evidence_line": _evidence_line(f),
         "per_rank": values_by_rank(ev["values"], str, prefix="rank ", sep=": ")
         if isinstance(ev.get("values"), dict)
@@ -152,7 +154,9 @@ def _finding(f, fid: str, cap, index: "StageIndex", diffs: Diffs) -> dict[str, A
                 (f"rank diff {ref} vs {differing[0]}", diffs.rank_diff(st.key, ref, differing[0], focus))
             )
         if st.pass_rec is not None and st.pass_rec.blobs:  # re-run the pass on its captured input
-            out["replay"] = shell_line(["replay", str(cap.path), "--pass", f"#{st.seq}", "--rank", str(ref), "--batch"])
+            out["replay"] = shell_line(
+                ["replay", *capture_words(cap.path), "--pass", f"#{st.seq}", "--rank", str(ref), "--batch"]
+            )
         if not out["links"]:  # in the traced graph, on one rank: the graph around the node
             out["links"].append((f"graph on rank {ref}", diffs.graph(st.key, ref, focus)))
     if f.layer == "codegen" and isinstance(ev.get("output_code"), dict):
@@ -188,14 +192,10 @@ def _evidence_items(ev: dict[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
-def _key(f) -> tuple:
-    """A finding's identity across the two gradings (its severity and message may differ)."""
-    return (f.kind, f.layer, f.pipeline, f.introduced_by, f.graph, f.subgraph, f.node, str(f.evidence.get("where")))
-
-
-def _grid(cap, index: "StageIndex", diffs: Diffs, finding_cells: dict[tuple, str]) -> dict[str, Any]:
+def _grid(cap, index: "StageIndex", diffs: Diffs, finding_cells: dict[tuple, str], worst: dict[str, dict]) -> dict:
     """Rank x stage: whether the rank's graph at the stage is the reference rank's (the lowest
-    rank that has it) after rank normalization: same, differs, or not run."""
+    rank that has it) after rank normalization (same, differs, or not run), and the worst finding
+    in the cell under each grading (`worst`: grading -> (stage, rank) -> severity)."""
     from graphtrain_inspect.inspector.checks.rank_classes import RankClasses
     from graphtrain_inspect.inspector.diff.graph_diff import rank_diff_gids
 
@@ -205,11 +205,13 @@ def _grid(cap, index: "StageIndex", diffs: Diffs, finding_cells: dict[tuple, str
     rows = []
     made = 0
     for r in cap.ranks:
-        cells = []
+        cells: list[dict[str, Any]] = []
         for key in index.keys:
             across = index.across(key)
             if r not in across:
-                cells.append({"state": "not-run", "href": None, "title": f"rank {r}: {key.label()} did not run"})
+                cells.append(
+                    {"state": "not-run", "href": None, "title": f"rank {r}: {key.label()} did not run", "sev": {}}
+                )
                 continue
             ref = min(across)
             if r == ref:
@@ -226,7 +228,8 @@ def _grid(cap, index: "StageIndex", diffs: Diffs, finding_cells: dict[tuple, str
             title = (
                 f"rank {r}: {key.label()} " + ("agrees with" if state == "same" else "differs from") + f" rank {ref}"
             )
-            cells.append({"state": state, "href": href, "title": title})
+            sev = {g: cells_of[(key, r)] for g, cells_of in worst.items() if (key, r) in cells_of}
+            cells.append({"state": state, "href": href, "title": title, "sev": sev})
         rows.append({"rank": r, "cells": cells})
     return {"columns": columns, "rows": rows}
 
@@ -263,6 +266,8 @@ def _meta(cap) -> dict[str, Any]:
         )
     return {
         "path": str(cap.path),
+        "sample": sample_of(cap.path),  # a bundled capture: named as --sample NAME, not by its place in the cache
+        "sample_about": describe(sample_of(cap.path) or ""),
         "kind": cap.kind,
         "command": m.get("command_line"),
         "torch": m.get("torch_version"),
@@ -276,55 +281,60 @@ def _meta(cap) -> dict[str, Any]:
     }
 
 
-def gather(cap: "Capture", jobs: int = 1) -> dict[str, Any]:
-    from graphtrain_inspect.inspector.checks import check_reports
+def gather(cap: "Capture", jobs: int = 1, reports: "Sequence[Report] | None" = None) -> dict[str, Any]:
+    """The page's contents. `reports`: the checks' reports under GRADINGS when already made."""
+    from graphtrain_inspect.inspector.checks import SEVERITY_RANK, check_reports
     from graphtrain_inspect.inspector.checks.shown import at_least, hidden_info, summary
+    from graphtrain_inspect.inspector.read.outline import finding_stages
     from graphtrain_inspect.inspector.read.simulated import simulated_line
     from graphtrain_inspect.inspector.read.stages import StageIndex
 
     index = StageIndex(cap)
     diffs = Diffs(cap, index)
-    reports = dict(zip(GRADINGS, check_reports(cap, [g == "shared" for g in GRADINGS], jobs=jobs)))
+    if reports is None:
+        reports = check_reports(cap, [g == "shared" for g in GRADINGS], jobs=jobs)
+    by_grading = dict(zip(GRADINGS, reports))
     sim = simulated_line(getattr(cap, "manifest", None))
-    findings: list[dict[str, Any]] = []
-    by_key: dict[tuple, dict[str, Any]] = {}
     headlines = []
+    cards: list[dict[str, Any]] = []  # one per finding of each grading, numbered as check --json numbers them
     finding_cells: dict[tuple, str] = {}
-    for g, rep in reports.items():
-        if sim:
-            rep.notes.append(sim)
+    worst: dict[str, dict[tuple, str]] = {}
+    for g, rep in by_grading.items():
         for info in (False, True):
             shown = at_least(rep.findings, "info" if info else None)
             head, more = summary(shown, 0 if info else hidden_info(rep.findings, None), HOW_INFO)
             headlines.append({"grading": g, "info": int(info), "head": head, "more": more, "shown": len(shown),
                               "errors": sum(1 for f in shown if f.severity == "error")})  # fmt: skip
+        cells_of = worst[g] = {}
         for number, f in enumerate(rep.findings, 1):
-            item = by_key.get(_key(f))
-            if item is None:
-                item = by_key[_key(f)] = _finding(f, f"f{len(findings) + 1}", cap, index, diffs)
-                item["grades"] = {}
-                findings.append(item)
-                for _label, did in item["links"]:  # the grid cell of the finding's stage and rank
-                    if did.startswith(("rd-", "gr-")):
-                        i, r = did.split("-")[1], did.split("-")[-1]
-                        finding_cells.setdefault((index.keys[int(i)], int(r)), did)
-            item["grades"][g] = {"severity": f.severity, "message": f.message}
-            if item.get("repro") is None and reproducible(f):  # numbered as check --json numbers them
+            card = _finding(f, f"{g[0]}{number}", cap, index, diffs)
+            card.update(grading=g, number=number)
+            if reproducible(f):
                 flags = ["--shared-graph"] if g == "shared" else []
-                out = f"repro-{number}"
-                item["repro"] = shell_line(["repro", str(cap.path), *flags, "--finding", str(number), "-o", out])
-    grid = _grid(cap, index, diffs, finding_cells)
-    not_run = {g: _reasons(rep) for g, rep in reports.items()}
+                card["repro"] = shell_line(
+                    ["repro", *capture_words(cap.path), *flags, "--finding", str(number), "-o", f"repro-{number}"]
+                )
+            cards.append(card)
+            for _label, did in card["links"]:  # the grid cell of the finding's stage and rank
+                if did.startswith(("rd-", "gr-")):
+                    i, r = did.split("-")[1], did.split("-")[-1]
+                    finding_cells.setdefault((index.keys[int(i)], int(r)), did)
+            for r, st in finding_stages(f, index).items():  # where the TUI's tree badges it
+                cell = (st.key, r)
+                if SEVERITY_RANK.get(f.severity, 9) < SEVERITY_RANK.get(cells_of.get(cell, ""), 9):
+                    cells_of[cell] = f.severity
+    grid = _grid(cap, index, diffs, finding_cells, worst)
     return {
         "meta": _meta(cap),
         "headlines": headlines,
-        "findings": findings,
-        "not_run": not_run["per-rank"],
-        "notes": reports["per-rank"].notes,
+        "findings": cards,
+        "not_run": _reasons(by_grading["per-rank"]),
+        "notes": [*by_grading["per-rank"].notes, *([sim] if sim else [])],
         "grid": grid,
+        "timeline": timeline.lanes(cap),
         "events": _events(cap),
         "diffs": diffs.made(),
-        "check_counts": {g: {"all": rep.counts()} for g, rep in reports.items()},
+        "check_counts": {g: {"all": rep.counts()} for g, rep in by_grading.items()},
     }
 
 

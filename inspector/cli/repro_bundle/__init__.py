@@ -125,6 +125,7 @@ def importable(module: str) -> str:
 
 
 def write(cap: Any, f: Any, out: Path, *, setup: list[str], trust: bool, number: int) -> dict[str, Any]:
+    from graphtrain_inspect.inspector.read.bundled import sample_of
     from graphtrain_inspect.inspector.read.source_lines import source_text
     from graphtrain_inspect.inspector.replay.plan import (
         capture_dir,
@@ -186,6 +187,7 @@ def write(cap: Any, f: Any, out: Path, *, setup: list[str], trust: bool, number:
         "setup": list(setup),
         "ranks": per_rank,
         "capture": capture_dir(cap),
+        "sample": sample_of(capture_dir(cap)),  # a bundled capture: named as --sample NAME
         "finding": f.to_json(),
     }
     (out / "repro.json").write_text(json.dumps(cfg, indent=2, default=str) + "\n", encoding="utf-8")
@@ -197,12 +199,13 @@ def write(cap: Any, f: Any, out: Path, *, setup: list[str], trust: bool, number:
 def _readme(cfg: dict[str, Any], copied: list[str], why_trusted: str) -> str:
     ranks = ", ".join(cfg["ranks"])
     src = "\n".join(f"- src/{c}" for c in copied) or "- none: the pass is a library's (install it)"
+    capture = f"`--sample {cfg['sample']}` (bundled with graphtrain-inspect)" if cfg.get("sample") else cfg["capture"]
     return f"""# Reproduce: {cfg["kind"]} at {cfg["node"]}
 
 {cfg["message"]}
 
 The pass `{cfg["pass"]}` run on the graph it received on rank(s) {ranks} of the capture
-{cfg["capture"]}. With torch installed (the capture's version or one that loads its graphs):
+{capture}. With torch installed (the capture's version or one that loads its graphs):
 
     python repro.py        # exit 1 while the finding is there, 0 once it is gone
 

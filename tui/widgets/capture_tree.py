@@ -18,6 +18,7 @@ from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
 from graphtrain_inspect.inspector.read.outline import Outline, PassEntry, PipelineEntry, RankEntry
+from graphtrain_inspect.tui.escaping import plain
 from graphtrain_inspect.tui.session import Place
 from graphtrain_inspect.tui.widgets.name_abbrev import kept_spans
 
@@ -209,6 +210,10 @@ def pass_label(p: PassEntry, findings: list | None) -> Text:
 
 class CaptureTree(Tree[TreeData]):
     EAGER_PIPELINES = 8  # graphs per rank shown open; the others are filled in when opened
+
+    def process_label(self, label: Any) -> Text:
+        # a `str` label would be read as markup (escaping.plain); the labels made here are Texts
+        return super().process_label(plain(label))
 
     DEFAULT_CSS = """
     CaptureTree { width: 1fr; }

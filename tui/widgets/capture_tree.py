@@ -211,10 +211,6 @@ def pass_label(p: PassEntry, findings: list | None) -> Text:
 class CaptureTree(Tree[TreeData]):
     EAGER_PIPELINES = 8  # graphs per rank shown open; the others are filled in when opened
 
-    def process_label(self, label: Any) -> Text:
-        # a `str` label would be read as markup (escaping.plain); the labels made here are Texts
-        return super().process_label(plain(label))
-
     DEFAULT_CSS = """
     CaptureTree { width: 1fr; }
     """
@@ -240,6 +236,10 @@ class CaptureTree(Tree[TreeData]):
         self.populated: set[Hashable] = set()  # graphs whose passes are in the tree
 
     # -- building ----------------------------------------------------------------------------------
+
+    def process_label(self, label: Any) -> Text:
+        # a `str` label would be read as markup (escaping.plain); the labels made here are Texts
+        return super().process_label(plain(label))
 
     def load(self, outline: Outline, badges: dict[Hashable, list] | None = None) -> None:
         self.clear()

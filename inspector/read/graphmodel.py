@@ -63,7 +63,10 @@ class GraphTables:
             if not isinstance(g, dict):
                 continue
             rows = g.get("nodes")
-            nodes = [r for r in rows if _row_ok(r)] if isinstance(rows, list) else []
+            # rows parsed from code nest no deeper than Python's parser reads (200 brackets), which
+            # every reader walks: only a captured table's rows are looked through for depth
+            line = b"" if source == "text" else None
+            nodes = [r for r in rows if _row_ok(r, line)] if isinstance(rows, list) else []
             parent = g.get("parent_node")
             graphs.append(SubGraph(str(g.get("path") or ""), parent if isinstance(parent, str) else None, nodes))
         if not graphs:

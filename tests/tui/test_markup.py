@@ -17,10 +17,12 @@ from graphtrain_inspect.tui.session import Place
 from tests.tui.test_escaping import RAW, screen_text
 from tests.tui_support import MARKUP, markup_capture, opened, settle
 
+DIR_NAME = "cap[b]x[red on red]y"  # the capture's folder (no `/`): in the header, the tree, the Problems table
+
 
 @pytest.fixture(scope="module")
 def marked(tmp_path_factory):
-    return markup_capture(tmp_path_factory.mktemp("tui-markup") / "cap")
+    return markup_capture(tmp_path_factory.mktemp("tui-markup") / DIR_NAME)
 
 
 def _styled_like_markup(app) -> list[str]:
@@ -72,6 +74,7 @@ async def test_every_view_shows_markup_as_typed(marked):
         assert "[@click=app.quit]click[/] \\x1b]0;t\\x07" in everything  # markup and an escape at once
         assert "[red on red]hidden[/red on red] [link=file:///etc/passwd]passwd[/link] [/x]" in everything
         assert MARKUP["file"] in everything  # the finding's source line
+        assert f"{DIR_NAME}/status/rank_1.1001.json" in everything and f"▼ {DIR_NAME}  finished" in everything
         # titles, status lines, the tree, tables and the findings' filters: what the widgets hold
         app.open_place(Place(0, 0, 1, "out"))
         await pilot.press("1")

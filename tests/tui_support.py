@@ -104,6 +104,71 @@ def hostile_capture(directory, *, world: int = 2) -> str:
     return w.finish()
 
 
+# Rich and Textual markup a hostile capture may hold where it holds text: a closing tag with
+# nothing open (raised: the app died on open), a style that hides what follows, an action run on
+# a click, a link, and the sample's own `coordinate[dp]` (read as a style named `dp`).
+MARKUP = {
+    "pass": "shard[/x]_rows[red on red]",
+    "pass2": "coordinate[dp]",
+    "pass3": "[@click=app.quit]click[/] \x1b]0;t\x07",
+    "raise": "[bold]boom[/bold][/x]",
+    "message": "[red on red]hidden[/red on red] [link=file:///etc/passwd]passwd[/link] [/x]",
+    "error": "[/x] wrap [on red]failed[/on red]",
+    "reason": "[/x] disk [red on red]full[/]",
+    "file": "/work/[b]model[/b][/x].py",
+    "node": "node[/x][dp]",
+    "device": "cuda:[red]0[/red]",
+    "command": "python [/x]train.py [red on red]--secret[/]",
+}
+
+
+def markup_capture(directory, *, world: int = 2) -> str:
+    """small_capture's rank-baked bug with markup in every text field a capture has: pass names,
+    an exception message, a capture error, the source file of the finding's node, a device
+    table's node and device, a writer's stop reason (a status file) and the manifest's command."""
+    import orjson
+
+    from graphtrain_inspect.capture import graph_tables
+    from tests.small_captures import CaptureWriter, mesh_rank_table
+
+    real = graph_tables.device_table
+
+    def devices(gm):
+        d = real(gm)
+        lit = {"graph": "", "node": MARKUP["node"], "target": "aten.select.int", "where": "args[0]"}
+        d["literals"] = [*d.get("literals", []), {**lit, "device": MARKUP["device"], "kind": "device", "dtype": None}]
+        return d
+
+    w = CaptureWriter(directory, world_size=world)
+    graph_tables.device_table = devices
+    try:
+        for r in range(world):
+            rw = w.rank(r, rank_table=mesh_rank_table(r, (world,), ("dp",)), own_device="cpu")
+            g0, g1, g2 = _graphs(r)
+            for n in g2.graph.nodes:
+                if n.op == "call_function" and "select" in str(n.target):
+                    n.meta["stack_trace"] = f'File "{MARKUP["file"]}", line 7, in forward\n    s = z[rank]  # [/x]'
+            rw.apply(MARKUP["pass"], g1, g2)
+            rw.apply(MARKUP["pass2"], g2, g2)
+            rw.apply(MARKUP["raise"], g2, None, exception=ValueError(MARKUP["message"]))
+            rw.apply(MARKUP["pass3"], g2, g2)
+            rw.error("wrap", MARKUP["error"])
+            rw.end()
+    finally:
+        graph_tables.device_table = real
+    path = w.finish()
+    status = Path(path) / logformat.STATUS_DIR
+    status.mkdir(exist_ok=True)
+    doc = {"rank": 1, "pid": 1001, "state": "stopped", "log": logformat.log_file_name(1), "records": 3,
+           "bytes": 10, "time": 0.0, "reason": MARKUP["reason"]}  # fmt: skip
+    (status / logformat.status_file_name(1, 1001)).write_bytes(logformat.encode_status(doc))
+    manifest = Path(path) / logformat.MANIFEST_NAME
+    m = orjson.loads(manifest.read_bytes())
+    m["command"], m["command_line"] = MARKUP["command"].split(), MARKUP["command"]
+    manifest.write_bytes(orjson.dumps(m))
+    return path
+
+
 def log_path(directory, rank: int) -> Path:
     return Path(directory) / logformat.log_file_name(rank)
 

@@ -25,7 +25,7 @@ from graphtrain_inspect.tui import escaping
 from graphtrain_inspect.tui.capture_loading import CaptureLoading
 from graphtrain_inspect.tui.commands import CaptureCommands
 from graphtrain_inspect.tui.compile_actions import COMPILE_FINDING_KINDS, COMPILE_FINDING_ROWS, CompileActions
-from graphtrain_inspect.tui.escaping import ESCAPE_CONTROLS
+from graphtrain_inspect.tui.escaping import ESCAPE_CONTROLS, plain
 from graphtrain_inspect.tui.messages import Progress, ViewReady
 from graphtrain_inspect.tui.screens.help import HelpScreen
 from graphtrain_inspect.tui.screens.prompt import PromptScreen
@@ -232,6 +232,19 @@ class InspectApp(CaptureLoading, ViewActions, CompileActions, TorchNodeCounts, A
 
     # -- start ---------------------------------------------------------------------------------------
 
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: Any = "information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None:
+        """Textual's notification, its message never read as markup: notifications say pass names,
+        paths and reading problems (escaping.plain). Widgets' `notify` comes here too."""
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=False)
+
     def get_line_filters(self):
         # Text from a capture is data: every rendered line shows its control characters escaped.
         return [*super().get_line_filters(), ESCAPE_CONTROLS]
@@ -261,14 +274,14 @@ class InspectApp(CaptureLoading, ViewActions, CompileActions, TorchNodeCounts, A
         status = self.query_one("#status", Label)
         bar = self.query_one("#progress", ProgressBar)
         if self.jobs:
-            status.update(" · ".join(self.jobs.values()))
+            status.update(plain(" · ".join(self.jobs.values())))
             bar.display = True
             if job == "load" and fraction is not None:
                 bar.update(total=100, progress=100 * fraction)
             elif "load" not in self.jobs:
                 bar.update(total=None)
         else:
-            status.update(self.idle_status())
+            status.update(plain(self.idle_status()))
             bar.display = False
 
     def idle_status(self) -> str:
@@ -399,7 +412,7 @@ class InspectApp(CaptureLoading, ViewActions, CompileActions, TorchNodeCounts, A
         self._load(view, self.place, v.job)
 
     def _title(self, view: str, text: str) -> None:
-        self.query_one(f"#{view}-title", Label).update(text)
+        self.query_one(f"#{view}-title", Label).update(plain(text))
 
     def _load(self, view: str, place: Place, job) -> None:
         widget = self.view_widget(view)
@@ -455,7 +468,7 @@ class InspectApp(CaptureLoading, ViewActions, CompileActions, TorchNodeCounts, A
         if drawn.key is not None:
             self.shown[m.view] = drawn.key
         if drawn.status is not None:
-            self.query_one(f"#{m.view}-status", Label).update(drawn.status)
+            self.query_one(f"#{m.view}-status", Label).update(plain(drawn.status))
         if drawn.title is not None:
             self._title(m.view, drawn.title)
         self._apply_pending_jump(m.view)

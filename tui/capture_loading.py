@@ -17,6 +17,7 @@ from graphtrain_inspect.inspector.read.capture_index import CaptureUnreadable
 from graphtrain_inspect.inspector.read.live import files_signature
 from graphtrain_inspect.inspector.read.progressive import ProgressiveLoader
 from graphtrain_inspect.inspector.read.simulated import simulated_line
+from graphtrain_inspect.tui.escaping import plain
 from graphtrain_inspect.tui.messages import CaptureFailed, CaptureLoaded, FindingsReady, Progress
 from graphtrain_inspect.tui.session import CaptureSession, Place
 from graphtrain_inspect.tui.widgets.findings_view import checks_note
@@ -118,7 +119,7 @@ class CaptureLoading:
         if self.session is not None:  # a failure while following: keep what is shown
             self.notify(m.error, title="reading the capture failed", severity="error")
             return
-        self.tree.root.set_label(f"cannot read {m.path}")
+        self.tree.root.set_label(plain(f"cannot read {m.path}"))
         self.code_view.clear(m.error)
         self.query_one(ProblemsView).set_rows([(m.path, "", m.error)])
         self.notify(m.error, title="cannot read the capture", severity="error", timeout=10)
@@ -291,7 +292,7 @@ class CaptureLoading:
         self.tree.set_badges(self.visible_badges(), total=n)
         self.query_one(TabbedContent).get_tab("findings").label = f"Findings ({n})" if n else "Findings"
         if not self.jobs:  # the status bar counts as the tab does
-            self.query_one("#status", Label).update(self.idle_status())
+            self.query_one("#status", Label).update(plain(self.idle_status()))
 
     def visible_badges(self) -> dict:
         fv = self.findings_view

@@ -5,7 +5,10 @@ from __future__ import annotations
 from functools import partial
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.content import Content
+from textual.fuzzy import Matcher
 
+from graphtrain_inspect.tui.escaping import plain
 from graphtrain_inspect.tui.session import Place
 
 
@@ -77,7 +80,7 @@ class CaptureCommands(Provider):
 
     async def discover(self) -> Hits:
         for text, cb, help_text in self._entries()[:200]:
-            yield DiscoveryHit(text, cb, help=help_text)
+            yield DiscoveryHit(shown(text), cb, text=text, help=shown(help_text))
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
@@ -92,7 +95,23 @@ class CaptureCommands(Provider):
                     pairs = [f"{a} {b}" for a, b in zip(words, words[1:])]
                     together = sum(p in low for p in pairs) / len(pairs) if pairs else 1.0
                     score = 1e6 + 1e5 * together + score
-                yield Hit(score, matcher.highlight(text), cb, help=help_text)
+                yield Hit(score, _highlight(matcher, text), cb, text=text, help=shown(help_text))
+
+
+def shown(text: str) -> Content:
+    """An entry's text as typed: the palette reads a `str` prompt or help as markup (a pass
+    named `[/x]` raised), and takes a `Content` as it is."""
+    return Content.from_rich_text(plain(text))
+
+
+def _highlight(matcher: Matcher, text: str) -> Content:
+    """`Matcher.highlight` (the query's letters marked in `text`) of `text` as typed: Textual's
+    reads the text as markup first."""
+    content = shown(text)
+    for offset in matcher.fuzzy_search.match(matcher.query, text)[1]:
+        if not text[offset].isspace():
+            content = content.stylize(matcher.match_style, offset, offset + 1)
+    return content
 
 
 def _words_in(words: list[str], text: str) -> bool:

@@ -1,4 +1,13 @@
-"""The TUI's layer of capture.terminal_text: the same escaping as the commands, in two places.
+"""The TUI's layer of capture.terminal_text: the same escaping as the commands, in two places;
+and `plain`, the one way text becomes something the TUI shows.
+
+0. Markup. Textual and Rich read a `str` given to a table cell, a label, a tree node, a select
+   option, a notification or a command-palette entry as markup: a status reason holding `[/x]`
+   raised (a closing tag with nothing open) and took the app down on open, `[red on red]` hid
+   what followed, `[@click=app.quit]` made a click run an action, and the sample's own
+   `coordinate[dp]` read as `coordinate`. Every text the TUI shows goes through `plain` (a
+   `Text`, which is never parsed), and the widgets that take strings (`RecordTable`,
+   `CaptureTree`, the app's `notify`) pass what they are given through it too.
 
 1. Text objects. Rich's `Text` and Textual's `Content` *drop* BEL, BS, VT, FF and CR from the
    text they are made of (`strip_control_codes`), before any filter can see them, so a pass name
@@ -20,10 +29,16 @@ from __future__ import annotations
 import rich.text
 import textual.content
 from rich.segment import Segment
+from rich.text import Text
 from textual.color import Color
 from textual.filter import LineFilter
 
 from graphtrain_inspect.capture.terminal_text import escape_controls
+
+
+def plain(text: object) -> Text:
+    """`text` as typed: a Rich `Text`, never read as markup (a `Text` is returned as it is)."""
+    return text if isinstance(text, Text) else Text(str(text), end="")
 
 
 def _escape(text: str, *_: object) -> str:

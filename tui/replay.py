@@ -7,9 +7,12 @@ own process while the app is suspended, and the app comes back where it was.
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
+
+from graphtrain_inspect.capture.terminal_text import escape_controls
 
 
 def replay_argv(path: str, pass_name: str, rank: int, occurrence: int) -> list[str]:
@@ -24,11 +27,13 @@ def replay_argv(path: str, pass_name: str, rank: int, occurrence: int) -> list[s
 def run_in_terminal(argv: list[str]) -> int:
     """Run the replay in the (suspended app's) terminal; on failure wait for Enter so the message
     can be read before the app takes the screen back."""
-    print("$ " + " ".join(argv), flush=True)
+    # the command as a shell reads it back (shlex), its control characters escaped (a pass name
+    # holding an OSC sequence would otherwise reach the terminal)
+    print(escape_controls("$ " + shlex.join(argv)), flush=True)
     try:
         rc = subprocess.call(argv)
     except OSError as e:
-        print(f"graphtrain-inspect tui: cannot run replay: {e}", flush=True)
+        print(escape_controls(f"graphtrain-inspect tui: cannot run replay: {e}"), flush=True)
         rc = 127
     if rc != 0:
         try:

@@ -9,6 +9,7 @@ from pathlib import Path
 from textual.app import SuspendNotSupported
 from textual.widgets import Input, Label
 
+from graphtrain_inspect.tui.escaping import plain
 from graphtrain_inspect.tui.replay import replay_argv, run_captured, run_in_terminal
 from graphtrain_inspect.tui.screens.prompt import PromptScreen
 from graphtrain_inspect.tui.widgets.code_view import CodeView
@@ -53,7 +54,7 @@ class ViewActions:
             label = self.query_one(f"#{name}-title", Label)
             text = str(label.content)
             if text.endswith(" · unified") or text.endswith(" · split"):
-                label.update(text.rsplit(" · ", 1)[0] + f" · {mode}")
+                label.update(plain(text.rsplit(" · ", 1)[0] + f" · {mode}"))
         self.notify(f"diffs: {'side by side' if mode == 'split' else 'unified'}", timeout=2)
 
     def action_expand_folds(self) -> None:

@@ -32,7 +32,7 @@ def run(ctx: CheckContext) -> list[Finding]:
     if cap.kind == "capture":
         # headers give the world size: ranks that loaded shared code may have logged nothing
         flag, _ = compile_on_one_rank(ctx)
-        all_ranks = sorted(set(cap.ranks) | set(range(cap.world_size or 0)))
+        all_ranks = sorted(set(cap.ranks) | set(cap.absent_ranks))  # bounded: absent_ranks
     else:
         # torch's logs say nothing of the world (one rank's log read alone is not compile on
         # one rank): only the logs at hand count

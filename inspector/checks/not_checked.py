@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from graphtrain_inspect.capture.rank_ranges import format_ranks
+from graphtrain_inspect.inspector.read.capture_reader import WORLD_LIMIT
 from graphtrain_inspect.inspector.read.output_code import output_codes
 
 if TYPE_CHECKING:
@@ -45,9 +46,14 @@ def explain(ctx: "CheckContext", ran: list[str]) -> None:
             f"no GraphPickler blobs ({how}): missing blobs not checked, nothing can be replayed",
         )
     world = cap.world_size or 0
-    absent = [r for r in range(world) if r not in cap.ranks]
+    absent = cap.absent_ranks  # never range(world): a header's world size is only a claim
     simulated = isinstance((cap.manifest or {}).get("simulated"), dict)  # said by its own note
-    if absent and not simulated:
+    if world > WORLD_LIMIT:
+        ctx.notes.append(
+            f"world size {world} (a log header's) is past {WORLD_LIMIT} ranks: ranks without a log are not "
+            f"listed; checked ranks {format_ranks(list(cap.ranks))} only"
+        )
+    elif absent and not simulated:
         ctx.notes.append(
             f"rank(s) {format_ranks(absent)} of world size {world} left no log (never ran a captured pass): "
             f"checked ranks {format_ranks(list(cap.ranks))} only"

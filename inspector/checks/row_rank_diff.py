@@ -163,7 +163,7 @@ def positional_rank_diff(
                 a, b = logformat.decode_row(xa), logformat.decode_row(xb)
             except orjson.JSONDecodeError:
                 return None
-            if not (_row_ok(a) and _row_ok(b)) or a["name"] != b["name"]:
+            if not (_row_ok(a, xa) and _row_ok(b, xb)) or a["name"] != b["name"]:
                 return None
             if not (knows_groups(a, ctx_a) and knows_groups(b, ctx_b)):
                 return None

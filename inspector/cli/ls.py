@@ -232,8 +232,8 @@ def _head_lines(data: dict[str, Any], st: Style) -> list[str]:
     m = data.get("manifest") or {}
     head = f"{data['path']}  {data['kind']}"
     if m:
-        status = m.get("status")
-        head += f"  {st(str(status), 'green' if status == 'finished' else 'red')}"
+        status = m.get("status") or "status unknown"  # left out where not a string (a reading problem)
+        head += f"  {st(status, 'green' if status == 'finished' else 'red')}"
         if m.get("exit_code") is not None:
             head += f" (exit {m['exit_code']}{', ' + m['signal'] if m.get('signal') else ''})"
         if m.get("torch_version"):

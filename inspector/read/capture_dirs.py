@@ -14,6 +14,7 @@ from graphtrain_inspect.inspector.read.capture_reader import Capture
 from graphtrain_inspect.inspector.read.capture_records import GraphRef, _int, _Rank, _str
 from graphtrain_inspect.inspector.read.logscan import LogFile, ReadError, Record, open_regular
 from graphtrain_inspect.inspector.read.torch_trace import index_torch_rank, is_torch_log
+from graphtrain_inspect.inspector.read.validators import clean_manifest
 
 
 def _is_our_log(name: str) -> bool:
@@ -158,6 +159,10 @@ def _check_manifest(cap: Capture, path: str) -> None:
                 )
             )
         return
+    m, wrong = clean_manifest(m)  # a value of the wrong type is a reading problem, never met by a reader
+    cap.manifest = m
+    for what in wrong:
+        cap.errors.append(ReadError(os.path.join(path, logformat.MANIFEST_NAME), None, what))
     version = m.get("format_version")
     if isinstance(version, int) and version > logformat.FORMAT_VERSION:
         cap.errors.append(
@@ -195,6 +200,7 @@ def _open_files(path: str, files: list[str], manifest: dict | None, source: str)
     errors: list[ReadError] = []
     logs: dict[int, LogFile] = {}
     run_id = manifest.get("run_id") if isinstance(manifest, dict) else None
+    run_id = run_id if isinstance(run_id, str) else None  # read before the manifest is cleaned
     for r, fs in sorted(by_rank.items()):
         if len(fs) == 1:
             logs[r] = LogFile(fs[0], rank=r, base=base)

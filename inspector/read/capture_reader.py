@@ -70,8 +70,8 @@ def _pooled_rows(
         decoded = orjson.loads(b"[" + body + b"]")
         if len(decoded) != len(todo):
             return None  # a line holding more than one value: not a row per line
-        for t, row in zip(todo, decoded):
-            got[t] = pool[keys[rows[t]]] = row if _row_ok(row) else False
+        for t, line, row in zip(todo, lines, decoded):
+            got[t] = pool[keys[rows[t]]] = row if _row_ok(row, line) else False
     return got
 
 
@@ -85,6 +85,10 @@ def _sub_at(heads: Sequence[bytes], path: str) -> int | None:
         if at == path:
             return k
     return None
+
+
+# The largest world whose ranks without a log are listed (2**20: far past any real job's size).
+WORLD_LIMIT = 1 << 20
 
 
 class Capture:
@@ -125,10 +129,11 @@ class Capture:
     @property
     def absent_ranks(self) -> list[int]:
         """Ranks of the world with no log (a rank that ran no captured pass writes none: under
-        compile-on-one-rank, those that loaded its graph). A world size past 2**20 (a damaged or
-        hostile header) is not expanded."""
+        compile-on-one-rank, those that loaded its graph). A world size past WORLD_LIMIT (a
+        damaged or hostile header) is not expanded: every list of ranks is bounded by it, so a
+        header's claim never sizes a loop or a set beyond the logs at hand."""
         world = self.world_size
-        return [r for r in range(world) if r not in self._ranks] if world <= 1 << 20 else []
+        return [r for r in range(world) if r not in self._ranks] if world <= WORLD_LIMIT else []
 
     def all_errors(self) -> list[ReadError]:
         """Read errors of the capture and of every log, in file order (decode errors included)."""
@@ -551,7 +556,7 @@ class Capture:
             if len(pool) > _ROW_POOL_ROWS:
                 pool.clear()
             decoded = logformat.decode_row(line)
-            r = pool[line] = decoded if _row_ok(decoded) else False
+            r = pool[line] = decoded if _row_ok(decoded, line) else False
         return r or None
 
     def _table_from_rows(self, rank: int, gid: str) -> GraphTables | None:

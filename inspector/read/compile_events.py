@@ -212,14 +212,15 @@ class CompileStory:
             node["compiles"].append(c)
         rows: list[tuple[int, Frame, list[CompileInfo]]] = []
 
-        def walk(node: dict[str, Any], depth: int, nested: bool) -> None:
+        # depth first, without recursion: a stack is as deep as the program's (a recursive model)
+        todo: list[tuple[dict[str, Any], int, bool]] = [(root, 0, False)]  # (node, its depth, its parent branched)
+        while todo:
+            node, depth, nested = todo.pop()
             kids = list(node["children"].values())
             inner = depth + 1 if len(kids) > 1 or nested else depth
-            for k in kids:
-                rows.append((inner, k["frame"], k["compiles"]))
-                walk(k, inner, len(kids) > 1)
-
-        walk(root, 0, False)
+            if node is not root:
+                rows.append((depth, node["frame"], node["compiles"]))
+            todo.extend((k, inner, len(kids) > 1) for k in reversed(kids))
         return rows
 
     def to_json(self) -> dict[str, Any]:

@@ -63,7 +63,10 @@ class GraphTables:
             if not isinstance(g, dict):
                 continue
             rows = g.get("nodes")
-            nodes = [r for r in rows if _row_ok(r)] if isinstance(rows, list) else []
+            # rows parsed from code nest no deeper than Python's parser reads (200 brackets), which
+            # every reader walks: only a captured table's rows are looked through for depth
+            line = b"" if source == "text" else None
+            nodes = [r for r in rows if _row_ok(r, line)] if isinstance(rows, list) else []
             parent = g.get("parent_node")
             graphs.append(SubGraph(str(g.get("path") or ""), parent if isinstance(parent, str) else None, nodes))
         if not graphs:
@@ -121,9 +124,41 @@ _VAL_TYPES: dict[str, Any] = {
 }
 
 
-def _row_ok(r: Any) -> TypeGuard[NodeRow]:
+# How deep a row's values may nest (args, kwargs, val, attr): an FX argument nests a few levels
+# (a list of lists of nodes); a JSON parser reads up to 1024 and every reader that walks a value
+# recurses (normalizing, aligning, rendering, `str` itself). What nests deeper is cut there.
+MAX_NESTING = 64
+NESTED_TOO_DEEP: dict[str, str] = {"obj": "nested", "repr": f"<nested deeper than {MAX_NESTING} levels: not read>"}
+
+
+def _cut_too_deep(value: Any) -> bool:
+    """Replace, in place, every list or object `value` holds at depth MAX_NESTING with
+    NESTED_TOO_DEEP (a literal every reader shows as its repr); True if any was. Iterative: the
+    walk that bounds the depth cannot itself recurse too deep."""
+    cut = False
+    stack = [(value, 0)]
+    while stack:
+        v, depth = stack.pop()
+        items = enumerate(v) if type(v) is list else v.items()
+        for k, x in list(items):
+            if type(x) is list or type(x) is dict:
+                if depth + 1 >= MAX_NESTING:
+                    v[k] = dict(NESTED_TOO_DEEP)
+                    cut = True
+                else:
+                    stack.append((x, depth + 1))
+    return cut
+
+
+def _row_ok(r: Any, line: bytes | None = None) -> TypeGuard[NodeRow]:
+    """Whether `r` is a row (a dict with a string name and op), its keys of other types than the
+    schema's removed and values nested past MAX_NESTING cut, in place. `line`: the JSON it was
+    decoded from, where the caller has it: a line with fewer brackets than MAX_NESTING cannot nest
+    that deep, so only the rare row with many is walked."""
     if not isinstance(r, dict) or not isinstance(r.get("name"), str) or not isinstance(r.get("op"), str):
         return False
+    if line is None or line.count(b"[") + line.count(b"{") >= MAX_NESTING:
+        _cut_too_deep(r)
     for k, t in _ROW_TYPES.items():
         if k in r and not isinstance(r[k], t):
             del r[k]

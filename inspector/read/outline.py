@@ -209,7 +209,9 @@ def build_outline(cap: "Capture") -> Outline:
         path=path,
         name=os.path.basename(path.rstrip("/")) or path,
         kind=cap.kind,
-        status=m.get("status"),
+        # a manifest without a status (one not a string is left out, a reading problem) is no
+        # capture still running: that is a manifest saying so, or none at all
+        status=m.get("status") or ("unknown" if m else None),
         torch_version=m.get("torch_version")
         or next((h.get("torch_version") for r in cap.ranks if (h := cap.header(r))), None),
         world_size=cap.world_size,

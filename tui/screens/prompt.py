@@ -9,6 +9,8 @@ from textual.screen import ModalScreen
 from textual.suggester import SuggestFromList
 from textual.widgets import Input, Label
 
+from graphtrain_inspect.tui.escaping import plain
+
 
 class PromptScreen(ModalScreen[str | None]):
     DEFAULT_CSS = """
@@ -40,11 +42,11 @@ class PromptScreen(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label(self.title_text)
+            yield Label(plain(self.title_text))
             suggester = SuggestFromList(self.suggestions, case_sensitive=False) if self.suggestions else None
             yield Input(value=self.value, placeholder=self.placeholder, suggester=suggester, id="prompt-input")
             if self.hint:
-                yield Label(self.hint, classes="hint")
+                yield Label(plain(self.hint), classes="hint")
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()

@@ -18,6 +18,7 @@ from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
 from graphtrain_inspect.inspector.read.outline import Outline, PassEntry, PipelineEntry, RankEntry
+from graphtrain_inspect.tui.escaping import plain
 from graphtrain_inspect.tui.session import Place
 from graphtrain_inspect.tui.widgets.name_abbrev import kept_spans
 
@@ -235,6 +236,10 @@ class CaptureTree(Tree[TreeData]):
         self.populated: set[Hashable] = set()  # graphs whose passes are in the tree
 
     # -- building ----------------------------------------------------------------------------------
+
+    def process_label(self, label: Any) -> Text:
+        # a `str` label would be read as markup (escaping.plain); the labels made here are Texts
+        return super().process_label(plain(label))
 
     def load(self, outline: Outline, badges: dict[Hashable, list] | None = None) -> None:
         self.clear()

@@ -12,6 +12,7 @@ from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widgets import DataTable, Label, Select, Static
 
+from graphtrain_inspect.tui.escaping import plain
 from graphtrain_inspect.tui.widgets.record_table import RecordTable
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
@@ -139,10 +140,10 @@ class FindingsView(Vertical):
             sel = self.query_one(f"#filter-{k}", Select)
             current = sel.value
             with self.prevent(Select.Changed):
-                sel.set_options([(str(v), v) for v in values])
+                sel.set_options([(plain(v), v) for v in values])
                 if current in values:
                     sel.value = current
-        self.query_one("#findings-status", Label).update(status or self._status())
+        self.query_one("#findings-status", Label).update(plain(status or self._status()))
         self.apply_filters()
 
     @property
@@ -180,7 +181,7 @@ class FindingsView(Vertical):
         self.post_message(self.SharedGraphToggled())
 
     def set_status(self, text: str) -> None:
-        self.query_one("#findings-status", Label).update(text)
+        self.query_one("#findings-status", Label).update(plain(text))
 
     def set_filter(self, key: str, value) -> None:
         """Filter by kind, severity, rank or pass (Select.NULL for any)."""
@@ -188,7 +189,7 @@ class FindingsView(Vertical):
         self.filters[key] = value
         self.apply_filters()
         if key == "severity":
-            self.query_one("#findings-status", Label).update(self._status())
+            self.query_one("#findings-status", Label).update(plain(self._status()))
             self.post_message(self.SeverityChanged())
 
     def on_select_changed(self, event: Select.Changed) -> None:
@@ -198,7 +199,7 @@ class FindingsView(Vertical):
             self.apply_filters()
             event.stop()
             if key == "severity":
-                self.query_one("#findings-status", Label).update(self._status())
+                self.query_one("#findings-status", Label).update(plain(self._status()))
                 self.post_message(self.SeverityChanged())
 
     def _match(self, f) -> bool:

@@ -8,6 +8,8 @@ from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import DataTable
 
+from graphtrain_inspect.tui.escaping import plain as as_text
+
 
 def plain(cell: Any) -> str:
     return cell.plain if isinstance(cell, Text) else str(cell)
@@ -29,6 +31,11 @@ class RecordTable(DataTable):
         # the rows' cells whole, by row, where the table shows them shortened (a long name without
         # its middle): copying, exporting and searching read these; empty: the cells as shown
         self.whole: list[tuple[str, ...]] = []
+
+    def add_row(self, *cells: Any, **kwargs: Any) -> Any:
+        """DataTable's, each cell shown as typed: a `str` cell would be read as markup
+        (escaping.plain)."""
+        return super().add_row(*map(as_text, cells), **kwargs)
 
     def row_plain(self, index: int) -> str:
         if not (0 <= index < self.row_count):

@@ -13,6 +13,7 @@ from textual.widgets import DataTable, Label
 
 from graphtrain_inspect.inspector.checks.symbol_rows import SymbolRow
 from graphtrain_inspect.inspector.read.device_rows import DeviceRow
+from graphtrain_inspect.tui.escaping import plain
 from graphtrain_inspect.tui.widgets.record_table import RecordTable
 from graphtrain_inspect.tui.widgets.view_result import Drawn, ResultContext
 
@@ -54,7 +55,7 @@ class TableTab(Vertical):
         return self.query_one(RecordTable)
 
     def set_title(self, text: str) -> None:
-        self.query_one(".tab-title", Label).update(text)
+        self.query_one(".tab-title", Label).update(plain(text))
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()

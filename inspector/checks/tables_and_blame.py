@@ -349,6 +349,13 @@ class CheckContext:
         stages = self.index.across(key)
         if ref not in stages or other not in stages:
             return None
+        if self.identical(ref, stages[ref].gid, other, stages[other].gid):
+            return []
+        if self.classes:
+            # one class: the normalized graphs agree, collectives and their groups included
+            classes = self.rank_classes
+            if classes.class_of(key, ref) is classes.class_of(key, other) is not None:
+                return []
         a, b = self.collectives(stages[ref]), self.collectives(stages[other])
         if a is None or b is None:
             return None

@@ -21,7 +21,8 @@ has made both graphs by then): its backward would hang; `--hang` runs it anyway.
 
     torchrun --standalone --nproc-per-node 2 -m tests.programs.partitioner_recompute [--fix FIX]
 
-CPU (gloo), two ranks, one step: each rank compiles its own graph with torch.compile (Inductor),
+CPU (gloo), two ranks, one step: each rank compiles its own graph with torch.compile (Inductor, or
+`--backend aot_eager_decomp_partition`: the same partitioner without Inductor's passes and code),
 the batch dimension dynamic.
 """
 
@@ -58,6 +59,8 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--fix", choices=FIXES, default=None)
     p.add_argument("--hang", action="store_true", help="without --fix: run the backward that hangs")
+    # aot_eager_decomp_partition: the same AOTAutograd and min-cut partitioner, no Inductor codegen
+    p.add_argument("--backend", default="inductor", help="torch.compile backend (default: inductor)")
     args = p.parse_args(argv)
     _configure(args.fix)
     dist.init_process_group("gloo")
@@ -71,7 +74,7 @@ def main(argv: list[str] | None = None) -> None:
         # the batch a symbol on every rank (one graph for all batch sizes): the partitioner weighs
         # each rank's own size hint, and no rank's batch size is a literal of its graph
         torch._dynamo.mark_dynamic(x, 0)
-        loss = torch.compile(step)(w_shard, x)
+        loss = torch.compile(step, backend=args.backend)(w_shard, x)
         if args.fix is not None or args.hang:
             loss.backward()
             torch.optim.SGD([w_shard], lr=0.1).step()

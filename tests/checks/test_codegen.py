@@ -70,7 +70,12 @@ def test_generated_code_that_differs_in_shape_although_the_fx_graphs_agree(tmp_p
     torch_log(tmp_path, 0, [{"graph": post_grad("3"), "code": wrapper("3.0")}])
     torch_log(tmp_path, 1, [{"graph": post_grad("3"), "code": wrapper("3.0", extra_kernel=True)}])
     cg = _codegen(run_checks(open_capture(str(tmp_path))))
-    assert [(f.kind, f.severity, f.evidence["differing_ranks"]) for f in cg] == [("codegen-divergent", "error", [1])]
+    # the code calls no collective on either rank: a difference in how each rank computes, right in
+    # code each rank generated for itself, an error where one rank's code is loaded by the others
+    assert [(f.kind, f.severity, f.evidence["differing_ranks"]) for f in cg] == [("codegen-divergent", "info", [1])]
+    assert cg[0].evidence["collectives_agree"] and cg[0].evidence["severity_if_shared"] == "error"
+    cg = _codegen(run_checks(open_capture(str(tmp_path)), shared_graph=True))
+    assert [(f.kind, f.severity) for f in cg] == [("codegen-divergent", "error")]
     # when the FX graphs differ too, the FX checks own it: no codegen-divergent finding
     other = tmp_path / "fxdiffers"
     torch_log(other, 0, [{"graph": post_grad("3"), "code": wrapper("3.0")}])

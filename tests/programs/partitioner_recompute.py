@@ -9,10 +9,11 @@ and the other saves it. Their collective sequences part: rank 1's backward runs 
 `all_gather_into_tensor` rank 0's does not, and the job hangs in its first backward.
 
 torch keeps both upstream fixes as configuration, used here as they are:
-* `--fix sync`: the decision synced across ranks (`torch._functorch.config._sync_decision_cross_ranks`:
-  every rank takes the saved set of one rank), with collectives still allowed to be recomputed;
-* `--fix no-collective-recompute`: collectives never recomputed (torch's default,
-  `unsafe_allow_optimization_of_collectives = False`); the ranks still recompute different
+* `--fix sync`: the decision synced across ranks (`torch._functorch.config._sync_decision_cross_ranks`,
+  pytorch/pytorch#152264: every rank takes the saved set of one rank), with collectives still
+  allowed to be recomputed;
+* `--fix no-collective-recompute`: collectives never recomputed (torch's default since
+  pytorch/pytorch#147561, `unsafe_allow_optimization_of_collectives = False`); the ranks still recompute different
   compute (rank 1 recomputes the matmul, rank 0 saves it), which changes nothing the ranks must
   agree on.
 Without `--fix` the program turns on `unsafe_allow_optimization_of_collectives`, the behaviour of

@@ -116,3 +116,16 @@ def test_finding_kinds_are_what_the_checks_report():
     assert kinds == {name: KIND_OF_CHECK.get(name, name) for name in CHECKS}
     assert list(FINDING_KINDS) == list(dict.fromkeys(kinds.values()))
     assert "codegen-rank-baked" not in FINDING_KINDS and "rank-baked-constant" in FINDING_KINDS
+
+
+def test_generated_code_whose_collectives_differ_would_hang(tmp_path):
+    """The FX graphs agree, but rank 1's code leaves out the all_reduce rank 0's calls: an error
+    in per-rank code too (the ranks would hang), whatever the grading."""
+    for r in (0, 1):
+        code = wrapper(cuda_dev=r, n=r)
+        if r == 1:
+            code = "\n".join(l for l in code.split("\n") if "all_reduce_" not in l)
+        torch_log(tmp_path, r, [{"graph": post_grad("3"), "code": code}])
+    cg = [f for f in _codegen(run_checks(open_capture(str(tmp_path)))) if f.kind == "codegen-divergent"]
+    assert [(f.severity, f.evidence["collectives_agree"]) for f in cg] == [("error", False)]
+    assert "the collectives it calls differ, the ranks would hang" in cg[0].message

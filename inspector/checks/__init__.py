@@ -60,6 +60,7 @@ CHECK_MODULES: tuple[str, ...] = (
     "device_baked",
     "stale_unbacked_symbol",
     "rank_divergent_graph",
+    "collective_mismatch",
     # generated code (`"layer": "codegen"`): Inductor's output per rank
     "codegen_rank_baked",
     "codegen_device_baked",

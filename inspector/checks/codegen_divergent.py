@@ -4,13 +4,21 @@ kernel names, own device, streams and group names normalized) although the FX gr
 generated from agree on those ranks. The FX graph cannot explain it: a per-rank Inductor decision
 (autotuning, a config read from the environment, a heuristic on rank-local data) made the ranks'
 kernels differ, and collectives or numerics may no longer match.
+
+Graded by the collectives the code calls (`diff.collectives.code_collectives`), as
+rank-divergent-graph grades FX graphs: where they differ across ranks, an error (the ranks would
+hang); where they agree, the ranks differ in how they compute only (kernels, fusion, buffer reuse
+chosen from each rank's size hints in a dynamic compile): info in code each rank generated for
+itself, an error where the code is shared (compile on one rank, `check --shared-graph`).
 """
 
 from __future__ import annotations
 
 from graphtrain_inspect.inspector.checks.codegen_sites import aligned, finding
 from graphtrain_inspect.inspector.checks.findings import Finding
+from graphtrain_inspect.inspector.checks.rank_baked_constant import compile_on_one_rank
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
+from graphtrain_inspect.inspector.diff.collectives import code_collectives
 from graphtrain_inspect.inspector.diff.graph_diff import text_diff
 from graphtrain_inspect.inspector.diff.output_code import literal_skeleton
 
@@ -31,6 +39,7 @@ def _fx_agree(ctx: CheckContext, ra: int, ga: str | None, rb: int, gb: str | Non
 
 def run(ctx: CheckContext) -> list[Finding]:
     out: list[Finding] = []
+    shared: bool | None = None
     for sites in aligned(ctx).values():
         if len(sites) < 2:
             continue
@@ -56,5 +65,22 @@ def run(ctx: CheckContext) -> list[Finding]:
             "although their FX graphs agree"
         )
         ev = {"differing_ranks": others, "diff": first[:40]}
-        out.append(finding(KIND, "error", msg, sites, ranks, node=None, evidence=ev))
+        colls = code_collectives(ref.normalized)
+        sev = "error"
+        if all(code_collectives(sites[r].normalized) == colls for r in others):
+            if shared is None:
+                shared = ctx.shared_graph or compile_on_one_rank(ctx)[0]
+            ev["collectives_agree"] = True
+            if not shared:
+                sev = "info"
+                ev.update({"shared": False, "severity_if_shared": "error"})
+                msg += (
+                    "; the collectives it calls agree: the ranks differ only in how they compute (kernels, "
+                    "fusion, buffer reuse chosen from each rank's sizes), right in code each rank generated "
+                    "for itself; wrong if one rank's code is loaded by the others (check --shared-graph)"
+                )
+        else:
+            ev["collectives_agree"] = False
+            msg += ": the collectives it calls differ, the ranks would hang"
+        out.append(finding(KIND, sev, msg, sites, ranks, node=None, evidence=ev))
     return out

@@ -3,13 +3,23 @@
 For each pass (by its place in the pipeline), its output graph on every rank of a group that
 ought to agree is aligned with the lowest rank's, after rank normalization. If the outputs differ
 structurally (nodes added or removed, another op or target, other inputs) while the graphs the
-pass received agreed structurally, the pass's decision depended on rank-local data: an error at
-that pass. Literal-only differences are rank-baked-constant's business; when the inputs differed
-only in literals, the evidence names them (a rank literal that the pass folded differently).
+pass received agreed structurally, the pass's decision depended on rank-local data. Literal-only
+differences are rank-baked-constant's business; when the inputs differed only in literals, the
+evidence names them (a rank literal that the pass folded differently).
 
-Also reported: a pass that ran on some ranks of a pipeline and not on others (error), and traced
-graphs that already differ structurally across ranks (`introduced_by: trace`, a warning: ranks may
-legitimately trace different programs, e.g. pipeline stages without a mesh to tell).
+Graded by what the divergence does to the job, the collectives first (`diff.collectives`):
+* the ranks' collectives differ at that graph: collective-mismatch reports the error (the ranks
+  would hang); this finding is info that points there;
+* the collectives agree and each rank compiled or traced the graph for itself: the ranks differ
+  in what they compute only (what is saved or recomputed, fusion, folding, kernels chosen from
+  each rank's sizes), which changes nothing they must agree on: info, with that reason;
+* the collectives agree and the graph is shared (compiled on one rank and loaded by the others:
+  the capture shows it, or `check --shared-graph`): an error at a pass, a warning for traced
+  graphs (ranks may legitimately trace different programs, e.g. pipeline stages without a mesh
+  to tell);
+* the collectives cannot be read: graded as if the graph were shared.
+
+Also reported: a pass that ran on some ranks of a pipeline and not on others (error).
 """
 
 from __future__ import annotations
@@ -18,11 +28,18 @@ from typing import Any
 
 from graphtrain_inspect.capture.rank_ranges import format_ranks
 from graphtrain_inspect.inspector.checks.findings import Finding
+from graphtrain_inspect.inspector.checks.rank_baked_constant import compile_on_one_rank
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext, Observation
 from graphtrain_inspect.inspector.read.stages import TRACE, StageKey
 
 KIND = "rank-divergent-graph"
 DESCRIPTION = "a pass's outputs differ structurally across ranks while its inputs agreed"
+
+COMPUTE_ONLY = (
+    "the ranks' collectives agree: they differ only in what they compute (saved or recomputed, "
+    "fused, folded, kernels chosen from each rank's sizes), right in graphs each rank {made} for "
+    "itself; wrong if one rank's graph is loaded by the others (check --shared-graph)"
+)
 
 
 def _structural_lines(d, n: int = 6) -> list[str]:
@@ -51,6 +68,7 @@ def run(ctx: CheckContext) -> list:
     if not groups:
         ctx.skip(KIND, "needs graphs of at least two ranks to compare")
         return findings
+    shared = ctx.shared_graph or compile_on_one_rank(ctx)[0]
     for group in groups:
         ranks = [r for r in group if ctx.index.by_rank.get(r)]
         ref = ranks[0]
@@ -122,11 +140,38 @@ def run(ctx: CheckContext) -> list:
             if first_change is not None:
                 node = first_change.name
                 sub = first_change.subgraph or None
-            o = Observation(
-                ("divergent", key), "warning" if intro else "error", msg, node=node, subgraph=sub, evidence=ev
-            )
+            sev = "warning" if intro else "error"
+            sev, msg = _grade(ctx, key, ref, list(diverged), sev, msg, ev, shared=shared, traced=intro)
+            o = Observation(("divergent", key), sev, msg, node=node, subgraph=sub, evidence=ev)
             findings.append(ctx._finding(KIND, st, last, o, sorted([ref, *diverged])))
     return findings
+
+
+def _grade(
+    ctx: CheckContext,
+    key,
+    ref: int,
+    others: list[int],
+    sev: str,
+    msg: str,
+    ev: dict[str, Any],
+    *,
+    shared: bool,
+    traced: bool,
+) -> tuple[str, str]:
+    """The severity and message of a structural divergence, by what it does to the collectives."""
+    parts = [ctx.collective_parts(key, ref, r) for r in others]
+    if any(parts):
+        ev["collectives_agree"] = False
+        return "info", msg + "; the ranks' collectives differ too: see collective-mismatch"
+    if any(p is None for p in parts):
+        return sev, msg  # the collectives cannot be read: nothing says the divergence is harmless
+    ev["collectives_agree"] = True
+    if shared:
+        ev["shared"] = True
+        return sev, msg
+    ev.update({"shared": False, "severity_if_shared": sev})
+    return "info", msg + "; " + COMPUTE_ONLY.format(made="traced" if traced else "compiled")
 
 
 class _NoDiff:

@@ -17,6 +17,7 @@ from graphtrain_inspect.inspector.checks.findings import Finding, NotRun
 from graphtrain_inspect.inspector.checks.rank_classes import class_rank_diff
 from graphtrain_inspect.inspector.checks.row_rank_diff import positional_rank_diff
 from graphtrain_inspect.inspector.diff.anchored import anchored_rank_diff
+from graphtrain_inspect.inspector.diff.collectives import Collective, Part, collective_sequence, compare
 from graphtrain_inspect.inspector.diff.graph_diff import diff_tables, graph_normalizer
 from graphtrain_inspect.inspector.diff.node_diff import GraphDiff
 from graphtrain_inspect.inspector.diff.normalize import GraphNormalizer, RankContext
@@ -160,6 +161,7 @@ class CheckContext:
         self._groups: list[list[int]] | None = None
         self._classes: RankClasses | None = None
         self._vectors: dict[str, dict[int, int]] | None = None
+        self._colls: dict[tuple[int, str, bool], list[Collective] | None] = {}
         # check kind -> results made by other processes (check -j), by what the check keys them on
         self.prefetched: dict[str, dict[Any, Any]] = {}
 
@@ -170,6 +172,7 @@ class CheckContext:
         assert other.cap is self.cap and other.classes == self.classes
         self.index, self._rank_ctx, self._norm, self._rdiff = other.index, other._rank_ctx, other._norm, other._rdiff
         self._groups, self._classes, self._vectors = other._groups, other._classes, other._vectors
+        self._colls = other._colls
         self.prefetched = other.prefetched
 
     def skip(self, check: str, reason: str) -> None:
@@ -330,6 +333,33 @@ class CheckContext:
             ("graphs", ref, stages[ref].gid, other, stages[other].gid), d, 1 + (d.size if d is not None else 0)
         )
         self._rdiff.put((key, ref, other), d, 1)
+
+    def collectives(self, st: Stage) -> list[Collective] | None:
+        """The collectives `st`'s graph runs, in order (`diff.collectives`); None if unreadable."""
+        k = (st.rank, st.gid, st.key.role == BACKWARD_ROLE)
+        if k not in self._colls:
+            self._colls[k] = collective_sequence(
+                self.cap, st.rank, st.gid, self._stage_ctx(st.rank, st.gid), backward=k[2]
+            )
+        return self._colls[k]
+
+    def collective_parts(self, key: StageKey, ref: int, other: int) -> list[Part] | None:
+        """Where `other`'s collectives at stage `key` part from `ref`'s (empty: they agree); None
+        if a rank lacks the stage or its graph cannot be read."""
+        stages = self.index.across(key)
+        if ref not in stages or other not in stages:
+            return None
+        if self.identical(ref, stages[ref].gid, other, stages[other].gid):
+            return []
+        if self.classes:
+            # one class: the normalized graphs agree, collectives and their groups included
+            classes = self.rank_classes
+            if classes.class_of(key, ref) is classes.class_of(key, other) is not None:
+                return []
+        a, b = self.collectives(stages[ref]), self.collectives(stages[other])
+        if a is None or b is None:
+            return None
+        return compare(a, b)
 
     def parent_key(self, key: StageKey, rank: int) -> StageKey | None:
         st = self.index.across(key).get(rank)

@@ -133,6 +133,13 @@ def _evidence_line(f) -> str:
         return evidence_line(f)
     if f.kind in ("incomplete-capture", "training-failed"):
         return str(ev.get("detail") or "")
+    if f.kind == "collective-mismatch":
+        seqs = ev.get("collectives") or {}
+        shown = list(seqs.items())[:2]  # the reference rank and the first that parts from it
+        return "  |  ".join(
+            f"r{r}: " + (", ".join(str(c) for c in cs[:4]) + (", ..." if len(cs) > 4 else "") if cs else "none")
+            for r, cs in shown
+        )
     if f.kind == "rank-divergent-graph":
         d = ev.get("differences") or []
         if d:

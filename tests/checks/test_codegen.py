@@ -70,7 +70,12 @@ def test_generated_code_that_differs_in_shape_although_the_fx_graphs_agree(tmp_p
     torch_log(tmp_path, 0, [{"graph": post_grad("3"), "code": wrapper("3.0")}])
     torch_log(tmp_path, 1, [{"graph": post_grad("3"), "code": wrapper("3.0", extra_kernel=True)}])
     cg = _codegen(run_checks(open_capture(str(tmp_path))))
-    assert [(f.kind, f.severity, f.evidence["differing_ranks"]) for f in cg] == [("codegen-divergent", "error", [1])]
+    # the code calls no collective on either rank: a difference in how each rank computes, right in
+    # code each rank generated for itself, an error where one rank's code is loaded by the others
+    assert [(f.kind, f.severity, f.evidence["differing_ranks"]) for f in cg] == [("codegen-divergent", "info", [1])]
+    assert cg[0].evidence["collectives_agree"] and cg[0].evidence["severity_if_shared"] == "error"
+    cg = _codegen(run_checks(open_capture(str(tmp_path)), shared_graph=True))
+    assert [(f.kind, f.severity) for f in cg] == [("codegen-divergent", "error")]
     # when the FX graphs differ too, the FX checks own it: no codegen-divergent finding
     other = tmp_path / "fxdiffers"
     torch_log(other, 0, [{"graph": post_grad("3"), "code": wrapper("3.0")}])
@@ -171,3 +176,16 @@ def test_a_symbol_a_generated_function_uses_and_nothing_in_its_scope_binds(tmp_p
     # only the codegen check reads code: --check stale-unbacked-symbol (the FX graphs) does not
     assert not _codegen(run_checks(open_capture(str(tmp_path)), only=["stale-unbacked-symbol"]))
     assert _codegen(run_checks(open_capture(str(tmp_path)), only=["codegen-stale-symbol"]))
+
+
+def test_generated_code_whose_collectives_differ_would_hang(tmp_path):
+    """The FX graphs agree, but rank 1's code leaves out the all_reduce rank 0's calls: an error
+    in per-rank code too (the ranks would hang), whatever the grading."""
+    for r in (0, 1):
+        code = wrapper(cuda_dev=r, n=r)
+        if r == 1:
+            code = "\n".join(l for l in code.split("\n") if "all_reduce_" not in l)
+        torch_log(tmp_path, r, [{"graph": post_grad("3"), "code": code}])
+    cg = [f for f in _codegen(run_checks(open_capture(str(tmp_path)))) if f.kind == "codegen-divergent"]
+    assert [(f.severity, f.evidence["collectives_agree"]) for f in cg] == [("error", False)]
+    assert "the collectives it calls differ, the ranks would hang" in cg[0].message

@@ -66,18 +66,19 @@ def test_the_interpreter_has_torch_and_not_the_tool(torch_only):
 
 
 @pytest.mark.parametrize(
-    "sample, finding, says",
+    "sample, finding, says, grading",
     [
-        ("h200x2-rank-divergent", "rank-divergent-graph", "differs between rank 0 and rank 1"),
-        ("h200x2-stale-symbol", "stale-unbacked-symbol", "stale unbacked symbol u18"),
+        # the ranks' collectives agree: an error where the graph is shared
+        ("h200x2-rank-divergent", "rank-divergent-graph", "differs between rank 0 and rank 1", ["--shared-graph"]),
+        ("h200x2-stale-symbol", "stale-unbacked-symbol", "stale unbacked symbol u18", []),
     ],
 )
-def test_repro_exits_1_while_the_bug_is_there(bundled_capture, tmp_path, torch_only, sample, finding, says):
+def test_repro_exits_1_while_the_bug_is_there(bundled_capture, tmp_path, torch_only, sample, finding, says, grading):
     cap = bundled_capture(sample)
-    listed = json.loads(run_cli("check", str(cap), "--json", "-j", "1").stdout)["findings"]
+    listed = json.loads(run_cli("check", str(cap), "--json", "-j", "1", *grading).stdout)["findings"]
     n = next(i for i, f in enumerate(listed, 1) if f["kind"] == finding and f["severity"] == "error")
     bundle = tmp_path / "bundle"
-    r = run_cli("repro", str(cap), "--finding", str(n), "-o", str(bundle), "--setup", SETUP)
+    r = run_cli("repro", str(cap), *grading, "--finding", str(n), "-o", str(bundle), "--setup", SETUP)
     assert r.returncode == 0 and r.stdout.startswith(f"wrote {bundle}: {finding}"), r.stderr
     assert (bundle / "src/graphtrain_inspect/samples/bugs.py").is_file() and (bundle / "rank0.gpkl").is_file()
     assert "pickles" in (bundle / "README.md").read_text()

@@ -69,6 +69,8 @@ def test_small_capture_opens_without_console_errors(tui_small_capture, tmp_path,
 
 def test_planted_bug_grid_cell_links_to_its_diff(bundled_capture, tmp_path, open_page):
     page, errors = open_page(write_report(bundled_capture("h200x2-rank-divergent"), tmp_path / "r.html"))
+    # the ranks' collectives agree: an error only where the graph is shared (info per rank)
+    page.locator("#shared-graph").check()
     card = page.locator("article.finding:visible").filter(has_text="rank-divergent-graph")
     assert card.count() == 1
     card_link = card.get_by_role("link", name="rank diff 0 vs 1").get_attribute("href")

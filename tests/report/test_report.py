@@ -4,6 +4,7 @@ gradings and with or without info findings; capture text escaped; bad input in o
 from __future__ import annotations
 
 import html
+import json
 import re
 from html.parser import HTMLParser
 
@@ -51,12 +52,17 @@ def test_counts_equal_check_under_both_gradings(bundled_capture, tmp_path, name)
 
 
 def test_the_planted_bug_is_a_finding_with_its_diffs(bundled_capture, tmp_path):
-    page = write_report(bundled_capture("h200x2-rank-divergent"), tmp_path / "r.html").read_text()
-    card = re.search(r'<article class="finding sev-error".*?</article>', page, re.S).group(0)
+    cap = bundled_capture("h200x2-rank-divergent")
+    page = write_report(cap, tmp_path / "r.html").read_text()
+    # the ranks' collectives agree: info per rank, an error where the graph is shared
+    graded = r'<article class="finding sev-info"[^>]* data-sev-per-rank="info" data-sev-shared="error".*?</article>'
+    card = re.search(graded, page, re.S).group(0)
     assert "rank-divergent-graph" in card and "tag_activation_checkpointing" in card and "mul_3" in card
-    # the repro command numbers it as check --json does (the planted bug is its first finding)
+    # the repro command numbers it as check --json does
+    listed = json.loads(run_cli("check", str(cap), "--json", "-j", "1").stdout)["findings"]
+    n = next(i for i, f in enumerate(listed, 1) if f["kind"] == "rank-divergent-graph")
     repro = re.search(r"reproduces it with torch alone: <code>([^<]*)</code>", card).group(1)
-    assert html.unescape(repro).endswith("--finding 1 -o repro-1")
+    assert html.unescape(repro).endswith(f"--finding {n} -o repro-{n}")
     # a bundled capture is named as the user names it, not by its place in the cache
     assert html.unescape(repro).startswith("graphtrain-inspect repro --sample h200x2-rank-divergent ")
     assert "<code>--sample h200x2-rank-divergent</code>" in page and "graphtrain-inspect/captures" not in page

@@ -1,0 +1,127 @@
+"""collective-mismatch: ranks whose graphs run different collectives would wait on each other.
+
+The collectives are the contract between ranks: every rank of a group must issue the same
+collectives on the same groups, in the same order and of the same sizes. For each graph state
+(the traced graph, then each pass's outputs), the sequence of collectives on every rank of a group
+that ought to agree (`CheckContext.rank_groups`: a pipeline stage) is compared with the lowest
+rank's (`diff.collectives`: op, group by role, sizes, forward/backward, nested subgraphs in place).
+Where they part, an error blamed on the first pass after which they differ (the graphs it received
+ran the same collectives), naming the collectives, the ranks and the phase; one finding per such
+pass, not one per later pass that carries the difference along. Traced graphs that already differ
+are a warning (`introduced_by: trace`): ranks may trace different programs on purpose where no
+mesh tells their pipeline stages apart.
+
+rank-divergent-graph reads the same sequences to grade structural divergence: where they agree,
+ranks differ only in what they compute.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from graphtrain_inspect.capture.rank_ranges import format_ranks
+from graphtrain_inspect.inspector.checks.findings import Finding
+from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext, Observation
+from graphtrain_inspect.inspector.diff.collectives import Part, describe_part
+from graphtrain_inspect.inspector.read.stages import Stage
+
+KIND = "collective-mismatch"
+DESCRIPTION = "ranks of a group run different collectives (op, group, order, size): they would hang"
+
+# collectives listed per rank in a finding's evidence
+_LISTED = 24
+
+
+def _first_node(parts: list[Part]) -> tuple[str | None, str | None]:
+    p = parts[0]
+    c = (p.b or p.a)[0]
+    return c.node, c.subgraph or None
+
+
+def run(ctx: CheckContext) -> list:
+    findings: list[Finding] = []
+    groups = [g for g in ctx.rank_groups() if len([r for r in g if ctx.index.by_rank.get(r)]) >= 2]
+    if not groups:
+        ctx.skip(KIND, "needs graphs of at least two ranks to compare")
+        return findings
+    for group in groups:
+        ranks = [r for r in group if ctx.index.by_rank.get(r)]
+        ref = ranks[0]
+        ref_stages = ctx.index.by_rank[ref]
+        # a difference carried into a later pipeline of the same compile by a step no pass records
+        # (lowering, the backward's own compile) whose link the stage index could not make
+        seen: set[tuple] = set()
+        for st in ref_stages:
+            diverged: dict[int, list[Part]] = {}
+            for r in ranks[1:]:
+                parts = ctx.collective_parts(st.key, ref, r)
+                if not parts:
+                    continue
+                if st.parent is not None and ctx.collective_parts(st.parent.key, ref, r):
+                    continue  # already parted before this pass (reported there)
+                diverged[r] = parts
+            if not diverged:
+                continue
+            lines = {r: [describe_part(p, ref, r) for p in parts] for r, parts in diverged.items()}
+            cid = st.key.pipeline.rpartition("#")[0]
+            sig = (cid, tuple((r, tuple(ls)) for r, ls in sorted(lines.items())))
+            if cid and sig in seen:
+                continue
+            seen.add(sig)
+            findings.append(_finding(ctx, st, ref, diverged, lines, ref_stages))
+    return findings
+
+
+def _finding(
+    ctx: CheckContext,
+    st: Stage,
+    ref: int,
+    diverged: dict[int, list[Part]],
+    lines: dict[int, list[str]],
+    ref_stages: list[Stage],
+) -> Finding:
+    key = st.key
+    # how long it lasts: this stage's descendants on the reference rank whose collectives still part
+    last = st
+    chain = {id(st)}
+    for later in ref_stages[st.order + 1 :]:
+        if later.parent is not None and id(later.parent) in chain:
+            if any(ctx.collective_parts(later.key, ref, r) for r in diverged):
+                chain.add(id(later))
+                last = later
+    traced = st.pass_rec is None
+    first_r = min(diverged)
+    sizes_only = all(p.how == "size" for parts in diverged.values() for p in parts)
+    what = "would hang or exchange mismatched data" if sizes_only else "would hang"
+    head = lines[first_r][0]
+    more = sum(len(v) for v in lines.values()) - 1
+    msg = f"{head}: the ranks {what}"
+    if more:
+        msg += f" (and {more} more difference{'s' if more > 1 else ''})"
+    msg += "; in the traced graphs" if traced else f"; after pass {key.label()}, whose inputs ran the same collectives"
+    seqs: dict[str, Any] = {}
+    for r in [ref, *sorted(diverged)]:
+        s = ctx.index.across(key)[r]
+        cs = ctx.collectives(s) or []
+        seqs[str(r)] = [c.describe() + f" [{c.phase}]" for c in cs[:_LISTED]] + (
+            [f"... {len(cs) - _LISTED} more"] if len(cs) > _LISTED else []
+        )
+    ev: dict[str, Any] = {
+        "reference_rank": ref,
+        "differences": {str(r): v for r, v in lines.items()},
+        "collectives": seqs,
+        "parts": {
+            str(r): [
+                {"how": p.how, "reference": [c.to_json() for c in p.a], "rank": [c.to_json() for c in p.b]}
+                for p in parts
+            ]
+            for r, parts in diverged.items()
+        },
+        "stage": key.label(),
+    }
+    node, sub = _first_node(diverged[first_r])
+    o = Observation(("collectives", key), "warning" if traced else "error", msg, node=node, subgraph=sub, evidence=ev)
+    f = ctx._finding(KIND, st, last, o, sorted([ref, *diverged]))
+    if traced:
+        f.message += f" (rank(s) {format_ranks(diverged)} against rank {ref}; ranks may trace different programs)"
+    return f

@@ -55,9 +55,15 @@ def test_the_planted_bug_is_a_finding_with_its_diffs(bundled_capture, tmp_path):
     cap = bundled_capture("h200x2-rank-divergent")
     page = write_report(cap, tmp_path / "r.html").read_text()
     # the ranks' collectives agree: info per rank, an error where the graph is shared
-    graded = r'<article class="finding sev-info"[^>]* data-sev-per-rank="info" data-sev-shared="error".*?</article>'
-    card = re.search(graded, page, re.S).group(0)
-    assert "rank-divergent-graph" in card and "tag_activation_checkpointing" in card and "mul_3" in card
+    found = re.finditer(r'<article class="finding sev-(\w+)" id="\w+" data-grading="([\w-]+)".*?</article>', page, re.S)
+    cards = {
+        (m.group(2), m.group(1)): m.group(0)
+        for m in found
+        if "rank-divergent-graph" in m.group(0) and "tag_activation_checkpointing" in m.group(0)
+    }
+    assert set(cards) == {("per-rank", "info"), ("shared", "error")}
+    card = cards[("per-rank", "info")]
+    assert "mul_3" in card
     # the repro command numbers it as check --json does
     listed = json.loads(run_cli("check", str(cap), "--json", "-j", "1").stdout)["findings"]
     n = next(i for i, f in enumerate(listed, 1) if f["kind"] == "rank-divergent-graph")
@@ -71,9 +77,10 @@ def test_the_planted_bug_is_a_finding_with_its_diffs(bundled_capture, tmp_path):
     for did, _ in links:
         section = re.search(rf'<section class="diff" id="{did}">(.*?)</section>', page, re.S).group(1)
         assert "mul_3" in html.unescape(re.sub(r"<[^>]+>", "", section))
-    # the grid cell of rank 1 at the pass links to the same rank diff, in the colour of its error
+    # the grid cell of rank 1 at the pass links to the same rank diff, graded as its finding is
     cell = re.search(
-        r'<td class="cell differs sev-error" data-rank="1" data-stage="tag_activation_checkpointing"[^>]*>(.*?)</td>',
+        r'<td class="cell differs" data-rank="1" data-stage="tag_activation_checkpointing" '
+        r'data-sev-per-rank="info" data-sev-shared="error"[^>]*>(.*?)</td>',
         page,
     )
     assert cell and f'href="#{links[1][0]}"' in cell.group(1)
@@ -144,7 +151,9 @@ def test_each_diff_names_the_command_that_shows_it_whole(bundled_capture, tmp_pa
     import shlex
 
     page = write_report(bundled_capture("h200x2-rank-divergent"), tmp_path / "r.html").read_text()
-    section = re.search(r'<section class="diff" id="rd-\d+-0-1">.*?</section>', page, re.S).group(0)
+    section = re.search(
+        r'<section class="diff" id="rd-\d+-0-1">\s*<h3>tag_activation_checkpointing .*?</section>', page, re.S
+    ).group(0)
     command = html.unescape(re.search(r"in a terminal: <code>([^<]*)</code>", section).group(1))
     args = shlex.split(command)
     assert args[:2] == ["graphtrain-inspect", "diff"]
@@ -160,7 +169,9 @@ def test_output_dir_holds_the_whole_graphs(bundled_capture, tmp_path):
     files = [a["href"] for t, a in tags_of(page) if t == "a" and not a.get("href", "#").startswith("#")]
     assert files and all(f.startswith("graphs/r") and (out / f).is_file() for f in files)
     # the rank diff of the planted pass links both ranks' whole graphs; rank 1's recomputes mul_3
-    section = re.search(r'<section class="diff" id="rd-\d+-0-1">.*?</section>', page, re.S).group(0)
+    section = re.search(
+        r'<section class="diff" id="rd-\d+-0-1">\s*<h3>tag_activation_checkpointing .*?</section>', page, re.S
+    ).group(0)
     rank1 = [a["href"] for t, a in tags_of(section) if t == "a" and a["href"].startswith("graphs/r1-")]
     assert rank1 and "mul_3_recomputed" in (out / rank1[0]).read_text()
 

@@ -29,7 +29,7 @@ import argparse
 import sys
 from typing import Any
 
-from graphtrain_inspect.inspector.cli.common import CommandError, open_or_fail
+from graphtrain_inspect.inspector.cli.common import CommandError
 from graphtrain_inspect.inspector.diff.render import Style, want_color
 from graphtrain_inspect.inspector.replay.report import (
     check_lines,
@@ -98,11 +98,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from graphtrain_inspect.inspector.errors import Refused
-    from graphtrain_inspect.inspector.replay.plan import check_origin, peers, read_blob, select
+    from graphtrain_inspect.inspector.replay.plan import check_origin, open_verified, peers, read_blob, select
 
     if args.json and not args.batch:
         raise CommandError("--json needs --batch")
-    cap = open_or_fail(args.dir, "capture")
+    # each file read once: the bytes parsed here are the bytes check_origin verifies
+    cap = open_verified(args.dir)
     if cap.kind != "capture":
         raise CommandError(
             f"{args.dir} holds torch's own TORCH_TRACE logs, not a graphtrain-inspect capture: nothing to replay "
@@ -119,7 +120,9 @@ def run(args: argparse.Namespace) -> int:
         except Refused as e:
             raise CommandError(f"refused: {e}") from e
         if args.fn:
-            problem = fn_problem(args.fn)
+            from graphtrain_inspect.inspector.replay.plan import capture_dir
+
+            problem = fn_problem(args.fn, capture_dir(cap))
             if problem:
                 raise CommandError(problem)
         if rec.source == "partitioner":
@@ -189,24 +192,27 @@ def _replay(cap: Any, target: Any, peer_recs: dict, origin: str, args: argparse.
     return start_repl(r, out, peer_outs, delta, args)
 
 
-def fn_problem(spec: str) -> str | None:
-    """Why --fn cannot name a function, found without running anything (None if it may)."""
+def fn_problem(spec: str, capture_dir: str | None = None) -> str | None:
+    """Why --fn cannot name a function, found without running anything (None if it may). A
+    module is looked up as replay imports it (inspector.replay.resolve.user_code_path), sys.path
+    left as it was."""
     import importlib.util
     import os
+
+    from graphtrain_inspect.inspector.replay.resolve import is_file_spec, user_code_path
 
     mod, sep, qual = spec.rpartition(":")
     if not sep or not mod or not qual:
         return f"--fn {spec!r}: expected MODULE:FUNCTION (or path/to/file.py:FUNCTION)"
-    if mod.endswith(".py") or os.sep in mod:
+    if is_file_spec(spec):
         return None if os.path.isfile(mod) else f"--fn {spec!r}: no such file {mod}"
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        found = importlib.util.find_spec(mod)
-    except (ImportError, ValueError) as e:
-        found, err = None, str(e)
-    else:
-        err = f"no module named {mod!r}"
+    with user_code_path(capture_dir):
+        try:
+            found = importlib.util.find_spec(mod.partition(".")[0])  # a parent package's code is not run
+        except (ImportError, ValueError) as e:
+            found, err = None, str(e)
+        else:
+            err = f"no module named {mod!r}"
     return None if found is not None else f"--fn {spec!r}: cannot import {mod}: {err}"
 
 

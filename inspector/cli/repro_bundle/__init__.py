@@ -152,7 +152,8 @@ def write(cap: Any, f: Any, out: Path, *, setup: list[str], trust: bool, number:
     out.mkdir(parents=True, exist_ok=True)
     per_rank: dict[str, Any] = {}
     for r, rec in recs.items():
-        blob = read_blob(cap, rec, rec.before, trust=True)  # trust decided above; sha256 checked here
+        # as replay reads it: listed in the signature, one link, on the capture's filesystem (unless --trust)
+        blob = read_blob(cap, rec, rec.before, trust=trust)
         (out / f"rank{r}.gpkl").write_bytes(blob.data)
         for suffix, gid in (("before", rec.before), ("after_captured", rec.after.get("out"))):
             code = cap.graph_code(r, gid) if gid else None

@@ -199,7 +199,8 @@ def fn_problem(spec: str, capture_dir: str | None = None) -> str | None:
     import importlib.util
     import os
 
-    from graphtrain_inspect.inspector.replay.resolve import is_file_spec, user_code_path
+    from graphtrain_inspect.inspector.replay.plan import is_file_spec
+    from graphtrain_inspect.inspector.replay.resolve import user_code_path
 
     mod, sep, qual = spec.rpartition(":")
     if not sep or not mod or not qual:

@@ -211,6 +211,12 @@ def snapshot_problem(snap: "read_once.Snapshot", v: "signing.Verdict") -> str | 
     return None
 
 
+def is_file_spec(spec: str) -> bool:
+    """Whether `MODULE:QUALNAME` names a file (`path/to/file.py:fn`) rather than a module."""
+    mod_name = spec.strip().rpartition(":")[0]
+    return mod_name.endswith(".py") or os.sep in mod_name or "/" in mod_name
+
+
 def relative_to(base: str, path: str) -> str | None:
     """`path` relative to the capture directory `base`, `/`-separated; None when outside it."""
     rel = os.path.relpath(os.path.abspath(path), os.path.abspath(base))

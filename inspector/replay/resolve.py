@@ -21,6 +21,7 @@ import torch.fx
 
 from graphtrain_inspect.inspector.errors import CannotReplay, ReplayError
 from graphtrain_inspect.inspector.replay.load import FLAT_PACKAGES
+from graphtrain_inspect.inspector.replay.plan import is_file_spec
 
 if TYPE_CHECKING:
     from graphtrain_inspect.inspector.read.capture_index import PassRecord
@@ -35,12 +36,6 @@ class PassFn:
     description: str
     inductor: tuple[str, str | None] | None = None  # (pass name, subsystem): run through GraphTransformObserver
     notes: list[str] = field(default_factory=list)
-
-
-def is_file_spec(spec: str) -> bool:
-    """Whether `MODULE:QUALNAME` names a file (`path/to/file.py:fn`) rather than a module."""
-    mod_name = spec.strip().rpartition(":")[0]
-    return mod_name.endswith(".py") or os.sep in mod_name or "/" in mod_name
 
 
 @contextlib.contextmanager

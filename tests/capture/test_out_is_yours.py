@@ -11,6 +11,7 @@ files it will write, pointing at the user's own files.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -82,6 +83,7 @@ def test_capture_signs_only_what_its_own_processes_wrote(tmp_path):
         ]
     r = _capture(out, *code)
     assert r.returncode == 0, r.stderr
+    assert (out / logformat.log_file_name(8)).exists() and (shared / "x.gpkl").exists()  # planted as it ran
     doc = orjson.loads((out / logformat.SIGNATURE_NAME).read_bytes())
     listed = set(doc["files"])
     assert logformat.MANIFEST_NAME in listed and logformat.CLAIM_NAME in listed
@@ -113,3 +115,32 @@ def test_writers_never_follow_a_planted_link(tmp_path):
     signing.sign(str(out))
     assert all(v.read_text() == "precious\n" for v in victims.values()), {n: v.read_text() for n, v in victims.items()}
     assert os.path.islink(log.path) and not os.path.islink(out / logformat.MANIFEST_NAME)
+
+
+def test_report_into_a_capture_never_writes_through_its_links(bundled_capture, tmp_path):
+    """`report CAP -o CAP/`: every graph file it could write is planted in CAP/graphs/ as a link
+    to a file of the user's; the files are made anew, the user's file is left as it was."""
+    from graphtrain_inspect.inspector.read.capture_index import open_capture
+
+    d = tmp_path / "cap"
+    shutil.copytree(bundled_capture("h200x2-rank-divergent"), d)
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    (d / "graphs").mkdir()
+    with open_capture(str(d)) as cap:
+        for r in cap.ranks:
+            for gid in cap.graphs(r):
+                os.symlink(victim, d / "graphs" / f"r{r}-{gid}.py")
+    r = run_cli("report", str(d), "-o", f"{d}/", "-j", "1")
+    assert r.returncode == 0, r.stderr
+    assert victim.read_text() == "precious\n"
+    written = [p for p in (d / "graphs").iterdir() if not p.is_symlink()]
+    assert written and all(p.is_file() and p.read_text().strip() for p in written)
+    # a linked graphs/ folder is not followed: one line, nothing written there
+    shutil.rmtree(d / "graphs")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (d / "graphs").symlink_to(elsewhere)
+    r = run_cli("report", str(d), "-o", f"{d}/", "-j", "1")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "cannot write" in r.stderr, r.stderr
+    assert list(elsewhere.iterdir()) == []

@@ -25,13 +25,14 @@ Version 1 signatures (the manifest and the `*_gti.log` files only) are still rea
 is unlisted, i.e. unsigned, except the blobs, which v1 reached through the signed logs (each log
 records its blobs' sha256 and replay checks a blob's bytes against it before unpickling).
 
-`capture` signs at its end, once every blob child has written its record; `graphtrain-inspect trust
-DIR` signs a capture the user looked at; the bundled sample captures are signed as they are
+`capture` signs at its end, once every blob child has written its record, only the files its own
+processes can have written (`own_files`: not what another user put into `--out`);
+`graphtrain-inspect trust DIR` signs a capture the user looked at; the bundled sample captures are signed as they are
 unpacked (they come from the installed package, which is code the user already runs).
 
 Not protected: someone who can read or write the key file (it is the user's secret, like an SSH
-key), and a capture changed while a replay of it is loading (the blob bytes themselves are verified
-against the log as they are read). docs/threat-model.md says the rest.
+key). Replay verifies the bytes it read, not the files again by path (`verify`'s `known`;
+inspector.read.read_once). docs/threat-model.md says the rest.
 """
 
 from __future__ import annotations

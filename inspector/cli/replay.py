@@ -200,7 +200,7 @@ def fn_problem(spec: str, capture_dir: str | None = None) -> str | None:
     import os
 
     from graphtrain_inspect.inspector.replay.plan import is_file_spec
-    from graphtrain_inspect.inspector.replay.resolve import user_code_path
+    from graphtrain_inspect.inspector.replay.resolve import cwd_in_capture, user_code_path
 
     mod, sep, qual = spec.rpartition(":")
     if not sep or not mod or not qual:
@@ -214,6 +214,8 @@ def fn_problem(spec: str, capture_dir: str | None = None) -> str | None:
             found, err = None, str(e)
         else:
             err = f"no module named {mod!r}"
+    if found is None and cwd_in_capture(capture_dir):
+        err += " (the current directory is the capture's, whose modules are not imported: give a file path)"
     return None if found is not None else f"--fn {spec!r}: cannot import {mod}: {err}"
 
 

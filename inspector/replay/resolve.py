@@ -38,6 +38,14 @@ class PassFn:
     notes: list[str] = field(default_factory=list)
 
 
+def cwd_in_capture(capture_dir: str | None) -> bool:
+    """Whether the current directory is the capture's folder or inside it."""
+    if capture_dir is None:
+        return False
+    real, root = os.path.realpath(os.getcwd()), os.path.realpath(capture_dir)
+    return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
+
+
 @contextlib.contextmanager
 def user_code_path(capture_dir: str | None = None) -> Iterator[None]:
     """While the user's own code is imported (`--fn`, `--setup`, the pass the capture names), the
@@ -45,11 +53,7 @@ def user_code_path(capture_dir: str | None = None) -> Iterator[None]:
     (whose files are not the user's code). sys.path is put back afterwards: the tool's own lazy
     imports never search it."""
     cwd = os.getcwd()
-    inside = False
-    if capture_dir is not None:
-        real, root = os.path.realpath(cwd), os.path.realpath(capture_dir)
-        inside = real == root or real.startswith(root.rstrip(os.sep) + os.sep)
-    added = not inside and cwd not in sys.path and "" not in sys.path
+    added = not cwd_in_capture(capture_dir) and cwd not in sys.path and "" not in sys.path
     if added:
         sys.path.insert(0, cwd)
     try:

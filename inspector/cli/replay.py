@@ -5,9 +5,11 @@ candidate fix) as it ran in training, and say whether the result matches what th
 recorded, node by node; then run the checks with the replayed result in place and print the
 findings that are new or gone.
 
-* Loading a capture unpickles its graphs (pickle can run code): only captures made by this user
-  on this host (per the manifest) are loaded, or ones vouched for with `--trust`; the blob's
-  sha256 from the log is always verified first. A refused capture runs nothing.
+* Loading a capture unpickles its graphs (pickle can run code): only captures signed with this
+  user's key are loaded, or ones vouched for with `--trust`; each file is read once and the bytes
+  parsed are the bytes verified, and the blob's sha256 from the log is always checked. A refused
+  capture runs nothing. A pass the capture names is imported only as a module, never from a path
+  it gives.
 * The pass runs in the captured rank's world: RANK, LOCAL_RANK, WORLD_SIZE ... and sys.argv as on
   that rank, a fake-backend torch.distributed world of the captured rank and world size with the
   captured process groups, and a tracing context holding the graph's fake mode. Process state the

@@ -155,7 +155,7 @@ def write_blob(directory: str, data: bytes) -> dict[str, Any]:
     path = os.path.join(directory, rel)
     if not os.path.exists(path):
         try:  # the blob directory only: a capture directory removed under the run stays removed
-            os.mkdir(os.path.dirname(path))
+            os.mkdir(os.path.dirname(path), 0o755)
         except FileExistsError:
             pass
         # Write then rename: a reader never sees a partial blob under its final name.

@@ -140,10 +140,11 @@ def write_file(path: str, header: dict[str, Any], buf: BufferLog) -> None:
 
     tmp = path + ".tmp"
     try:  # not makedirs: a capture directory removed under the run must stay removed
-        os.mkdir(os.path.dirname(path))
+        os.mkdir(os.path.dirname(path), 0o755)
     except FileExistsError:
         pass
-    with open(tmp, "wb") as f:
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    with os.fdopen(os.open(tmp, flags, 0o644), "wb") as f:
         f.write(orjson.dumps({**header, "records": buf.records}) + b"\n")
         for chunk in buf.chunks:
             f.write(chunk)

@@ -15,6 +15,7 @@ import shlex
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -151,6 +152,21 @@ def _manifest_path(out: str) -> str:
     return os.path.join(out, logformat.MANIFEST_NAME)
 
 
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+def write_new(path: str, data: bytes, mode: int = 0o644) -> None:
+    """Write `data` to a file made here (O_EXCL, no link followed: a link or file planted under
+    the name is not written through; a leftover of ours from an earlier attempt is removed first)."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0), mode)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+
+
 # The first manifest is padded with spaces (JSON allows them after the document) to this size, so
 # the last one can be written over the same bytes of the file when a full disk refuses a new file.
 MANIFEST_RESERVE = 64 << 10
@@ -166,8 +182,7 @@ def write_manifest(out: str, manifest: dict[str, Any], *, first: bool = False) -
         data += b" " * (MANIFEST_RESERVE - 1 - len(data)) + b"\n"
     tmp = _manifest_path(out) + ".tmp"
     try:
-        with open(tmp, "wb") as f:
-            f.write(data)
+        write_new(tmp, data)
         os.replace(tmp, _manifest_path(out))
         return
     except OSError as e:
@@ -186,7 +201,7 @@ def write_manifest(out: str, manifest: dict[str, Any], *, first: bool = False) -
 
 def _write_in_place(path: str, manifest: dict[str, Any]) -> None:
     """Overwrite the manifest's existing bytes (no new disk space), padded to its size."""
-    fd = os.open(path, os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0))
+    fd = os.open(path, os.O_WRONLY | _NOFOLLOW)
     try:
         size = os.fstat(fd).st_size
         for doc in (manifest, {k: v for k, v in manifest.items() if k not in ("ranks", "env")}):
@@ -237,6 +252,11 @@ def run(args: argparse.Namespace) -> int:
 
     run_id = uuid.uuid4().hex  # every rank's header names it: a log of another run is told apart
     env = _worker_env(args, out, run_id)
+    if args.torch_trace:
+        try:  # made here, as --out is: torch's own makedirs would follow the umask (a group-writable folder)
+            os.mkdir(os.path.join(out, "torch_trace"), 0o755)
+        except OSError:
+            pass
     manifest = _first_manifest(args, cmd, env, run_id)
     try:
         write_manifest(out, manifest, first=True)
@@ -403,7 +423,7 @@ def _sign(out: str) -> str:
     """Sign what replay will load, now that every rank and blob child has written its records
     (capture.signing); the line the summary prints about it."""
     try:
-        kid = signing.sign(out)
+        kid = signing.sign(out, own=True)
     except (signing.KeyProblem, OSError) as e:
         return f"not signed ({e}): replay will need --trust, or `graphtrain-inspect trust {shlex.quote(out)}`"
     warn = signing.key_folder_problem()
@@ -416,22 +436,25 @@ class ClaimRefused(Exception):
 
 def claim(out: str) -> bool:
     """Make `out` this capture's before anything is written into it: created here (mkdir is
-    exclusive), or an existing empty directory; either way the claim file is then created with
-    O_EXCL, so of two captures started at once on one --out exactly one gets it (a check for
-    emptiness followed by a write leaves a gap that both pass). Returns whether `out` was created
-    here (release removes it then). ClaimRefused otherwise; nothing is written then."""
+    exclusive; mode 0700), or an existing empty directory of this user's that no one else can
+    write (another user who could would add files the capture then signs); either way the claim
+    file is then created with O_EXCL, so of two captures started at once on one --out exactly one
+    gets it (a check for emptiness followed by a write leaves a gap that both pass). Returns
+    whether `out` was created here (release removes it then). ClaimRefused otherwise, its line
+    naming the fix; nothing is written then."""
     parent = os.path.dirname(out)
     try:
         os.makedirs(parent, exist_ok=True)
     except OSError as e:
         raise ClaimRefused(f"cannot create {parent}: {e.strerror or e}") from None
     try:
-        os.mkdir(out, 0o777)
+        os.mkdir(out, 0o700)
         made = True
     except FileExistsError:
         made = False
-        if not os.path.isdir(out) or os.path.islink(out):
-            raise ClaimRefused(f"{out} already exists and is not a directory; choose another --out") from None
+        problem = foreign_dir_problem(out)
+        if problem:
+            raise ClaimRefused(problem) from None
         try:
             if os.listdir(out):
                 raise ClaimRefused(
@@ -443,7 +466,7 @@ def claim(out: str) -> bool:
         raise ClaimRefused(f"cannot create {out}: {e.strerror or e}") from None
     path = os.path.join(out, logformat.CLAIM_NAME)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o644)
     except FileExistsError:
         raise ClaimRefused(
             f"{out} was just claimed by another capture started at the same time; choose another --out"
@@ -457,6 +480,26 @@ def claim(out: str) -> bool:
     return made
 
 
+def foreign_dir_problem(out: str) -> str | None:
+    """Why the existing `out` cannot be a capture's directory (None when it can): not a directory
+    (or a link to one), another user's, or writable by group or others."""
+    try:
+        st = os.lstat(out)
+    except OSError as e:
+        return f"cannot use {out}: {e.strerror or e}; choose another --out"
+    if not stat.S_ISDIR(st.st_mode):
+        return f"{out} already exists and is not a directory (or is a link); choose another --out"
+    if st.st_uid != os.getuid():
+        return f"{out} belongs to another user (uid {st.st_uid}); choose another --out (capture creates it, mode 0700)"
+    mode = stat.S_IMODE(st.st_mode)
+    if mode & 0o022:
+        return (
+            f"{out} can be written by others (mode {mode:04o}): what they put there would be signed as your capture; "
+            f"fix: chmod go-w {shlex.quote(out)}, or choose a new --out (capture creates it, mode 0700)"
+        )
+    return None
+
+
 def release(out: str, made: bool) -> None:
     """Undo `claim` for a command that never ran: only the files the launcher wrote go, and the
     directory only if it was made here, so --out can be used again."""
@@ -465,6 +508,7 @@ def release(out: str, made: bool) -> None:
             os.unlink(os.path.join(out, name))
         except OSError:
             pass
+    _rmdir(os.path.join(out, "torch_trace"))  # made by `run` before the command, empty if it never ran
     if made:
         _rmdir(out)
 
@@ -684,7 +728,10 @@ def simulated_run(
         "per_rank": {},
     }
     manifest["simulated"] = sim
-    os.makedirs(os.path.join(out, "simulate"), exist_ok=True)
+    try:
+        os.mkdir(os.path.join(out, "simulate"), 0o755)
+    except FileExistsError:
+        pass
     run_id = f"gti-simulated-{os.getpid()}"
     received: list[str] = []
 

@@ -25,13 +25,14 @@ Version 1 signatures (the manifest and the `*_gti.log` files only) are still rea
 is unlisted, i.e. unsigned, except the blobs, which v1 reached through the signed logs (each log
 records its blobs' sha256 and replay checks a blob's bytes against it before unpickling).
 
-`capture` signs at its end, once every blob child has written its record; `graphtrain-inspect trust
-DIR` signs a capture the user looked at; the bundled sample captures are signed as they are
+`capture` signs at its end, once every blob child has written its record, only the files its own
+processes can have written (`own_files`: not what another user put into `--out`);
+`graphtrain-inspect trust DIR` signs a capture the user looked at; the bundled sample captures are signed as they are
 unpacked (they come from the installed package, which is code the user already runs).
 
 Not protected: someone who can read or write the key file (it is the user's secret, like an SSH
-key), and a capture changed while a replay of it is loading (the blob bytes themselves are verified
-against the log as they are read). docs/threat-model.md says the rest.
+key). Replay verifies the bytes it read, not the files again by path (`verify`'s `known`;
+inspector.read.read_once). docs/threat-model.md says the rest.
 """
 
 from __future__ import annotations
@@ -62,8 +63,13 @@ class KeyProblem(Exception):
 
 
 def key_path() -> str:
-    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return os.path.join(base, "graphtrain-inspect", KEY_NAME)
+    """The key file's absolute path. A relative XDG_CONFIG_HOME is ignored, as the XDG spec says:
+    it would name a folder under the current directory, which may be a capture's, so the
+    capture would bring its own key."""
+    base = os.environ.get("XDG_CONFIG_HOME") or ""
+    if not os.path.isabs(base):
+        base = os.path.join(os.path.expanduser("~"), ".config")
+    return os.path.abspath(os.path.join(base, "graphtrain-inspect", KEY_NAME))
 
 
 def load_key(create: bool = True) -> bytes:
@@ -191,13 +197,45 @@ def _file_sha256(path: str) -> str | None:
     return h.hexdigest()
 
 
-def digests(directory: str) -> dict[str, str]:
-    """What a version 2 signature lists: each regular file under `directory` and its sha256."""
+def digests(directory: str, *, own: bool = False) -> dict[str, str]:
+    """What a version 2 signature lists: each regular file under `directory` and its sha256;
+    `own`: only the files `own_files` finds the capture's own."""
     out: dict[str, str] = {}
-    for rel in capture_files(directory):
+    names = own_files(directory) if own else capture_files(directory)
+    for rel in names:
         sha = _file_sha256(os.path.join(directory, *rel.split("/")))
         if sha is not None:
             out[rel] = sha
+    return out
+
+
+def _private(st: os.stat_result, uid: int) -> bool:
+    return st.st_uid == uid and not st.st_mode & 0o022
+
+
+def own_files(directory: str) -> list[str]:
+    """The files under `directory` that only this user's processes can have made (what `capture`
+    signs at its end, not what was found there): regular files of this user with one link, in
+    folders of this user's that no one else can write, the capture directory included. A file
+    another user placed is theirs (or in a folder they can write), a hard link to a file of this
+    user's elsewhere has a second link: neither is signed, both show as unlisted."""
+    uid = os.getuid()
+    try:
+        if not _private(os.lstat(directory), uid):
+            return []
+    except OSError:
+        return []
+    out = []
+    for rel in capture_files(directory):
+        parts = rel.split("/")
+        try:
+            if not all(_private(os.lstat(os.path.join(directory, *parts[:k])), uid) for k in range(1, len(parts))):
+                continue
+            st = os.lstat(os.path.join(directory, *parts))
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode) and st.st_uid == uid and st.st_nlink == 1:
+            out.append(rel)
     return out
 
 
@@ -206,11 +244,13 @@ def _mac(key: bytes, kid: str, files: dict[str, Any]) -> str:
     return hmac.new(key, body, hashlib.sha256).hexdigest()
 
 
-def sign(directory: str, key: bytes | None = None) -> str:
-    """Sign the capture in `directory` with this user's key; returns the key id. KeyProblem, OSError."""
+def sign(directory: str, key: bytes | None = None, *, own: bool = False) -> str:
+    """Sign the capture in `directory` with this user's key; returns the key id. `own`: only the
+    files the capture's own processes can have written (`own_files`; `capture` at its end), else
+    every file (`trust`: the user vouches for what is there). KeyProblem, OSError."""
     key = load_key() if key is None else key
     kid = key_id(key)
-    files = digests(directory)
+    files = digests(directory, own=own)
     doc = {
         "format": SIGNATURE_FORMAT,
         "version": SIGNATURE_VERSION,
@@ -222,7 +262,12 @@ def sign(directory: str, key: bytes | None = None) -> str:
     path = os.path.join(directory, logformat.SIGNATURE_NAME)
     tmp = f"{path}.tmp{os.getpid()}"
     try:
-        with open(tmp, "wb") as f:
+        try:
+            os.unlink(tmp)  # a leftover, or something planted under the name: never written through
+        except FileNotFoundError:
+            pass
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        with os.fdopen(os.open(tmp, flags, 0o644), "wb") as f:
             f.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
         os.replace(tmp, path)
     except OSError:
@@ -301,10 +346,11 @@ def _unlisted(directory: str, doc: dict) -> list[str]:
     return [r for r in capture_files(directory) if r not in files]
 
 
-def verify(directory: str) -> Verdict:
+def verify(directory: str, known: dict[str, str] | None = None) -> Verdict:
     """Whether the capture in `directory` carries this user's signature over its current files.
     ok: every listed file is unchanged, and no file the directory reader opens was added; files
-    added elsewhere are named in `unlisted` (and are not covered)."""
+    added elsewhere are named in `unlisted` (and are not covered). `known`: the sha256 of files the
+    caller read once and holds (by relative path), compared as they were read, not read again."""
     doc, bad = _read_signature(directory)
     if doc is None:
         assert bad is not None
@@ -333,7 +379,7 @@ def verify(directory: str) -> Verdict:
             return Verdict(False, f"it changed since it was signed: {name} was added", "changed")
     for name in sorted(signed):
         path = os.path.join(directory, *str(name).split("/"))
-        now = _file_sha256(path)
+        now = known[name] if known is not None and name in known else _file_sha256(path)
         if now == signed[name]:
             continue
         gone = not os.path.lexists(path)

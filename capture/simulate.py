@@ -312,6 +312,15 @@ def signal_running(signum: int) -> None:
             pass
 
 
+def _output_file(path: str | None) -> Any:
+    """A rank's output file in the capture, made here (O_EXCL, no link followed: nothing planted
+    under its name is written through); /dev/null without one."""
+    if path is None:
+        return open(os.devnull, "wb")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    return os.fdopen(os.open(path, flags, 0o644), "wb")
+
+
 def run_ranks(
     cmd: list[str],
     ranks: list[int],
@@ -334,7 +343,7 @@ def run_ranks(
             env = env_of(r)
             out = env.pop("__GTI_OUTPUT__", None)
             try:
-                with open(out or os.devnull, "wb") as fh:
+                with _output_file(out) as fh:
                     p = subprocess.Popen(cmd, env=env, stdout=fh, stderr=subprocess.STDOUT)
             except OSError as e:
                 print(f"graphtrain-inspect capture: cannot run {cmd[0]!r} for rank {r}: {e}", file=sys.stderr)

@@ -29,6 +29,10 @@ def write_error(e: OSError, at: int, rank: int) -> str:
     return f"{what} ({code}) at {at} bytes of rank {rank}'s log"
 
 
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+
 class RankLog:
     """One rank's log file, opened at the first record, written record by record.
 
@@ -67,7 +71,8 @@ class RankLog:
         try:
             if self.fd is None:
                 self._open_status()
-                self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+                # appended to by every process of the rank; never through a link planted under its name
+                self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | _NOFOLLOW | _CLOEXEC, 0o644)
             view = memoryview(data)
             while view:
                 n = os.write(self.fd, view)
@@ -113,10 +118,11 @@ class RankLog:
     def _open_status(self) -> None:
         try:
             try:  # not makedirs: a capture directory removed under the run must stay removed
-                os.mkdir(os.path.dirname(self.status_path))
+                os.mkdir(os.path.dirname(self.status_path), 0o755)
             except FileExistsError:
                 pass
-            fd = os.open(self.status_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            # this process's own file: made here, never a planted file or link written through
+            fd = os.open(self.status_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o644)
         except OSError:
             return  # no status file: the log itself and stderr still tell
         self.status_fd = fd

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from graphtrain_inspect.inspector.errors import CommandError
@@ -104,3 +105,31 @@ def write_diffs(docs: list[dict[str, Any]], lines: list[str], as_json: bool) -> 
         )
     else:
         sys.stdout.write("\n".join(lines) + "\n")
+
+
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def write_new(name: str, data: bytes, dir_fd: int | None = None) -> None:
+    """Write `data` to `name` (relative to `dir_fd` when given) as a file made here: what was
+    there under the name (a link planted in an output folder, a leftover) is removed, never
+    written through, and a link made in between makes the write fail (O_EXCL, O_NOFOLLOW). OSError."""
+    try:
+        os.unlink(name, dir_fd=dir_fd)
+    except FileNotFoundError:
+        pass
+    fd = os.open(name, _NEW_FILE, 0o644, dir_fd=dir_fd)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+
+
+def open_output_dir(path: str) -> int:
+    """A descriptor of the output folder `path`, made if missing; the folder the user named may be
+    a link, but not its last part when it is inside (`graphs/` of a report written into a capture:
+    a planted link there would lead the files elsewhere). OSError."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    try:
+        os.mkdir(path, 0o755)
+    except FileExistsError:
+        pass
+    return os.open(path, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))

@@ -5,9 +5,11 @@ candidate fix) as it ran in training, and say whether the result matches what th
 recorded, node by node; then run the checks with the replayed result in place and print the
 findings that are new or gone.
 
-* Loading a capture unpickles its graphs (pickle can run code): only captures made by this user
-  on this host (per the manifest) are loaded, or ones vouched for with `--trust`; the blob's
-  sha256 from the log is always verified first. A refused capture runs nothing.
+* Loading a capture unpickles its graphs (pickle can run code): only captures signed with this
+  user's key are loaded, or ones vouched for with `--trust`; each file is read once and the bytes
+  parsed are the bytes verified, and the blob's sha256 from the log is always checked. A refused
+  capture runs nothing. A pass the capture names is imported only as a module, never from a path
+  it gives.
 * The pass runs in the captured rank's world: RANK, LOCAL_RANK, WORLD_SIZE ... and sys.argv as on
   that rank, a fake-backend torch.distributed world of the captured rank and world size with the
   captured process groups, and a tracing context holding the graph's fake mode. Process state the
@@ -29,7 +31,7 @@ import argparse
 import sys
 from typing import Any
 
-from graphtrain_inspect.inspector.cli.common import CommandError, open_or_fail
+from graphtrain_inspect.inspector.cli.common import CommandError
 from graphtrain_inspect.inspector.diff.render import Style, want_color
 from graphtrain_inspect.inspector.replay.report import (
     check_lines,
@@ -98,11 +100,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from graphtrain_inspect.inspector.errors import Refused
-    from graphtrain_inspect.inspector.replay.plan import check_origin, peers, read_blob, select
+    from graphtrain_inspect.inspector.replay.plan import check_origin, open_verified, peers, read_blob, select
 
     if args.json and not args.batch:
         raise CommandError("--json needs --batch")
-    cap = open_or_fail(args.dir, "capture")
+    # each file read once: the bytes parsed here are the bytes check_origin verifies
+    cap = open_verified(args.dir)
     if cap.kind != "capture":
         raise CommandError(
             f"{args.dir} holds torch's own TORCH_TRACE logs, not a graphtrain-inspect capture: nothing to replay "
@@ -119,7 +122,9 @@ def run(args: argparse.Namespace) -> int:
         except Refused as e:
             raise CommandError(f"refused: {e}") from e
         if args.fn:
-            problem = fn_problem(args.fn)
+            from graphtrain_inspect.inspector.replay.plan import capture_dir
+
+            problem = fn_problem(args.fn, capture_dir(cap))
             if problem:
                 raise CommandError(problem)
         if rec.source == "partitioner":
@@ -189,24 +194,30 @@ def _replay(cap: Any, target: Any, peer_recs: dict, origin: str, args: argparse.
     return start_repl(r, out, peer_outs, delta, args)
 
 
-def fn_problem(spec: str) -> str | None:
-    """Why --fn cannot name a function, found without running anything (None if it may)."""
+def fn_problem(spec: str, capture_dir: str | None = None) -> str | None:
+    """Why --fn cannot name a function, found without running anything (None if it may). A
+    module is looked up as replay imports it (inspector.replay.resolve.user_code_path), sys.path
+    left as it was."""
     import importlib.util
     import os
+
+    from graphtrain_inspect.inspector.replay.plan import is_file_spec
+    from graphtrain_inspect.inspector.replay.resolve import cwd_in_capture, user_code_path
 
     mod, sep, qual = spec.rpartition(":")
     if not sep or not mod or not qual:
         return f"--fn {spec!r}: expected MODULE:FUNCTION (or path/to/file.py:FUNCTION)"
-    if mod.endswith(".py") or os.sep in mod:
+    if is_file_spec(spec):
         return None if os.path.isfile(mod) else f"--fn {spec!r}: no such file {mod}"
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        found = importlib.util.find_spec(mod)
-    except (ImportError, ValueError) as e:
-        found, err = None, str(e)
-    else:
-        err = f"no module named {mod!r}"
+    with user_code_path(capture_dir):
+        try:
+            found = importlib.util.find_spec(mod.partition(".")[0])  # a parent package's code is not run
+        except (ImportError, ValueError) as e:
+            found, err = None, str(e)
+        else:
+            err = f"no module named {mod!r}"
+    if found is None and cwd_in_capture(capture_dir):
+        err += " (the current directory is the capture's, whose modules are not imported: give a file path)"
     return None if found is not None else f"--fn {spec!r}: cannot import {mod}: {err}"
 
 

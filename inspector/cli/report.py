@@ -25,6 +25,7 @@ from graphtrain_inspect.inspector.cli.common import (
     add_jobs_argument,
     jobs_of,
     open_or_fail,
+    write_new,
 )
 
 
@@ -66,9 +67,8 @@ def run(args: argparse.Namespace) -> int:
                     graphs_dir=page.parent / "graphs" if as_dir else None,
                 )
         tmp = page.with_name(f"{page.name}.tmp{os.getpid()}")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(html)
-        os.replace(tmp, page)
+        write_new(str(tmp), html.encode("utf-8"))  # made here: a link planted under the name is not followed
+        os.replace(tmp, page)  # replaces a link named like the page, never writes through it
     except OSError as e:
         raise CommandError(f"{e.filename or page}: cannot write the report: {e.strerror or e}") from None
     print(

@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from graphtrain_inspect.inspector.cli.common import CommandError, add_capture_argument, open_or_fail
+from graphtrain_inspect.inspector.cli.common import CommandError, add_capture_argument
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -45,8 +45,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from graphtrain_inspect.inspector.checks import check_report
     from graphtrain_inspect.inspector.cli.repro_bundle import write
+    from graphtrain_inspect.inspector.replay.plan import open_verified
 
-    cap = open_or_fail(args.dir, "capture")  # blobs exist only in our captures
+    # blobs exist only in our captures; each file read once, the bytes checked are the bytes verified
+    cap = open_verified(args.dir)
     with cap:
         findings = check_report(cap, shared_graph=args.shared_graph).findings
         if not 1 <= args.finding <= len(findings):

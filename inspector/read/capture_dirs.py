@@ -21,12 +21,16 @@ def _is_our_log(name: str) -> bool:
     return name.startswith(logformat.LOG_PREFIX) and name.endswith(logformat.LOG_SUFFIX)
 
 
-def open_capture(path: str, *, source: str = "auto") -> Capture:
+def open_capture(path: str, *, source: str = "auto", snapshot: Any = None) -> Capture:
     """Open a capture directory, a TORCH_TRACE directory or one log file.
 
     `source`: "auto" (our logs if any, else torch's), "capture" or "torch" (the `torch_trace/`
-    subdirectory of a capture, or torch's logs in the directory). Raises CaptureUnreadable.
+    subdirectory of a capture, or torch's logs in the directory). `snapshot`: the capture's files
+    read once (inspector.read.read_once.Snapshot): the capture is read from those bytes alone,
+    nothing is opened by its path, and torch's logs are not read. Raises CaptureUnreadable.
     """
+    if snapshot is not None:
+        return _open_snapshot(path, snapshot)
     if not os.path.exists(path):
         raise CaptureUnreadable(f"{path}: no such file or directory")
     if os.path.isfile(path):
@@ -93,6 +97,35 @@ def _no_rank_capture(path: str, manifest: dict[str, Any] | None, error: ReadErro
     return cap
 
 
+def _open_snapshot(path: str, snap: Any) -> Capture:
+    """`open_capture` of the bytes in `snap` (our logs only: replay reads no other kind)."""
+    if snap.single is not None:
+        cap = _open_files(path, [path], None, "capture", snap)
+        cap.snapshot = snap
+        return cap
+    names = snap.names()
+    manifest = None
+    manifest_error = None
+    if logformat.MANIFEST_NAME in names:
+        mpath = os.path.join(path, logformat.MANIFEST_NAME)
+        try:
+            manifest = parse_manifest(snap.read(mpath))
+        except (OSError, ValueError) as e:
+            why = e.strerror if isinstance(e, OSError) and e.strerror else e
+            manifest_error = ReadError(mpath, None, f"manifest does not parse: {why}")
+    ours = [os.path.join(path, n) for n in names if _is_our_log(n)]
+    if not ours:
+        raise CaptureUnreadable(f"{path}: not a capture: no {logformat.LOG_PREFIX}<R>{logformat.LOG_SUFFIX} logs")
+    cap = _open_files(path, ours, manifest, "capture", snap)
+    cap.snapshot = snap
+    if manifest_error is not None:
+        cap.errors.insert(0, manifest_error)
+    cap.manifest = manifest
+    _check_manifest(cap, path)
+    read_statuses(cap, path, snap)
+    return cap
+
+
 MANIFEST_LIMIT = 64 << 20
 
 
@@ -100,6 +133,11 @@ def read_manifest(mpath: str, base: str) -> dict[str, Any]:
     """The manifest as a dict; OSError or ValueError (one line) when it cannot be read."""
     with open_regular(mpath, base=base) as f:
         data = f.read(MANIFEST_LIMIT + 1)
+    return parse_manifest(data)
+
+
+def parse_manifest(data: bytes) -> dict[str, Any]:
+    """A manifest's bytes as a dict; ValueError (one line) when they are not one."""
     if len(data) > MANIFEST_LIMIT:
         raise ValueError(f"larger than {MANIFEST_LIMIT >> 20} MB")
     m = orjson.loads(data)
@@ -108,17 +146,23 @@ def read_manifest(mpath: str, base: str) -> dict[str, Any]:
     return m
 
 
-def read_statuses(cap: Capture, path: str) -> None:
+def read_statuses(cap: Capture, path: str, snap: Any = None) -> None:
     """Each writer's status file (DIR/status/rank_<R>.<pid>.json) into `cap.statuses`; a file that
-    is not one becomes a ReadError. Files are read only inside the capture, a few KB at most."""
+    is not one becomes a ReadError. Files are read only inside the capture, a few KB at most
+    (from `snap` alone when given: inspector.read.read_once)."""
     sdir = os.path.join(path, logformat.STATUS_DIR)
-    if not os.path.isdir(path) or not os.path.isdir(sdir):
+    if snap is not None:
+        if not snap.has_folder(logformat.STATUS_DIR):
+            return
+        names = snap.names(logformat.STATUS_DIR)
+    elif not os.path.isdir(path) or not os.path.isdir(sdir):
         return
-    try:
-        names = sorted(os.listdir(sdir))
-    except OSError as e:
-        cap.errors.append(ReadError(sdir, None, f"cannot list: {e.strerror or e}"))
-        return
+    else:
+        try:
+            names = sorted(os.listdir(sdir))
+        except OSError as e:
+            cap.errors.append(ReadError(sdir, None, f"cannot list: {e.strerror or e}"))
+            return
     cap.statuses = {}
     for name in names:
         who = logformat.status_of_file_name(name)
@@ -126,8 +170,11 @@ def read_statuses(cap: Capture, path: str) -> None:
             continue
         spath = os.path.join(sdir, name)
         try:
-            with open_regular(spath, base=path) as f:
-                doc = logformat.decode_status(f.read(logformat.STATUS_BYTES * 4))
+            if snap is not None:
+                doc = logformat.decode_status(snap.read(spath)[: logformat.STATUS_BYTES * 4])
+            else:
+                with open_regular(spath, base=path) as f:
+                    doc = logformat.decode_status(f.read(logformat.STATUS_BYTES * 4))
         except (OSError, logformat.FormatError) as e:
             cap.errors.append(
                 ReadError(
@@ -187,7 +234,7 @@ def _check_manifest(cap: Capture, path: str) -> None:
                 )
 
 
-def _open_files(path: str, files: list[str], manifest: dict | None, source: str) -> Capture:
+def _open_files(path: str, files: list[str], manifest: dict | None, source: str, snap: Any = None) -> Capture:
     base = path if os.path.isdir(path) else None  # logs of a directory must not lead out of it
     by_rank: dict[int, list[str]] = {}
     unranked: list[str] = []
@@ -203,11 +250,11 @@ def _open_files(path: str, files: list[str], manifest: dict | None, source: str)
     run_id = run_id if isinstance(run_id, str) else None  # read before the manifest is cleaned
     for r, fs in sorted(by_rank.items()):
         if len(fs) == 1:
-            logs[r] = LogFile(fs[0], rank=r, base=base)
+            logs[r] = LogFile(fs[0], rank=r, base=base, snapshot=snap)
             continue
-        logs[r] = _rank_log(r, fs, base, run_id, errors)
+        logs[r] = _rank_log(r, fs, base, run_id, errors, snap)
     for f in unranked:
-        log = LogFile(f, base=base)
+        log = LogFile(f, base=base, snapshot=snap)
         r = next((rec.rank for rec in log.records if rec.rank is not None), None)
         if r is None:
             r = 0
@@ -258,7 +305,9 @@ def _header_of(log: LogFile) -> dict[str, Any] | None:
     return None
 
 
-def _rank_log(r: int, files: list[str], base: str | None, run_id: Any, errors: list[ReadError]) -> LogFile:
+def _rank_log(
+    r: int, files: list[str], base: str | None, run_id: Any, errors: list[ReadError], snap: Any = None
+) -> LogFile:
     """Of several logs named as rank `r`'s, the one its content says is: a header of rank `r`,
     of this capture's run (the manifest's run id), under the name the capture writes; the
     largest only among equals. Each other is reported with why it was not taken, never read as
@@ -266,11 +315,11 @@ def _rank_log(r: int, files: list[str], base: str | None, run_id: Any, errors: l
     canonical = logformat.log_file_name(r)
     scored = []
     for f in files:
-        log = LogFile(f, rank=r, base=base)
+        log = LogFile(f, rank=r, base=base, snapshot=snap)
         h = _header_of(log) or {}
         owner = h.get("rank") if type(h.get("rank")) is int else None
         same_run = run_id is None or h.get("run_id") == run_id
-        size = os.path.getsize(f) if os.path.exists(f) else 0
+        size = log.size
         score = (owner == r, same_run, os.path.basename(f) == canonical, owner is not None, size)
         scored.append((score, f, log, owner, same_run))
     scored.sort(key=lambda t: t[0], reverse=True)

@@ -25,16 +25,19 @@ def capture_dir(cap: "Capture") -> str:
     return cap.path if os.path.isdir(cap.path) else os.path.dirname(os.path.abspath(cap.path))
 
 
-def blob_link_problem(base: str, st: os.stat_result) -> str | None:
+def blob_link_problem(base: str, st: os.stat_result, base_dev: int | None = None) -> str | None:
     """Why a blob file is not simply the capture's own (None when it is): more than one hard link
     (the same bytes are reachable from elsewhere, where someone may change them after `trust` or
-    the capture checked them) or on another filesystem than the capture (a mount inside it)."""
+    the capture checked them) or on another filesystem than the capture (a mount inside it).
+    `base_dev`: the capture directory's st_dev as read from its open descriptor (else by path)."""
     if st.st_nlink > 1:
         return f"has {st.st_nlink} hard links (the same file is reachable from outside the capture)"
-    try:
-        dev = os.stat(base).st_dev
-    except OSError:
-        return None
+    dev = base_dev
+    if dev is None:
+        try:
+            dev = os.stat(base).st_dev
+        except OSError:
+            return None
     if st.st_dev != dev:
         return "is on another filesystem than the capture (a mount inside it)"
     return None

@@ -102,6 +102,9 @@ class Capture:
         self.torch_trace_dir: str | None = None
         # the signature verdict replay checked (inspector.replay.plan.check_origin); None until then
         self.signature: Any = None
+        # the files it was read from, each read once (inspector.read.read_once.Snapshot); None when
+        # read by path, as browsing does
+        self.snapshot: Any = None
         # each writer process's status file (status/rank_<R>.<pid>.json), by rank: how its log ended
         self.statuses: dict[int, list[dict[str, Any]]] = {}
         self._ranks: dict[int, _Rank] = {}

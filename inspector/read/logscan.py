@@ -154,9 +154,19 @@ class Record:
 class LogFile:
     """Index of one log file. `records` in file order; `errors` found so far (scan and decode)."""
 
-    def __init__(self, path: str, *, rank: int | None = None, ours: bool | None = None, base: str | None = None):
+    def __init__(
+        self,
+        path: str,
+        *,
+        rank: int | None = None,
+        ours: bool | None = None,
+        base: str | None = None,
+        snapshot: Any = None,
+    ):
         self.path = path
         self.base = base  # the capture directory: the log must resolve inside it
+        # the bytes read once (inspector.read.read_once.Snapshot): this log is never opened by path
+        self.snapshot = snapshot
         self.rank = rank
         self.records: list[Record] = []
         self.errors: list[ReadError] = []
@@ -178,6 +188,18 @@ class LogFile:
         self.errors.append(ReadError(self.path, line, message, self.rank))
 
     def _open(self) -> None:
+        if self.snapshot is not None:
+            try:
+                self._buf = self.snapshot.read(self.path)
+            except OSError as e:
+                self.errors.append(ReadError(self.path, None, f"cannot read: {e.strerror or e}", self.rank))
+                return
+            self.size = len(self._buf)
+            if self.size == 0:
+                self.errors.append(ReadError(self.path, None, "empty file", self.rank))
+                return
+            self._scan()
+            return
         try:
             self._fh = fh = open_regular(self.path, base=self.base)
             self.size = os.fstat(fh.fileno()).st_size

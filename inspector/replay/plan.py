@@ -11,21 +11,27 @@ DIR`, or by the bundled-capture loader), or with `--trust` (the user vouches for
 capture says about itself (the manifest's user, host, uid; its files' owner) is shown, never
 relied on: anyone who can write a capture can write those. Either way the blob file must be the
 one the log names (`blobs/<sha256>.gpkl` inside the capture), a regular file, and its sha256 must
-equal the one recorded in the (signed) log. The bytes that were verified are the bytes that are
-loaded: the file is read once.
+equal the one recorded in the (signed) log.
+
+Read once: the commands that act on a capture (`replay`, `repro`) open it with `open_verified`,
+which reads the manifest, the rank logs and the status files once each (inspector.read.read_once)
+and parses those bytes; `check_origin` holds the same bytes to the signature, so a file swapped
+after it was read changes nothing, and one swapped before is what is verified. A blob is read the
+same way: one descriptor, no link followed (the `blobs/` folder included), fstat for its kind, links
+and filesystem, the bytes hashed are the bytes loaded.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import stat
 import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from graphtrain_inspect.capture import logformat, signing
-from graphtrain_inspect.inspector.errors import NotFound, Refused
+from graphtrain_inspect.inspector.errors import CaptureUnreadable, NotFound, Refused
+from graphtrain_inspect.inspector.read import read_once
 from graphtrain_inspect.inspector.read.capture_files import blob_link_problem, capture_dir
 
 if TYPE_CHECKING:
@@ -115,22 +121,48 @@ def manifest_claims(cap: "Capture") -> str:
     return f"its manifest says it was captured by {m.get('user')}@{m.get('host')} (uid {m.get('uid')})"
 
 
+def open_verified(path: str) -> "Capture":
+    """The capture at `path` (a directory, or one log file) read for replay: each file the reader
+    opens read once (inspector.read.read_once), the capture parsed from those bytes; `check_origin`
+    then holds the same bytes to the signature. Raises CaptureUnreadable."""
+    from graphtrain_inspect.inspector.read.capture_index import open_capture
+
+    if not os.path.exists(path):
+        raise CaptureUnreadable(f"{path}: no such file or directory")
+    try:
+        snap = read_once.snapshot(path)
+    except OSError as e:
+        raise CaptureUnreadable(f"{path}: cannot read: {e.strerror or e}") from None
+    return open_capture(path, source="capture", snapshot=snap)
+
+
 def check_origin(cap: "Capture", ranks: list[int], *, trust: bool) -> str:
     """Raise Refused unless the capture carries this user's signature over its current files
     (or `trust`), and every file replay will read for `ranks` (their logs; a log file given alone
-    included) is one the signature lists. Returns a one-line description of why it is trusted.
-    The verdict is kept on `cap` (`cap.signature`) so `read_blob` can hold each blob to it."""
+    included) is one the signature lists. For a capture read once (`open_verified`) the bytes read
+    are what is checked: each file read must be listed with their sha256, and every signed log and
+    the manifest must be among them. Returns a one-line description of why it is trusted. The
+    verdict is kept on `cap` (`cap.signature`) so `read_blob` can hold each blob to it."""
     claims = manifest_claims(cap)
     if trust:
         return f"trusted with --trust ({claims})"
     base = capture_dir(cap)
-    v = signing.verify(base)
+    snap = cap.snapshot
+    v = signing.verify(base, known=snap.sha256 if snap is not None else None)
     if not v.ok:
         raise Refused(
             f"{cap.path} is not loaded: {v.why}. Replay unpickles graphs (pickle can run code) and loads only "
             f"captures signed with your key; {claims}, which proves nothing. If you trust it, pass --trust, or "
             f"sign it once with `graphtrain-inspect trust {base}`"
         )
+    if snap is not None:
+        problem = snapshot_problem(snap, v)
+        if problem:
+            raise Refused(
+                f"{problem}. Replay reads only the files your signature lists, as they were signed; if you trust "
+                f"it, pass --trust, or sign the capture again with `graphtrain-inspect trust {base}`"
+            )
+        _drop_unsigned_statuses(cap, snap, v)
     for r in ranks:
         log = cap.log_file(r)
         rel = relative_to(base, log.path) if log is not None else None
@@ -144,6 +176,45 @@ def check_origin(cap: "Capture", ranks: list[int], *, trust: bool) -> str:
     cap.signature = v
     warn = signing.key_folder_problem()
     return f"{v.why} ({claims})" + (f"; warning: {warn}" if warn else "")
+
+
+def _drop_unsigned_statuses(cap: "Capture", snap: "read_once.Snapshot", v: "signing.Verdict") -> None:
+    """Status files read once but not as signed (added, changed) are left out of `cap.statuses`."""
+    for rel, sha in snap.sha256.items():
+        if not rel.startswith(logformat.STATUS_DIR + "/") or v.listed.get(rel) == sha:
+            continue
+        who = logformat.status_of_file_name(rel.rpartition("/")[2])
+        if who is not None and who[0] in cap.statuses:
+            cap.statuses[who[0]] = [st for st in cap.statuses[who[0]] if st.get("pid") != who[1]]
+
+
+def snapshot_problem(snap: "read_once.Snapshot", v: "signing.Verdict") -> str | None:
+    """Why the bytes read once are not the signed ones (None when they are): a file read that the
+    signature does not list, or lists with another sha256 (changed as it was read), a signed log or
+    manifest that was not read (removed, or made a link, while it was read)."""
+    for rel, sha in sorted(snap.sha256.items()):
+        if rel.startswith(logformat.STATUS_DIR + "/"):
+            continue  # shown, never deciding: one not as signed is left out (`_drop_unsigned_statuses`)
+        if not v.covers(rel):
+            return f"{rel} is not loaded: your signature on {snap.base} does not cover it (added after it was signed)"
+        if v.listed.get(rel) != sha:
+            return f"{rel} is not loaded: the bytes read are not the ones signed (it changed while it was read)"
+    if snap.single is None:
+        for rel in sorted(v.listed):
+            if "/" in rel or rel in snap.sha256:
+                continue
+            if rel == logformat.MANIFEST_NAME or (
+                rel.startswith(logformat.LOG_PREFIX) and rel.endswith(logformat.LOG_SUFFIX)
+            ):
+                why = snap.problems.get(rel, "missing")
+                return f"{rel} is not loaded: it is signed but could not be read as signed ({why})"
+    return None
+
+
+def is_file_spec(spec: str) -> bool:
+    """Whether `MODULE:QUALNAME` names a file (`path/to/file.py:fn`) rather than a module."""
+    mod_name = spec.strip().rpartition(":")[0]
+    return mod_name.endswith(".py") or os.sep in mod_name or "/" in mod_name
 
 
 def relative_to(base: str, path: str) -> str | None:
@@ -182,22 +253,9 @@ def read_blob(cap: "Capture", rec: "PassRecord", gid: str | None, *, trust: bool
             "refusing to load it"
         )
     base = capture_dir(cap)
-    path = os.path.join(base, rel)
-    real, root = os.path.realpath(path), os.path.realpath(base)
-    if not real.startswith(root.rstrip(os.sep) + os.sep):
-        raise Refused(
-            f"blob {rel} resolves to {real}, outside the capture {root} (a linked directory); refusing to load it"
-        )
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        raise Refused(f"blob {rel} of the {what} graph {gid} is missing from {base}") from None
-    except OSError as e:
-        raise Refused(f"cannot read blob {rel}: {e.strerror or e}") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise Refused(f"blob {rel} is not a regular file (a link or something else); refusing to load it")
+    data, st, base_dev = _read_blob_file(base, rel, what, gid)
     if not trust:
-        odd = blob_link_problem(base, st)
+        odd = blob_link_problem(base, st, base_dev)
         if odd:
             raise Refused(f"blob {rel} {odd}; refusing to load it without --trust")
         v = cap.signature
@@ -206,11 +264,6 @@ def read_blob(cap: "Capture", rec: "PassRecord", gid: str | None, *, trust: bool
                 f"blob {rel} is not covered by your signature on {base} (added after it was signed); refusing to "
                 f"load it without --trust (or sign the capture again with `graphtrain-inspect trust {base}`)"
             )
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as e:
-        raise Refused(f"cannot read blob {rel}: {e.strerror or e}") from None
     got = hashlib.sha256(data).hexdigest()
     if got != sha:
         raise Refused(
@@ -218,6 +271,40 @@ def read_blob(cap: "Capture", rec: "PassRecord", gid: str | None, *, trust: bool
             f"{sha[:16]}...): it changed after the capture; refusing to load it"
         )
     return Blob(gid, sha, rel, data)
+
+
+def _read_blob_file(base: str, rel: str, what: str, gid: str) -> tuple[bytes, os.stat_result, int]:
+    """The bytes of blob `rel`, its fstat and the capture directory's st_dev: read through one
+    descriptor, the `blobs/` folder and the file each opened without following a link (a linked
+    folder would lead out of the capture). Refused when it cannot be read so."""
+    folder, _, name = rel.partition("/")
+    try:
+        dfd = read_once.open_dir(base)
+    except OSError as e:
+        raise Refused(f"cannot read blob {rel}: {e.strerror or e}") from None
+    try:
+        base_dev = os.fstat(dfd).st_dev
+        try:
+            bfd = read_once.open_dir(folder, dfd, follow=False)
+        except FileNotFoundError:
+            raise Refused(f"blob {rel} of the {what} graph {gid} is missing from {base}") from None
+        except OSError as e:
+            real = os.path.realpath(os.path.join(base, folder))
+            raise Refused(
+                f"blob {rel}: {folder}/ is {e.strerror or e}, resolving to {real}, outside the capture {base} "
+                "(a linked directory); refusing to load it"
+            ) from None
+        try:
+            data, st = read_once.read_regular(name, bfd)
+        except FileNotFoundError:
+            raise Refused(f"blob {rel} of the {what} graph {gid} is missing from {base}") from None
+        except OSError as e:
+            raise Refused(f"blob {rel} is not a regular file ({e.strerror or e}); refusing to load it") from None
+        finally:
+            os.close(bfd)
+    finally:
+        os.close(dfd)
+    return data, st, base_dev
 
 
 # ---------------------------------------------------------------------------------------------

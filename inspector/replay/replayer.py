@@ -52,6 +52,7 @@ from graphtrain_inspect.inspector.errors import (
     CannotReplay,  # noqa: F401
     ReplayError,
 )
+from graphtrain_inspect.inspector.read.capture_files import capture_dir
 from graphtrain_inspect.inspector.read.graphmodel import GraphTables
 from graphtrain_inspect.inspector.replay.load import (  # noqa: F401
     OP_LIBRARIES,
@@ -350,7 +351,7 @@ class Replayer:
         with rank_world(self.cap, rec.rank, loaded.fake_mode, inductor=inductor, setup=self.setup) as world:
             out.world = world
             try:
-                pf = resolved or resolve_pass(rec, self.target.target, gm, use_fn)
+                pf = resolved or resolve_pass(rec, self.target.target, gm, use_fn, capture_dir(self.cap))
             except ReplayError:
                 raise
             except Exception as e:

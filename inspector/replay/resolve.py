@@ -5,6 +5,7 @@ raise CannotReplay saying why. Imports torch."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import importlib.util
@@ -13,13 +14,14 @@ import os
 import re
 import sys
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import torch
 import torch.fx
 
 from graphtrain_inspect.inspector.errors import CannotReplay, ReplayError
 from graphtrain_inspect.inspector.replay.load import FLAT_PACKAGES
+from graphtrain_inspect.inspector.replay.plan import is_file_spec
 
 if TYPE_CHECKING:
     from graphtrain_inspect.inspector.read.capture_index import PassRecord
@@ -36,13 +38,46 @@ class PassFn:
     notes: list[str] = field(default_factory=list)
 
 
-def import_target(spec: str) -> Any:
-    """`module:qualname` or `path/to/file.py:qualname` -> the object. Raises ReplayError."""
+def cwd_in_capture(capture_dir: str | None) -> bool:
+    """Whether the current directory is the capture's folder or inside it."""
+    if capture_dir is None:
+        return False
+    real, root = os.path.realpath(os.getcwd()), os.path.realpath(capture_dir)
+    return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
+
+
+@contextlib.contextmanager
+def user_code_path(capture_dir: str | None = None) -> Iterator[None]:
+    """While the user's own code is imported (`--fn`, `--setup`, the pass the capture names), the
+    current directory is searched first, as `python -m` does, unless it is inside the capture
+    (whose files are not the user's code). sys.path is put back afterwards: the tool's own lazy
+    imports never search it."""
+    cwd = os.getcwd()
+    added = not cwd_in_capture(capture_dir) and cwd not in sys.path and "" not in sys.path
+    if added:
+        sys.path.insert(0, cwd)
+    try:
+        yield
+    finally:
+        if added and cwd in sys.path:
+            sys.path.remove(cwd)
+
+
+def import_target(spec: str, *, named_by_capture: bool = False, capture_dir: str | None = None) -> Any:
+    """`module:qualname` or `path/to/file.py:qualname` -> the object. Raises ReplayError.
+    `named_by_capture`: the spec comes from the capture, not the user's command line: only a
+    module is imported (installed, or the user's own in the current directory), never a file path
+    the capture names, nor a module of the capture's folder (`capture_dir`)."""
     mod_name, sep, qual = spec.strip().rpartition(":")
     if not sep or not mod_name or not qual:
         raise ReplayError(f"{spec!r}: expected MODULE:FUNCTION (or path/to/file.py:FUNCTION)")
+    if named_by_capture and is_file_spec(spec):
+        raise CannotReplay(
+            f"the capture names the pass by a file path ({spec}): replay imports a pass the capture names only "
+            "as an installed module, never from a path it gives; give the function with --fn path/to/file.py:FUNC"
+        )
     try:
-        if mod_name.endswith(".py") or os.sep in mod_name:
+        if is_file_spec(spec):
             path = os.path.abspath(mod_name)
             if not os.path.isfile(path):
                 raise ReplayError(f"{spec!r}: no such file {mod_name}")
@@ -54,20 +89,18 @@ def import_target(spec: str) -> Any:
             sys.modules[name] = module
             s.loader.exec_module(module)
         else:
-            # As `python -m` does: modules of the current directory are importable.
-            if os.getcwd() not in sys.path and "" not in sys.path:
-                sys.path.insert(0, os.getcwd())
-            try:
-                module = importlib.import_module(mod_name)
-            except ModuleNotFoundError as e:
-                # a capture made before our packages moved under graphtrain_inspect.* names the
-                # sample's passes as samples.passes...; a module of that name here is preferred
-                parts = mod_name.split(".")
-                if parts[0] not in FLAT_PACKAGES or e.name not in {
-                    ".".join(parts[:i]) for i in range(1, len(parts) + 1)
-                }:
-                    raise
-                module = importlib.import_module(f"graphtrain_inspect.{mod_name}")
+            with user_code_path(capture_dir):
+                try:
+                    module = importlib.import_module(mod_name)
+                except ModuleNotFoundError as e:
+                    # a capture made before our packages moved under graphtrain_inspect.* names the
+                    # sample's passes as samples.passes...; a module of that name here is preferred
+                    parts = mod_name.split(".")
+                    if parts[0] not in FLAT_PACKAGES or e.name not in {
+                        ".".join(parts[:i]) for i in range(1, len(parts) + 1)
+                    }:
+                        raise
+                    module = importlib.import_module(f"graphtrain_inspect.{mod_name}")
     except ReplayError:
         raise
     except Exception as e:
@@ -124,21 +157,22 @@ def graph_or_gm(fn: Any) -> str:
     return "gm"
 
 
-def named_pass(rec: "PassRecord", registry: str | None) -> PassFn:
-    """The recorded `module:qualname` (a --pass or record_pass function)."""
+def named_pass(rec: "PassRecord", registry: str | None, capture_dir: str | None = None) -> PassFn:
+    """The recorded `module:qualname` (a --pass or record_pass function): a module, imported as
+    `import_target` imports what a capture names."""
     if not rec.qualname:
         raise CannotReplay(
             f"#{rec.seq} {rec.name} has no recorded module:qualname (a record_pass block or a callable "
             "without a name); give the function with --fn MODULE:FUNC"
         )
-    fn = _unwrap(import_target(rec.qualname))
+    fn = _unwrap(import_target(rec.qualname, named_by_capture=True, capture_dir=capture_dir))
     notes: list[str] = []
     desc = rec.qualname
     if registry:
         # Prefer the registry's entry: a functools.partial there carries the configuration the
         # training bound (torchtitan-style `partial(pass, cfg=...)`).
         try:
-            reg = import_target(registry)
+            reg = import_target(registry, named_by_capture=True, capture_dir=capture_dir)
         except ReplayError:
             reg = None
         items = list(reg.values()) if isinstance(reg, dict) else list(reg) if isinstance(reg, (list, tuple)) else []
@@ -152,9 +186,9 @@ def named_pass(rec: "PassRecord", registry: str | None) -> PassFn:
     return PassFn(fn, "gm_inputs" if (_positional_count(fn) or 0) >= 2 else "gm", desc, notes=notes)
 
 
-def user_fn(spec: str | Callable, rec: "PassRecord") -> PassFn:
+def user_fn(spec: str | Callable, rec: "PassRecord", capture_dir: str | None = None) -> PassFn:
     """`--fn MODULE:FUNC`, a file path, or a callable (REPL): called the way the captured pass was."""
-    fn = import_target(spec) if isinstance(spec, str) else spec
+    fn = import_target(spec, capture_dir=capture_dir) if isinstance(spec, str) else spec
     if not callable(fn):
         raise ReplayError(f"{spec!r} is a {type(fn).__name__}, not a function")
     desc = spec if isinstance(spec, str) else (getattr(fn, "__qualname__", None) or repr(fn))
@@ -170,7 +204,7 @@ _INDUCTOR_MODULES = {
 }
 
 
-def inductor_pass(rec: "PassRecord", gm: torch.fx.GraphModule) -> PassFn:
+def inductor_pass(rec: "PassRecord", gm: torch.fx.GraphModule, capture_dir: str | None = None) -> PassFn:
     """One of Inductor's own passes (recorded through GraphTransformObserver), by subsystem and name.
 
     Re-runnable: module-level pass functions (`post_grad:remove_noop_ops`, `remove_assert_ops`,
@@ -206,7 +240,7 @@ def inductor_pass(rec: "PassRecord", gm: torch.fx.GraphModule) -> PassFn:
             f"#{rec.seq} {name} ({sub}) is the method {qual} of an object the capture did not record; "
             "give an equivalent function with --fn MODULE:FUNC"
         )
-    fn = _unwrap(import_target(qual))
+    fn = _unwrap(import_target(qual, named_by_capture=True, capture_dir=capture_dir))
     return PassFn(fn, graph_or_gm(fn), qual, (name, sub))
 
 
@@ -307,9 +341,17 @@ def _lazy_init(lazy: Callable, gm: torch.fx.GraphModule) -> None:
         lazy()
 
 
-def resolve_pass(rec: "PassRecord", registry: str | None, gm: torch.fx.GraphModule | None, fn: Any = None) -> PassFn:
+def resolve_pass(
+    rec: "PassRecord",
+    registry: str | None,
+    gm: torch.fx.GraphModule | None,
+    fn: Any = None,
+    capture_dir: str | None = None,
+) -> PassFn:
+    """The pass to run: `fn` (the user's), else the one the capture names (`capture_dir`: the
+    capture's folder, never searched for it)."""
     if fn is not None:
-        return user_fn(fn, rec)
+        return user_fn(fn, rec, capture_dir)
     if rec.source == "partitioner":
         raise CannotReplay(
             f"#{rec.seq} {rec.name} is the joint-graph partitioner: it takes the joint inputs and the number "
@@ -318,9 +360,9 @@ def resolve_pass(rec: "PassRecord", registry: str | None, gm: torch.fx.GraphModu
     if rec.source == "inductor":
         if gm is None:
             raise ReplayError("internal: Inductor passes are resolved against the loaded graph")
-        return inductor_pass(rec, gm)
+        return inductor_pass(rec, gm, capture_dir)
     if rec.source == "torch":
         raise CannotReplay(
             f"{rec.name} is a stage synthesized from torch's own TORCH_TRACE logs: there is no pass to run"
         )
-    return named_pass(rec, registry)
+    return named_pass(rec, registry, capture_dir)

@@ -18,6 +18,7 @@ import torch
 import torch.fx
 
 from graphtrain_inspect.inspector.errors import ReplayError
+from graphtrain_inspect.inspector.read.capture_files import capture_dir
 from graphtrain_inspect.inspector.replay.plan import (
     distributed_initialized,
     rank_argv,
@@ -148,7 +149,7 @@ def rank_world(
 
                 stack.enter_context(V.set_fake_mode(fake_mode))
         for spec in setup:
-            fn = import_target(spec)
+            fn = import_target(spec, capture_dir=capture_dir(cap))
             try:
                 fn()
             except Exception as e:

@@ -6,8 +6,9 @@ blob), then all-reduces a value: every rank must keep going for the others to fi
 
   --fsize-rank R --fsize BYTES   rank R's files may not grow past BYTES (RLIMIT_FSIZE, as a full
                                  disk or a quota would stop them): its capture log hits the limit
-  --full-log-rank R              rank R's capture log is /dev/full (a link made before its first
-                                 record): every write to it fails with ENOSPC, as on a full disk
+  --full-log-rank R              rank R's capture log is a /dev/full device node (made before its
+                                 first record; root only, a link is not followed): every write to
+                                 it fails with ENOSPC, as on a full disk
   --delete-log-at S              at step S rank 0 deletes its own capture log
   --remove-dir-at S              at step S rank 0 removes the whole capture directory
   --hold PATH                    after the steps, inside a recorded pass `hold`, write PATH.<rank>
@@ -20,6 +21,7 @@ import argparse
 import os
 import resource
 import shutil
+import stat
 import sys
 import time
 
@@ -57,7 +59,8 @@ def main() -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (args.fsize, hard))
     capture_dir = os.environ.get("GTI_CAPTURE_DIR", "")
     if args.full_log_rank == rank:
-        os.symlink("/dev/full", os.path.join(capture_dir, logformat.log_file_name(rank)))
+        full = os.stat("/dev/full")
+        os.mknod(os.path.join(capture_dir, logformat.log_file_name(rank)), stat.S_IFCHR | 0o666, full.st_rdev)
     gm = graph_of(-1)
     for step in range(args.steps):
         with record_pass(f"step_{step}", gm) as rec:

@@ -12,6 +12,7 @@ are highlighted by pygments, which escapes them itself.
 
 from __future__ import annotations
 
+import os
 import re
 from importlib.resources import files
 from pathlib import Path
@@ -49,17 +50,25 @@ def _version() -> str:
 
 def write_graphs(cap: Any, diffs: list[dict], folder: Path) -> dict[tuple[int, str], str]:
     """Each graph the diffs name, as its FX code in `folder` (r<rank>-<gid>.py); the links by
-    (rank, gid). A graph id that is not a plain name (a damaged or hostile log) gets no file."""
-    folder.mkdir(parents=True, exist_ok=True)
+    (rank, gid). A graph id that is not a plain name (a damaged or hostile log) gets no file. Each
+    file is made anew through the folder's descriptor (`write_new`): a link planted in the folder
+    (a report written into a capture someone else can write) is replaced, never written through,
+    and a linked folder is refused."""
+    from graphtrain_inspect.inspector.cli.common import open_output_dir, write_new
+
+    dfd = open_output_dir(str(folder))
     links: dict[tuple[int, str], str] = {}
-    for d in diffs:
-        for rank, gid in d.get("graphs") or []:
-            if (rank, gid) in links or not re.fullmatch(r"[A-Za-z0-9_]{1,64}", gid):
-                continue
-            code = cap.graph_code(rank, gid)
-            if code is None:
-                continue
-            name = f"r{rank}-{gid}.py"
-            (folder / name).write_text(code, encoding="utf-8")
-            links[(rank, gid)] = f"{folder.name}/{name}"
+    try:
+        for d in diffs:
+            for rank, gid in d.get("graphs") or []:
+                if (rank, gid) in links or not re.fullmatch(r"[A-Za-z0-9_]{1,64}", gid):
+                    continue
+                code = cap.graph_code(rank, gid)
+                if code is None:
+                    continue
+                name = f"r{rank}-{gid}.py"
+                write_new(name, code.encode("utf-8"), dfd)
+                links[(rank, gid)] = f"{folder.name}/{name}"
+    finally:
+        os.close(dfd)
     return links

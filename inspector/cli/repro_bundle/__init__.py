@@ -131,6 +131,7 @@ def write(cap: Any, f: Any, out: Path, *, setup: list[str], trust: bool, number:
         capture_dir,
         check_origin,
         distributed_initialized,
+        is_file_spec,
         rank_argv,
         rank_environment,
         read_blob,
@@ -150,11 +151,18 @@ def write(cap: Any, f: Any, out: Path, *, setup: list[str], trust: bool, number:
     first = recs[ranks[0]]
     if not first.qualname:
         raise CommandError(f"#{first.seq} {first.name} has no recorded module:qualname: nothing to import")
+    if is_file_spec(first.qualname):
+        raise CommandError(
+            f"#{first.seq} {first.name}: the capture names the pass by a file path ({first.qualname}); a bundle "
+            "names a pass only as a module"
+        )
+    # as replay reads them: listed in the signature, one link, on the capture's filesystem (unless
+    # --trust); all of them before anything is written
+    blobs = {r: read_blob(cap, rec, rec.before, trust=trust) for r, rec in recs.items()}
     out.mkdir(parents=True, exist_ok=True)
     per_rank: dict[str, Any] = {}
     for r, rec in recs.items():
-        blob = read_blob(cap, rec, rec.before, trust=True)  # trust decided above; sha256 checked here
-        (out / f"rank{r}.gpkl").write_bytes(blob.data)
+        (out / f"rank{r}.gpkl").write_bytes(blobs[r].data)
         for suffix, gid in (("before", rec.before), ("after_captured", rec.after.get("out"))):
             code = cap.graph_code(r, gid) if gid else None
             if code is not None:

@@ -72,7 +72,7 @@ def _finding_key(f: dict) -> tuple:
     # what must agree across torch versions: the kind, its grade, its layer and the pass blamed.
     # Not the last pass that still has it (torch adds and renames its own passes between
     # versions), nor node names (torch's own ops decompose into other nodes)
-    return (f["kind"], f["severity"], f.get("layer"), f.get("introduced_by"))
+    return tuple(str(f.get(k)) for k in ("kind", "severity", "layer", "introduced_by"))
 
 
 def verdict(name: str, work: Path) -> dict:

@@ -21,7 +21,12 @@ def replay_argv(path: str, pass_name: str, rank: int, occurrence: int) -> list[s
     if os.path.exists(here):
         exe = here
     base = [exe] if exe else [sys.executable, "-m", "graphtrain_inspect.inspector.cli"]
-    return [*base, "replay", path, "--pass", pass_name, "--rank", str(rank), "--occurrence", str(occurrence)]
+    from graphtrain_inspect.inspector.read.bundled import sample_of
+
+    # a bundled sample by its name, as the user would type it (replay then runs its own set-up)
+    sample = sample_of(path)
+    where = ["--sample", sample] if sample else [path]
+    return [*base, "replay", *where, "--pass", pass_name, "--rank", str(rank), "--occurrence", str(occurrence)]
 
 
 def run_in_terminal(argv: list[str]) -> int:

@@ -31,7 +31,7 @@ import argparse
 import sys
 from typing import Any
 
-from graphtrain_inspect.inspector.cli.common import CommandError
+from graphtrain_inspect.inspector.cli.common import CommandError, add_capture_argument
 from graphtrain_inspect.inspector.diff.render import Style, want_color
 from graphtrain_inspect.inspector.replay.report import (
     check_lines,
@@ -43,7 +43,7 @@ from graphtrain_inspect.inspector.replay.report import (
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("dir", metavar="DIR", help="capture directory (made with `graphtrain-inspect capture`, blobs on)")
+    add_capture_argument(p)
     p.add_argument(
         "--pass",
         dest="pass_name",
@@ -74,7 +74,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=[],
         metavar="MODULE:FUNC",
         help="call FUNC() in the rank's environment before the pass (repeatable), e.g. to set flags the training "
-        "parsed from argv",
+        "parsed from argv (a bundled sample's own set-up by default)",
     )
     p.add_argument(
         "--import",
@@ -104,6 +104,11 @@ def run(args: argparse.Namespace) -> int:
 
     if args.json and not args.batch:
         raise CommandError("--json needs --batch")
+    if not args.setup:
+        from graphtrain_inspect.inspector.read.bundled import setup_of
+
+        # a bundled sample replays as it was trained: its bug switches set from the captured argv
+        args.setup = setup_of(args.dir)
     # each file read once: the bytes parsed here are the bytes check_origin verifies
     cap = open_verified(args.dir)
     if cap.kind != "capture":

@@ -158,3 +158,16 @@ def _safe_extract(tf: tarfile.TarFile, dest: Path) -> None:
         if not (m.isfile() or m.isdir()) or root not in (p, *p.parents):
             raise BundledError(f"unsafe member {m.name!r} in {tf.name!s}")
     tf.extractall(dest)
+
+
+# What a bundled capture's passes read besides their graph: the sample training's bug switches,
+# which `samples.train` set from its command line (`--bug NAME`). Replaying a planted pass without
+# them runs the fixed pass and reports the bug "gone". The same function serves every bundled
+# capture: it only sets the switches the captured argv names (none for the programs that have none).
+SAMPLE_SETUP = "graphtrain_inspect.samples.bugs:from_argv"
+
+
+def setup_of(path: str | os.PathLike | None) -> list[str]:
+    """The `--setup` functions a replay of the capture at `path` needs: a bundled sample's own,
+    none for any other capture."""
+    return [SAMPLE_SETUP] if sample_of(path) else []

@@ -91,3 +91,17 @@ def test_bundled_capture_is_signed_as_unpacked(tmp_path, monkeypatch):
     assert not signing.verify(str(d)).ok  # another key: not this user's signature
     d2 = bundled.path_of(name)
     assert d2 != d and signing.verify(str(d2)).ok
+
+
+def test_a_sample_replays_with_its_own_setup_and_is_named_by_its_name(tmp_path):
+    """A bundled sample's planted passes read the training's bug switches: replay (the CLI, and the
+    TUI's `r` through it) runs the sample's set-up unless told another, and names the sample as the
+    user does; any other capture gets neither."""
+    from graphtrain_inspect.inspector.read import bundled
+    from graphtrain_inspect.tui.replay import replay_argv
+
+    path = str(bundled.path_of("h200x2-device-literal"))
+    assert bundled.setup_of(path) == [bundled.SAMPLE_SETUP] and bundled.setup_of(str(tmp_path)) == []
+    argv = replay_argv(path, "place_devices", 1, 0)
+    assert argv[argv.index("replay") :][:3] == ["replay", "--sample", "h200x2-device-literal"]
+    assert replay_argv(str(tmp_path), "p", 0, 0)[argv.index("replay") + 1] == str(tmp_path)

@@ -107,9 +107,12 @@ def test_an_untrusted_capture_writes_nothing(tui_small_capture, tmp_path):
     assert not (tmp_path / "b").exists()
 
 
-def rank_baking_capture(directory: Path) -> Path:
+def rank_baking_capture(
+    directory: Path, qualname: str = "tests.cli.rank_pass:shard_rows", cwd: Path | None = None
+) -> Path:
     """tests.tui_support's 2-rank graphs, its rank-baking pass a real function (tests.cli.rank_pass)
-    with the blob of the graph it received, signed with this session's key as `capture` signs."""
+    with the blob of the graph it received, signed with this session's key as `capture` signs.
+    `cwd`: the training's working directory the manifest records (where it found `qualname`)."""
     from graphtrain_inspect.capture import blobs, signing
     from tests.small_captures import CaptureWriter, mesh_rank_table
     from tests.tui_support import _graphs
@@ -120,9 +123,13 @@ def rank_baking_capture(directory: Path) -> Path:
         g0, g1, g2 = _graphs(r)
         rw.apply("remove_dead_code", g0, g1)
         ref = blobs.dump(str(directory), g1, None)
-        rw.apply("shard_rows", g1, g2, qualname="tests.cli.rank_pass:shard_rows", blobs={rw.graph(g1): ref})
+        rw.apply("shard_rows", g1, g2, qualname=qualname, blobs={rw.graph(g1): ref})
         rw.end()
     w.finish()
+    if cwd is not None:
+        manifest = directory / "manifest.json"
+        doc = json.loads(manifest.read_text())
+        manifest.write_text(json.dumps({**doc, "cwd": str(cwd), "command": ["torchrun", "train.py"]}))
     signing.sign(str(directory))
     return directory
 
@@ -144,3 +151,30 @@ def test_a_rank_literal_a_pass_bakes(tmp_path, torch_only):
     (bundle / "repro.json").write_text(json.dumps(cfg))
     got = run_repro(bundle, torch_only)
     assert got.returncode == 0 and "not reproduced" in got.stdout, got.stdout + got.stderr
+
+
+def test_the_users_own_pass_module_is_bundled_and_a_bundle_that_cannot_run_says_so(tmp_path, torch_only):
+    """The common case: the pass lives in the user's module beside the training script
+    (`--pass my_passes:fn`), importable only from the training's folder. repro finds it there (the
+    manifest's working directory and the script's folder), bundles it, and repro.py reproduces; a
+    bundle whose pass cannot be imported exits 3 with one line, never 1 ("the finding is there")."""
+    import shutil
+
+    from tests.capture_utils import ROOT
+
+    work = tmp_path / "work"
+    work.mkdir()
+    shutil.copy(ROOT / "tests/cli/rank_pass.py", work / "my_passes.py")
+    cap = rank_baking_capture(tmp_path / "cap", qualname="my_passes:shard_rows", cwd=work)
+    listed = json.loads(run_cli("check", str(cap), "--json", "-j", "1").stdout)["findings"]
+    n = next(i for i, f in enumerate(listed, 1) if f["kind"] == "rank-baked-constant")
+    bundle = tmp_path / "bundle"
+    r = run_cli("repro", str(cap), "--finding", str(n), "-o", str(bundle))
+    assert r.returncode == 0, r.stderr
+    assert (bundle / "src/my_passes.py").is_file(), sorted(p.name for p in bundle.rglob("*"))
+    got = run_repro(bundle, torch_only)
+    assert got.returncode == 1 and "REPRODUCED" in got.stdout, got.stdout + got.stderr
+    (bundle / "src/my_passes.py").unlink()
+    got = run_repro(bundle, torch_only)
+    assert got.returncode == 3 and "Traceback" not in got.stdout + got.stderr, got.stdout + got.stderr
+    assert got.stdout.splitlines()[-1].startswith("cannot run: ModuleNotFoundError: No module named 'my_passes'")

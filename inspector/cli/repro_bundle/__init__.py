@@ -63,9 +63,46 @@ def _library_dirs() -> list[str]:
     return [os.path.realpath(d) for d in dirs]
 
 
-def copy_sources(module: str, out: Path) -> list[str]:
+def source_roots(cap: Any) -> list[str]:
+    """Where the training found its own modules: its working directory (`python -m`, and the
+    current directory a pass module beside the script is imported from) and the folder of each
+    script it ran (`torchrun train.py` puts it first on sys.path), from the manifest and the ranks'
+    argv. A pass module there is the user's own, not installed where `repro` runs."""
+    from graphtrain_inspect.inspector.replay.plan import rank_argv
+
+    manifest = cap.manifest if isinstance(getattr(cap, "manifest", None), dict) else {}
+    cwd = manifest.get("cwd") if isinstance(manifest.get("cwd"), str) else None
+    words: list[str] = [w for w in (manifest.get("command") or []) if isinstance(w, str)]
+    for r in getattr(cap, "ranks", []):
+        words.extend(w for w in (rank_argv(cap, r) or []) if isinstance(w, str))
+    roots = [cwd] if cwd else []
+    for w in words:
+        if w.endswith(".py"):
+            script = w if os.path.isabs(w) or not cwd else os.path.join(cwd, w)
+            roots.append(os.path.dirname(script))
+    return [r for r in dict.fromkeys(os.path.realpath(r) for r in roots) if os.path.isdir(r)]
+
+
+def _find_spec(name: str, roots: list[str]) -> Any:
+    """The module's spec where the training found it (`roots`, each level looked up by path
+    alone: no package's code runs), else as this process finds it (an installed module)."""
+    from importlib.machinery import PathFinder
+
+    search: list[str] = list(roots)
+    spec = None
+    for i, _ in enumerate(parts := name.split(".")):
+        spec = PathFinder.find_spec(".".join(parts[: i + 1]), search) if search else None
+        if spec is None:
+            return importlib.util.find_spec(name)
+        search = list(spec.submodule_search_locations or [])
+    return spec
+
+
+def copy_sources(module: str, out: Path, roots: list[str] | None = None) -> list[str]:
     """The pass's module and the modules of its top-level package it imports (transitively),
-    under out/src/, with empty package __init__ files; [] when the module is a library's."""
+    under out/src/, with empty package __init__ files; [] when the module is a library's. The
+    module is looked for where the training found it (`roots`, `source_roots`) before this
+    process's sys.path."""
     top = module.split(".")[0]
     libs = _library_dirs()
     todo, done, copied = [module], set(), []
@@ -75,7 +112,7 @@ def copy_sources(module: str, out: Path) -> list[str]:
             continue
         done.add(name)
         try:
-            spec = importlib.util.find_spec(name)
+            spec = _find_spec(name, roots or [])
         except (ImportError, ValueError):
             continue
         if spec is None or not spec.origin or not spec.origin.endswith(".py"):
@@ -177,9 +214,10 @@ def write(cap: Any, f: Any, out: Path, *, setup: list[str], trust: bool, number:
         }
     module, _, qual = first.qualname.rpartition(":")
     module = importable(module)
-    copied = copy_sources(module, out)
+    roots = source_roots(cap)
+    copied = copy_sources(module, out, roots)
     for spec in setup:
-        copy_sources(spec.rpartition(":")[0], out)
+        copy_sources(spec.rpartition(":")[0], out, roots)
     ev = f.evidence or {}
     cfg = {
         "kind": f.kind,

@@ -74,7 +74,7 @@ def source_roots(cap: Any) -> list[str]:
     cwd = manifest.get("cwd") if isinstance(manifest.get("cwd"), str) else None
     words: list[str] = [w for w in (manifest.get("command") or []) if isinstance(w, str)]
     for r in getattr(cap, "ranks", []):
-        words.extend(w for w in (rank_argv(cap, r) or []) if isinstance(w, str))
+        words.extend(rank_argv(cap, r) or [])
     roots = [cwd] if cwd else []
     for w in words:
         if w.endswith(".py"):

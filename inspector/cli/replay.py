@@ -104,13 +104,13 @@ def run(args: argparse.Namespace) -> int:
 
     if args.json and not args.batch:
         raise CommandError("--json needs --batch")
+    # each file read once: the bytes parsed here are the bytes check_origin verifies
+    cap = open_verified(args.dir)
     if not args.setup:
         from graphtrain_inspect.inspector.read.bundled import setup_of
 
-        # a bundled sample replays as it was trained: its bug switches set from the captured argv
-        args.setup = setup_of(args.dir)
-    # each file read once: the bytes parsed here are the bytes check_origin verifies
-    cap = open_verified(args.dir)
+        # the sample training replays as it was trained: its bug switches set from the captured argv
+        args.setup = setup_of(args.dir, cap.manifest)
     if cap.kind != "capture":
         raise CommandError(
             f"{args.dir} holds torch's own TORCH_TRACE logs, not a graphtrain-inspect capture: nothing to replay "

@@ -35,7 +35,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="MODULE:FUNC",
-        help="a function repro.py calls first in each rank's environment (as replay --setup), its source copied too",
+        help="a function repro.py calls first in each rank's environment (as replay --setup), its source copied "
+        "too (the sample training's own by default)",
     )
     p.add_argument(
         "--trust", action="store_true", help="write from a capture not signed with your key (pickle can run code)"
@@ -57,7 +58,11 @@ def run(args: argparse.Namespace) -> int:
             )
         f = findings[args.finding - 1]
         out = Path(args.output)
-        cfg = write(cap, f, out, setup=args.setup, trust=args.trust, number=args.finding)
+        from graphtrain_inspect.inspector.read.bundled import setup_of
+
+        # the sample training's bug switches, set from the captured argv (unless --setup says another)
+        setup = args.setup or setup_of(args.dir, cap.manifest)
+        cfg = write(cap, f, out, setup=setup, trust=args.trust, number=args.finding)
     print(
         f"wrote {out}: {f.kind} at {f.node}, pass {cfg['pass']} on rank(s) {', '.join(cfg['ranks'])}; "
         f"run: python {out / 'repro.py'}"

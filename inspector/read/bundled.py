@@ -160,14 +160,23 @@ def _safe_extract(tf: tarfile.TarFile, dest: Path) -> None:
     tf.extractall(dest)
 
 
-# What a bundled capture's passes read besides their graph: the sample training's bug switches,
-# which `samples.train` set from its command line (`--bug NAME`). Replaying a planted pass without
-# them runs the fixed pass and reports the bug "gone". The same function serves every bundled
-# capture: it only sets the switches the captured argv names (none for the programs that have none).
+# What the sample training's passes read besides their graph: its bug switches, which
+# `samples.train` sets from its command line (`--bug NAME`). Replaying or reproducing a planted pass
+# without them runs the fixed pass and reports the bug "gone". The function only sets the switches
+# the captured argv names, so it is right for every capture of the sample, bundled or the user's own.
 SAMPLE_SETUP = "graphtrain_inspect.samples.bugs:from_argv"
+SAMPLE_TRAINING = ("graphtrain_inspect.samples.train", "samples.train")
 
 
-def setup_of(path: str | os.PathLike | None) -> list[str]:
-    """The `--setup` functions a replay of the capture at `path` needs: a bundled sample's own,
-    none for any other capture."""
-    return [SAMPLE_SETUP] if sample_of(path) else []
+def runs_the_sample(manifest: object) -> bool:
+    """Whether a capture's command ran the sample training (`-m graphtrain_inspect.samples.train`,
+    or its train.py), from the manifest's command line."""
+    command = manifest.get("command") if isinstance(manifest, dict) else None
+    words = [w for w in command if isinstance(w, str)] if isinstance(command, list) else []
+    return any(w in SAMPLE_TRAINING or w.replace(os.sep, "/").endswith("samples/train.py") for w in words)
+
+
+def setup_of(path: str | os.PathLike | None, manifest: object = None) -> list[str]:
+    """The `--setup` functions a replay or repro of a capture needs: the sample training's own
+    for a bundled sample (at `path`) or a capture whose command ran the sample, none for others."""
+    return [SAMPLE_SETUP] if sample_of(path) or runs_the_sample(manifest) else []

@@ -102,6 +102,10 @@ def test_a_sample_replays_with_its_own_setup_and_is_named_by_its_name(tmp_path):
 
     path = str(bundled.path_of("h200x2-device-literal"))
     assert bundled.setup_of(path) == [bundled.SAMPLE_SETUP] and bundled.setup_of(str(tmp_path)) == []
+    # the user's own capture of the sample training too, by its command line
+    command = ["torchrun", "--nproc-per-node", "2", "-m", "graphtrain_inspect.samples.train", "--bug", "rank-baked"]
+    assert bundled.setup_of(str(tmp_path), {"command": command}) == [bundled.SAMPLE_SETUP]
+    assert bundled.setup_of(str(tmp_path), {"command": ["torchrun", "train.py"]}) == []
     argv = replay_argv(path, "place_devices", 1, 0)
     assert argv[argv.index("replay") :][:3] == ["replay", "--sample", "h200x2-device-literal"]
     assert replay_argv(str(tmp_path), "p", 0, 0)[argv.index("replay") + 1] == str(tmp_path)

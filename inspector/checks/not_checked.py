@@ -6,7 +6,8 @@ status line), so an empty report is not read as "checked and clean".
   only where ranks are compared;
 * blobs: a capture without any (`capture --no-blobs`): missing-blob has nothing to look at and
   nothing can be replayed;
-* ranks: one rank only, or ranks of the world that left no log (never ran a captured pass).
+* ranks: one rank only, or ranks of the world that left no log (never ran a captured pass), were
+  not recorded (`capture --ranks`), or ran on a node whose capture was not given (node_parts).
 
 The checks that look at graphs say themselves when they need two ranks (`CheckContext.skip`).
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from graphtrain_inspect.capture.rank_ranges import format_ranks
+from graphtrain_inspect.inspector.read.node_parts import absence
 from graphtrain_inspect.inspector.read.output_code import output_codes
 
 if TYPE_CHECKING:
@@ -45,11 +47,17 @@ def explain(ctx: "CheckContext", ran: list[str]) -> None:
             f"no GraphPickler blobs ({how}): missing blobs not checked, nothing can be replayed",
         )
     world = cap.world_size or 0
-    absent = [r for r in range(world) if r not in cap.ranks]
     simulated = isinstance((cap.manifest or {}).get("simulated"), dict)  # said by its own note
-    if absent and not simulated:
+    if simulated or cap.kind != "capture":
+        return
+    gone = absence(cap)
+    if gone.not_recorded or gone.elsewhere:
+        # what was compared, then why the others were not (none of it says anything of the training)
+        ctx.notes.append(f"checked ranks {format_ranks(list(cap.ranks))} of world size {world}")
+        ctx.notes.extend(gone.lines(world))
+    elif gone.no_pass:
         ctx.notes.append(
-            f"rank(s) {format_ranks(absent)} of world size {world} left no log (never ran a captured pass): "
+            f"rank(s) {format_ranks(gone.no_pass)} of world size {world} left no log (never ran a captured pass): "
             f"checked ranks {format_ranks(list(cap.ranks))} only"
         )
 

@@ -25,6 +25,7 @@ from graphtrain_inspect.inspector.diff.render import (
     want_color,
 )
 from graphtrain_inspect.inspector.read.capture_files import integrity_notes
+from graphtrain_inspect.inspector.read.node_parts import absence
 from graphtrain_inspect.inspector.read.simulated import simulated_line
 
 
@@ -52,6 +53,9 @@ def listing(cap, ranks: list[int] | None = None, *, classes: bool | None = None)
         "torch_trace": cap.torch_trace_dir,
         # ranks of the world with no log at all (under --coor: the ranks that loaded rank 0's graph)
         "absent_ranks": cap.absent_ranks,
+        # why: not recorded (--ranks), on a node not given, or ran no pass (node_parts)
+        "absent_lines": absence(cap).lines(cap.world_size) if cap.kind == "capture" else [],
+        "nodes": [{k: v for k, v in n.items() if k != "problems"} for n in cap.nodes],
         "ranks": [],
     }
     for r in ranks if ranks is not None else cap.ranks:
@@ -233,9 +237,14 @@ def _head_lines(data: dict[str, Any], st: Style) -> list[str]:
     sim_line = simulated_line(m)
     if sim_line:
         lines.append(st(sim_line, "yellow"))
-    absent = data.get("absent_ranks") or []
-    if absent and not sim_line and data.get("kind") == "capture":
-        lines.append(st(f"rank {format_ranks(absent)}: recorded nothing (no log; ran no captured pass)", "yellow"))
+    for node in data.get("nodes") or []:
+        if len(data.get("nodes") or []) > 1:  # a job of several nodes: which ranks each hosted
+            where = f"node {node.get('node_rank')}" if node.get("node_rank") is not None else str(node.get("part"))
+            ended = f", exit {node['exit_code']}" if node.get("exit_code") is not None else ""
+            lines.append(f"{where} ({node.get('host') or '?'}{ended}): ranks {format_ranks(node.get('ranks') or [])}")
+    if data.get("absent_ranks") and not sim_line and data.get("kind") == "capture":
+        for line in data.get("absent_lines") or []:
+            lines.append(st(line, "yellow"))
     agreement = data.get("rank_classes") or {}
     if agreement.get("line") or agreement.get("skipped"):
         lines.append(f"graphs: {agreement.get('line') or agreement.get('skipped')}")

@@ -110,6 +110,10 @@ class Capture:
         self._digest_pool: dict[int, NodeRow | Literal[False]] = {}  # the same by row digest (gti_row_digests)
         # graphs ranks ran without making them, made by other ranks' passes: gid -> producing ranks
         self.shared: dict[str, identity.Shared] = {}
+        # the job's nodes (node_parts): their records, and the folder of each rank read from several
+        self.nodes: list[dict[str, Any]] = []
+        self.folders: list[str] = []
+        self.rank_dirs: dict[int, str] = {}
 
     # -- ranks, headers --------------------------------------------------------------------------
 
@@ -129,6 +133,10 @@ class Capture:
         hostile header) is not expanded."""
         world = self.world_size
         return [r for r in range(world) if r not in self._ranks] if world <= 1 << 20 else []
+
+    def dir_of(self, rank: int) -> str | None:
+        """The folder a rank's log was read from, when the capture is several folders (else None)."""
+        return self.rank_dirs.get(rank)
 
     def all_errors(self) -> list[ReadError]:
         """Read errors of the capture and of every log, in file order (decode errors included)."""

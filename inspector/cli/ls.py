@@ -30,7 +30,7 @@ from graphtrain_inspect.inspector.read.simulated import simulated_line
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_capture_argument(p)
+    add_capture_argument(p, nodes=True)
     p.add_argument("--rank", type=int, action="append", help="only this rank (repeatable)")
     p.add_argument("--all", action="store_true", help="list every rank in full (no folding of identical ranks)")
     p.add_argument("--verify", action="store_true", help="decode every payload and check its md5")

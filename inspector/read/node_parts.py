@@ -51,6 +51,7 @@ def read_parts(cap: Any, path: str, read_manifest: Callable[[str, str], dict[str
                 cap.errors.append(ReadError(mpath, None, f"node record does not parse: {e}"))
         ranks = capture_nodes.rank_files(pdir)
         cap.nodes.append(_node(name, path, record, ranks))
+        cap.nodes.sort(key=lambda n: (n["node_rank"] is None, n["node_rank"] or 0, n["part"]))
         if record and record is not cap.manifest:
             merge_manifest(cap, record)
 
@@ -72,6 +73,8 @@ def _node(part: str, folder: str, record: dict[str, Any], ranks: list[dict[str, 
         "record_ranks": record.get("record_ranks") if isinstance(record.get("record_ranks"), str) else None,
         "local_world_size": lws,
         "ranks": sorted({d["rank"] for d in ranks}),
+        # where its ranks met (the store's address, torchrun's run id): the same on every node of one run
+        "rendezvous": next((d["rendezvous"] for d in ranks if isinstance(d.get("rendezvous"), str)), None),
         "problems": [p for p in record.get("problems") or [] if isinstance(p, str)],
     }
 
@@ -114,6 +117,13 @@ def join(caps: list[Any], paths: list[str]) -> Any:
             theirs = f"job {job!r}" if job else "a run of one node"
             mine = f"job {jobs[0]!r}" if jobs[0] else "a run of one node"
             raise CaptureUnreadable(f"{p}: a capture of another job than {paths[0]} ({theirs}, not {mine})")
+    met = [{n["rendezvous"] for n in c.nodes if n.get("rendezvous")} for c in caps]
+    for p, where in zip(paths[1:], met[1:]):
+        if where and met[0] and not where & met[0]:
+            # the same launch options, another run: its ranks met at another store
+            raise CaptureUnreadable(
+                f"{p}: a capture of another run than {paths[0]} (its ranks met at {min(where)}, not {min(met[0])})"
+            )
     seen = {r: paths[0] for r in first.ranks}
     first.rank_dirs = {r: paths[0] for r in first.ranks}
     for c, p in zip(caps[1:], paths[1:]):
@@ -130,6 +140,7 @@ def join(caps: list[Any], paths: list[str]) -> Any:
         first.nodes.extend(c.nodes)
         if isinstance(c.manifest, dict):
             merge_manifest(first, c.manifest)
+    first.nodes.sort(key=lambda n: (n["node_rank"] is None, n["node_rank"] or 0, n["part"]))
     first.path = os.pathsep.join(paths)
     first.folders = list(paths)
     return first

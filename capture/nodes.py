@@ -275,9 +275,16 @@ def join(out: str, node: Node, refused: str) -> None:
         time.sleep(0.2)
     if theirs is _MISSING:
         raise JoinRefused(refused)
-    if theirs != node.job:
-        what = f"job {theirs!r}" if theirs else "a run of one node"
+    job, status = theirs
+    if job != node.job:
+        what = f"job {job!r}" if job else "a run of one node"
         raise JoinRefused(f"{out} holds a capture of another job ({what}, not {node.job!r}); choose another --out")
+    if status != "running":
+        # every node of one run is in its rendezvous before any ends: this is an earlier run's
+        raise JoinRefused(
+            f"{out} holds an earlier run of this job ({status or 'ended'}; its nodes no longer run); "
+            "choose another --out"
+        )
     claim_part(out, node)
 
 
@@ -292,7 +299,9 @@ def _manifest_job(out: str) -> Any:
     except (OSError, orjson.JSONDecodeError):
         return _MISSING
     node = m.get("node") if isinstance(m, dict) else None
-    return node.get("job") if isinstance(node, dict) else None
+    if not isinstance(node, dict):
+        return None, None
+    return node.get("job"), m.get("status")
 
 
 def part_ranks(out: str) -> dict[str, list[int]]:
@@ -392,7 +401,8 @@ def absent_lines(out: str, node: Node, spec: str | None, world: int, present: se
         elsewhere = [r for r in absent if r not in here]
         absent = [r for r in absent if r in here]
         if elsewhere:
-            lines.append(f"rank {format_ranks(elsewhere)} of world size {world}: on other nodes (their own capture)")
+            who = f"rank {format_ranks(elsewhere)} of world size {world}"
+            lines.append(f"{who}: recorded by the job's other captures (other nodes or tasks)")
     if absent:
         who = f"rank {format_ranks(absent)} of world size {world}"
         lines.append(f"{who}: recorded nothing (no log; ran no captured pass)")

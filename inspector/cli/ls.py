@@ -237,11 +237,18 @@ def _head_lines(data: dict[str, Any], st: Style) -> list[str]:
     sim_line = simulated_line(m)
     if sim_line:
         lines.append(st(sim_line, "yellow"))
+    hosts: dict[str, tuple[set, list[int], set]] = {}  # node -> (hosts, ranks, exit codes): its parts merged
     for node in data.get("nodes") or []:
-        if len(data.get("nodes") or []) > 1:  # a job of several nodes: which ranks each hosted
-            where = f"node {node.get('node_rank')}" if node.get("node_rank") is not None else str(node.get("part"))
-            ended = f", exit {node['exit_code']}" if node.get("exit_code") is not None else ""
-            lines.append(f"{where} ({node.get('host') or '?'}{ended}): ranks {format_ranks(node.get('ranks') or [])}")
+        where = f"node {node.get('node_rank')}" if node.get("node_rank") is not None else str(node.get("part"))
+        h = hosts.setdefault(where, (set(), [], set()))
+        h[0].add(node.get("host") or "?")
+        h[1].extend(node.get("ranks") or [])
+        if node.get("exit_code") is not None:
+            h[2].add(node["exit_code"])
+    if len(hosts) > 1:  # a job of several nodes: which ranks each hosted
+        for where, (names, ranks, codes) in hosts.items():
+            ended = f", exit {','.join(map(str, sorted(codes)))}" if codes else ""
+            lines.append(f"{where} ({','.join(sorted(names))}{ended}): ranks {format_ranks(ranks)}")
     if data.get("absent_ranks") and not sim_line and data.get("kind") == "capture":
         for line in data.get("absent_lines") or []:
             lines.append(st(line, "yellow"))

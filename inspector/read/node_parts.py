@@ -207,13 +207,16 @@ def absence(cap: Any) -> Absence:
     uniform = lws is not None and all(n["local_world_size"] in (None, lws) for n in nodes)
     if uniform and lws and any(node is not None and r // lws != node for r, node in hosted.items()):
         uniform = False  # ranks not laid out node after node: no node is guessed
+    present = {n["node_rank"] for n in nodes}
     for r in absent:
         if r in skipped:
             a.not_recorded.append(r)
         elif r in hosted:
             a.no_pass.append(r)
         else:
-            a.elsewhere.setdefault(r // lws if uniform and lws else None, []).append(r)
+            guess = r // lws if uniform and lws else None
+            # a node read here that does not say it hosted the rank is not where it ran
+            a.elsewhere.setdefault(guess if guess not in present else None, []).append(r)
     return a
 
 

@@ -203,3 +203,34 @@ def test_ranks_choice_is_made_by_each_worker_alike():
     env = {nodes.ENV_RANKS: "1,3", "WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "4"}
     assert [nodes.records_here({**env, "RANK": str(r)}) for r in range(4)] == [False, True, False, True]
     assert nodes.records_here({nodes.ENV_RANKS: "1"})  # torchrun's agent (no RANK) records its ranks' ends
+
+
+@pytest.mark.parametrize("hosted", [None, [0], [0, 1]])
+def test_compile_on_one_rank_is_not_inferred_from_a_missing_node(tmp_path, hosted):
+    """Rank 1 of 2 has no log. Without node records (older captures) or when its node says it
+    started it, it ran no pass: compile on one rank, rank 0's literal an error. When no node read
+    says it hosted rank 1, nothing is known of it: no inference, no finding, and it is named."""
+    from graphtrain_inspect.inspector.checks import check_report
+    from graphtrain_inspect.inspector.read.capture_index import open_capture
+    from tests.checks.test_rank_baked_constant import coor_graph
+    from tests.small_captures import CaptureWriter, mesh_rank_table
+
+    w = CaptureWriter(tmp_path, world_size=2)
+    rw = w.rank(0, rank_table=mesh_rank_table(0, (2,), ("tp",)))
+    rw.apply("trace_joint", coor_graph(None), coor_graph(0))
+    rw.end()
+    w.finish()
+    if hosted is not None:
+        part = tmp_path / nodes.NODES_DIR / "node0"
+        part.mkdir(parents=True)
+        for r in hosted:
+            doc = {"rank": r, "node_rank": 0, "local_world_size": 1, "world_size": 2}
+            (part / f"{nodes.RANK_FILE_PREFIX}{r}.json").write_text(json.dumps(doc))
+    report = check_report(open_capture(str(tmp_path)))
+    inferred = any("compile on one rank" in n for n in report.notes)
+    if hosted == [0]:
+        assert not inferred and [f.kind for f in report.findings] == []
+        assert "rank 1: on node 1, not in these folders (its node's capture was not given)" in report.notes
+    else:
+        assert inferred and [(f.kind, f.severity) for f in report.findings] == [("rank-baked-constant", "error")]
+        assert any("left no log (never ran a captured pass)" in n for n in report.notes)

@@ -208,10 +208,13 @@ def absence(cap: Any) -> Absence:
     if uniform and lws and any(node is not None and r // lws != node for r, node in hosted.items()):
         uniform = False  # ranks not laid out node after node: no node is guessed
     present = {n["node_rank"] for n in nodes}
+    # a run of one node: every rank ran here, also one that never said so (a program that starts
+    # its ranks without RANK in their environment)
+    one_node = len(nodes) == 1 and not nodes[0]["job"]
     for r in absent:
         if r in skipped:
             a.not_recorded.append(r)
-        elif r in hosted:
+        elif r in hosted or one_node:
             a.no_pass.append(r)
         else:
             guess = r // lws if uniform and lws else None

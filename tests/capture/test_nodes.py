@@ -227,6 +227,8 @@ def test_compile_on_one_rank_is_not_inferred_from_a_missing_node(tmp_path, hoste
     if hosted is not None:
         part = tmp_path / nodes.NODES_DIR / "node0"
         part.mkdir(parents=True)
+        record = {"node": {"job": "torchrun rendezvous h:1 id j", "node_rank": 0, "nnodes": 2, "part": "node0"}}
+        (part / logformat.MANIFEST_NAME).write_text(json.dumps(record))
         for r in hosted:
             doc = {"rank": r, "node_rank": 0, "local_world_size": 1, "world_size": 2}
             (part / f"{nodes.RANK_FILE_PREFIX}{r}.json").write_text(json.dumps(doc))

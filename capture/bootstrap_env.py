@@ -11,6 +11,11 @@ def start_from_env() -> None:
     directory = os.environ.get(session.ENV_DIR)
     if not directory:
         return
+    from graphtrain_inspect.capture import nodes
+
+    if not nodes.records_here(os.environ):
+        return  # capture --ranks: a rank not chosen runs untouched (no hook, no file)
+    nodes.announce(directory, os.environ)
     passes = [p for p in os.environ.get(session.ENV_PASSES, "").splitlines() if p.strip()]
     inductor = os.environ.get(session.ENV_INDUCTOR, "1") == "1"
     sources = ("api", *(("named",) if passes else ()), *(("inductor",) if inductor else ()))

@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 import orjson
 
-from graphtrain_inspect.capture import fake_world, logformat, session, signing, simulate
+from graphtrain_inspect.capture import fake_world, logformat, nodes, session, signing, simulate
 from graphtrain_inspect.capture.cache_keys import ENV_CACHE_KEYS
 from graphtrain_inspect.capture.named_passes import TargetError, parse_target
 from graphtrain_inspect.capture.pass_lookup import why_unresolvable
@@ -92,6 +92,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=[],
         metavar="MODULE:FUNC",
         help="capture this pass function (or Class.method, or a module-level list of passes); repeatable",
+    )
+    p.add_argument(
+        "--ranks",
+        metavar="LIST",
+        help="record only these ranks of the job (0-7,512; auto: a few that cover every rank, local rank and "
+        "host); the others run untouched. Default: every rank",
     )
     p.add_argument("--no-inductor", action="store_true", help="do not capture Inductor's own passes")
     p.add_argument("--no-blobs", action="store_true", help="do not store GraphPickler copies (no replay)")
@@ -245,10 +251,20 @@ def run(args: argparse.Namespace) -> int:
     if problem:
         return _fail(problem)
     out = os.path.abspath(args.out or _default_out())
+    node = nodes.node_of(cmd, os.environ)
+    joined = False  # this node joined a folder another node of the job claimed (capture/nodes.py)
     try:
         made = claim(out)
-    except ClaimRefused as e:
-        return _fail(f"{e} (nothing was run)")
+        nodes.claim_part(out, node)
+    except (ClaimRefused, nodes.JoinRefused) as e:
+        try:
+            if not isinstance(e, ClaimRefused):
+                release(out, made)
+                raise
+            nodes.join(out, node, str(e))
+            made, joined = False, True
+        except nodes.JoinRefused as refused:
+            return _fail(f"{refused} (nothing was run)")
 
     run_id = uuid.uuid4().hex  # every rank's header names it: a log of another run is told apart
     env = _worker_env(args, out, run_id)
@@ -257,11 +273,16 @@ def run(args: argparse.Namespace) -> int:
             os.mkdir(os.path.join(out, "torch_trace"), 0o755)
         except OSError:
             pass
+    env[nodes.ENV_PART] = node.part
     manifest = _first_manifest(args, cmd, env, run_id)
+    manifest["node"] = node.record()
+    manifest["record_ranks"] = args.ranks
     try:
-        write_manifest(out, manifest, first=True)
+        if not joined:
+            write_manifest(out, manifest, first=True)
+        write_manifest(nodes.part_dir(out, node), manifest, first=True)
     except OSError as e:
-        release(out, made)
+        _release(out, made, node, joined)
         return _fail(f"cannot write {_manifest_path(out)}: {e.strerror or e} (nothing was run)")
 
     if args.simulate_world:
@@ -271,11 +292,12 @@ def run(args: argparse.Namespace) -> int:
             child = subprocess.Popen(cmd, env=env)
         except OSError as e:
             # Nothing ran: leave --out as it was, so the same command, fixed, can use it.
-            release(out, made)
+            _release(out, made, node, joined)
             return _fail(f"cannot run {cmd[0]!r}: {e.strerror or e} (nothing was run; {out} left as it was)")
         code, sig = _wait_child(child)
 
-    summaries = summarize(out)
+    others = nodes.others_ranks(out, node)  # ranks of other nodes sharing --out: theirs to tell
+    summaries = [s for s in summarize(out) if s.rank not in others]
     free = free_bytes(out)
     disk_full = (free is not None and free < DISK_FULL_BYTES) or any(
         "ENOSPC" in (s.stopped or "") or "EDQUOT" in (s.stopped or "") for s in summaries
@@ -289,12 +311,13 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     else:
-        try:
-            write_manifest(out, manifest)
-        except OSError as e:
-            print(f"graphtrain-inspect capture: could not update {_manifest_path(out)}: {e}", file=sys.stderr)
+        for where in ([] if joined else [out]) + [nodes.part_dir(out, node)]:
+            try:
+                write_manifest(where, manifest)
+            except OSError as e:
+                print(f"graphtrain-inspect capture: could not update {_manifest_path(where)}: {e}", file=sys.stderr)
         signed = _sign(out)
-    _print_summary(out, args, summaries, code, sig, signed, disk_full, free)
+    _print_summary(out, args, summaries, code, sig, signed, disk_full, free, node)
     unresolved = unresolved_passes(summaries)
     for target, why in unresolved.items():
         print(
@@ -328,6 +351,10 @@ def _arguments_problem(args: argparse.Namespace, cmd: list[str]) -> str | None:
         unresolvable = why_unresolvable(t)  # a typo ends here, before any training runs
         if unresolvable:
             return f"{unresolvable} (nothing was run)"
+    if args.ranks is not None:
+        problem = nodes.rank_spec_problem(args.ranks)
+        if problem or args.simulate_world:
+            return problem or "--ranks chooses ranks of a real job; with --simulate-world, --simulate-ranks"
     sim_problem = _simulate_options_problem(args, cmd)
     if sim_problem:
         return sim_problem
@@ -350,6 +377,8 @@ def _worker_env(args: argparse.Namespace, out: str, run_id: str) -> dict[str, st
     env[session.ENV_INDUCTOR] = "0" if args.no_inductor else "1"
     env[session.ENV_BLOBS] = "0" if args.no_blobs else "1"
     env[session.ENV_RUN_ID] = run_id
+    if args.ranks:
+        env[nodes.ENV_RANKS] = args.ranks.strip()
     if not args.no_inductor:
         # the keys the run's FX graph cache would have filed each compile under, unless the user
         # turned that cache off (capture/cache_keys.py); taken before the capture turns it off
@@ -500,6 +529,12 @@ def foreign_dir_problem(out: str) -> str | None:
     return None
 
 
+def _release(out: str, made: bool, node: nodes.Node, joined: bool) -> None:
+    """`release`, for this node's part of a folder it claimed or joined (another's files stay)."""
+    if not nodes.release_part(out, node, joined):
+        release(out, made)
+
+
 def release(out: str, made: bool) -> None:
     """Undo `claim` for a command that never ran: only the files the launcher wrote go, and the
     directory only if it was made here, so --out can be used again."""
@@ -589,6 +624,7 @@ def _print_summary(
     signed: str = "",
     disk_full: bool = False,
     free: int | None = None,
+    node: nodes.Node | None = None,
 ) -> None:
     p = lambda s="": print(s, file=sys.stderr)  # noqa: E731 - the summary goes where logs go
     p()
@@ -608,10 +644,10 @@ def _print_summary(
         if s.stopped:
             p(f"    capture stopped: {s.stopped}")
     world = min(max((s.world_size for s in summaries), default=0), 1 << 20)  # a damaged header: not expanded
-    absent = [r for r in range(world) if r not in {s.rank for s in summaries}]
-    if absent and not manifest_simulated(out):  # under --coor: the ranks that loaded rank 0's graph
-        who = f"rank {simulate.format_ranks(absent)} of world size {world}"
-        p(f"  {who}: recorded nothing (no log; ran no captured pass)")
+    if not manifest_simulated(out):  # under --coor: the ranks that loaded rank 0's graph
+        here = node or nodes.Node(None, None, None, "")
+        for line in nodes.absent_lines(out, here, getattr(args, "ranks", None), world, {s.rank for s in summaries}):
+            p(f"  {line}")
     blob_dir = os.path.join(out, logformat.BLOB_DIR)
     try:
         files = [f for f in os.listdir(blob_dir) if f.endswith(logformat.BLOB_SUFFIX)]

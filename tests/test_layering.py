@@ -69,7 +69,8 @@ ALLOWED: dict[str, set[str]] = {
 # reader takes (rank_tokens), the row selection whose result the writer records for the stale-symbol
 # check and the reader makes itself for tables without it (symbol_rows), the row digest the writer
 # records and the reader checks each row it reads against (row_digests), the signature the launcher
-# writes and replay verifies (signing), and the
+# writes and replay verifies (signing), the node parts and `--ranks` choice the launcher and each
+# rank write and the reader reads (nodes: a few stdlib file reads, no hook), and the
 # one escaping of capture text for terminals the launcher's summary and the commands share
 # (terminal_text). Nothing that runs inside training.
 SHARED_FORMAT = {
@@ -81,6 +82,7 @@ SHARED_FORMAT = {
     f"{NS}.capture.rank_ranges",
     f"{NS}.capture.signing",
     f"{NS}.capture.terminal_text",
+    f"{NS}.capture.nodes",
 }
 # The one place the core reaches the UI: the `tui` command's launcher, inside its run function.
 LAZY_UI = {("inspector/cli/tui.py", "tui")}

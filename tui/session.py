@@ -388,8 +388,10 @@ class CaptureSession:
             if not isinstance((getattr(self.cap, "manifest", None) or {}).get("simulated"), dict):
                 # a rank of the world with no log at all: nothing else on screen would say it exists
                 from graphtrain_inspect.capture import logformat
+                from graphtrain_inspect.inspector.read.node_parts import absence
 
-                for r in self.cap.absent_ranks:
+                gone = absence(self.cap)
+                for r in gone.no_pass:
                     out.append(
                         (
                             os.path.join(self.path, logformat.log_file_name(r)),
@@ -398,6 +400,9 @@ class CaptureSession:
                             "pass, e.g. it loaded a graph compiled on another rank)",
                         )
                     )
+                lines = gone.lines(world)  # not recorded, on a node not given: said once each, not a row per rank
+                for text in lines[: len(lines) - (1 if gone.no_pass else 0)]:
+                    out.append((self.path, "", text))
             for r in self.cap.ranks:
                 log = self.cap.log_file(r)
                 for ce in self.cap.capture_errors(r):

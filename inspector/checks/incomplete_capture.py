@@ -151,7 +151,7 @@ def _rank_findings(c: _Capture, r: int) -> list[Finding]:
     records = log.records if log is not None else []
     stopped = cap.stopped(r) if c.ours else None
     if c.ours and not records:
-        path = log.path if log is not None else os.path.join(c.base, logformat.log_file_name(r))
+        path = log.path if log is not None else os.path.join(_dir_of(c, r), logformat.log_file_name(r))
         if log is None:
             why = f"{os.path.basename(path)} is missing"
         else:
@@ -209,7 +209,7 @@ def _rank_findings(c: _Capture, r: int) -> list[Finding]:
         return findings
     if not stopped:  # a stopped capture misses its records, not a dead rank
         findings += _unfinished_passes(cap, r, how)
-    findings.extend(_blob_findings(cap, r, c.base))
+    findings.extend(_blob_findings(cap, r, _dir_of(c, r)))
     return findings
 
 
@@ -254,6 +254,12 @@ def _unwrapped_targets(cap: Any) -> list[Finding]:
         )
         for t in why
     ]
+
+
+def _dir_of(c: _Capture, rank: int) -> str:
+    """The folder of the rank's own files: its node's, when the capture is several folders."""
+    dir_of = getattr(c.cap, "dir_of", None)
+    return (dir_of(rank) if callable(dir_of) else None) or c.base
 
 
 def _blob_findings(cap: Any, rank: int, base: str) -> list[Finding]:

@@ -6,7 +6,8 @@ status line), so an empty report is not read as "checked and clean".
   only where ranks are compared;
 * blobs: a capture without any (`capture --no-blobs`): missing-blob has nothing to look at and
   nothing can be replayed;
-* ranks: one rank only, or ranks of the world that left no log (never ran a captured pass).
+* ranks: one rank only, or ranks of the world that left no log (never ran a captured pass), were
+  not recorded (`capture --ranks`), or ran on a node whose capture was not given (node_parts).
 
 The checks that look at graphs say themselves when they need two ranks (`CheckContext.skip`).
 """
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from graphtrain_inspect.capture.rank_ranges import format_ranks
 from graphtrain_inspect.inspector.read.capture_reader import WORLD_LIMIT
+from graphtrain_inspect.inspector.read.node_parts import absence
 from graphtrain_inspect.inspector.read.output_code import output_codes
 
 if TYPE_CHECKING:
@@ -46,16 +48,23 @@ def explain(ctx: "CheckContext", ran: list[str]) -> None:
             f"no GraphPickler blobs ({how}): missing blobs not checked, nothing can be replayed",
         )
     world = cap.world_size or 0
-    absent = cap.absent_ranks  # never range(world): a header's world size is only a claim
     simulated = isinstance((cap.manifest or {}).get("simulated"), dict)  # said by its own note
-    if world > WORLD_LIMIT:
+    if world > WORLD_LIMIT:  # never range(world): a header's world size is only a claim
         ctx.notes.append(
             f"world size {world} (a log header's) is past {WORLD_LIMIT} ranks: ranks without a log are not "
             f"listed; checked ranks {format_ranks(list(cap.ranks))} only"
         )
-    elif absent and not simulated:
+        return
+    if simulated or cap.kind != "capture":
+        return
+    gone = absence(cap)
+    if gone.not_recorded or gone.elsewhere:
+        # what was compared, then why the others were not (none of it says anything of the training)
+        ctx.notes.append(f"checked ranks {format_ranks(list(cap.ranks))} of world size {world}")
+        ctx.notes.extend(gone.lines(world))
+    elif gone.no_pass:
         ctx.notes.append(
-            f"rank(s) {format_ranks(absent)} of world size {world} left no log (never ran a captured pass): "
+            f"rank(s) {format_ranks(gone.no_pass)} of world size {world} left no log (never ran a captured pass): "
             f"checked ranks {format_ranks(list(cap.ranks))} only"
         )
 

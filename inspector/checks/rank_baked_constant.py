@@ -38,6 +38,7 @@ from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext, O
 from graphtrain_inspect.inspector.diff.normalize import table_meshes
 from graphtrain_inspect.inspector.read import identity
 from graphtrain_inspect.inspector.read.graphmodel import SubGraph, is_ref, row_leaves
+from graphtrain_inspect.inspector.read.node_parts import ran_without_log
 from graphtrain_inspect.inspector.read.simulated import rank_states
 from graphtrain_inspect.inspector.read.stages import TRACE
 
@@ -188,7 +189,9 @@ def compile_on_one_rank(ctx: CheckContext) -> tuple[bool, list[int]]:
     flag = str(env.get("TORCH_DISTRIBUTED_COMPILE_ON_ONE_RANK", "")).lower() in ("1", "true", "yes")
     # the other ranks must be known to have run without graphs (their logs, or a capture's
     # manifest of a larger world): one torch log read by itself says nothing about the others
-    one = len(compiling) == 1 and (len(cap.ranks) > 1 or (bool(cap.manifest) and (cap.world_size or 1) > 1))
+    # (a rank without a log counts only when it is known to have run: not one left out by
+    # --ranks or on a node whose capture is elsewhere, node_parts)
+    one = len(compiling) == 1 and (len(cap.ranks) > 1 or (bool(cap.manifest) and bool(ran_without_log(cap))))
     states = rank_states(cap.manifest)
     if one and states is not None:
         # a simulated world: the others must have run to the end without graphs, not failed,

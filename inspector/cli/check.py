@@ -71,7 +71,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     p.epilog = DEVICE_POLICY
     p.formatter_class = argparse.RawDescriptionHelpFormatter
-    add_capture_argument(p)
+    add_capture_argument(p, nodes=True)
     p.add_argument("--json", action="store_true", help="one JSON document: findings and summary")
     p.add_argument(
         "--severity",

@@ -16,10 +16,25 @@ def open_or_fail(directory: str, source: str) -> Any:
     return open_capture(directory, source=source)
 
 
-def add_capture_argument(p: Any, name: str = "dir", metavar: str = "DIR") -> None:
+def add_capture_argument(p: Any, name: str = "dir", metavar: str = "DIR", *, nodes: bool = False) -> None:
     """The capture a command reads: DIR, or `--sample NAME` (a bundled capture, unpacked on first
-    use as the TUI does), and `--list-samples`. `resolve_capture` fills args.<name> in."""
-    p.add_argument(name, nargs="?", metavar=metavar, help="capture directory, TORCH_TRACE directory or log file")
+    use as the TUI does), and `--list-samples`. `resolve_capture` fills args.<name> in. `nodes`:
+    DIR may be followed by the capture folders of the job's other nodes, read as one world."""
+    p.add_argument(
+        name,
+        nargs="?",
+        metavar=metavar,
+        help="capture directory, TORCH_TRACE directory or log file"
+        + ("; or a folder of one job's node captures" if nodes else ""),
+    )
+    if nodes:
+        p.add_argument(
+            "more_dirs",
+            nargs="*",
+            metavar="DIR",
+            help="the capture folders of the job's other nodes (a local --out per node): read with the first "
+            "as one world",
+        )
     p.add_argument("--sample", metavar="NAME", help="a bundled sample capture instead of DIR (see --list-samples)")
     p.add_argument(
         "--list-samples", action="store_true", help="list the bundled sample captures, a line each, and exit"
@@ -64,6 +79,12 @@ def resolve_capture(args: Any, command: str, name: str = "dir") -> None:
     given, sample = getattr(args, name), getattr(args, "sample", None)
     if given and sample:
         raise CommandError(f"give {name.upper()} or --sample NAME, not both")
+    more = getattr(args, "more_dirs", None) or []
+    if given and more:
+        import os
+
+        # one path the reader opens as one world (node_parts.node_folders), and reopens in workers
+        setattr(args, name, os.pathsep.join([given, *more]))
     if given:
         return
     if not sample:

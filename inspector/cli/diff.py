@@ -48,7 +48,7 @@ BESIDE_NODES = 20_000
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_capture_argument(p)
+    add_capture_argument(p, nodes=True)
     p.add_argument(
         "--pass",
         dest="pass_name",

@@ -25,11 +25,12 @@ from graphtrain_inspect.inspector.diff.render import (
     want_color,
 )
 from graphtrain_inspect.inspector.read.capture_files import integrity_notes
+from graphtrain_inspect.inspector.read.node_parts import absence
 from graphtrain_inspect.inspector.read.simulated import simulated_line
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    add_capture_argument(p)
+    add_capture_argument(p, nodes=True)
     p.add_argument("--rank", type=int, action="append", help="only this rank (repeatable)")
     p.add_argument("--all", action="store_true", help="list every rank in full (no folding of identical ranks)")
     p.add_argument("--verify", action="store_true", help="decode every payload and check its md5")
@@ -52,6 +53,9 @@ def listing(cap, ranks: list[int] | None = None, *, classes: bool | None = None)
         "torch_trace": cap.torch_trace_dir,
         # ranks of the world with no log at all (under --coor: the ranks that loaded rank 0's graph)
         "absent_ranks": cap.absent_ranks,
+        # why: not recorded (--ranks), on a node not given, or ran no pass (node_parts)
+        "absent_lines": absence(cap).lines(cap.world_size) if cap.kind == "capture" else [],
+        "nodes": [{k: v for k, v in n.items() if k != "problems"} for n in cap.nodes],
         "ranks": [],
     }
     for r in ranks if ranks is not None else cap.ranks:
@@ -254,9 +258,21 @@ def _head_lines(data: dict[str, Any], st: Style) -> list[str]:
     sim_line = simulated_line(m)
     if sim_line:
         lines.append(st(sim_line, "yellow"))
-    absent = data.get("absent_ranks") or []
-    if absent and not sim_line and data.get("kind") == "capture":
-        lines.append(st(f"rank {format_ranks(absent)}: recorded nothing (no log; ran no captured pass)", "yellow"))
+    hosts: dict[str, tuple[set, list[int], set]] = {}  # node -> (hosts, ranks, exit codes): its parts merged
+    for node in data.get("nodes") or []:
+        where = f"node {node.get('node_rank')}" if node.get("node_rank") is not None else str(node.get("part"))
+        h = hosts.setdefault(where, (set(), [], set()))
+        h[0].add(node.get("host") or "?")
+        h[1].extend(node.get("ranks") or [])
+        if node.get("exit_code") is not None:
+            h[2].add(node["exit_code"])
+    if len(hosts) > 1:  # a job of several nodes: which ranks each hosted
+        for where, (names, ranks, codes) in hosts.items():
+            ended = f", exit {','.join(map(str, sorted(codes)))}" if codes else ""
+            lines.append(f"{where} ({','.join(sorted(names))}{ended}): ranks {format_ranks(ranks)}")
+    if data.get("absent_ranks") and not sim_line and data.get("kind") == "capture":
+        for line in data.get("absent_lines") or []:
+            lines.append(st(line, "yellow"))
     agreement = data.get("rank_classes") or {}
     if agreement.get("line") or agreement.get("skipped"):
         lines.append(f"graphs: {agreement.get('line') or agreement.get('skipped')}")

@@ -10,6 +10,7 @@ import orjson
 
 from graphtrain_inspect.capture import logformat
 from graphtrain_inspect.inspector.errors import CaptureUnreadable
+from graphtrain_inspect.inspector.read import node_parts
 from graphtrain_inspect.inspector.read.capture_reader import Capture
 from graphtrain_inspect.inspector.read.capture_records import GraphRef, _int, _Rank, _str
 from graphtrain_inspect.inspector.read.logscan import LogFile, ReadError, Record, open_regular
@@ -22,7 +23,8 @@ def _is_our_log(name: str) -> bool:
 
 
 def open_capture(path: str, *, source: str = "auto", snapshot: Any = None) -> Capture:
-    """Open a capture directory, a TORCH_TRACE directory or one log file.
+    """Open a capture directory, a TORCH_TRACE directory or one log file; or the folders of one
+    job's nodes as one world (`A:B`, or a folder of node folders: node_parts).
 
     `source`: "auto" (our logs if any, else torch's), "capture" or "torch" (the `torch_trace/`
     subdirectory of a capture, or torch's logs in the directory). `snapshot`: the capture's files
@@ -31,6 +33,21 @@ def open_capture(path: str, *, source: str = "auto", snapshot: Any = None) -> Ca
     """
     if snapshot is not None:
         return _open_snapshot(path, snapshot)
+    folders = node_parts.node_folders(path)
+    if not folders:
+        return _open_one(path, source)
+    caps: list[Capture] = []
+    try:
+        for f in folders:
+            caps.append(_open_one(f, source))
+        return node_parts.join(caps, folders)
+    except CaptureUnreadable:
+        for c in caps:
+            c.close()
+        raise
+
+
+def _open_one(path: str, source: str) -> Capture:
     if not os.path.exists(path):
         raise CaptureUnreadable(f"{path}: no such file or directory")
     if os.path.isfile(path):
@@ -78,6 +95,7 @@ def open_capture(path: str, *, source: str = "auto", snapshot: Any = None) -> Ca
     _check_manifest(cap, path)
     if cap.kind == "capture":
         read_statuses(cap, path)
+        node_parts.read_parts(cap, path, read_manifest)
     return cap
 
 

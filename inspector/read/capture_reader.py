@@ -117,6 +117,10 @@ class Capture:
         self._digest_pool: dict[int, NodeRow | Literal[False]] = {}  # the same by row digest (gti_row_digests)
         # graphs ranks ran without making them, made by other ranks' passes: gid -> producing ranks
         self.shared: dict[str, identity.Shared] = {}
+        # the job's nodes (node_parts): their records, and the folder of each rank read from several
+        self.nodes: list[dict[str, Any]] = []
+        self.folders: list[str] = []
+        self.rank_dirs: dict[int, str] = {}
 
     # -- ranks, headers --------------------------------------------------------------------------
 
@@ -137,6 +141,10 @@ class Capture:
         header's claim never sizes a loop or a set beyond the logs at hand."""
         world = self.world_size
         return [r for r in range(world) if r not in self._ranks] if world <= WORLD_LIMIT else []
+
+    def dir_of(self, rank: int) -> str | None:
+        """The folder a rank's log was read from, when the capture is several folders (else None)."""
+        return self.rank_dirs.get(rank)
 
     def all_errors(self) -> list[ReadError]:
         """Read errors of the capture and of every log, in file order (decode errors included)."""

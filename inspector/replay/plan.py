@@ -143,6 +143,10 @@ def check_origin(cap: "Capture", ranks: list[int], *, trust: bool) -> str:
     are what is checked: each file read must be listed with their sha256, and every signed log and
     the manifest must be among them. Returns a one-line description of why it is trusted. The
     verdict is kept on `cap` (`cap.signature`) so `read_blob` can hold each blob to it."""
+    if getattr(cap, "folders", None):
+        # each node's folder carries its own signature and blobs: one folder at a time
+        where = ", ".join(f"rank {r}: {cap.dir_of(r)}" for r in ranks[:1] if cap.dir_of(r))
+        raise Refused(f"{cap.path} is several node folders; replay reads one: give the folder of the rank ({where})")
     claims = manifest_claims(cap)
     if trust:
         return f"trusted with --trust ({claims})"

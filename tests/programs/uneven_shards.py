@@ -1,0 +1,80 @@
+"""Uneven sharding (bug class 18): right training whose ranks' graphs differ, and a bound that is wrong.
+
+    graphtrain-inspect capture --pass tests.programs.uneven_shards_passes:PIPELINE \\
+        -- torchrun --nproc-per-node 2 -m tests.programs.uneven_shards [--rewrite | --plant]
+
+A weight of 7 rows is sharded over 2 ranks (`distribute_tensor(..., [Shard(0)])`: rank 0 holds 4
+rows, rank 1 holds 3). Each rank traces its own joint step with make_fx: the logits are gathered
+(DTensor pads the short rank's shard before the all-gather: a `constant_pad_nd` only rank 1 has)
+and the backward keeps the rank's own chunk of the gradient (`split(grad, 4, 1)[rank]`). Local
+shapes differ too (`[4, 8]` and `[3, 8]`). All of that is right.
+
+With `--rewrite` a pass rewrites each rank's own chunk into the equivalent `slice` (rank 0
+`[0, 4)`, rank 1 `[4, 7)`): still right. With `--plant` the pass computes the start as
+`rank * local_rows` (rank 1 `[3, 6)`: no chunk of 7 rows over 2 ranks; its chunk is `[4, 7)`):
+rank 1 trains on the wrong columns of the gradient.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+
+from tests.programs import uneven_shards_passes as passes
+
+
+def main() -> None:
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor, Replicate, Shard, distribute_tensor
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rewrite", action="store_true")
+    ap.add_argument("--plant", action="store_true")
+    ap.add_argument("--steps", type=int, default=2)
+    args = ap.parse_args()
+    passes.MODE.update(rewrite=args.rewrite, plant=args.plant)
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+    torch.manual_seed(0)
+    weight = distribute_tensor(torch.randn(passes.ROWS, passes.COLS), mesh, [Shard(0)])
+    w = weight.to_local().clone()
+    x = torch.randn(passes.BATCH, passes.COLS)
+    target = torch.randn(passes.BATCH, passes.ROWS)
+
+    def step(w, x, target):
+        wd = DTensor.from_local(
+            w, mesh, [Shard(0)], run_check=False, shape=(passes.ROWS, passes.COLS), stride=(passes.COLS, 1)
+        )
+        logits = torch.matmul(DTensor.from_local(x, mesh, [Replicate()], run_check=False), wd.t())
+        full = logits.redistribute(mesh, [Replicate()]).to_local()
+        loss = ((full - target) ** 2).mean()
+        (g,) = torch.autograd.grad(loss, [w])
+        return loss, g
+
+    w.requires_grad_(True)
+    gm = make_fx(step)(w, x, target)
+    for p in passes.PIPELINE:
+        gm = p(gm, [w, x, target])
+    if os.environ.get("SHOW_GRAPH"):
+        print(gm.code)
+    with torch.no_grad():
+        for i in range(args.steps):
+            loss, g = gm(w, x, target)
+            w -= 0.1 * g
+            sys.stdout.write(f"rank {rank} step {i} loss {loss.item()!r}\n")
+            sys.stdout.flush()
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    from graphtrain_inspect.samples.worker_exit import end_worker
+
+    main()
+    end_worker()

@@ -16,6 +16,11 @@ coordinate[tp]` that way), wrong only where one rank's graph is loaded by the ot
 in per-rank graphs and an error where the graph is shared (`check --shared-graph`, or compile on
 one rank seen in the capture), as for own-device literals (device-baked).
 
+A literal that is each rank's own chunk of a dimension (a split's chunk index, a slice's bounds,
+a local size; uneven splits included: shard_geometry) is the rank's own value whatever form a
+pass gives it: info in per-rank graphs, an error where the graph is shared. A slice whose bounds
+are one rank's chunk and no chunk at all on another is an error naming the chunk it should take.
+
 Compile on one rank (one rank compiles, every rank loads its graph) leaves one graph per stage:
 there the check compares each literal with what the graph computes at run time elsewhere. Where
 a node takes a value derived from `device_mesh._runtime_compute_coordinate_on_dim` at some
@@ -32,8 +37,9 @@ from typing import Any, Callable
 
 from graphtrain_inspect.capture.logformat import NodeRow
 from graphtrain_inspect.capture.rank_ranges import values_by_rank
+from graphtrain_inspect.inspector.checks import shard_geometry
 from graphtrain_inspect.inspector.checks.cache_keys import keyed_per_rank
-from graphtrain_inspect.inspector.checks.differing_literals import cross_rank_evidence, literal_sites
+from graphtrain_inspect.inspector.checks.differing_literals import Site, cross_rank_evidence, literal_sites
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext, Observation
 from graphtrain_inspect.inspector.diff.normalize import table_meshes
 from graphtrain_inspect.inspector.read import identity
@@ -134,14 +140,79 @@ def match_vectors(values: dict[int, Any], vectors: dict[str, dict[int, int]]) ->
     return out
 
 
-def _observe_sites(ctx: CheckContext, key, group: list[int]) -> list[Observation]:
+def _pieces(ctx: CheckContext, rank: int) -> dict[str, int]:
+    """Rank-derived vector -> how many chunks its values index (the mesh dimension's size)."""
+    sizes = _mesh_sizes(ctx, rank)
+    out = {f"coordinate[{d}]": n for d, n in sizes.items() if d != "world"}
+    out["rank"] = sizes["world"]
+    return out
+
+
+def _rank_nodes(ctx: CheckContext, key, s: Site) -> dict[int, shard_geometry.RankNode] | None:
+    """The site's node on each rank, with its graph's rows by name (cached per graph)."""
+    stages = ctx.index.across(key)
+    cache = ctx.__dict__.setdefault("_geometry_rows", {})
+    out = {}
+    for r, name in s.nodes.items():
+        st = stages.get(r)
+        if st is None:
+            return None
+        ck = (r, st.gid, s.subgraph)
+        if ck not in cache:
+            t = ctx.tables(r, st.gid)
+            sub = t.subgraph(s.subgraph) if t is not None else None
+            cache[ck] = (
+                None if sub is None else ({x["name"]: x for x in sub.nodes}, shard_geometry.dim_sizes(sub.nodes))
+            )
+        got = cache[ck]
+        if got is None or name not in got[0]:
+            return None
+        out[r] = shard_geometry.RankNode(got[0][name], got[0], got[1])
+    return out
+
+
+def _geometry_observation(ctx: CheckContext, key, s: Site, values: dict, shared: bool) -> Observation | None:
+    """A literal that is each rank's own chunk of a dimension (info per rank, an error where the
+    graph is shared), or a slice that is no chunk of it (an error naming the chunk)."""
+    nodes = _rank_nodes(ctx, key, s)
+    if nodes is None:
+        return None
+    verdict = shard_geometry.judge(s.where, nodes, values, ctx.vectors(), _pieces(ctx, min(nodes)))
+    if verdict is None:
+        return None
+    what = f"{s.target} {s.where}" if s.where else str(s.target)
+    vals = values_by_rank(values)
+    ev = cross_rank_evidence(s.where, s.target, values, s.nodes, [], backward=s.bwd, geometry=verdict.evidence)
+    k = ("lit", s.subgraph, s.target, s.where, tuple(repr(values[r]) for r in sorted(values)))
+    if verdict.own:
+        ev["geometry"]["own_chunk"] = True
+        msg = f"{what} differs across ranks ({vals}): {verdict.message}"
+        if shared:
+            sev, msg = "error", msg + "; wrong where one rank's graph is loaded by the others"
+        else:
+            sev, msg = "info", msg + "; right for a graph each rank traces for itself"
+    else:
+        ev["geometry"]["no_chunk"] = True
+        sev, msg = "error", f"{what} differs across ranks ({vals}): {verdict.message}"
+    return Observation(k, sev, msg, node=s.node, subgraph=s.subgraph or None, evidence=ev, loose_key=("lit", k[-1]))
+
+
+def _observe_sites(ctx: CheckContext, key, group: list[int], shared: bool = False) -> list[Observation]:
     out = []
     vectors = ctx.vectors()
+    judged: set[tuple[str, str]] = set()  # nodes one geometry finding covers (a slice's two bounds)
     for s in literal_sites(ctx, key, group):
         if s.is_device:
             continue  # device-baked reports these
         values = {r: v for r, v in s.values.items()}
         if len(values) < 2 or len({repr(v) for v in values.values()}) < 2:
+            continue
+        if (s.subgraph, s.node) in judged:
+            continue
+        geo = _geometry_observation(ctx, key, s, values, shared)
+        if geo is not None:
+            judged.add((s.subgraph, s.node))
+            out.append(geo)
             continue
         matches = match_vectors(values, vectors)
         vals = values_by_rank(values)
@@ -461,8 +532,8 @@ def grade_per_rank(
     FX graph cache by rank: its output is declared per rank; cache_keys.keyed_per_rank)."""
     graded = keyed = 0
     for f in findings:
-        if f.severity != "error":
-            continue
+        if f.severity != "error" or (f.evidence.get("geometry") or {}).get("no_chunk"):
+            continue  # a bound that is no chunk of its dimension is wrong wherever it runs
         own = f.introduced_by in traced_by or _torch_own(ctx, f)
         by_key = not own and f.introduced_by != TRACE and keyed_per_rank(ctx, f.pipeline, f.ranks)
         if not (own or by_key):
@@ -511,8 +582,9 @@ def run(ctx: CheckContext) -> list:
     findings = []
     multi = [g for g in ctx.rank_groups() if len([r for r in g if ctx.index.by_rank.get(r)]) >= 2]
     if multi:
-        across = ctx.blame_across(KIND, lambda key, group: _observe_sites(ctx, key, group))
-        findings.extend(grade_per_rank(ctx, across, shared=ctx.shared_graph or coor))
+        shared = ctx.shared_graph or coor
+        across = ctx.blame_across(KIND, lambda key, group: _observe_sites(ctx, key, group, shared))
+        findings.extend(grade_per_rank(ctx, across, shared=shared))
     elif not coor:
         ctx.skip(KIND, f"needs graphs of at least two ranks to compare (found {len(compiling)})")
     if coor:

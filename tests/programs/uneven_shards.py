@@ -1,7 +1,7 @@
 """Uneven sharding (bug class 18): right training whose ranks' graphs differ, and a bound that is wrong.
 
     graphtrain-inspect capture --pass tests.programs.uneven_shards_passes:PIPELINE \\
-        -- torchrun --nproc-per-node 2 -m tests.programs.uneven_shards [--rewrite | --plant]
+        -- torchrun --nproc-per-node 2 -m tests.programs.uneven_shards [--rewrite | --plant | --variants]
 
 A weight of 7 rows is sharded over 2 ranks (`distribute_tensor(..., [Shard(0)])`: rank 0 holds 4
 rows, rank 1 holds 3). Each rank traces its own joint step with make_fx: the logits are gathered
@@ -12,7 +12,8 @@ shapes differ too (`[4, 8]` and `[3, 8]`). All of that is right.
 With `--rewrite` a pass rewrites each rank's own chunk into the equivalent `slice` (rank 0
 `[0, 4)`, rank 1 `[4, 7)`): still right. With `--plant` the pass computes the start as
 `rank * local_rows` (rank 1 `[3, 6)`: no chunk of 7 rows over 2 ranks; its chunk is `[4, 7)`):
-rank 1 trains on the wrong columns of the gradient.
+rank 1 trains on the wrong columns of the gradient. `--variants` runs the three in turn, one
+pipeline each.
 """
 
 from __future__ import annotations
@@ -35,15 +36,14 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rewrite", action="store_true")
     ap.add_argument("--plant", action="store_true")
+    ap.add_argument("--variants", action="store_true", help="trace and run all three in turn (plain, rewrite, plant)")
     ap.add_argument("--steps", type=int, default=2)
     args = ap.parse_args()
-    passes.MODE.update(rewrite=args.rewrite, plant=args.plant)
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     mesh = init_device_mesh("cpu", (dist.get_world_size(),))
     torch.manual_seed(0)
     weight = distribute_tensor(torch.randn(passes.ROWS, passes.COLS), mesh, [Shard(0)])
-    w = weight.to_local().clone()
     x = torch.randn(passes.BATCH, passes.COLS)
     target = torch.randn(passes.BATCH, passes.ROWS)
 
@@ -57,18 +57,21 @@ def main() -> None:
         (g,) = torch.autograd.grad(loss, [w])
         return loss, g
 
-    w.requires_grad_(True)
-    gm = make_fx(step)(w, x, target)
-    for p in passes.PIPELINE:
-        gm = p(gm, [w, x, target])
-    if os.environ.get("SHOW_GRAPH"):
-        print(gm.code)
-    with torch.no_grad():
-        for i in range(args.steps):
-            loss, g = gm(w, x, target)
-            w -= 0.1 * g
-            sys.stdout.write(f"rank {rank} step {i} loss {loss.item()!r}\n")
-            sys.stdout.flush()
+    modes = [(False, False), (True, False), (False, True)] if args.variants else [(args.rewrite, args.plant)]
+    for rewrite, plant in modes:
+        passes.MODE.update(rewrite=rewrite, plant=plant)
+        w = weight.to_local().clone().requires_grad_(True)
+        gm = make_fx(step)(w, x, target)
+        for p in passes.PIPELINE:
+            gm = p(gm, [w, x, target])
+        if os.environ.get("SHOW_GRAPH"):
+            print(gm.code)
+        with torch.no_grad():
+            for i in range(args.steps):
+                loss, g = gm(w, x, target)
+                w -= 0.1 * g
+                sys.stdout.write(f"rank {rank} step {i} loss {loss.item()!r}\n")
+                sys.stdout.flush()
     dist.barrier()
     dist.destroy_process_group()
 

@@ -315,6 +315,9 @@ def shared_graph_observations(
     2. A node with a literal where a twin node of the same op takes a value computed at run time
        from `device_mesh._runtime_compute_coordinate_on_dim` (scalar arithmetic evaluated on the
        compiling rank): the coordinate baked where it should have been computed (e.g. backward).
+    3. An index tensor compared with, and offset by, literal bounds that are the compiling rank's
+       chunk of a sharded dimension (a vocabulary-parallel embedding's `lt(ids, 0)`, `ge(ids, 16)`,
+       `sub(ids, 0)`), found by the dimension's geometry: at chunk 0 no value differs.
     """
     out: list[Observation] = []
     rank_values = {name: vec[rank] for name, vec in vectors.items() if rank in vec}
@@ -322,6 +325,7 @@ def shared_graph_observations(
     for g in tables.graphs:
         taken = _taken_chunks(g)
         out += _chunk_observations(g, taken, rank, rank_values, sizes)
+        out += _range_observations(g, rank, rank_values, sizes)
         value = _runtime_values(g, coords)
         if value:
             out += _twin_observations(g, taken, value, rank, rank_values)
@@ -409,6 +413,51 @@ def _chunk_observations(
                 "backward": bool(row.get("bwd")),
             }
             out.append(_node_error(g, row, ("coor-chunk", t, index, n), msg, ev))
+            break
+    return out
+
+
+def _range_observations(g, rank: int, rank_values: dict[str, int], sizes: dict[str, int]) -> list[Observation]:
+    """(3) an index tensor compared with, and offset by, literal bounds that are the compiling
+    rank's chunk of a sharded dimension (`lt(ids, 0)`, `ge(ids, 16)`, `sub(ids, 0)`: rank 0's
+    range of a vocabulary of 32 over 2), also at chunk 0, whose bounds differ from no one's
+    value; the graph holds a tensor of the chunk's length (the shard)."""
+    out: list[Observation] = []
+    by_name = {r["name"]: r for r in g.nodes}
+    lengths = shard_geometry.dim_sizes(g.nodes)
+    for rng in shard_geometry.index_ranges(g.nodes):
+        if rng.upper - rng.lower not in lengths:
+            continue
+        for dim, n in sizes.items():
+            vec = f"coordinate[{dim}]" if f"coordinate[{dim}]" in rank_values else ("rank" if dim == "world" else None)
+            k = rank_values.get(vec) if vec else None
+            if k is None:
+                continue
+            geo = shard_geometry.chunk_dimension(rng.lower, rng.upper, n, k)
+            if geo is None:
+                continue
+            size, how = geo
+            first = by_name[rng.nodes[0]]
+            msg = (
+                f"{rng.tensor} is bounded to [{rng.lower}, {rng.upper}) and offset by {rng.lower} at literals: "
+                f"chunk {k} of a dimension of {size} split in {n}, the compiling rank's ({vec} = {k}, shard size "
+                f"{rng.upper - rng.lower}); every rank that loads this graph uses rank {rank}'s range"
+            )
+            ev = {
+                "where": "args[1]",
+                "target": str(first.get("target")),
+                "tensor": rng.tensor,
+                "bounds": [rng.lower, rng.upper],
+                "nodes_using": rng.nodes,
+                "chunk_index": k,
+                "chunks": n,
+                "dim_size": size,
+                "split": how,
+                "compiling_rank": rank,
+                "equals": vec,
+                "backward": bool(first.get("bwd")),
+            }
+            out.append(_node_error(g, first, ("coor-range", rng.lower, rng.upper, k, n), msg, ev))
             break
     return out
 

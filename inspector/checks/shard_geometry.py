@@ -240,3 +240,66 @@ def _judge_length(where: str, nodes: dict[int, RankNode], values, vectors, piece
                         {"chunk_of": name, "chunks": n, "dim_size": size, "split": how},
                     )
     return None
+
+
+# comparisons of an index tensor with a literal: the bound each sets ([lower, upper) of a range)
+_BOUND_AT = {"aten.lt.Scalar": 0, "aten.ge.Scalar": 0, "aten.le.Scalar": 1, "aten.gt.Scalar": 1}
+_BOUND_AT.update({k.replace(".Scalar", ".Tensor"): v for k, v in _BOUND_AT.items()})
+_OFFSET_SIGN = {"aten.sub.Tensor": 1, "aten.sub.Scalar": 1, "aten.add.Tensor": -1, "aten.add.Scalar": -1}
+
+
+@dataclass
+class IndexRange:
+    """An integer tensor compared with two literal bounds and offset by the lower one: the range
+    of the dimension it indexes that this graph handles (`ids - L` where `L <= ids < U`)."""
+
+    tensor: str
+    lower: int
+    upper: int
+    nodes: list[str]  # the comparisons and offsets, in graph order
+
+
+def index_ranges(rows: list[NodeRow]) -> list[IndexRange]:
+    by_name = {r["name"]: r for r in rows}
+    bounds: dict[str, dict[int, list[str]]] = {}
+    offsets: dict[str, dict[int, list[str]]] = {}
+    for row in rows:
+        t = str(row.get("target"))
+        args = row.get("args") or []
+        if len(args) < 2 or not is_ref(args[0]) or not _int(args[1]):
+            continue
+        src = by_name.get(args[0]["n"])
+        v = src.get("val") if src is not None else None
+        if not (isinstance(v, dict) and v.get("t") == "tensor" and str(v.get("dtype", "")).startswith(("int", "uint"))):
+            continue
+        if t in _BOUND_AT:
+            bounds.setdefault(args[0]["n"], {}).setdefault(args[1] + _BOUND_AT[t], []).append(row["name"])
+        elif t in _OFFSET_SIGN and len(args) == 2:
+            offsets.setdefault(args[0]["n"], {}).setdefault(_OFFSET_SIGN[t] * args[1], []).append(row["name"])
+    out = []
+    for x, by_bound in bounds.items():
+        for lower in sorted(by_bound):
+            if lower not in offsets.get(x, {}):
+                continue  # a range check alone (no offset into a shard) says nothing of a split
+            for upper in sorted(b for b in by_bound if b > lower):
+                nodes = [*by_bound[lower], *by_bound[upper], *offsets[x][lower]]
+                order = {r["name"]: i for i, r in enumerate(rows)}
+                out.append(IndexRange(x, lower, upper, sorted(nodes, key=order.__getitem__)))
+    return out
+
+
+def chunk_dimension(lower: int, upper: int, n: int, c: int) -> tuple[int, str] | None:
+    """(size, split) of a dimension whose chunk `c` of `n` is [lower, upper), if any."""
+    s = upper - lower
+    if s <= 0 or not 0 <= c < n:
+        return None
+    lengths = {s} | ({lower // c} if c and lower % c == 0 else set())
+    for how in HOW:
+        for length in sorted(lengths):
+            # the even split first: a range of 16 at chunk 0 of 2 is of 32 (31 splits so too)
+            for size in sorted(
+                range(max(1, n * (length - 1)), n * (length + 1) + 1), key=lambda x: abs(x - n * length)
+            ):
+                if chunk_of(size, n, c, how) == (lower, upper):
+                    return size, how
+    return None

@@ -109,6 +109,13 @@ def _evidence_line(f) -> str:
             s = values_by_rank(vals, prefix="r", sep="=")
             m = ev.get("matches") or []
             return s + (f"  = {m[0].get('form') or m[0]['vector']}" if m else "")
+        if "bounds" in ev and "chunk_index" in ev:
+            lo, hi = (ev.get("bounds") or [None, None])[:2]
+            at = ", ".join(map(str, ev.get("nodes_using") or []))
+            return (
+                f"[{lo}, {hi}) = compiling rank {ev.get('compiling_rank')}'s {ev.get('equals')}; dim size "
+                f"{ev.get('dim_size')} in {ev.get('chunks')} chunks; at {at}"
+            )
         if "chunk_index" in ev:
             return (
                 f"literal {ev['value']!r} = compiling rank {ev.get('compiling_rank')}'s {ev.get('equals')}; dim "

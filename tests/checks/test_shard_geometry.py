@@ -1,6 +1,13 @@
 """Which literals are each rank's own chunk of a dimension (uneven splits included)."""
 
-from graphtrain_inspect.inspector.checks.shard_geometry import RankNode, chunk_of, dim_sizes, judge
+from graphtrain_inspect.inspector.checks.shard_geometry import (
+    RankNode,
+    chunk_dimension,
+    chunk_of,
+    dim_sizes,
+    index_ranges,
+    judge,
+)
 
 RANK = {"rank": {0: 0, 1: 1}}
 PIECES = {"rank": 2}
@@ -78,3 +85,33 @@ def test_local_sizes_need_the_dimension_in_the_graph():
     # a size that grows with the rank is no chunk length
     grows = {0: node([*view(3), tensor("t", [5, 7])], "v"), 1: node([*view(4), tensor("t", [5, 7])], "v")}
     assert judge("args[1][0]", grows, {0: 3, 1: 4}, RANK, PIECES) is None
+
+
+def _vocab_rows(lower, upper, offset=True):
+    ids = {"name": "ids", "target": "ids", "args": [], "val": {"t": "tensor", "shape": [6], "dtype": "int64"}}
+    w = tensor("w", [upper - lower, 4])
+    rows = [
+        ids,
+        w,
+        tensor("lt", [6], "aten.lt.Scalar", [ref("ids"), lower]),
+        tensor("ge", [6], "aten.ge.Scalar", [ref("ids"), upper]),
+    ]
+    if offset:
+        rows.append(tensor("sub", [6], "aten.sub.Tensor", [ref("ids"), lower]))
+    return rows
+
+
+def test_index_ranges_need_both_bounds_and_the_offset():
+    (rng,) = index_ranges(_vocab_rows(0, 16))
+    assert (rng.tensor, rng.lower, rng.upper, rng.nodes) == ("ids", 0, 16, ["lt", "ge", "sub"])
+    assert index_ranges(_vocab_rows(0, 16, offset=False)) == []  # a range check alone
+    floats = [{**r, "val": {**r["val"], "dtype": "float32"}} if r["name"] == "ids" else r for r in _vocab_rows(0, 16)]
+    assert index_ranges(floats) == []  # not indices
+
+
+def test_chunk_dimension_finds_the_split_a_range_is_a_chunk_of():
+    assert chunk_dimension(0, 16, 2, 0) == (32, "chunk")  # the even split first
+    assert chunk_dimension(16, 32, 2, 1) == (32, "chunk")
+    assert chunk_dimension(4, 7, 2, 1) == (7, "chunk")  # the short last chunk
+    assert chunk_dimension(2, 9, 2, 1) is None  # chunk 1 of 2 starts halfway
+    assert chunk_dimension(16, 32, 2, 0) is None  # chunk 1's range on the rank of chunk 0

@@ -66,8 +66,17 @@ def _fmt(k: Fraction) -> str:
     return str(k.numerator) if k.denominator == 1 else str(float(k))
 
 
+_RELATION_ORDER = {"equal": 0, "multiple": 1}  # then offsets, affine forms and the rest
+
+
 def match_vectors(values: dict[int, Any], vectors: dict[str, dict[int, int]]) -> list[dict[str, Any]]:
-    """Rank-derived vectors the per-rank values equal exactly (or a multiple of)."""
+    """Rank-derived vectors the per-rank values equal exactly (or a multiple of), the exact ones
+    first: ranks 2 and 3 holding 0 and 1 are `coordinate[dp]`, not `rank - 2`."""
+    found = _match_vectors(values, vectors)
+    return sorted(found, key=lambda m: _RELATION_ORDER.get(m["relation"], 2))
+
+
+def _match_vectors(values: dict[int, Any], vectors: dict[str, dict[int, int]]) -> list[dict[str, Any]]:
     ranks = sorted(values)
     xs = [values[r] for r in ranks]
     out: list[dict[str, Any]] = []

@@ -37,6 +37,7 @@ def main() -> None:
     ap.add_argument("--rewrite", action="store_true")
     ap.add_argument("--plant", action="store_true")
     ap.add_argument("--variants", action="store_true", help="trace and run all three in turn (plain, rewrite, plant)")
+    ap.add_argument("--compile", action="store_true", help="torch.compile the DTensor step instead (no own passes)")
     ap.add_argument("--steps", type=int, default=2)
     args = ap.parse_args()
     dist.init_process_group("gloo")
@@ -57,6 +58,11 @@ def main() -> None:
         (g,) = torch.autograd.grad(loss, [w])
         return loss, g
 
+    if args.compile:
+        compiled(weight, x, target, args.steps, rank)
+        dist.barrier()
+        dist.destroy_process_group()
+        return
     modes = [(False, False), (True, False), (False, True)] if args.variants else [(args.rewrite, args.plant)]
     for rewrite, plant in modes:
         passes.MODE.update(rewrite=rewrite, plant=plant)
@@ -74,6 +80,31 @@ def main() -> None:
                 sys.stdout.flush()
     dist.barrier()
     dist.destroy_process_group()
+
+
+def compiled(weight, x, target, steps: int, rank: int) -> None:
+    """The same step on the DTensor weight, compiled by torch.compile (Dynamo, AOTAutograd, Inductor)."""
+    from torch.distributed.tensor import Replicate
+
+    weight = weight.detach().requires_grad_(True)
+    mesh = weight.device_mesh
+
+    @torch.compile(fullgraph=True)
+    def step(w, x, target):
+        logits = torch.matmul(x, w.t()).redistribute(mesh, [Replicate()]).to_local()
+        return ((logits - target) ** 2).mean()
+
+    from torch.distributed.tensor import DTensor
+
+    xd = DTensor.from_local(x, mesh, [Replicate()], run_check=False)
+    for i in range(steps):
+        loss = step(weight, xd, target)
+        loss.backward()
+        with torch.no_grad():
+            weight -= 0.1 * weight.grad
+            weight.grad = None
+        sys.stdout.write(f"rank {rank} step {i} loss {loss.item()!r}\n")
+        sys.stdout.flush()
 
 
 if __name__ == "__main__":

@@ -180,6 +180,20 @@ def _rank_nodes(ctx: CheckContext, key, s: Site) -> dict[int, shard_geometry.Ran
     return out
 
 
+def _shard_size(ctx: CheckContext, key, s: Site, m: dict[str, Any]) -> int | None:
+    """The factor of `k * coordinate[d]` where every rank's graph has a dimension of k: the
+    offset of the rank's shard (torchtitan's vocabulary offset `1024 * coordinate[tp]`)."""
+    if m.get("relation") != "multiple" or not m["vector"].startswith("coordinate[") or "+" in m.get("form", ""):
+        return None
+    factor = m.get("factor", "")
+    if not factor.isdigit():
+        return None
+    nodes = _rank_nodes(ctx, key, s)
+    if not nodes or not all(int(factor) in n.sizes for n in nodes.values()):
+        return None
+    return int(factor)
+
+
 def _geometry_observation(ctx: CheckContext, key, s: Site, values: dict, shared: bool) -> Observation | None:
     """A literal that is each rank's own chunk of a dimension (info per rank, an error where the
     graph is shared), or a slice that is no chunk of it (an error naming the chunk)."""
@@ -229,6 +243,10 @@ def _observe_sites(ctx: CheckContext, key, group: list[int], shared: bool = Fals
         if matches:
             m = matches[0]
             rel = m.get("form") or m["vector"]
+            shard = _shard_size(ctx, key, s, m)
+            if shard is not None:
+                m["shard_size"] = shard
+                rel += f" (shard size {shard})"
             msg = f"{what} differs across ranks ({vals}) and equals {rel}"
             sev = "error"
         else:

@@ -63,6 +63,10 @@ rank literals (rank-baked-constant) follow the same rule where the literal comes
   graph. One that a pass of yours put there (--pass, record_pass, a framework's
   pipeline) is an error either way: it makes the pipeline's output rank-specific.
   A literal that differs across ranks but equals no rank-derived value: a warning.
+  each rank's own chunk of a dimension (a split's chunk index, a slice's bounds,
+  a local size; uneven splits included), whoever wrote it: info per rank, an
+  error in a shared graph. A slice that is no chunk of the dimension on some
+  rank: an error naming the chunk it should take.
 """
 
 

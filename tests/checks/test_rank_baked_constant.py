@@ -291,3 +291,15 @@ def test_a_mesh_coordinate_matched_exactly_is_named_before_an_offset_of_the_rank
     # a multiple of the coordinate still before the rank's offset
     matches = match_vectors({2: 0, 3: 4}, vectors)
     assert (matches[0]["vector"], matches[0]["relation"]) == ("coordinate[dp]", "multiple")
+
+
+def test_a_coordinate_times_a_shard_length_names_the_shard_size(tmp_path):
+    def shard_offset(coord: int, group: str):
+        def f(x, w):  # w: this rank's 4 rows; the offset of its shard baked as an int
+            return torch.ops.aten.sub.Tensor(x, 4 * coord) + w.sum()
+
+        return make_fx(f, tracing_mode="fake")(torch.randint(0, 8, (6,)), torch.randn(4, 2))
+
+    cap = open_capture(write_mesh_capture(tmp_path, shard_offset, bug_in_pass=True))
+    (f,) = [f for f in run_checks(cap) if f.kind == "rank-baked-constant"]
+    assert f.message.endswith("equals 4 * coordinate[tp] (shard size 4)")

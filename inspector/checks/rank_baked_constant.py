@@ -180,6 +180,42 @@ def _rank_nodes(ctx: CheckContext, key, s: Site) -> dict[int, shard_geometry.Ran
     return out
 
 
+def _carry_own_chunks(ctx: CheckContext, findings: list) -> list:
+    """An own-chunk literal a pass wrote in place of the same chunk in another form (a split's
+    chunk rewritten as a slice, the other chunks removed) keeps the provenance of what the pass
+    received: blamed on the first graph state where every rank already took its own chunk."""
+    vectors = ctx.vectors()
+    for f in findings:
+        geo = f.evidence.get("geometry") or {}
+        vec = vectors.get(geo.get("chunk_of", ""))
+        if not geo.get("own_chunk") or f.introduced_by in (None, TRACE) or vec is None or not f.ranks:
+            continue
+        size, n = geo.get("dim_size"), geo.get("chunks")
+        if not isinstance(size, int) or not isinstance(n, int):
+            continue
+        st = next((x for x in ctx.index.by_rank.get(f.ranks[0], []) if x.seq == f.introduced_seq), None)
+        ancestors = []
+        a = st.parent if st is not None else None
+        while a is not None:
+            ancestors.append(a)
+            a = a.parent
+        for a in reversed(ancestors):
+            across = ctx.index.across(a.key)
+            held = True
+            for r in f.ranks:
+                t = ctx.tables(r, across[r].gid) if r in across else None
+                sub = t.subgraph(f.subgraph) if t is not None else None
+                if sub is None or r not in vec or not shard_geometry.takes_chunk(sub.nodes, size, n, vec[r]):
+                    held = False
+                    break
+            if held:
+                geo.update(carried_from=a.pass_name, rewritten_by=f.introduced_by)
+                f.message += f"; {f.introduced_by} kept each rank's own chunk it received"
+                f.introduced_by, f.introduced_seq, f.graph = a.pass_name, a.seq, a.gid
+                break
+    return findings
+
+
 def _shard_size(ctx: CheckContext, key, s: Site, m: dict[str, Any]) -> int | None:
     """The factor of `k * coordinate[d]` where every rank's graph has a dimension of k: the
     offset of the rank's shard (torchtitan's vocabulary offset `1024 * coordinate[tp]`)."""
@@ -660,7 +696,7 @@ def run(ctx: CheckContext) -> list:
     if multi:
         shared = ctx.shared_graph or coor
         across = ctx.blame_across(KIND, lambda key, group: _observe_sites(ctx, key, group, shared))
-        findings.extend(grade_per_rank(ctx, across, shared=shared))
+        findings.extend(grade_per_rank(ctx, _carry_own_chunks(ctx, across), shared=shared))
     elif not coor:
         ctx.skip(KIND, f"needs graphs of at least two ranks to compare (found {len(compiling)})")
     if coor:

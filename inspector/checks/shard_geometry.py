@@ -303,3 +303,19 @@ def chunk_dimension(lower: int, upper: int, n: int, c: int) -> tuple[int, str] |
                 if chunk_of(size, n, c, how) == (lower, upper):
                     return size, how
     return None
+
+
+def takes_chunk(rows: list[NodeRow], size: int, n: int, c: int) -> bool:
+    """Whether a graph takes chunk `c` of `n` of some dimension of `size`, in any form: a split's
+    chunk or a slice of its bounds (torch.chunk's or tensor_split's)."""
+    by_name = {r["name"]: r for r in rows}
+    bounds = {chunk_of(size, n, c, how) for how in HOW}
+    for row in rows:
+        node = RankNode(row, by_name)
+        got = _split_chunk(node)
+        if got is not None and got == (c, n, size):
+            return True
+        sl = _slice_bounds(node)
+        if sl is not None and sl[2] == size and sl[:2] in bounds:
+            return True
+    return False

@@ -41,7 +41,10 @@ def test_right_uneven_shards_are_quiet_and_a_wrong_bound_names_its_chunk(variant
     own = [f for f in found if f["kind"] == "rank-baked-constant" and f["severity"] == "info"]
     assert {f["evidence"]["target"] for f in own} == {"operator.getitem", "aten.slice.Tensor", "aten.view.default"}
     assert all(f["evidence"]["geometry"]["own_chunk"] for f in own)
-    assert any(f["pipeline"] == "#1" and f["evidence"]["target"] == "aten.slice.Tensor" for f in own)
+    # the slice a pass wrote in place of the split's chunk keeps the chunk's provenance: the trace
+    (rewritten,) = [f for f in own if f["pipeline"] == "#1" and f["evidence"]["target"] == "aten.slice.Tensor"]
+    assert rewritten["evidence"]["geometry"]["rewritten_by"] == "chunk_to_slice"
+    assert all(f["introduced_by"] == "trace" for f in own)
 
 
 def test_own_chunks_are_errors_where_the_graph_is_shared(variants):

@@ -51,3 +51,17 @@ def test_own_chunks_are_errors_where_the_graph_is_shared(variants):
     shared = [f for f in _findings(variants, "--shared-graph") if f["kind"] == "rank-baked-constant"]
     kept = [f for f in shared if "gone after" not in f["message"]]  # a chunk a later pass rewrote: info
     assert len(kept) == 6 and all(f["severity"] == "error" for f in kept)
+
+
+def test_the_wrong_bound_reproduces_from_the_captured_pass(variants, tmp_path):
+    import subprocess
+    import sys
+
+    found = json.loads(run_cli("check", str(variants), "--json").stdout)["findings"]
+    n = next(i for i, f in enumerate(found, 1) if f["severity"] == "error")
+    made = run_cli("repro", str(variants), "--finding", str(n), "-o", str(tmp_path / "r"))
+    assert made.returncode == 0, made.stderr
+    ran = subprocess.run(
+        [sys.executable, str(tmp_path / "r" / "repro.py")], capture_output=True, text=True, timeout=120
+    )
+    assert ran.returncode == 1 and "rank 1: aten.slice.Tensor(view_3, 1, 3, 6)" in ran.stdout, ran.stdout

@@ -63,13 +63,13 @@ def main() -> None:
         dist.barrier()
         dist.destroy_process_group()
         return
-    modes = [(False, False), (True, False), (False, True)] if args.variants else [(args.rewrite, args.plant)]
-    for rewrite, plant in modes:
-        passes.MODE.update(rewrite=rewrite, plant=plant)
+    one = "plant" if args.plant else ("rewrite" if args.rewrite else "plain")
+    for mode in ["plain", "rewrite", "plant"] if args.variants else [one]:
         w = weight.to_local().clone().requires_grad_(True)
         gm = make_fx(step)(w, x, target)
-        for p in passes.PIPELINE:
-            gm = p(gm, [w, x, target])
+        for p in passes.PIPELINE:  # the captured passes, picked by name
+            if p.__name__ in passes.MODES[mode]:
+                gm = p(gm, [w, x, target])
         if os.environ.get("SHOW_GRAPH"):
             print(gm.code)
         with torch.no_grad():

@@ -16,6 +16,11 @@ coordinate[tp]` that way), wrong only where one rank's graph is loaded by the ot
 in per-rank graphs and an error where the graph is shared (`check --shared-graph`, or compile on
 one rank seen in the capture), as for own-device literals (device-baked).
 
+A literal that is each rank's own chunk of a dimension (a split's chunk index, a slice's bounds,
+a local size; uneven splits included: shard_geometry) is the rank's own value whatever form a
+pass gives it: info in per-rank graphs, an error where the graph is shared. A slice whose bounds
+are one rank's chunk and no chunk at all on another is an error naming the chunk it should take.
+
 Compile on one rank (one rank compiles, every rank loads its graph) leaves one graph per stage:
 there the check compares each literal with what the graph computes at run time elsewhere. Where
 a node takes a value derived from `device_mesh._runtime_compute_coordinate_on_dim` at some
@@ -32,8 +37,9 @@ from typing import Any, Callable
 
 from graphtrain_inspect.capture.logformat import NodeRow
 from graphtrain_inspect.capture.rank_ranges import values_by_rank
+from graphtrain_inspect.inspector.checks import shard_geometry
 from graphtrain_inspect.inspector.checks.cache_keys import keyed_per_rank
-from graphtrain_inspect.inspector.checks.differing_literals import cross_rank_evidence, literal_sites
+from graphtrain_inspect.inspector.checks.differing_literals import Site, cross_rank_evidence, literal_sites
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext, Observation
 from graphtrain_inspect.inspector.diff.normalize import table_meshes
 from graphtrain_inspect.inspector.read import identity
@@ -61,8 +67,17 @@ def _fmt(k: Fraction) -> str:
     return str(k.numerator) if k.denominator == 1 else str(float(k))
 
 
+_RELATION_ORDER = {"equal": 0, "multiple": 1}  # then offsets, affine forms and the rest
+
+
 def match_vectors(values: dict[int, Any], vectors: dict[str, dict[int, int]]) -> list[dict[str, Any]]:
-    """Rank-derived vectors the per-rank values equal exactly (or a multiple of)."""
+    """Rank-derived vectors the per-rank values equal exactly (or a multiple of), the exact ones
+    first: ranks 2 and 3 holding 0 and 1 are `coordinate[dp]`, not `rank - 2`."""
+    found = _match_vectors(values, vectors)
+    return sorted(found, key=lambda m: _RELATION_ORDER.get(m["relation"], 2))
+
+
+def _match_vectors(values: dict[int, Any], vectors: dict[str, dict[int, int]]) -> list[dict[str, Any]]:
     ranks = sorted(values)
     xs = [values[r] for r in ranks]
     out: list[dict[str, Any]] = []
@@ -135,14 +150,129 @@ def match_vectors(values: dict[int, Any], vectors: dict[str, dict[int, int]]) ->
     return out
 
 
-def _observe_sites(ctx: CheckContext, key, group: list[int]) -> list[Observation]:
+def _pieces(ctx: CheckContext, rank: int) -> dict[str, int]:
+    """Rank-derived vector -> how many chunks its values index (the mesh dimension's size)."""
+    sizes = _mesh_sizes(ctx, rank)
+    out = {f"coordinate[{d}]": n for d, n in sizes.items() if d != "world"}
+    out["rank"] = sizes["world"]
+    return out
+
+
+def _rank_nodes(ctx: CheckContext, key, s: Site) -> dict[int, shard_geometry.RankNode] | None:
+    """The site's node on each rank, with its graph's rows by name (cached per graph)."""
+    stages = ctx.index.across(key)
+    cache = ctx.__dict__.setdefault("_geometry_rows", {})
+    out = {}
+    for r, name in s.nodes.items():
+        st = stages.get(r)
+        if st is None:
+            return None
+        ck = (r, st.gid, s.subgraph)
+        if ck not in cache:
+            t = ctx.tables(r, st.gid)
+            sub = t.subgraph(s.subgraph) if t is not None else None
+            cache[ck] = (
+                None if sub is None else ({x["name"]: x for x in sub.nodes}, shard_geometry.dim_sizes(sub.nodes))
+            )
+        got = cache[ck]
+        if got is None or name not in got[0]:
+            return None
+        out[r] = shard_geometry.RankNode(got[0][name], got[0], got[1])
+    return out
+
+
+def _carry_own_chunks(ctx: CheckContext, findings: list) -> list:
+    """An own-chunk literal a pass wrote in place of the same chunk in another form (a split's
+    chunk rewritten as a slice, the other chunks removed) keeps the provenance of what the pass
+    received: blamed on the first graph state where every rank already took its own chunk."""
+    vectors = ctx.vectors()
+    for f in findings:
+        geo = f.evidence.get("geometry") or {}
+        vec = vectors.get(geo.get("chunk_of", ""))
+        if not geo.get("own_chunk") or f.introduced_by in (None, TRACE) or vec is None or not f.ranks:
+            continue
+        size, n = geo.get("dim_size"), geo.get("chunks")
+        if not isinstance(size, int) or not isinstance(n, int):
+            continue
+        st = next((x for x in ctx.index.by_rank.get(f.ranks[0], []) if x.seq == f.introduced_seq), None)
+        ancestors = []
+        a = st.parent if st is not None else None
+        while a is not None:
+            ancestors.append(a)
+            a = a.parent
+        for a in reversed(ancestors):
+            across = ctx.index.across(a.key)
+            held = True
+            for r in f.ranks:
+                t = ctx.tables(r, across[r].gid) if r in across else None
+                sub = t.subgraph(f.subgraph) if t is not None else None
+                if sub is None or r not in vec or not shard_geometry.takes_chunk(sub.nodes, size, n, vec[r]):
+                    held = False
+                    break
+            if held:
+                geo.update(carried_from=a.pass_name, rewritten_by=f.introduced_by)
+                f.message += f"; {f.introduced_by} kept each rank's own chunk it received"
+                f.introduced_by, f.introduced_seq, f.graph = a.pass_name, a.seq, a.gid
+                break
+    return findings
+
+
+def _shard_size(ctx: CheckContext, key, s: Site, m: dict[str, Any]) -> int | None:
+    """The factor of `k * coordinate[d]` where every rank's graph has a dimension of k: the
+    offset of the rank's shard (torchtitan's vocabulary offset `1024 * coordinate[tp]`)."""
+    if m.get("relation") != "multiple" or not m["vector"].startswith("coordinate[") or "+" in m.get("form", ""):
+        return None
+    factor = m.get("factor", "")
+    if not factor.isdigit():
+        return None
+    nodes = _rank_nodes(ctx, key, s)
+    if not nodes or not all(int(factor) in n.sizes for n in nodes.values()):
+        return None
+    return int(factor)
+
+
+def _geometry_observation(ctx: CheckContext, key, s: Site, values: dict, shared: bool) -> Observation | None:
+    """A literal that is each rank's own chunk of a dimension (info per rank, an error where the
+    graph is shared), or a slice that is no chunk of it (an error naming the chunk)."""
+    nodes = _rank_nodes(ctx, key, s)
+    if nodes is None:
+        return None
+    verdict = shard_geometry.judge(s.where, nodes, values, ctx.vectors(), _pieces(ctx, min(nodes)))
+    if verdict is None:
+        return None
+    what = f"{s.target} {s.where}" if s.where else str(s.target)
+    vals = values_by_rank(values)
+    ev = cross_rank_evidence(s.where, s.target, values, s.nodes, [], backward=s.bwd, geometry=verdict.evidence)
+    k = ("lit", s.subgraph, s.target, s.where, tuple(repr(values[r]) for r in sorted(values)))
+    if verdict.own:
+        ev["geometry"]["own_chunk"] = True
+        msg = f"{what} differs across ranks ({vals}): {verdict.message}"
+        if shared:
+            sev, msg = "error", msg + "; wrong where one rank's graph is loaded by the others"
+        else:
+            sev, msg = "info", msg + "; right for a graph each rank traces for itself"
+    else:
+        ev["geometry"]["no_chunk"] = True
+        sev, msg = "error", f"{what} differs across ranks ({vals}): {verdict.message}"
+    return Observation(k, sev, msg, node=s.node, subgraph=s.subgraph or None, evidence=ev, loose_key=("lit", k[-1]))
+
+
+def _observe_sites(ctx: CheckContext, key, group: list[int], shared: bool = False) -> list[Observation]:
     out = []
     vectors = ctx.vectors()
+    judged: set[tuple[str, str]] = set()  # nodes one geometry finding covers (a slice's two bounds)
     for s in literal_sites(ctx, key, group):
         if s.is_device:
             continue  # device-baked reports these
         values = {r: v for r, v in s.values.items()}
         if len(values) < 2 or len({repr(v) for v in values.values()}) < 2:
+            continue
+        if (s.subgraph, s.node) in judged:
+            continue
+        geo = _geometry_observation(ctx, key, s, values, shared)
+        if geo is not None:
+            judged.add((s.subgraph, s.node))
+            out.append(geo)
             continue
         matches = match_vectors(values, vectors)
         vals = values_by_rank(values)
@@ -150,6 +280,10 @@ def _observe_sites(ctx: CheckContext, key, group: list[int]) -> list[Observation
         if matches:
             m = matches[0]
             rel = m.get("form") or m["vector"]
+            shard = _shard_size(ctx, key, s, m)
+            if shard is not None:
+                m["shard_size"] = shard
+                rel += f" (shard size {shard})"
             msg = f"{what} differs across ranks ({vals}) and equals {rel}"
             sev = "error"
         else:
@@ -247,6 +381,9 @@ def shared_graph_observations(
     2. A node with a literal where a twin node of the same op takes a value computed at run time
        from `device_mesh._runtime_compute_coordinate_on_dim` (scalar arithmetic evaluated on the
        compiling rank): the coordinate baked where it should have been computed (e.g. backward).
+    3. An index tensor compared with, and offset by, literal bounds that are the compiling rank's
+       chunk of a sharded dimension (a vocabulary-parallel embedding's `lt(ids, 0)`, `ge(ids, 16)`,
+       `sub(ids, 0)`), found by the dimension's geometry: at chunk 0 no value differs.
     """
     out: list[Observation] = []
     rank_values = {name: vec[rank] for name, vec in vectors.items() if rank in vec}
@@ -254,6 +391,7 @@ def shared_graph_observations(
     for g in tables.graphs:
         taken = _taken_chunks(g)
         out += _chunk_observations(g, taken, rank, rank_values, sizes)
+        out += _range_observations(g, rank, rank_values, sizes)
         value = _runtime_values(g, coords)
         if value:
             out += _twin_observations(g, taken, value, rank, rank_values)
@@ -341,6 +479,51 @@ def _chunk_observations(
                 "backward": bool(row.get("bwd")),
             }
             out.append(_node_error(g, row, ("coor-chunk", t, index, n), msg, ev))
+            break
+    return out
+
+
+def _range_observations(g, rank: int, rank_values: dict[str, int], sizes: dict[str, int]) -> list[Observation]:
+    """(3) an index tensor compared with, and offset by, literal bounds that are the compiling
+    rank's chunk of a sharded dimension (`lt(ids, 0)`, `ge(ids, 16)`, `sub(ids, 0)`: rank 0's
+    range of a vocabulary of 32 over 2), also at chunk 0, whose bounds differ from no one's
+    value; the graph holds a tensor of the chunk's length (the shard)."""
+    out: list[Observation] = []
+    by_name = {r["name"]: r for r in g.nodes}
+    lengths = shard_geometry.dim_sizes(g.nodes)
+    for rng in shard_geometry.index_ranges(g.nodes):
+        if rng.upper - rng.lower not in lengths:
+            continue
+        for dim, n in sizes.items():
+            vec = f"coordinate[{dim}]" if f"coordinate[{dim}]" in rank_values else ("rank" if dim == "world" else None)
+            k = rank_values.get(vec) if vec else None
+            if k is None:
+                continue
+            geo = shard_geometry.chunk_dimension(rng.lower, rng.upper, n, k)
+            if geo is None:
+                continue
+            size, how = geo
+            first = by_name[rng.nodes[0]]
+            msg = (
+                f"{rng.tensor} is bounded to [{rng.lower}, {rng.upper}) and offset by {rng.lower} at literals: "
+                f"chunk {k} of a dimension of {size} split in {n}, the compiling rank's ({vec} = {k}, shard size "
+                f"{rng.upper - rng.lower}); every rank that loads this graph uses rank {rank}'s range"
+            )
+            ev = {
+                "where": "args[1]",
+                "target": str(first.get("target")),
+                "tensor": rng.tensor,
+                "bounds": [rng.lower, rng.upper],
+                "nodes_using": rng.nodes,
+                "chunk_index": k,
+                "chunks": n,
+                "dim_size": size,
+                "split": how,
+                "compiling_rank": rank,
+                "equals": vec,
+                "backward": bool(first.get("bwd")),
+            }
+            out.append(_node_error(g, first, ("coor-range", rng.lower, rng.upper, k, n), msg, ev))
             break
     return out
 
@@ -464,8 +647,8 @@ def grade_per_rank(
     FX graph cache by rank: its output is declared per rank; cache_keys.keyed_per_rank)."""
     graded = keyed = 0
     for f in findings:
-        if f.severity != "error":
-            continue
+        if f.severity != "error" or (f.evidence.get("geometry") or {}).get("no_chunk"):
+            continue  # a bound that is no chunk of its dimension is wrong wherever it runs
         own = f.introduced_by in traced_by or _torch_own(ctx, f)
         by_key = not own and f.introduced_by != TRACE and keyed_per_rank(ctx, f.pipeline, f.ranks)
         if not (own or by_key):
@@ -514,8 +697,9 @@ def run(ctx: CheckContext) -> list:
     findings = []
     multi = [g for g in ctx.rank_groups() if len([r for r in g if ctx.index.by_rank.get(r)]) >= 2]
     if multi:
-        across = ctx.blame_across(KIND, lambda key, group: _observe_sites(ctx, key, group))
-        findings.extend(grade_per_rank(ctx, across, shared=ctx.shared_graph or coor))
+        shared = ctx.shared_graph or coor
+        across = ctx.blame_across(KIND, lambda key, group: _observe_sites(ctx, key, group, shared))
+        findings.extend(grade_per_rank(ctx, _carry_own_chunks(ctx, across), shared=shared))
     elif not coor:
         ctx.skip(KIND, f"needs graphs of at least two ranks to compare (found {len(compiling)})")
     if coor:

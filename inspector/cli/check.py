@@ -63,6 +63,10 @@ rank literals (rank-baked-constant) follow the same rule where the literal comes
   graph. One that a pass of yours put there (--pass, record_pass, a framework's
   pipeline) is an error either way: it makes the pipeline's output rank-specific.
   A literal that differs across ranks but equals no rank-derived value: a warning.
+  each rank's own chunk of a dimension (a split's chunk index, a slice's bounds,
+  a local size; uneven splits included), whoever wrote it: info per rank, an
+  error in a shared graph. A slice that is no chunk of the dimension on some
+  rank: an error naming the chunk it should take.
 """
 
 
@@ -109,6 +113,13 @@ def _evidence_line(f) -> str:
             s = values_by_rank(vals, prefix="r", sep="=")
             m = ev.get("matches") or []
             return s + (f"  = {m[0].get('form') or m[0]['vector']}" if m else "")
+        if "bounds" in ev and "chunk_index" in ev:
+            lo, hi = (ev.get("bounds") or [None, None])[:2]
+            at = ", ".join(map(str, ev.get("nodes_using") or []))
+            return (
+                f"[{lo}, {hi}) = compiling rank {ev.get('compiling_rank')}'s {ev.get('equals')}; dim size "
+                f"{ev.get('dim_size')} in {ev.get('chunks')} chunks; at {at}"
+            )
         if "chunk_index" in ev:
             return (
                 f"literal {ev['value']!r} = compiling rank {ev.get('compiling_rank')}'s {ev.get('equals')}; dim "

@@ -280,3 +280,26 @@ def test_backward_only_literal_is_an_error_in_the_backward_graph(tmp_path):
     lines = {f["source"]["line"] for f in bwd if f["source"]}
     src = open("tests/programs/backward_literal_compile.py").read().splitlines()
     assert any("* (dist.get_rank() + 1)" in src[n - 1] for n in lines)
+
+
+def test_a_mesh_coordinate_matched_exactly_is_named_before_an_offset_of_the_rank():
+    from graphtrain_inspect.inspector.checks.rank_baked_constant import match_vectors
+
+    vectors = {"rank": {2: 2, 3: 3}, "coordinate[pp]": {2: 1, 3: 1}, "coordinate[dp]": {2: 0, 3: 1}}
+    matches = match_vectors({2: 0, 3: 1}, vectors)
+    assert [m.get("form") or m["vector"] for m in matches] == ["coordinate[dp]", "rank - 2"]
+    # a multiple of the coordinate still before the rank's offset
+    matches = match_vectors({2: 0, 3: 4}, vectors)
+    assert (matches[0]["vector"], matches[0]["relation"]) == ("coordinate[dp]", "multiple")
+
+
+def test_a_coordinate_times_a_shard_length_names_the_shard_size(tmp_path):
+    def shard_offset(coord: int, group: str):
+        def f(x, w):  # w: this rank's 4 rows; the offset of its shard baked as an int
+            return torch.ops.aten.sub.Tensor(x, 4 * coord) + w.sum()
+
+        return make_fx(f, tracing_mode="fake")(torch.randint(0, 8, (6,)), torch.randn(4, 2))
+
+    cap = open_capture(write_mesh_capture(tmp_path, shard_offset, bug_in_pass=True))
+    (f,) = [f for f in run_checks(cap) if f.kind == "rank-baked-constant"]
+    assert f.message.endswith("equals 4 * coordinate[tp] (shard size 4)")

@@ -126,8 +126,9 @@ def test_capture_markup_never_runs(tmp_path, open_page):
 
 def test_first_screen(bundled_capture, tmp_path, open_page):
     """The first screen holds what a reviewer needs first: the command, the counts and the first
-    error with its links; the screenshot is kept in the test's folder to look at."""
-    page, errors = open_page(write_report(bundled_capture("h200x2-rank-divergent"), tmp_path / "r.html"))
+    error with its links; the screenshot is kept in the test's folder to look at. (A capture with an
+    error in per-rank grading: the planted rank-divergent pass changes compute only, info there.)"""
+    page, errors = open_page(write_report(bundled_capture("h200x2-coor-rank-baked"), tmp_path / "r.html"))
     shot = page.screenshot(path=str(tmp_path / "first-screen.png"))
     assert shot[:8] == b"\x89PNG\r\n\x1a\n"
     width = int.from_bytes(shot[16:20], "big")

@@ -23,6 +23,22 @@ def by_cache_key(ctx: CheckContext) -> dict[str, dict[int, OutputCode]]:
     return out
 
 
+def undetermined_keys(ctx: CheckContext) -> dict[str, int]:
+    """Keys under which one rank compiled two different codes, each with that rank: there the key
+    does not determine the code (torch's cache tells such entries apart by more than the key, the
+    guards it evaluates on lookup), so two ranks' codes under it say nothing of sharing."""
+    seen: dict[tuple[str, int], set[str]] = {}
+    for per_rank in compile_keys(ctx.cap).values():
+        for r, oc in per_rank.items():
+            if oc.cache_key is not None:
+                seen.setdefault((oc.cache_key, r), set()).add(oc.oid)
+    out: dict[str, int] = {}
+    for (key, r), oids in sorted(seen.items()):
+        if len(oids) > 1:
+            out.setdefault(key, r)
+    return out
+
+
 def keyed_per_rank(ctx: CheckContext, pipeline: str | None, ranks: list[int]) -> bool:
     """Whether the compile whose post-grad passes make `pipeline` filed each of `ranks`' code under
     a key of its own: every rank has a key, and no two share one (the key holds the rank)."""

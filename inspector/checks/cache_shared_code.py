@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from graphtrain_inspect.capture.rank_ranges import format_ranks
-from graphtrain_inspect.inspector.checks.cache_keys import by_cache_key
+from graphtrain_inspect.inspector.checks.cache_keys import by_cache_key, undetermined_keys
 from graphtrain_inspect.inspector.checks.codegen_sites import CODEGEN_PASS, CodeSite
 from graphtrain_inspect.inspector.checks.findings import Finding
 from graphtrain_inspect.inspector.checks.rank_baked_constant import match_vectors
@@ -83,8 +83,16 @@ def _first_divergence(ctx: CheckContext, ref: OutputCode, other: int) -> tuple[S
 def run(ctx: CheckContext) -> list[Finding]:
     out: list[Finding] = []
     # no keys (a capture from before them, the run's cache off): nothing to say
+    undetermined = undetermined_keys(ctx)
     for key, per_rank in by_cache_key(ctx).items():
         if len(per_rank) < 2:
+            continue
+        if key in undetermined:
+            ctx.notes.append(
+                f"FX graph cache key {key[:12]}… held two different codes on rank {undetermined[key]} itself: "
+                "the key does not determine the code there (torch's cache tells its entries apart by more than "
+                "it), so ranks' codes under it were not compared"
+            )
             continue
         sites = {r: CodeSite(ctx, oc) for r, oc in per_rank.items()}
         ranks = sorted(sites)

@@ -71,6 +71,18 @@ def test_different_code_under_one_key_is_an_error_naming_the_key_and_ranks(tmp_p
     assert f.severity == "info" and "no rank-derived value" in f.message and "rank_literals" not in f.evidence
 
 
+def test_a_key_under_which_one_rank_compiled_two_codes_compares_nothing(tmp_path):
+    """Seen on torch 2.14.1 (FSDP2 with a recompile): one rank filed two different codes under one
+    key, so the key does not determine the code and two ranks' codes under it prove no sharing."""
+    from graphtrain_inspect.inspector.checks import check_report
+
+    for r in (0, 1):
+        _log(tmp_path, r, [(wrapper("3.0", n=r), {"cache_key": "fkey"}), (wrapper("5.0", n=r), {"cache_key": "fkey"})])
+    report = check_report(open_capture(str(tmp_path)))
+    assert [f for f in report.findings if f.kind == KIND] == []
+    assert any("held two different codes on rank 0 itself" in n for n in report.notes)
+
+
 def test_same_code_other_keys_no_keys_and_comments_are_quiet(tmp_path):
     cases = {
         # the same code under one key (kernel names normalized): what sharing is for

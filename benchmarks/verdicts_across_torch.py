@@ -24,6 +24,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
+_VOCAB_PASSES = [
+    "--pass",
+    "tests.programs.precompile_load_passes:COMPILE_TIME",
+    "--pass",
+    "tests.programs.precompile_load_passes:LOAD_TIME",
+]
 # name: (capture options, program command after `torchrun --nproc-per-node N -m`, N), as the tests
 # run them; N 0: one process, `python -m`
 PROGRAMS: dict[str, tuple[list[str], list[str], int]] = {
@@ -65,6 +71,19 @@ PROGRAMS: dict[str, tuple[list[str], list[str], int]] = {
     "train-failure-fx": (["--no-inductor"], ["tests.programs.train_failure", "--fx-index", "1"], 2),
     "train-failure-compiled": ([], ["tests.programs.train_failure", "--compiled-index", "1"], 2),
     "train-failure-twin": (["--no-inductor"], ["tests.programs.train_failure"], 2),
+    "uneven-shards": (["--pass", "tests.programs.uneven_shards_passes:PIPELINE"], ["tests.programs.uneven_shards"], 2),
+    "uneven-shards-rewrite": (
+        ["--pass", "tests.programs.uneven_shards_passes:PIPELINE"],
+        ["tests.programs.uneven_shards", "--rewrite"],
+        2,
+    ),
+    "uneven-shards-plant": (
+        ["--pass", "tests.programs.uneven_shards_passes:PIPELINE"],
+        ["tests.programs.uneven_shards", "--plant"],
+        2,
+    ),
+    "vocab-parallel": (_VOCAB_PASSES, ["tests.programs.vocab_parallel"], 2),
+    "vocab-parallel-fixed": (_VOCAB_PASSES, ["tests.programs.vocab_parallel", "--fixed"], 2),
 }
 
 
@@ -73,6 +92,10 @@ def _finding_key(f: dict) -> tuple:
     # Not the last pass that still has it (torch adds and renames its own passes between
     # versions), nor node names (torch's own ops decompose into other nodes)
     return tuple(str(f.get(k)) for k in ("kind", "severity", "layer", "introduced_by"))
+
+
+def _graded(v: dict) -> list:
+    return [f for f in v["findings"] if f[1] != "info"]
 
 
 def verdict(name: str, work: Path) -> dict:
@@ -116,18 +139,15 @@ def main() -> int:
         differ = 0
         for name in sorted(set(a["programs"]) | set(b["programs"])):
             va, vb = a["programs"].get(name), b["programs"].get(name)
-            same = (
-                va is not None
-                and vb is not None
-                and (va["check_exit"], va["findings"])
-                == (
-                    vb["check_exit"],
-                    vb["findings"],
-                )
-            )
-            print(f"{'same' if same else 'DIFFERS':8} {name}")
-            if not same:
+            both = va is not None and vb is not None
+            same = both and (va["check_exit"], va["findings"]) == (vb["check_exit"], vb["findings"])
+            # the verdict: the exit status, the errors and the warnings (info may differ where one
+            # torch folds or decomposes what the other keeps)
+            verdict_same = both and (va["check_exit"], _graded(va)) == (vb["check_exit"], _graded(vb))
+            print(f"{'same' if same else 'same verdict, info differs' if verdict_same else 'DIFFERS'}: {name}")
+            if not verdict_same:
                 differ += 1
+            if not same:
                 for side, v in (("A", va), ("B", vb)):
                     if v is None:
                         print(f"    {side}: not run")
@@ -135,7 +155,7 @@ def main() -> int:
                     print(f"    {side}: check exit {v['check_exit']}")
                     for f in v["findings"]:
                         print(f"    {side}:   {' '.join(str(x) for x in f)}")
-        print(f"{differ} of {len(set(a['programs']) | set(b['programs']))} programs differ")
+        print(f"{differ} of {len(set(a['programs']) | set(b['programs']))} programs differ in their verdict")
         return 1 if differ else 0
     if not args.out:
         ap.error("give OUT.json, or --compare A B")

@@ -254,3 +254,21 @@ def test_sample_against_itself_and_its_buggy_twin(sample_capture):
     # every new error's pass is a paired pass whose graph changed on a rank the finding names
     changed = {s["base"] for s in doc["stages"] if s["status"] != "same"}
     assert all(f["introduced_by"] in changed for f in new), (changed, new)
+
+
+def test_a_torch_upgrade_names_the_pass_it_changed(tmp_path):
+    """The FSDP2 program (tests/programs/fsdp2_compile.py --plant-rank-literal, 2 gloo ranks,
+    --no-blobs) captured with torch 2.13.0 and again with torch 2.14.1: 2.14.1's
+    constant_fold_uniform_value folds rank 0's `* 1` away, and it runs a pass 2.13 has not. compare
+    names both, and exits 0: nothing new is wrong (the fold changes compute only)."""
+    import tarfile
+
+    from tests.capture_utils import ROOT
+
+    with tarfile.open(ROOT / "tests/data/torch_versions/fsdp2-torch-versions.tar.xz") as tf:
+        tf.extractall(tmp_path, filter="data")
+    r = run_cli("compare", str(tmp_path / "fsdp2-torch213"), str(tmp_path / "fsdp2-torch214"))
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert any(l.split()[:2] == ["constant_fold_uniform_value", "changed"] and "rank 0" in l for l in lines), r.stdout
+    assert any("+ respecialize_current_device" in l and "added" in l for l in lines), r.stdout

@@ -158,13 +158,13 @@ def judge(
     if len(ranks) < 2 or any(r not in values for r in ranks):
         return None
     if where == "args[1]":
-        got = {r: _split_chunk(nodes[r]) for r in ranks}
-        if all(g is not None for g in got.values()):
-            return _judge_index(got, vectors, pieces, ranks)  # type: ignore[arg-type]
+        chunks = {r: c for r in ranks if (c := _split_chunk(nodes[r])) is not None}
+        if len(chunks) == len(ranks):
+            return _judge_index(chunks, vectors, pieces, ranks)
     if where in ("args[2]", "args[3]"):
-        got = {r: _slice_bounds(nodes[r]) for r in ranks}
-        if all(g is not None for g in got.values()):
-            return _judge_slice(where, got, vectors, pieces, ranks)  # type: ignore[arg-type]
+        bounds = {r: b for r in ranks if (b := _slice_bounds(nodes[r])) is not None}
+        if len(bounds) == len(ranks):
+            return _judge_slice(where, bounds, vectors, pieces, ranks)
     if _SHAPE_ELEMENT.fullmatch(where) and all(_int(v) for v in values.values()):
         return _judge_length(where, nodes, values, vectors, pieces, ranks)
     return None

@@ -35,7 +35,10 @@ from graphtrain_inspect.capture import logformat, session
 
 MAX_FRAMES = 40  # the innermost frames kept; a deep recursion's outer frames say nothing more
 _MAX_HASHED_BYTES = 16 << 20  # a frame's file larger than this is no output code of ours
-_noted: list[int] = []  # id() of the exceptions recorded by this process (one record each)
+# the exceptions recorded by this process (one record each), held rather than their id(): an id is
+# reused once its object is freed, and a later exception of a long-lived process (a notebook, a
+# test run) would then read as already recorded
+_noted: list[BaseException] = []
 
 
 def install() -> None:
@@ -71,11 +74,11 @@ def _is_launcher(sess: session.Session) -> bool:
 def record(exc: Any, tb: Any) -> None:
     try:
         sess = session.current()
-        if sess is None or not isinstance(exc, BaseException) or id(exc) in _noted or _is_launcher(sess):
+        if sess is None or not isinstance(exc, BaseException) or any(e is exc for e in _noted) or _is_launcher(sess):
             return
         if isinstance(exc, SystemExit):  # an exit the program asked for (its code says how)
             return
-        _noted.append(id(exc))
+        _noted.append(exc)
         payload = describe(sess, exc, tb)
         if sess.lock.acquire(timeout=10):
             try:

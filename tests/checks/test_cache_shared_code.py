@@ -163,9 +163,10 @@ def test_the_bug_compiles_rank_specific_code_under_one_key(bug):
     assert f["introduced_by"] == ev["pass"] == "post_grad_custom_post_pass" in f["message"]
     assert f["node"] == "slice_1" and any("0 -> 512" in l for l in ev["graph_differences"])
     assert any("512L + x0" in l for l in ev["code_diff"])
-    # the literal itself, put there by a pass of the user's into a compile both ranks key alike
+    # the literal itself: each rank's own chunk of the packed buffer (512 * rank), right in code each
+    # rank compiled for itself (info); what makes it a bug is the key the ranks share, above
     baked = [(x["severity"], x["introduced_by"]) for x in findings if x["kind"] == "rank-baked-constant"]
-    assert ("error", "post_grad_custom_post_pass") in baked
+    assert ("info", "post_grad_custom_post_pass") in baked and {s for s, _ in baked} == {"info"}
 
 
 @pytest.mark.slow
@@ -175,10 +176,9 @@ def test_the_fix_keys_each_rank_apart_and_is_quiet(fixed):
     code, findings = _check(fixed)
     assert code == 0
     assert [f for f in findings if f["severity"] in ("error", "warning")] == []
-    keyed = [f for f in findings if f["evidence"].get("keyed_per_rank")]
-    assert keyed and {(f["kind"], f["severity"], f["introduced_by"]) for f in keyed} == {
-        ("rank-baked-constant", "info", "post_grad_custom_post_pass")
-    }
+    baked = [f for f in findings if f["kind"] == "rank-baked-constant"]
+    assert {f["severity"] for f in baked} == {"info"}
+    assert any(f["introduced_by"] == "post_grad_custom_post_pass" for f in baked)
     # graphs that will be loaded elsewhere: the rank literal is wrong there, whatever the key
     code, shared = _check(fixed, "--shared-graph")
     assert code == 1 and any(f["kind"] == "rank-baked-constant" and f["severity"] == "error" for f in shared)

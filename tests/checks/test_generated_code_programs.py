@@ -49,8 +49,14 @@ def test_cond_branches_using_u0_are_errors_in_the_generated_code(captures):
     path, run = captures["cond"]
     assert "NameError: name 'u0' is not defined" in run.stdout + run.stderr  # the training failed
     rc, findings = _check(path)
+    # first the failure itself (its traceback ends in the generated branch function), then the cause
+    assert findings[0]["kind"] == "training-failed" and "NameError" in findings[0]["message"]
     code = sorted(
-        (f for f in findings if f["layer"] == "codegen" and f["severity"] in ("error", "warning")),
+        (
+            f
+            for f in findings
+            if f["layer"] == "codegen" and f["severity"] in ("error", "warning") and f["kind"] != "training-failed"
+        ),
         key=lambda f: f["evidence"]["function"],
     )
     assert rc == 1

@@ -18,7 +18,11 @@ def _picks_past_the_end(x):
 
 
 def test_frames_in_a_graphs_forward_and_in_recorded_output_code(tmp_path, monkeypatch):
-    monkeypatch.setenv("RANK", "0")  # a rank (torchrun sets it)
+    monkeypatch.setitem(sys.modules, "torch.distributed.elastic.agent.server.api", sys)  # as after torchrun tests
+    # a rank, as torchrun starts it: RANK and LOCAL_RANK (without LOCAL_RANK, a process that has
+    # imported torchrun's elastic agent, as an earlier test in this process may have, is the launcher)
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("LOCAL_RANK", "0")
     sess = session.Session(directory=str(tmp_path))
     monkeypatch.setattr(session, "_CURRENT", sess)
     gm = torch.fx.symbolic_trace(_picks_past_the_end)
@@ -55,6 +59,8 @@ def test_frames_in_a_graphs_forward_and_in_recorded_output_code(tmp_path, monkey
 
 def test_the_hook_prints_as_before_and_skips_the_launcher(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    monkeypatch.setitem(sys.modules, "torch.distributed.elastic.agent.server.api", sys)  # as after torchrun tests
     sess = session.Session(directory=str(tmp_path))
     monkeypatch.setattr(session, "_CURRENT", sess)
     monkeypatch.setattr(sys, "excepthook", sys.__excepthook__)

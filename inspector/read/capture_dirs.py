@@ -79,14 +79,15 @@ def _open_one(path: str, source: str) -> Capture:
             # Our launcher ran the command and no rank wrote a record (the training failed before
             # its first captured pass, or is starting): a capture of no ranks, read from its manifest
             # and status files, so `ls` and `check` can say how the run ended.
-            return _no_rank_capture(path, manifest, manifest_error, torch_dir)
-        if not ours:
+            cap = Capture(path, "capture")
+        elif not ours:
             other = [n for n in names if n.endswith(".log")]
             hint = f" (found {', '.join(other[:3])})" if other else ""
             raise CaptureUnreadable(
                 f"{path}: not a capture: no {logformat.LOG_PREFIX}<R>{logformat.LOG_SUFFIX} logs{hint}"
             )
-        cap = _open_files(path, ours, manifest, "capture")
+        else:
+            cap = _open_files(path, ours, manifest, "capture")
         if os.path.isdir(torch_dir):
             cap.torch_trace_dir = torch_dir
     if manifest_error is not None:
@@ -101,18 +102,6 @@ def _open_one(path: str, source: str) -> Capture:
 
 def _ours(manifest: dict[str, Any] | None) -> bool:
     return isinstance(manifest, dict) and manifest.get("format") == logformat.FORMAT_NAME
-
-
-def _no_rank_capture(path: str, manifest: dict[str, Any] | None, error: ReadError | None, torch_dir: str) -> Capture:
-    cap = Capture(path, "capture")
-    if os.path.isdir(torch_dir):
-        cap.torch_trace_dir = torch_dir
-    if error is not None:
-        cap.errors.insert(0, error)
-    cap.manifest = manifest
-    _check_manifest(cap, path)
-    read_statuses(cap, path)
-    return cap
 
 
 def _open_snapshot(path: str, snap: Any) -> Capture:

@@ -35,6 +35,7 @@ import sys
 import orjson
 
 from graphtrain_inspect.capture.rank_ranges import format_ranks, values_by_rank
+from graphtrain_inspect.inspector.checks.findings import SEVERITIES, SEVERITY_RANK
 from graphtrain_inspect.inspector.cli.common import add_capture_argument, add_jobs_argument, jobs_of, open_or_fail
 from graphtrain_inspect.inspector.diff.render import (
     Style,
@@ -43,8 +44,6 @@ from graphtrain_inspect.inspector.diff.render import (
     truncate,
     want_color,
 )
-
-_LEVELS = ("error", "warning", "info")
 
 DEVICE_POLICY = """\
 device policy (device-baked):
@@ -79,7 +78,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="one JSON document: findings and summary")
     p.add_argument(
         "--severity",
-        choices=_LEVELS,
+        choices=SEVERITIES,
         default=None,
         help="show findings of at least this severity (default: warning in the table, all in --json)",
     )
@@ -215,14 +214,13 @@ def render(report, st: Style, width: int, hidden: int = 0, checked: str | None =
     colours = {"error": "red", "warning": "yellow", "info": "blue"}
     kinds = list(CHECKS) + [k for k in by_kind if k not in CHECKS]
     # The most serious kinds first: an error must not scroll away under pages of info.
-    kinds.sort(
-        key=lambda k: min((_LEVELS.index(f.severity) for f in by_kind.get(k, ()) if f.severity in _LEVELS), default=9)
-    )
+    rank = SEVERITY_RANK
+    kinds.sort(key=lambda k: min((rank[f.severity] for f in by_kind.get(k, ()) if f.severity in rank), default=9))
     for kind in kinds:
         fs = by_kind.get(kind)
         if not fs:
             continue
-        c = {s: sum(1 for f in fs if f.severity == s) for s in _LEVELS}
+        c = {s: sum(1 for f in fs if f.severity == s) for s in SEVERITIES}
         counts = ", ".join(f"{n} {s}{'s' if n != 1 and s != 'info' else ''}" for s, n in c.items() if n)
         lines.append(st(f"{kind}  ({counts})", "bold"))
         groups: dict[tuple, list] = {}

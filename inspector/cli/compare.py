@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from graphtrain_inspect.inspector.checks.findings import SEVERITIES
 from graphtrain_inspect.inspector.cli.common import (
     CommandError,
     add_jobs_argument,
@@ -51,8 +52,6 @@ from graphtrain_inspect.inspector.diff.render import (
 if TYPE_CHECKING:
     from graphtrain_inspect.inspector.checks.finding_changes import FindingChange
     from graphtrain_inspect.inspector.checks.two_runs import RankChange, StageChange, TwoRuns
-
-_LEVELS = ("error", "warning", "info")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -75,7 +74,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="one JSON document")
     p.add_argument(
         "--severity",
-        choices=_LEVELS,
+        choices=SEVERITIES,
         default=None,
         help="show changed findings of at least this severity (default: warning; all in --json)",
     )
@@ -230,11 +229,11 @@ def _stage_summary(stages: list["StageChange"]) -> str:
 
 def _shown(changes: list["FindingChange"], severity: str | None) -> list["FindingChange"]:
     """The changes whose finding (in either run) is at least `severity` (default warning)."""
-    limit = _LEVELS.index(severity or "warning")
+    limit = SEVERITIES.index(severity or "warning")
 
     def level(c: FindingChange) -> int:
         fs = [f for f in (c.base, c.new) if f is not None]
-        return min((_LEVELS.index(f.severity) if f.severity in _LEVELS else 9) for f in fs)
+        return min((SEVERITIES.index(f.severity) if f.severity in SEVERITIES else 9) for f in fs)
 
     return [c for c in changes if level(c) <= limit]
 

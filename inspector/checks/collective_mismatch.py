@@ -40,12 +40,11 @@ def _first_node(parts: list[Part]) -> tuple[str | None, str | None]:
 
 def run(ctx: CheckContext) -> list:
     findings: list[Finding] = []
-    groups = [g for g in ctx.rank_groups() if len([r for r in g if ctx.index.by_rank.get(r)]) >= 2]
+    groups = ctx.compared_groups()
     if not groups:
         ctx.skip(KIND, "needs graphs of at least two ranks to compare")
         return findings
-    for group in groups:
-        ranks = [r for r in group if ctx.index.by_rank.get(r)]
+    for ranks in groups:
         ref = ranks[0]
         ref_stages = ctx.index.by_rank[ref]
         # a difference carried into a later pipeline of the same compile by a step no pass records

@@ -259,7 +259,7 @@ def run(ctx: CheckContext) -> list:
             f"{KIND} (own device)",
             f"rank(s) {sorted(unknown_own)}: own device unknown (no device table, no inputs with a device)",
         )
-    if any(len([r for r in g if ctx.index.by_rank.get(r)]) >= 2 for g in ctx.rank_groups()):
+    if ctx.compared_groups():
         own = (lambda key, group: []) if ctx.shared_graph else (lambda key, group: _observe_own(ctx, key, group))
         findings.extend(ctx.blame_across(KIND, lambda key, group: _observe_across(ctx, key, group) + own(key, group)))
     else:

@@ -695,7 +695,7 @@ def _node_error(g: SubGraph, row: NodeRow, loose: tuple, msg: str, ev: dict[str,
 def run(ctx: CheckContext) -> list:
     coor, compiling = compile_on_one_rank(ctx)
     findings = []
-    multi = [g for g in ctx.rank_groups() if len([r for r in g if ctx.index.by_rank.get(r)]) >= 2]
+    multi = ctx.compared_groups()
     if multi:
         shared = ctx.shared_graph or coor
         across = ctx.blame_across(KIND, lambda key, group: _observe_sites(ctx, key, group, shared))

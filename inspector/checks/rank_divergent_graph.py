@@ -64,13 +64,12 @@ def _literal_lines(d, n: int = 6) -> list[str]:
 
 def run(ctx: CheckContext) -> list:
     findings: list[Finding] = []
-    groups = [g for g in ctx.rank_groups() if len([r for r in g if ctx.index.by_rank.get(r)]) >= 2]
+    groups = ctx.compared_groups()
     if not groups:
         ctx.skip(KIND, "needs graphs of at least two ranks to compare")
         return findings
     shared = ctx.shared_graph or compile_on_one_rank(ctx)[0]
-    for group in groups:
-        ranks = [r for r in group if ctx.index.by_rank.get(r)]
+    for ranks in groups:
         ref = ranks[0]
         ref_stages = ctx.index.by_rank[ref]
         pipelines_of = {r: {st.key.pipeline for st in ctx.index.by_rank[r]} for r in ranks}

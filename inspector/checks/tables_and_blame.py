@@ -235,6 +235,12 @@ class CheckContext:
             self._groups = [sorted(g) for g in groups.values()]
         return self._groups
 
+    def compared_groups(self) -> list[list[int]]:
+        """Each group of `rank_groups` as its ranks that have graphs, where at least two do: what a
+        check that compares ranks compares."""
+        present = [[r for r in g if self.index.by_rank.get(r)] for g in self.rank_groups()]
+        return [ranks for ranks in present if len(ranks) >= 2]
+
     def vectors(self) -> dict[str, dict[int, int]]:
         """Rank-derived integer vectors: global rank, local rank, mesh coordinates, group ranks."""
         if self._vectors is None:

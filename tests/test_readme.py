@@ -1,5 +1,6 @@
-"""The README runs as printed: its command blocks, run in order in a fresh folder, print what the
-README shows and exit as it says.
+"""The README and the docs run as printed: their command blocks, run in order in one fresh folder
+(the README first, then `DOCS` in order: a doc's blocks may use what the README's demo captured),
+print what they show and exit as they say.
 
 A fenced block is marked by the HTML comment on the line before it (invisible on GitHub):
 
@@ -10,9 +11,9 @@ A fenced block is marked by the HTML comment on the line before it (invisible on
 - `<!-- readme-test: output -->`: what the last command run printed.
 - `<!-- readme-test: skip (why) -->`: not run (set-up, a synopsis, the torchtitan extra).
 
-Every block that holds a command must carry one of them (checked without running anything), so a
-new command block is either tested or says why not. Only paths (the repository, the installed
-package, the folder the commands run in) and timings are normalized.
+Every block that holds a command, in the README or any doc, must carry one of them (checked
+without running anything), so a new command block is either tested or says why not. Only paths
+(the repository, the installed package, the folder the commands run in) and timings are normalized.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ import graphtrain_inspect.samples
 from tests.capture_utils import ROOT
 
 README = ROOT / "README.md"
+# the docs whose blocks run, after the README's, in this order; every other doc's blocks are skipped
+DOCS = ["capture.md", "inspector.md", "large-jobs.md", "sharing.md"]
 MARK = re.compile(r"^<!-- readme-test: (run|output|skip)\b(.*?)-->\s*$")
 COMMAND = re.compile(r"^(\$ |graphtrain-inspect |python|\.venv/|torchrun |TORCH_TRACE=|tlparse )")
 TIMING = re.compile(r"\b\d+(\.\d+)? ?(ms|s)\b")
@@ -75,11 +78,11 @@ class Step:
     where: str
 
 
-def steps(blocks: list[Block]) -> list[Step]:
+def steps(blocks: list[Block], name: str = "README.md") -> list[Step]:
     out: list[Step] = []
     for b in blocks:
         if b.mark == "output":
-            assert out, f"README.md:{b.line}: an output block before any command"
+            assert out, f"{name}:{b.line}: an output block before any command"
             out[-1].expected = b.lines
         elif b.mark == "run":
             codes = [int(c) for c in re.findall(r"\d+", b.arg.partition("exit codes")[2])]
@@ -89,9 +92,9 @@ def steps(blocks: list[Block]) -> list[Step]:
                 if prompted and not l.startswith("$ "):
                     mine[-1].expected = (mine[-1].expected or []) + [l]
                 elif l.strip():
-                    mine.append(Step(l.removeprefix("$ ").strip(), 0, None, f"README.md:{b.line}"))
+                    mine.append(Step(l.removeprefix("$ ").strip(), 0, None, f"{name}:{b.line}"))
             if codes:
-                assert len(codes) == len(mine), f"README.md:{b.line}: {len(codes)} exit codes, {len(mine)} commands"
+                assert len(codes) == len(mine), f"{name}:{b.line}: {len(codes)} exit codes, {len(mine)} commands"
                 for s, c in zip(mine, codes):
                     s.exit_code = c
             out.extend(mine)
@@ -118,15 +121,29 @@ def normalize(text: str, folders: list[str]) -> list[str]:
     return [TIMING.sub("T", l).rstrip() for l in text.splitlines()]
 
 
+def documents() -> list[tuple[str, Path]]:
+    """The README, then the docs whose blocks run, in order, then every other doc (all skipped)."""
+    others = sorted(p.name for p in (ROOT / "docs").glob("*.md") if p.name not in DOCS)
+    return [("README.md", README)] + [(f"docs/{n}", ROOT / "docs" / n) for n in DOCS + others]
+
+
+def all_steps() -> list[Step]:
+    return [s for name, path in documents() for s in steps(readme_blocks(path.read_text()), name)]
+
+
 def test_every_command_block_is_marked():
-    blocks = readme_blocks(README.read_text())
     unmarked = [
-        f"README.md:{b.line}: {b.lines[0]}"
-        for b in blocks
+        f"{name}:{b.line}: {b.lines[0]}"
+        for name, path in documents()
+        for b in readme_blocks(path.read_text())
         if b.mark is None and b.lines and COMMAND.match(b.lines[0].strip())
     ]
     assert not unmarked, "command blocks with no readme-test marker:\n" + "\n".join(unmarked)
-    assert len(steps(blocks)) >= 10  # the demo, the look-around, fsdp2, sim8, the sample diff, compile events
+    assert all((ROOT / "docs" / n).is_file() for n in DOCS)
+    # the README's demo and its repro, the coor demo; fsdp2, the look-around and the sample diff,
+    # compile events, sim8, the sample report in the docs
+    assert len(steps(readme_blocks(README.read_text()))) >= 10
+    assert len(all_steps()) >= 24
 
 
 def test_matches_takes_ellipses_for_lines_and_text():
@@ -138,9 +155,9 @@ def test_matches_takes_ellipses_for_lines_and_text():
 
 @pytest.mark.slow
 def test_readme_runs_as_printed(tmp_path):
-    """Set-up excepted, every command block in order: the demo capture (2 gloo ranks), the FSDP2 +
-    torch.compile capture, an 8-rank simulated capture, the bundled samples, compile events."""
-    todo = steps(readme_blocks(README.read_text()))
+    """Set-up excepted, every command block in order: the demo captures (2 gloo ranks), the FSDP2 +
+    torch.compile capture, the bundled samples, compile events, an 8-rank simulated capture."""
+    todo = all_steps()
     samples = Path(graphtrain_inspect.samples.__file__)
     # the installed package's folder (samples/ in it), the repository, the folder the commands run in
     # (each as given and resolved); longest first, so that no folder's prefix is taken for it

@@ -88,7 +88,7 @@ def holds_accelerator_tensors(gm: Any) -> bool:
     """True when the graph module or a nested one holds a real (not fake) tensor off the CPU, as
     a parameter, buffer or attribute, or in a node's `val`: pickling it reads device memory.
     Where no accelerator was started in this process there is none to find: the walk of every
-    node (5-11 ms for the 4 forks of a rank on graph_trainer, BENCHMARKS.md session 19) is skipped."""
+    node (5-11 ms for the 4 forks of a rank on graph_trainer) is skipped."""
     if _no_accelerator_started():
         return False
     import torch

@@ -46,8 +46,8 @@ def pickler() -> Any:
     the training's own pickling (Inductor caches, a precompile artifact) is left as it was.
 
     Where `dill` is installed (torchtitan's `datasets` brings it), torch builds GraphPickler on
-    dill's pure-Python pickler: 4-5x slower per node than the C pickler (profile in BENCHMARKS.md,
-    issue 24). Our blobs then use GraphPickler's own methods on the C pickler (`_on_c_pickler`);
+    dill's pure-Python pickler: 4-5x slower per node than the C pickler. Our blobs then use
+    GraphPickler's own methods on the C pickler (`_on_c_pickler`);
     a graph only dill can serialize (a lambda in node meta) is retried with torch's (`dump`).
     """
     global _PICKLER, _TORCH_PICKLER

@@ -1,15 +1,15 @@
 """A large graph's records made by a forked child, so the training process goes on at once.
 
 Recording a new graph costs the training process its readable code (torch's code generation) and
-its node table: 0.14-0.18 s for graph_trainer's 2,334-node graphs, more than its passes cost
-(BENCHMARKS.md, issue 24). A graph's id is the hash of those two texts, so it is known only once
-they are made. For a graph of at least `GTI_CAPTURE_DEFER_NODES` nodes (default 1,000) the
-session forks a child (`blob_children`, the same children as the blobs): the child has a
-copy-on-write snapshot of the graph as it is at that moment, makes the records exactly as the
-training process would (`Session._graph_records`, its writes going to a buffer), writes them to
-`<capture>/.pending/<rank>.<pid>.<n>` (a header line, then the encoded records; write then
-rename), then makes the blob (blobs mode), and leaves. The pass goes on with a `Pending` in
-place of the graph id.
+its node table: 0.14-0.18 s for graph_trainer's 2,334-node graphs, more than its passes cost. A
+graph's id is the hash of those two texts, so it is known only once they are made. For a graph of
+at least `GTI_CAPTURE_DEFER_NODES` nodes (default 1,000) the session forks a child
+(`blob_children`, the same children as the blobs): the child has a copy-on-write snapshot of the
+graph as it is at that moment, makes the records exactly as the training process would
+(`Session._graph_records`, its writes going to a buffer), writes them to
+`<capture>/.pending/<rank>.<pid>.<n>` (a header line, then the encoded records; write then rename),
+then makes the blob (blobs mode), and leaves. The pass goes on with a `Pending` in place of the
+graph id.
 
 The log stays what it was: every record that the session writes while a `Pending` is unresolved
 waits in the session's queue, in order; when the child's file is there, its records are

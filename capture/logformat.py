@@ -39,7 +39,7 @@ FORMAT_NAME = "graphtrain-inspect"
 #    "loaded" from GraphPickler bytes) and, at a pipeline's start, the module path its nodes share
 #    (`module`); every header and the manifest carry the launcher's `run_id`. Pipelines are the
 #    chains of `input_from`; a version 1-3 log has none of these and is chained by graph id as
-#    before. New record kinds that later versions add (issue 33's signature columns) are skipped
+#    before. New record kinds that later versions add (a table's row digests) are skipped
 #    by this reader as unknown kinds, which is why they need no bump of their own.
 FORMAT_VERSION = 4
 PAYLOAD_BYTES = "payload_bytes"

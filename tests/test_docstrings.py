@@ -153,7 +153,7 @@ def test_module_docstring_names_what_exists(rel, module):
 
 
 def test_the_resolver_catches_what_does_not_exist():
-    """The checker itself, on the two names issue 25 found in replayer.py's docstring."""
+    """The checker itself, on two names once stale in replayer.py's docstring."""
     assert resolve("inspector.replay.plan")
     assert resolve("capture.signing.KeyProblem")
     assert not resolve("inspector.replay_plan")

@@ -41,10 +41,10 @@ MAX_DEFAULT_JOBS = 16  # the default -j: the machine's cores, at most this many
 # What a task costs per node of its graphs, as a multiple of a row-by-row rank diff's, so that
 # the runs cut for the processes are about equal in time (`python -m benchmarks.check_pieces
 # --tasks CAPTURE`: each task alone in a fresh context; on the 30k-node benchmark capture whose
-# ranks differ, VM, BENCHMARKS.md session 14): a structural diff (graphs of different sizes, made
+# ranks differ, a 2-core machine): a structural diff (graphs of different sizes, made
 # from row digests and refs: diff/anchored.py) costs ~5x per node (142-151 ms for 57-69k nodes
 # against 22-25 ms for 53-56k; it was 7x when such diffs decoded every row), a stale-symbol walk
-# about the same as a row diff (1.5 us per node from the capture's `gti_symbol_rows`, session 10),
+# about the same as a row diff (1.5 us per node from the capture's `gti_symbol_rows`),
 # and a graph whose scope events (`gti_symbol_scopes`) the check reads instead of its rows ~1/10
 # of that (1-6 ms for 27-35k nodes).
 STRUCTURAL_COST = 5
@@ -52,7 +52,7 @@ SCOPES_COST_DIVISOR = 10
 # Below this much work (in the weights above: ~20 ms of it) the checks make it in this process:
 # the pool's processes, forked, and their results taken back cost as much. On the 30k-node
 # capture whose ranks agree (7 stale-symbol walks, ~21,000 in all) `-j 8` took 0.290 s against
-# `-j 1`'s 0.260 s (medians of 5, 32-core H200 host, BENCHMARKS.md session 18). The environment
+# `-j 1`'s 0.260 s (medians of 5, a 32-core host). The environment
 # may set another floor (the test suite sets 0: its captures are small, and its `-j` tests must
 # make their work in the pool).
 MIN_POOL_WEIGHT = 50_000
@@ -144,8 +144,8 @@ def _while_waiting(
     checks' modules imported: checks/__init__.py hands it), then the reference rank's row
     digests of each graph a worker diffs, in stage order (`attach_sources` finds a finding's row
     by them, on the first of its ranks, in the graph where it first appears: an early stage). On
-    the 32-core host this process waits 0.15 s for the structural diffs (`check_pieces --whole`,
-    BENCHMARKS.md session 20); each step is cached, so one taken is not made again after."""
+    a 32-core host this process waits 0.15 s for the structural diffs (`check_pieces --whole`);
+    each step is cached, so one taken is not made again after."""
     steps: list[Callable[[], object]] = [first] if first is not None else []
     seen: set[tuple[int, str]] = set()
     for i, part in enumerate(parts):
@@ -228,8 +228,7 @@ def prefetch(
     _FORKED = ctx if method == "fork" else None
     # this process makes the lightest run: it also reads torch's logs, and takes the others'
     # results as they come (on the 30k-node capture whose ranks differ it was the first run, the
-    # three lightest row diffs, and with the logs it was often the last to end: BENCHMARKS.md
-    # session 19)
+    # three lightest row diffs, and with the logs it was often the last to end)
     own = min(range(len(parts)), key=lambda i: sum(t[-1] for t in parts[i]))
     # the cyclic collector off while the results are made and arrive (many small objects, no
     # cycles to free: it would rescan every table held so far again and again), as diffs do

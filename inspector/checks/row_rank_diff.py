@@ -8,7 +8,7 @@ bytes, different meaning after normalization: `cuda:0` is rank 0's own device an
 on rank 1), are parsed and compared through the rank normalizers. Every other row is the same on
 both ranks. The result is a GraphDiff that lists only the changed nodes, with `unlisted_same` set.
 
-Where both tables have row digests (`gti_row_digests`, large tables of captures since issue 33),
+Where both tables have row digests (`gti_row_digests`, large tables, where the capture wrote them),
 the rows that differ are found by comparing digests and read alone from the logs, each checked
 against its digest (inspector/read/row_digests.py); the payloads are not read whole.
 

@@ -5,7 +5,7 @@ form no cycles (decoded rows, node diffs, records), and keep most of them until 
 ends. With the collector on, every few thousand allocations it rescans all of them: on two
 ranks of 30k-node graphs that differ `check` took 3.09 s with it on outside the diffs and 2.56 s
 with it off throughout, the same report (`python -m benchmarks.check_variants`; 4-7% on the 64-
-and 1,024-rank benchmark captures; BENCHMARKS.md, session 10); what they build is freed by reference
+and 1,024-rank benchmark captures); what they build is freed by reference
 counting. A command that ends after one read (`ls`, `diff`, `check`, `report`) turns it off for
 good (cli/main.py: turned back on at the end, it would rescan everything once more as the
 process exits); the core turns it off around its own heavy work (`check_report`, diffs, the

@@ -300,7 +300,7 @@ def test_claim_is_exclusive(tmp_path):
 
 @pytest.mark.parametrize("made", [False, True])
 def test_a_command_that_cannot_start_leaves_out_reusable(tmp_path, made):
-    """Issue 20: nothing ran, so nothing is left: the same --out works for the fixed command, and
+    """Nothing ran, so nothing is left: the same --out works for the fixed command, and
     the hints talk about no module."""
     out = tmp_path / "cap"
     if made:

@@ -1,5 +1,5 @@
 """A `--pass` that cannot resolve ends `capture` at once with one line naming it and why, exit 2,
-before anything runs (issue 32: a typo exited 0 with an unexplained capture error)."""
+before anything runs (a typo must not exit 0 with an unexplained capture error)."""
 
 from __future__ import annotations
 
@@ -87,7 +87,7 @@ def test_capture_stops_before_training_with_one_line(tmp_path):
 
 
 def test_the_summary_names_ranks_that_recorded_nothing(tmp_path, capsys):
-    """Under --coor rank 1 loads rank 0's graph and writes no log: the summary says so (issue 32)."""
+    """Under --coor rank 1 loads rank 0's graph and writes no log: the summary says so."""
     import argparse
 
     import torch
@@ -130,7 +130,7 @@ LAST_LINE = (
 def test_a_target_only_the_workers_can_resolve_ends_capture_after_training_exit_2(tmp_path):
     """torchrun's two workers import the module and record the typo; the training runs to its end
     unchanged, then `capture` ends with one line naming the target and the workers' reason, exit 2,
-    instead of the training's 0 (issue 32: it exited 0 with an unexplained capture error)."""
+    instead of the training's 0 and an unexplained capture error."""
     train = tmp_path / "train.py"
     train.write_text(
         f"import os, sys\nsys.path.insert(0, {_worker_only_module(tmp_path)!r})\nimport gti_worker_only\n"

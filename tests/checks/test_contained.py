@@ -1,4 +1,4 @@
-"""A check that raises is contained (issue 31): the report says "not run: <check> raised <error>"
+"""A check that raises is contained: the report says "not run: <check> raised <error>"
 and holds every other check's findings as they are without it; `check` prints no traceback."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`check` says what it looked at (issue 32: "no findings" never said over what), and lists
+"""`check` says what it looked at ("no findings" says over what), and lists
 findings in FX's naming order (ge, ge_1, ge_2, ..., ge_10)."""
 
 from __future__ import annotations

@@ -78,7 +78,7 @@ def test_missing_rank_and_empty_log(tmp_path):
     (d / logformat.log_file_name(1)).unlink()
     (d / logformat.log_file_name(2)).write_bytes(b"")
     fs = incomplete(d)
-    # an empty log is reported, and is no rank (issue 26)
+    # an empty log is reported, and is no rank
     assert problems(fs) == {("missing-rank", (1,), "warning"), ("empty-log", (2,), "warning")}
     msg = {f.ranks[0]: f.message for f in fs}
     assert f"{logformat.log_file_name(1)} is missing" in msg[1] and "empty log: not counted as rank 2" in msg[2]
@@ -186,9 +186,9 @@ def test_check_command_table_and_exit_status(tmp_path):
 
 
 def test_a_stray_log_keeps_the_real_ranks_findings(sample_capture, tmp_path):
-    """Issue 26: a copy of rank 1's log saved as rank 5's and an empty rank 7 log. Compared as
-    ranks, the copy turned both rank-baked ERRORs into WARNINGs ("equals no rank-derived value")
-    and check exited 0. Now both logs are left out and reported; the findings and the exit code
+    """A copy of rank 1's log saved as rank 5's and an empty rank 7 log. Compared as ranks, the
+    copy would turn both rank-baked ERRORs into WARNINGs ("equals no rank-derived value") and
+    check would exit 0. Both logs are left out and reported; the findings and the exit code
     are those of the real capture."""
     import json
     import shutil

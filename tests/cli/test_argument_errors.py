@@ -1,5 +1,5 @@
 """A wrong argument ends every command the same way: the error on the first line, a short usage
-on the second, exit 2 (issue 32: eight lines of usage came first; `tui nosuchdir` exited 0)."""
+on the second, exit 2 (no screen of usage first; `tui nosuchdir` exits 2 too)."""
 
 from __future__ import annotations
 

@@ -100,7 +100,7 @@ def test_ls_killed_rank(tmp_path):
 
 
 def test_ls_names_the_ranks_that_recorded_nothing(tmp_path, capsys):
-    """Under --coor rank 1 loads rank 0's graph and writes no log: ls says so (issue 32)."""
+    """Under --coor rank 1 loads rank 0's graph and writes no log: ls says so."""
     from graphtrain_inspect.inspector.cli.main import main
 
     w = CaptureWriter(tmp_path / "cap", world_size=2)

@@ -1,6 +1,6 @@
 """`ls` ends in its output or one line, never a traceback: every bundled capture under every
-`--source`, and a capture where a rank wrote its log but ran no pass (issue 32: `max(5, *gids)`
-raised on an empty rank)."""
+`--source`, and a capture where a rank wrote its log but ran no pass (an empty rank once made
+`max(5, *gids)` raise)."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def test_rank_that_ran_no_pass(tmp_path, capsys):
 
 @pytest.mark.parametrize("name", bundled.names())
 def test_a_log_format_is_named_only_when_it_is_the_captures(capsys, name):
-    """`ls` said "(log format 1)" of any capture whose ranks it could not compare (issue 32)."""
+    """`ls` names log format 1 only for a capture in it, not for any whose ranks it cannot compare."""
     from graphtrain_inspect.inspector.read.capture_index import open_capture
 
     path = str(bundled.path_of(name))

@@ -111,7 +111,7 @@ def rank_baking_capture(
     directory: Path, qualname: str = "tests.cli.rank_pass:shard_rows", cwd: Path | None = None
 ) -> Path:
     """tests.tui_support's 2-rank graphs, its rank-baking pass a real function (tests.cli.rank_pass)
-    with the blob of the graph it received, signed with this session's key as `capture` signs.
+    with the blob of the graph it received, signed with the test's key as `capture` signs.
     `cwd`: the training's working directory the manifest records (where it found `qualname`)."""
     from graphtrain_inspect.capture import blobs, signing
     from tests.small_captures import CaptureWriter, mesh_rank_table

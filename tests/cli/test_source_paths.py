@@ -1,5 +1,5 @@
 """Source lines of a capture recorded elsewhere are shown relative to the directory the program
-ran in (the manifest's cwd), not as the recording machine's absolute paths (issue 32)."""
+ran in (the manifest's cwd), not as the recording machine's absolute paths."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Four torch.compile events on one rank, the ones a new user meets first (issue 21):
+"""Four torch.compile events on one rank, the ones a new user meets first:
 
 * `f`: a print() inside a compiled function: a graph break (torch restarts the analysis, then
   resumes in `torch_dynamo_resume_in_f_at_...`);

@@ -1,6 +1,6 @@
 """A pass pipeline of the user's own, registered with torchtitan graph_trainer's
 `register_pass_pipeline` and applied by its `apply_graph_passes`, as `--compile.pass_pipeline mine`
-makes graph_trainer do; nothing names it with `--pass` (issue 30).
+makes graph_trainer do; nothing names it with `--pass`.
 
     graphtrain-inspect capture -- torchrun --nproc-per-node 2 -m tests.programs.graph_trainer_own_pipeline
 

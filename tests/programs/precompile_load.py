@@ -1,4 +1,4 @@
-"""Two flows whose pipelines must be paired by identity, never by position (issue 30).
+"""Two flows whose pipelines must be paired by identity, never by position.
 
     graphtrain-inspect capture --pass tests.programs.precompile_load_passes:COMPILE_TIME \\
         --pass tests.programs.precompile_load_passes:LOAD_TIME \\

@@ -1,4 +1,4 @@
-"""A compiled step that recompiles on one rank only (issue 21), and its correct twin.
+"""A compiled step that recompiles on one rank only, and its correct twin.
 
     torchrun --nproc-per-node 2 -m tests.programs.rank_recompile --divergent   # rank 1 recompiles
     torchrun --nproc-per-node 2 -m tests.programs.rank_recompile               # no rank recompiles

@@ -306,7 +306,7 @@ def _copy_with_planted_blob(
 
 def test_tampered_blob_is_refused_and_nothing_runs(sample_dir, tmp_path):
     d, marker = _copy_with_planted_blob(sample_dir, tmp_path / "tampered", rewrite_sha=False)
-    # the signature lists every blob with its hash (issue 31); with --trust the log's sha256 still tells
+    # the signature lists every blob with its hash; with --trust the log's sha256 still tells
     for extra, why in (([], ".gpkl was changed"), (["--trust"], "does not match the sha256")):
         r = replay(str(d), "--pass", "place_devices", "--rank", "0", "--batch", *extra)
         assert r.returncode == 2, r.stdout + r.stderr
@@ -343,7 +343,7 @@ def test_capture_without_manifest_is_refused(sample_dir, tmp_path):
 
 
 def test_tampered_capture_with_its_log_rewritten_runs_nothing_without_trust(sample_dir, tmp_path):
-    """The attack of issue 26: the blob replaced by a pickle that runs code, its sha256 written
+    """The attack the signature is for: the blob replaced by a pickle that runs code, its sha256 written
     into the log's blob record with the project's own log-format module, the manifest left saying
     it is yours. Only the signature, made with a key the attacker does not have, tells."""
     d, marker = _copy_with_planted_blob(sample_dir, tmp_path / "tampered", rewrite_sha=True)

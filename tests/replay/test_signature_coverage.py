@@ -1,4 +1,4 @@
-"""The signature covers the capture as a whole (issue 31): a log or blob added to a signed capture
+"""The signature covers the capture as a whole: a log or blob added to a signed capture
 is never unpickled without --trust, whichever entry point reads it (`replay DIR`, `replay FILE`,
 the TUI's replay key), and `ls`/`check` name it. Version 1 signatures are still read.
 

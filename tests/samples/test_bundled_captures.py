@@ -39,7 +39,7 @@ EXPECTED = {
     "codegen-coor": {("device-baked", "inductor_codegen", "codegen"), ("training-failed", None, "graph")},
     "codegen-virtual": {("device-baked", "inductor_codegen", "codegen")},
     "codegen-per-rank": set(),
-    # issue 30, recorded with torch's trace (benchmarks/gpu/identity_runs.sh): only rank 1
+    # pipelines paired by identity, recorded with torch's trace (benchmarks/gpu/identity_runs.sh): only rank 1
     # recompiles (an error, and no device-baked: rank 1's code is its own, not shared) and its
     # twin; rank 0 compiles and broadcasts, every rank loads and runs a load-time pass: the slice
     # rank 0 traced is baked into the graph every rank runs (no pass-ran-on-one-rank alarm)

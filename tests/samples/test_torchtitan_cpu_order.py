@@ -1,6 +1,6 @@
-"""The torchtitan CPU set-up works whatever imported torchtitan first (issue 32: a pass module
-that imported torchtitan before it left torchtitan's device `cuda`, and
-`torch._C has no attribute '_cuda_setDevice'` followed)."""
+"""The torchtitan CPU set-up works whatever imported torchtitan first (a pass module
+that imported torchtitan before it must not leave torchtitan's device `cuda`, where
+`torch._C has no attribute '_cuda_setDevice'` follows)."""
 
 from __future__ import annotations
 

@@ -490,7 +490,7 @@ def test_small_capture_is_deterministic(tmp_path):
 
 
 def test_help_names_every_view_with_its_key():
-    """F1 lists all nine views, each under the key that opens it (issue 32: 9 Compile was missing)."""
+    """F1 lists all nine views, each under the key that opens it (9 Compile included)."""
     from graphtrain_inspect.tui.screens.help import intro
 
     views = [b for b in InspectApp.BINDINGS if (b.id or "").startswith("view.")]

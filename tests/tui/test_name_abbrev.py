@@ -1,6 +1,6 @@
 """Shortened pass names stay told apart: the part that differs from the most alike sibling is kept
-(issue 32: decompose_map_to_while_loop and decompose_scan_to_while_loop were both
-`decompo…le_loop` at 120 columns)."""
+(cutting every middle alike made decompose_map_to_while_loop and decompose_scan_to_while_loop
+both `decompo…le_loop` at 120 columns)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Every count on screen is what the Findings tab lists under the same filter, and the findings a
-count leaves out are named with the keys that show them (issue 32: the status bar said 4
-findings while the tab said none). A rank that recorded nothing is on screen too."""
+count leaves out are named with the keys that show them (never a status bar saying 4
+findings over a tab that lists none). A rank that recorded nothing is on screen too."""
 
 from __future__ import annotations
 
@@ -89,7 +89,7 @@ async def test_a_rank_that_recorded_nothing_is_on_screen(tmp_path):
 
 
 async def test_enter_on_a_finding_brings_its_literal_into_view(bundled_capture):
-    """At 120x40 the baked `0)` of `select.int(view, 0, 0)` was past the right edge (issue 32)."""
+    """At 120x40 the baked `0)` of `select.int(view, 0, 0)` must not be past the right edge."""
     async with opened(bundled_capture("h200x2-coor-rank-baked"), size=(120, 40)) as (app, pilot):
         f = next(f for f in app.findings_view.shown if f.node == "select")
         assert app.jump_to_finding(f)

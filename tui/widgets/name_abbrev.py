@@ -1,7 +1,7 @@
 """Which characters of a name to keep when it must shrink, so that rows stay told apart.
 
 Cutting the middle of every name alike made `decompose_map_to_while_loop` and
-`decompose_scan_to_while_loop` both `decompo…le_loop` (issue 32). Here the part that tells a name
+`decompose_scan_to_while_loop` both `decompo…le_loop`: two rows read as one. Here the part that tells a name
 from its most alike sibling (what lies between their common start and common end) is kept whole
 where it fits, with as much of the shared start and end around it as the width allows; only a
 name with no alike sibling, or whose differing part is itself too long, loses its middle.

@@ -34,7 +34,7 @@ def pytest_configure(config):
     tests never read or make the developer's key in ~/.config, and every process they start (the
     CLI, torchrun's workers) sees the same ones; and bytecode written for those processes.
 
-    Under `-n N` (pytest-xdist, the README's command) the workers inherit the controller's
+    Under `-n N` (pytest-xdist, as pyproject.toml sets it) the workers inherit the controller's
     environment: one key and one cache for the whole session, made by the controller."""
     import os
     import tempfile

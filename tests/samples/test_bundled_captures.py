@@ -102,7 +102,7 @@ def test_planted_findings_name_their_line_of_the_sample(name):
 
 
 def test_check_on_the_bundled_demo_prints_the_model_line():
-    """What the README's `check --sample h200x2-coor-rank-baked` shows: the line that baked the
+    """What docs/inspector.md's `check --sample h200x2-coor-rank-baked` shows: the line that baked the
     rank, relative to the recorded program's root."""
     r = run_cli("check", "--sample", "h200x2-coor-rank-baked")
     assert r.returncode == 1, r.stdout + r.stderr

@@ -104,7 +104,7 @@ def test_ranks_with_the_same_graphs_diff_empty(llama3_world8):
 def test_check_finds_nothing_a_pass_introduced(llama3_world8):
     """No warning, and nothing blamed on a pass. (torchtitan's vocab-parallel embedding and loss
     compute their vocabulary offset from the tp rank, traced as a literal into each rank's graph:
-    reported as found in the trace, see the README.)"""
+    reported as found in the trace, see docs/torchtitan.md.)"""
     out, _ = llama3_world8
     r = run_cli("check", str(out), "--json")
     doc = json.loads(r.stdout)

@@ -21,7 +21,8 @@ import threading
 import time
 from typing import Any
 
-from graphtrain_inspect.capture import cache_keys, import_hooks, logformat, session
+from graphtrain_inspect.capture import cache_keys, import_hooks, session
+from graphtrain_inspect.capture.shared import logformat
 
 ENV_OUTPUT_CODE = "GTI_CAPTURE_OUTPUT_CODE"  # "0": leave the generated code out (to measure what it costs)
 

@@ -17,8 +17,8 @@ import ast
 import re
 from typing import Any
 
-from graphtrain_inspect.capture.logformat import NodeRow
-from graphtrain_inspect.capture.symbol_usage import val_symbols
+from graphtrain_inspect.capture.shared.logformat import NodeRow
+from graphtrain_inspect.capture.shared.symbol_usage import val_symbols
 
 DTYPE_ABBRS = {
     "u8": "uint8", "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64",

@@ -12,7 +12,8 @@ import pytest
 import torch
 import torch.fx
 
-from graphtrain_inspect.capture import blob_children, blobs, logformat, record_pass, session
+from graphtrain_inspect.capture import blob_children, blobs, record_pass, session
+from graphtrain_inspect.capture.shared import logformat
 from tests.capture_utils import drop_relu, payloads
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="blob children need os.fork")

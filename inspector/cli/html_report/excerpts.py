@@ -13,7 +13,7 @@ import re
 from typing import TYPE_CHECKING, Iterable
 
 if TYPE_CHECKING:
-    from graphtrain_inspect.inspector.read.capture_index import Capture
+    from graphtrain_inspect.inspector.read.capture_reader import Capture
     from graphtrain_inspect.inspector.read.stages import Stage
 
 MAX_LINES = 160  # lines of one excerpt

@@ -1,6 +1,7 @@
 """The direction of imports between the packages, and a headless core that stays headless.
 
     capture -> read -> diff -> checks -> replay -> cli -> tui        (samples: a user program on top)
+    capture.shared: the floor under all of them (what the writer and the reader share)
 
 Every `import` in the package sources is read with `ast` (module level and inside functions;
 `if TYPE_CHECKING:` blocks are annotations, not imports) and held to the table below. Names

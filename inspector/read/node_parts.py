@@ -1,5 +1,6 @@
 """A capture's nodes, read as one world: which ranks each node hosts, which ranks `--ranks` left
-out, and so what a rank without a log means (capture/nodes.py writes what is read here).
+out, and so what a rank without a log means (capture/nodes.py writes what is read here, both by
+capture.shared.node_ranks).
 
 * Node parts: each node's `nodes/<part>/manifest.json` (its launcher's record: host, node rank,
   command, exit, its ranks' state, problems) and `rank_<R>.json` files (one per rank it started),

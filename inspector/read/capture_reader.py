@@ -1,6 +1,6 @@
 """`Capture`: an opened capture's ranks, passes and graphs, read on demand and cached.
 
-`capture_dirs.open_capture` makes one; `capture_index` is the module to import it from. Graph
+`capture_index.open_capture` makes one (and the progressive reader, by the same indexing). Graph
 payloads are decoded when asked (node tables LRU-cached by node count, undecoded rows by bytes).
 """
 

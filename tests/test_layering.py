@@ -426,8 +426,10 @@ def documented_rules() -> dict[str, dict[str, set[str]]]:
         assert named is not None
         found["docs/inspector.md"][layer_of_file(path + "x.py" if path.endswith("/") else path)] = named
     for rel, src in package_sources():
+        if not rel.endswith("__init__.py") or MAY_IMPORT not in src:
+            continue
         doc = ast.get_docstring(ast.parse(src)) or ""
-        if rel.endswith("__init__.py") and MAY_IMPORT in doc:
+        if MAY_IMPORT in doc:
             named = layers_named(doc.split(MAY_IMPORT, 1)[1])
             assert named is not None
             found[rel] = {layer_of_file(rel): named}

@@ -302,13 +302,13 @@ class Session(SessionChildren):
     # -- passes ----------------------------------------------------------------------------------
 
     def begin(self, name: str, gm: Any) -> Frame:
-        """Record the graph a pass receives. Runs with every dispatch mode popped (see _quiet)."""
+        """Record the graph a pass receives. Runs with every dispatch mode popped (see QuietModes)."""
         t_start = time.perf_counter()
         with self.lock:
             frame = Frame(seq=self.seq, name=name, before=None, t0=0.0)
             self.seq += 1
             self._poll_children()
-            with _quiet():
+            with QuietModes():
                 self._maybe_rank_table()
                 with self.recorded("graph lineage", frame):
                     frame.origin, frame.input_from = self.lineage.origin(gm)
@@ -346,7 +346,7 @@ class Session(SessionChildren):
             self._poll_children()
             if self.stack and self.stack[-1] is frame:
                 self.stack.pop()
-            with _quiet():
+            with QuietModes():
                 outs: dict[str, str | Pending] = {}
                 for role, g in outputs.items():
                     gid = self.snapshot(g, frame, role)
@@ -369,7 +369,7 @@ class Session(SessionChildren):
                     "rank": self.rank,
                     "local_rank": self.local_rank,
                     "world_size": self.world_size,
-                    "compile_id": _compile_id_str(),
+                    "compile_id": compile_id_str(),
                 }
                 cid = _compile_id_fields()
                 t_end = time.time()
@@ -504,7 +504,7 @@ class Session(SessionChildren):
         self.log.end()
 
 
-class _quiet:
+class QuietModes:
     """Pop every active dispatch mode (fake, proxy, functional) while the capture looks at a graph,
     and hold the cyclic garbage collector.
 
@@ -618,7 +618,7 @@ def recorded(where: str) -> Recorded:
     return Recorded(current(), where)
 
 
-def _compile_id_str() -> str | None:
+def compile_id_str() -> str | None:
     fields = _compile_id_fields()
     return logformat.compile_id_of(fields) if fields else None
 

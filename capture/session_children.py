@@ -142,7 +142,7 @@ class SessionChildren:
             }
             deferred_graphs.write_file(pending.path, header, buf)
             if pending.blob and gid is not None and new:
-                return blob_children._child_dump(self.directory, gm, shape_env)
+                return blob_children.child_dump(self.directory, gm, shape_env)
             return {"records": True}
         except BaseException as e:  # noqa: BLE001 - the child answers whatever happens
             return blob_children.error_message(e)

@@ -190,11 +190,11 @@ def _lines(
             if same:
                 out.append(st(f"    ({same} other stage{'s' if same != 1 else ''} the same on every rank)", "dim"))
     out.append("")
-    out.append(st(_stage_summary(stages), "bold"))
+    out.append(st(stage_summary(stages), "bold"))
     if args.no_check:
         return out
     shown = _shown(changes, args.severity)
-    out.append(st(_finding_summary(changes, len(changes) - len(shown)), "bold"))
+    out.append(st(finding_summary(changes, len(changes) - len(shown)), "bold"))
     out.extend(_finding_lines(shown, st, width))
     if code:
         n = sum(1 for c in changes if c.adds_error())
@@ -212,7 +212,7 @@ def _counts(stages: list["StageChange"]) -> dict[str, int]:
     return c
 
 
-def _stage_summary(stages: list["StageChange"]) -> str:
+def stage_summary(stages: list["StageChange"]) -> str:
     c = _counts(stages)
     words = {"input changed": "changed with their input"}
     parts = [
@@ -234,7 +234,7 @@ def _shown(changes: list["FindingChange"], severity: str | None) -> list["Findin
     return [c for c in changes if level(c) <= limit]
 
 
-def _finding_summary(changes: list["FindingChange"], hidden: int) -> str:
+def finding_summary(changes: list["FindingChange"], hidden: int) -> str:
     c: dict[str, int] = {}
     for x in changes:
         c[x.status] = c.get(x.status, 0) + 1
@@ -264,15 +264,15 @@ def _finding_lines(changes: list["FindingChange"], st: Style, width: int) -> lis
         head = f"  {c.status.upper():<7} {sev:<16} {f.kind:<22} {truncate(node, 24):<24} ranks {ranks}"
         out.append(st(truncate(head, max(40, width)), colours.get(f.severity, "bold")))
         intro = f.introduced_by
-        where = _introduced(intro)
+        where = introduced_words(intro)
         if c.status == "moved" and c.base is not None:
-            where = f"{_introduced(c.base.introduced_by)}, now {where}"
+            where = f"{introduced_words(c.base.introduced_by)}, now {where}"
         pl = f" [{pipeline_label(f.pipeline)}]" if f.pipeline else ""
         out.append(st(truncate(f"          {where}{pl}: {f.message}", max(40, width)), "dim"))
     return out
 
 
-def _introduced(intro: str | None) -> str:
+def introduced_words(intro: str | None) -> str:
     """Where a finding comes in, as `check` says it."""
     if intro is None:
         return "in the capture itself"

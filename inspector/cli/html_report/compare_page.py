@@ -43,7 +43,7 @@ def render(
             ranks = format_ranks(f.ranks) if f.ranks else "-"
             if c.base is not None and c.new is not None and c.base.ranks != f.ranks:
                 ranks = f"{format_ranks(c.base.ranks) if c.base.ranks else '-'} -> {ranks}"
-            where = cmd._introduced(f.introduced_by) + (f" [{pipeline_label(f.pipeline)}]" if f.pipeline else "")
+            where = cmd.introduced_words(f.introduced_by) + (f" [{pipeline_label(f.pipeline)}]" if f.pipeline else "")
             findings.append(
                 {
                     "status": c.status,
@@ -74,8 +74,8 @@ def render(
             else ("nothing new is wrong" if changes is not None else "graphs compared (no checks run)")
         ),
         new_errors=new_errors,
-        stage_summary=cmd._stage_summary(stages),
-        finding_summary=cmd._finding_summary(changes, 0) if changes is not None else "",
+        stage_summary=cmd.stage_summary(stages),
+        finding_summary=cmd.finding_summary(changes, 0) if changes is not None else "",
         changed=rows(moved),
         same=rows([s for s in stages if s.status == "same" and not s.renamed]),
         diffs=_diffs(runs, moved, plain),

@@ -188,7 +188,7 @@ def _evidence_items(ev: dict[str, Any]) -> list[tuple[str, str]]:
     out = []
     for k, v in ev.items():
         text = v if isinstance(v, str) else orjson.dumps(v, option=orjson.OPT_NON_STR_KEYS, default=str).decode()
-        out.append((str(k), excerpts._clip(text)))
+        out.append((str(k), excerpts.clip(text)))
     return out
 
 
@@ -246,7 +246,7 @@ def _events(cap) -> dict[str, Any]:
                     "rank": r,
                     "compile": e.label,
                     "kind": e.kind,
-                    "reason": excerpts._clip(e.reason),
+                    "reason": excerpts.clip(e.reason),
                     "where": e.frame.where if e.frame else "",
                 }
             )

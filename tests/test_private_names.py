@@ -39,7 +39,7 @@ def _private(name: str) -> bool:
 def private_imports(source: str, *, through_names: bool = False) -> list[tuple[str, str]]:
     """(module, name) for every `from <ours> import _name` (dunders are not private); with
     `through_names`, also each `x._name` where `x` is a name imported from ours (a module or a
-    class: `session._quiet`), as (the module x came from + "." + x, name)."""
+    class: `module._helper`), as (the module x came from + "." + x, name)."""
     tree = ast.parse(source)
     found = []
     bound: dict[str, str] = {}

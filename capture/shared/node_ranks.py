@@ -49,6 +49,20 @@ def chosen_ranks(spec: str, world: int, local_world_size: int) -> list[int]:
     return [r for r in rank_ranges.parse_ranks(spec, _FAR) if r < world]
 
 
+def unrecorded(spec: str | None, world: int, local_world_size: int | None) -> list[int]:
+    """The ranks of the world `--ranks SPEC` left out (none without --ranks)."""
+    if not spec or world <= 0 or world > 1 << 20:
+        return []
+    try:
+        chosen = set(chosen_ranks(spec, world, local_world_size or world))
+    except ValueError:
+        return []
+    return [r for r in range(world) if r not in chosen]
+
+
+# -- each node's rank files ----------------------------------------------------------------------
+
+
 def rank_files(part: str) -> list[dict[str, Any]]:
     """The rank files of a part directory (`rank_<R>.json`), those that read."""
     docs: list[dict[str, Any]] = []
@@ -71,17 +85,6 @@ def rank_files(part: str) -> list[dict[str, Any]]:
         if isinstance(doc, dict) and type(doc.get("rank")) is int:
             docs.append(doc)
     return docs
-
-
-def unrecorded(spec: str | None, world: int, local_world_size: int | None) -> list[int]:
-    """The ranks of the world `--ranks SPEC` left out (none without --ranks)."""
-    if not spec or world <= 0 or world > 1 << 20:
-        return []
-    try:
-        chosen = set(chosen_ranks(spec, world, local_world_size or world))
-    except ValueError:
-        return []
-    return [r for r in range(world) if r not in chosen]
 
 
 # -- the default choice: ranks that tell every rank-derived value apart -------------------------

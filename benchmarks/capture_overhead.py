@@ -79,7 +79,7 @@ def run_sample(layers: int, steps: int, workdir: Path, mode: str, device: str) -
     t["later_step_s"] = statistics.median(t["step_s"][1:])
     if mode != "plain":
         sys.path.insert(0, str(ROOT))
-        from graphtrain_inspect.capture import logformat
+        from graphtrain_inspect.capture.shared import logformat
         from graphtrain_inspect.capture.summary import summarize
 
         (s,) = summarize(str(out))
@@ -98,7 +98,7 @@ def run_sample(layers: int, steps: int, workdir: Path, mode: str, device: str) -
 
 
 def _payloads(log: Path) -> list[tuple[str, object]]:
-    from graphtrain_inspect.capture import logformat
+    from graphtrain_inspect.capture.shared import logformat
 
     out = []
     for _, line, payload in logformat.split_records(log.read_bytes()):
@@ -111,7 +111,7 @@ def _payloads(log: Path) -> list[tuple[str, object]]:
 
 def _captured_nodes(log: Path) -> int:
     """Nodes of every distinct graph the log holds (the envelope's `nodes` on gti_graph records)."""
-    from graphtrain_inspect.capture import logformat
+    from graphtrain_inspect.capture.shared import logformat
 
     total = 0
     for _, line, _ in logformat.split_records(log.read_bytes()):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from graphtrain_inspect.capture import logformat, rank_tokens
+from graphtrain_inspect.capture.shared import logformat, rank_tokens
 from graphtrain_inspect.inspector.checks.rank_classes import RankClasses
 from graphtrain_inspect.inspector.read.capture_index import open_capture
 from graphtrain_inspect.inspector.read.stages import StageIndex

@@ -1,8 +1,8 @@
 """What the capture's work on each new node table costs the training process: the node-table
-digest (`capture.rank_tokens.table_norm`), the table's lines split once (`logformat.node_table_rows`),
-the row digests with each row's refs (`capture.row_digests.row_digests_payload`; the refs alone:
-`row_refs`), the stale-symbol check's rows (`capture.symbol_rows.symbol_rows_payload`) and
-their scope events (`capture.symbol_rows.scopes_payload`), each run on a capture's own tables
+digest (`capture.shared.rank_tokens.table_norm`), the table's lines split once (`logformat.node_table_rows`),
+the row digests with each row's refs (`capture.shared.row_digests.row_digests_payload`; the refs alone:
+`row_refs`), the stale-symbol check's rows (`capture.shared.symbol_rows.symbol_rows_payload`) and
+their scope events (`capture.shared.symbol_rows.scopes_payload`), each run on a capture's own tables
 as the capture runs it on each new graph (capture/session.py, `_graph_records`). Then, on the
 reader's side, what reading each table's row-digest record costs whole and with its refs left
 undecoded (`inspector.read.row_digests`, as `laid_over` reads it).
@@ -21,7 +21,7 @@ import time
 
 import orjson
 
-from graphtrain_inspect.capture import logformat, rank_tokens, row_digests, symbol_rows
+from graphtrain_inspect.capture.shared import logformat, rank_tokens, row_digests, symbol_rows
 from graphtrain_inspect.inspector.read import row_digests as digest_records
 from graphtrain_inspect.inspector.read.capture_index import open_capture
 

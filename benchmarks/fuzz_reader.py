@@ -33,7 +33,7 @@ from collections import Counter
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from graphtrain_inspect.capture import logformat  # noqa: E402
+from graphtrain_inspect.capture.shared import logformat  # noqa: E402
 from tests.reader_mutations import GARBAGE, Baseline, mutate  # noqa: E402
 
 

@@ -62,7 +62,7 @@ def main() -> None:
     ap.add_argument("--keep", metavar="DIR", help="build the captures here and keep them")
     a = ap.parse_args()
     sys.path.insert(0, str(ROOT))
-    from graphtrain_inspect.capture import logformat
+    from graphtrain_inspect.capture.shared import logformat
     from tests.tui_support import small_capture
 
     work = Path(a.keep or tempfile.mkdtemp(prefix="gti-overlong-"))

@@ -57,7 +57,7 @@ def tui_measured(d: Path) -> dict:
 
 
 def _with_line(base: Path, d: Path, mb: int, where: str) -> None:
-    from graphtrain_inspect.capture import logformat
+    from graphtrain_inspect.capture.shared import logformat
 
     shutil.copytree(base, d)
     log = d / logformat.log_file_name(0)

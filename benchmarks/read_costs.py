@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 from benchmarks.scale_bench import compiled
-from graphtrain_inspect.capture import logformat
+from graphtrain_inspect.capture.shared import logformat
 from graphtrain_inspect.inspector.read import row_digests
 from graphtrain_inspect.inspector.read.capture_index import open_capture
 from graphtrain_inspect.inspector.read.logscan import LogFile

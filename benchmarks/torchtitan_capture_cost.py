@@ -224,7 +224,7 @@ def run(
         "gc": [p.get("gc") for p in per],
     }
     if mode != "plain":
-        from graphtrain_inspect.capture import logformat
+        from graphtrain_inspect.capture.shared import logformat
 
         for rank in (0, 1):
             end = _end_record(cap / logformat.log_file_name(rank))
@@ -241,7 +241,7 @@ def run(
 
 
 def _end_record(log: Path) -> dict:
-    from graphtrain_inspect.capture import logformat
+    from graphtrain_inspect.capture.shared import logformat
 
     for _, line, payload in logformat.split_records(log.read_bytes()):
         env = logformat.parse_envelope_line(line)

@@ -2,7 +2,7 @@
 
     python -m benchmarks.tui_synth SRC_CAPTURE OUT_DIR [--gb 1.0] [--big-lines 50000]
 
-Every record is written with the format module (`graphtrain_inspect.capture.logformat.encode_record`). Per rank:
+Every record is written with the format module (`graphtrain_inspect.capture.shared.logformat.encode_record`). Per rank:
 the real header and rank table; then one pipeline whose traced graph is a 50,000-line graph made
 by repeating the node lines of the source's largest graph with renamed nodes (and one pass that
 changes a few of its lines); then the source's pipelines repeated, each copy with fresh graph ids
@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from graphtrain_inspect.capture import logformat
+from graphtrain_inspect.capture.shared import logformat
 from graphtrain_inspect.inspector.read.capture_index import open_capture
 
 _NAME_RE = re.compile(r"(?<![.\w])[A-Za-z_][A-Za-z0-9_]*\b")  # not an attribute (aten.view)

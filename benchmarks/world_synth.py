@@ -5,7 +5,7 @@ model whose graphs fall in as many classes as the source has distinct ranks.
     python -m benchmarks.world_synth SRC_CAPTURE OUT_DIR [--ranks 64]
 
 Every record is the source's, written again with the format module
-(`graphtrain_inspect.capture.logformat.encode_record`) under the new rank: the payload text is
+(`graphtrain_inspect.capture.shared.logformat.encode_record`) under the new rank: the payload text is
 the source's byte for byte (node tables keep one row per line) except that each process-group
 name of the source rank is replaced by a name of the new rank's own (`"<name>"` in node tables,
 `'<name>'` in graph code, the rank table's keys and mesh entries), as ranks of a real job name a
@@ -29,7 +29,7 @@ from typing import Any
 
 import orjson
 
-from graphtrain_inspect.capture import logformat, rank_tokens
+from graphtrain_inspect.capture.shared import logformat, rank_tokens
 from graphtrain_inspect.inspector.read.capture_index import open_capture
 
 

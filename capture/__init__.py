@@ -1,8 +1,9 @@
 """Capture every graph pass on every rank; runs inside training workers (torch, stdlib, orjson).
 
 Importing this package imports neither torch nor anything heavy: the inspector reads the log
-format from `graphtrain_inspect.capture.logformat`, and `record_pass` costs nothing outside a capture. `record_pass`
-is loaded on first use, so a reader importing `graphtrain_inspect.capture.logformat` does not load the writer.
+format from `capture.shared` (what writer and reader share), and `record_pass` costs nothing
+outside a capture. `record_pass` is loaded on first use, so a reader importing
+`graphtrain_inspect.capture.shared.logformat` does not load the writer.
 """
 
 from typing import Any

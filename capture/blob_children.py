@@ -380,10 +380,10 @@ def _max_fd() -> int:
 
 def blob_job(directory: str, gm: Any, shape_env: Any) -> Callable[[], dict[str, Any]]:
     """A child's job: the blob of `gm` as it is at the fork."""
-    return lambda: _child_dump(directory, gm, shape_env)
+    return lambda: child_dump(directory, gm, shape_env)
 
 
-def _child_dump(directory: str, gm: Any, shape_env: Any) -> dict[str, Any]:
+def child_dump(directory: str, gm: Any, shape_env: Any) -> dict[str, Any]:
     from graphtrain_inspect.capture import blobs
 
     try:

@@ -7,7 +7,7 @@ import os
 import tempfile
 from typing import Any
 
-from graphtrain_inspect.capture import logformat
+from graphtrain_inspect.capture.shared import logformat
 
 # Node meta that holds live frames, modules or sources: not picklable, not needed to replay a pass.
 _DROPPED_META = frozenset({"grapharg", "source_fn_stack", "nn_module_stack", "fwd_source_fn_stack"})

@@ -21,7 +21,7 @@ import os
 import signal
 from typing import Any
 
-from graphtrain_inspect.capture import logformat
+from graphtrain_inspect.capture.shared import logformat
 
 _INSTALLED: list[str] = []
 

@@ -34,7 +34,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from graphtrain_inspect.capture import logformat
+from graphtrain_inspect.capture.shared import logformat
 
 ENV_NODES = "GTI_CAPTURE_DEFER_NODES"  # graphs of at least this many nodes: records made by a child ("0": never)
 DEFAULT_NODES = 1000

@@ -31,7 +31,8 @@ import sys
 import time
 from typing import Any
 
-from graphtrain_inspect.capture import logformat, session
+from graphtrain_inspect.capture import session
+from graphtrain_inspect.capture.shared import logformat
 
 MAX_FRAMES = 40  # the innermost frames kept; a deep recursion's outer frames say nothing more
 _MAX_HASHED_BYTES = 16 << 20  # a frame's file larger than this is no output code of ours

@@ -20,8 +20,8 @@ import torch
 import torch.fx
 
 from graphtrain_inspect.capture import pass_sites
-from graphtrain_inspect.capture.logformat import NodeRow
-from graphtrain_inspect.capture.symbol_usage import symbol_usage
+from graphtrain_inspect.capture.shared.logformat import NodeRow
+from graphtrain_inspect.capture.shared.symbol_usage import symbol_usage
 
 # Constants at most this many elements have their values recorded (a baked rank shows here).
 SMALL_VALUE_NUMEL = 16
@@ -170,7 +170,7 @@ def _node_val(node: torch.fx.Node) -> Any:
     return meta.get("example_value")
 
 
-def _last_frame(stack: Any) -> str | None:
+def last_frame(stack: Any) -> str | None:
     """The innermost 'File "...", line N, in fn' of a stack_trace outside torch itself (the
     user's line: make_fx's traces end inside torch.nn / functional collectives), else the
     innermost; with its code line."""
@@ -221,7 +221,7 @@ def node_row(gm: torch.fx.GraphModule, node: torch.fx.Node) -> NodeRow:
     ub = meta.get("unbacked_bindings")
     if ub:
         row["unbacked_bindings"] = {str(s): _keystr(kp) for s, kp in ub.items()}
-    frame = _last_frame(meta.get("stack_trace"))
+    frame = last_frame(meta.get("stack_trace"))
     if frame:
         row["stack"] = frame
     else:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from graphtrain_inspect.capture import import_hooks, session
-from graphtrain_inspect.capture.wrap import _qualname, outputs_of, rebind_references
+from graphtrain_inspect.capture.wrap import outputs_of, pass_qualname, rebind_references
 
 PARTITIONERS = ("min_cut_rematerialization_partition", "default_partition")
 
@@ -38,7 +38,7 @@ def _observed(original: Callable) -> Callable:
             return original(self, pass_fn)
         return sess.run_pass(
             str(getattr(self, "passname", None) or getattr(pass_fn, "__name__", "pass")),
-            _qualname(pass_fn),
+            pass_qualname(pass_fn),
             "inductor",
             gm,
             lambda: original(self, pass_fn),
@@ -77,7 +77,7 @@ def _partitioner(original: Callable, name: str) -> Callable:
 
         return sess.run_pass(
             name,
-            _qualname(original),
+            pass_qualname(original),
             "partitioner",
             joint_module,
             lambda: original(joint_module, *args, **kwargs),

@@ -24,10 +24,11 @@ from typing import Any, Callable
 
 import orjson
 
-from graphtrain_inspect.capture import fake_world, logformat, nodes, session, signing, simulate
+from graphtrain_inspect.capture import fake_world, nodes, session, simulate
 from graphtrain_inspect.capture.cache_keys import ENV_CACHE_KEYS
 from graphtrain_inspect.capture.named_passes import TargetError, parse_target
 from graphtrain_inspect.capture.pass_lookup import why_unresolvable
+from graphtrain_inspect.capture.shared import logformat, node_ranks, signing
 from graphtrain_inspect.capture.summary import RankSummary, summarize
 
 # Variables that shape a run and are worth keeping in the manifest.
@@ -51,7 +52,7 @@ PASS_SKIPPING_CACHES_OFF = {
 }
 
 
-def _fx_cache_off(env: dict[str, str]) -> bool:
+def fx_cache_off(env: dict[str, str]) -> bool:
     """The user's environment turns Inductor's FX graph cache off, as torch reads it ("0"; the
     worker sees TORCHINDUCTOR_FORCE_DISABLE_CACHES itself)."""
     forced = env.get("TORCHINDUCTOR_FX_GRAPH_CACHE")
@@ -317,7 +318,7 @@ def run(args: argparse.Namespace) -> int:
             except OSError as e:
                 print(f"graphtrain-inspect capture: could not update {_manifest_path(where)}: {e}", file=sys.stderr)
         signed = _sign(out)
-    _print_summary(out, args, summaries, code, sig, signed, disk_full, free, node)
+    print_summary(out, args, summaries, code, sig, signed, disk_full, free, node)
     unresolved = unresolved_passes(summaries)
     for target, why in unresolved.items():
         print(
@@ -352,7 +353,7 @@ def _arguments_problem(args: argparse.Namespace, cmd: list[str]) -> str | None:
         if unresolvable:
             return f"{unresolvable} (nothing was run)"
     if args.ranks is not None:
-        problem = nodes.rank_spec_problem(args.ranks)
+        problem = node_ranks.rank_spec_problem(args.ranks)
         if problem or args.simulate_world:
             return problem or "--ranks chooses ranks of a real job; with --simulate-world, --simulate-ranks"
     sim_problem = _simulate_options_problem(args, cmd)
@@ -382,7 +383,7 @@ def _worker_env(args: argparse.Namespace, out: str, run_id: str) -> dict[str, st
     if not args.no_inductor:
         # the keys the run's FX graph cache would have filed each compile under, unless the user
         # turned that cache off (capture/cache_keys.py); taken before the capture turns it off
-        env.setdefault(ENV_CACHE_KEYS, "0" if _fx_cache_off(env) else "1")
+        env.setdefault(ENV_CACHE_KEYS, "0" if fx_cache_off(env) else "1")
         for name, value in PASS_SKIPPING_CACHES_OFF.items():
             env.setdefault(name, value)
     if args.torch_trace:
@@ -450,7 +451,7 @@ def _end_manifest(
 
 def _sign(out: str) -> str:
     """Sign what replay will load, now that every rank and blob child has written its records
-    (capture.signing); the line the summary prints about it."""
+    (capture.shared.signing); the line the summary prints about it."""
     try:
         kid = signing.sign(out, own=True)
     except (signing.KeyProblem, OSError) as e:
@@ -615,7 +616,7 @@ def _fmt_bytes(size: int) -> str:
     return f"{n} B"
 
 
-def _print_summary(
+def print_summary(
     out: str,
     args: argparse.Namespace,
     summaries: list[RankSummary],
@@ -843,15 +844,15 @@ def _simulated_ranks(args: argparse.Namespace, out: str, sim: dict[str, Any], sa
         sim["chosen_by"] = "--simulate-ranks"
         sim["reasons"] = [f"rank {r}: named" for r in explicit]
         return explicit
-    meshes = simulate.Meshes()
+    meshes = node_ranks.Meshes()
     if getattr(args, "mesh_shape", None):
         names, shape = args.mesh_shape
-        meshes = simulate.Meshes(simulate.mesh_coords(names, shape), f"--mesh {args.mesh}")
+        meshes = node_ranks.Meshes(node_ranks.mesh_coords(names, shape), f"--mesh {args.mesh}")
     else:
         table = simulate.rank_table_of(out, 0)
         if table:
             meshes = simulate.meshes_from_table(table, n)
-    ranks, sim["reasons"] = simulate.choose_ranks(n, k, meshes)
+    ranks, sim["reasons"] = node_ranks.choose_ranks(n, k, meshes)
     sim["chosen_by"] = "default"
     sim["mesh_source"] = meshes.source or None
     how = meshes.source or "no mesh spanning the world in rank 0's capture: ranks, local ranks and hosts only"

@@ -1,10 +1,8 @@
 """The ranks that record, and each node's own part of a capture folder.
 
 `capture --ranks LIST` (`0-7,512`, or `auto`): a worker decides from its RANK, before anything is
-installed, whether it records (`records_here`); a rank that does not runs untouched: no hook, no
-file. `auto` is the choice `--simulate-world` makes by default (capture.simulate.choose_ranks:
-the first and last rank, local rank and host, and ranks that tell them apart), made by every
-worker alike from WORLD_SIZE and LOCAL_WORLD_SIZE, so all agree without talking.
+installed, whether it records (`records_here`, by the choice in capture.shared.node_ranks that the
+reader makes too); a rank that does not runs untouched: no hook, no file.
 
 Nodes. A job of several hosts runs a `capture` on each (torchrun `--nnodes N --node-rank K`, or
 `srun` starting it per task). Each launcher claims its own part, `nodes/<part>/` (os.mkdir:
@@ -35,13 +33,18 @@ from typing import Any, Mapping
 
 import orjson
 
-from graphtrain_inspect.capture import logformat, rank_ranges
+from graphtrain_inspect.capture.shared import logformat
+from graphtrain_inspect.capture.shared.node_ranks import (
+    NODES_DIR,
+    RANK_FILE_PREFIX,
+    chosen_ranks,
+    rank_files,
+    unrecorded,
+)
+from graphtrain_inspect.capture.shared.rank_ranges import format_ranks
 
 ENV_RANKS = "GTI_CAPTURE_RANKS"  # capture --ranks: "auto" or a rank list; unset: every rank records
 ENV_PART = "GTI_CAPTURE_PART"  # the node part (nodes/<part>/) this launcher's ranks announce themselves in
-NODES_DIR = "nodes"
-RANK_FILE_PREFIX = "rank_"
-_FAR = 1 << 30  # a rank list is read before the world size is known: any rank up to this
 
 # torchrun's options that take a value (both spellings); the first other word is the script
 _TORCHRUN_VALUED = {
@@ -53,27 +56,6 @@ _TORCHRUN_VALUED = {
 
 
 # -- which ranks record --------------------------------------------------------------------------
-
-
-def rank_spec_problem(spec: str) -> str | None:
-    """Why `--ranks SPEC` cannot be read (None when it can): `auto` or a list like 0-7,512."""
-    if spec.strip() == "auto":
-        return None
-    try:
-        rank_ranges.parse_ranks(spec, _FAR)
-    except ValueError as e:
-        return f"--ranks {spec}: {e} (give a list like 0-7,512, or auto)"
-    return None
-
-
-def chosen_ranks(spec: str, world: int, local_world_size: int) -> list[int]:
-    """The ranks of a `world` that `--ranks SPEC` records (those past the world are no rank of it)."""
-    if spec.strip() == "auto":
-        from graphtrain_inspect.capture import simulate
-
-        k = max(1, min(local_world_size or world, world))
-        return simulate.choose_ranks(world, k, simulate.Meshes())[0]
-    return [r for r in rank_ranges.parse_ranks(spec, _FAR) if r < world]
 
 
 def _int(env: Mapping[str, str], name: str) -> int | None:
@@ -349,46 +331,9 @@ def release_part(out: str, node: Node, joined: bool) -> bool:
     return joined
 
 
-def rank_files(part: str) -> list[dict[str, Any]]:
-    """The rank files of a part directory (`rank_<R>.json`), those that read."""
-    docs: list[dict[str, Any]] = []
-    try:
-        names = sorted(os.listdir(part))
-    except OSError:
-        return docs
-    for n in names:
-        if not (n.startswith(RANK_FILE_PREFIX) and n.endswith(".json")):
-            continue
-        try:
-            flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-            fd = os.open(os.path.join(part, n), flags)
-            with os.fdopen(fd, "rb") as f:
-                if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                    continue
-                doc = orjson.loads(f.read(1 << 16))
-        except (OSError, orjson.JSONDecodeError):
-            continue
-        if isinstance(doc, dict) and type(doc.get("rank")) is int:
-            docs.append(doc)
-    return docs
-
-
-def unrecorded(spec: str | None, world: int, local_world_size: int | None) -> list[int]:
-    """The ranks of the world `--ranks SPEC` left out (none without --ranks)."""
-    if not spec or world <= 0 or world > 1 << 20:
-        return []
-    try:
-        chosen = set(chosen_ranks(spec, world, local_world_size or world))
-    except ValueError:
-        return []
-    return [r for r in range(world) if r not in chosen]
-
-
 def absent_lines(out: str, node: Node, spec: str | None, world: int, present: set[int]) -> list[str]:
     """What the launcher's summary says of the world's ranks without a log on this node: not chosen
     by --ranks, hosted by other nodes, or started here and ran no captured pass."""
-    from graphtrain_inspect.capture.rank_ranges import format_ranks
-
     mine = rank_files(part_dir(out, node))
     lws = next((d["local_world_size"] for d in mine if type(d.get("local_world_size")) is int), None)
     skipped = set(unrecorded(spec, world, lws))

@@ -21,7 +21,8 @@ import threading
 import time
 from typing import Any
 
-from graphtrain_inspect.capture import cache_keys, import_hooks, logformat, session
+from graphtrain_inspect.capture import cache_keys, import_hooks, session
+from graphtrain_inspect.capture.shared import logformat
 
 ENV_OUTPUT_CODE = "GTI_CAPTURE_OUTPUT_CODE"  # "0": leave the generated code out (to measure what it costs)
 
@@ -120,7 +121,7 @@ def _record(code: Any) -> None:
     _pending.kernels = {}
     if sess is None or not isinstance(code, str):
         return
-    with sess.recorded("output code"), sess.lock, session._quiet():
+    with sess.recorded("output code"), sess.lock, session.QuietModes():
         gm = _current_gm()
         gid = sess.snapshot(gm, None, "output code") if gm is not None and hasattr(gm, "graph") else None
         oid = "o" + hashlib.sha256(code.encode("utf-8", "surrogatepass")).hexdigest()[:16]
@@ -133,7 +134,7 @@ def _record(code: Any) -> None:
             {
                 "oid": oid,
                 "graph": gid,
-                "compile_id": session._compile_id_str(),
+                "compile_id": session.compile_id_str(),
                 "kernels": kernels,
                 "bytes": len(code.encode("utf-8", "surrogatepass")),
                 "time": time.time(),

@@ -20,10 +20,11 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from graphtrain_inspect.capture import lineage, logformat
+from graphtrain_inspect.capture import lineage
 from graphtrain_inspect.capture.deferred_graphs import Pending, resolve, resolved
 from graphtrain_inspect.capture.lineage import Lineage
 from graphtrain_inspect.capture.session_children import GraphInfo, SessionChildren
+from graphtrain_inspect.capture.shared import logformat
 from graphtrain_inspect.capture.writer import RankLog
 
 ENV_DIR = "GTI_CAPTURE_DIR"
@@ -50,7 +51,7 @@ def _env_int(name: str, default: int) -> int:
 
 
 @dataclass
-class _Frame:
+class Frame:
     """A pass in progress; `child_capture_s` is capture time spent in passes nested inside it."""
 
     seq: int
@@ -84,7 +85,7 @@ class Session(SessionChildren):
         self.lineage = Lineage()  # which pass returned each live graph object; loaded graphs
         self.passes = 0
         self.capture_errors = 0
-        self.stack: list[_Frame] = []
+        self.stack: list[Frame] = []
         self.header_written = False
         self.rank_table_key: Any = None
         self.rank_table: dict[str, Any] | None = None  # the last written: node tables' digests name its groups
@@ -149,12 +150,12 @@ class Session(SessionChildren):
             **_simulated(),
         }
 
-    def recorded(self, where: str, frame: _Frame | None = None) -> Recorded:
+    def recorded(self, where: str, frame: Frame | None = None) -> Recorded:
         """`with sess.recorded("what"):` an instrumentation step under the capture's policy: an
         error in it is recorded (a `gti_error` record, counted) and swallowed."""
         return Recorded(self, where, frame)
 
-    def error(self, where: str, exc: BaseException, frame: _Frame | None = None) -> None:
+    def error(self, where: str, exc: BaseException, frame: Frame | None = None) -> None:
         """An instrumentation failure: recorded, counted, and otherwise ignored."""
         self._error_record(
             where,
@@ -164,7 +165,7 @@ class Session(SessionChildren):
             frame,
         )
 
-    def _error_record(self, where: str, type_name: str, message: str, tb: str, frame: _Frame | None) -> None:
+    def _error_record(self, where: str, type_name: str, message: str, tb: str, frame: Frame | None) -> None:
         self.capture_errors += 1
         late = False
         if frame is not None:
@@ -192,7 +193,7 @@ class Session(SessionChildren):
 
     # -- graphs ----------------------------------------------------------------------------------
 
-    def snapshot(self, gm: Any, frame: _Frame | None, role: str) -> str | Pending | None:
+    def snapshot(self, gm: Any, frame: Frame | None, role: str) -> str | Pending | None:
         """Write the graph's records once per distinct content; return its gid (None on failure),
         or the Pending standing for it while a forked child makes them (deferred_graphs)."""
 
@@ -222,11 +223,12 @@ class Session(SessionChildren):
                 self.blob(gid, gm, frame, role, shape_env)
         return gid
 
-    def _graph_records(self, gm: Any, frame: _Frame | None, role: str) -> tuple[str | None, bool, bool, Any]:
+    def _graph_records(self, gm: Any, frame: Frame | None, role: str) -> tuple[str | None, bool, bool, Any]:
         """Write a graph's records (code, node table, row digests, symbol rows and map, device
         table) unless its gid was written before: (gid or None, whether its table was made,
         whether it is new, its shape env)."""
-        from graphtrain_inspect.capture import graph_tables, rank_tokens, row_digests, symbol_rows
+        from graphtrain_inspect.capture import graph_tables
+        from graphtrain_inspect.capture.shared import rank_tokens, row_digests, symbol_rows
 
         cache = self.table_cache
         with self.recorded(f"graph code ({role})", frame) as step:
@@ -299,14 +301,14 @@ class Session(SessionChildren):
 
     # -- passes ----------------------------------------------------------------------------------
 
-    def begin(self, name: str, gm: Any) -> _Frame:
-        """Record the graph a pass receives. Runs with every dispatch mode popped (see _quiet)."""
+    def begin(self, name: str, gm: Any) -> Frame:
+        """Record the graph a pass receives. Runs with every dispatch mode popped (see QuietModes)."""
         t_start = time.perf_counter()
         with self.lock:
-            frame = _Frame(seq=self.seq, name=name, before=None, t0=0.0)
+            frame = Frame(seq=self.seq, name=name, before=None, t0=0.0)
             self.seq += 1
             self._poll_children()
-            with _quiet():
+            with QuietModes():
                 self._maybe_rank_table()
                 with self.recorded("graph lineage", frame):
                     frame.origin, frame.input_from = self.lineage.origin(gm)
@@ -326,7 +328,7 @@ class Session(SessionChildren):
 
     def end(
         self,
-        frame: _Frame,
+        frame: Frame,
         *,
         qualname: str | None,
         source: str,
@@ -344,7 +346,7 @@ class Session(SessionChildren):
             self._poll_children()
             if self.stack and self.stack[-1] is frame:
                 self.stack.pop()
-            with _quiet():
+            with QuietModes():
                 outs: dict[str, str | Pending] = {}
                 for role, g in outputs.items():
                     gid = self.snapshot(g, frame, role)
@@ -367,7 +369,7 @@ class Session(SessionChildren):
                     "rank": self.rank,
                     "local_rank": self.local_rank,
                     "world_size": self.world_size,
-                    "compile_id": _compile_id_str(),
+                    "compile_id": compile_id_str(),
                 }
                 cid = _compile_id_fields()
                 t_end = time.time()
@@ -378,7 +380,7 @@ class Session(SessionChildren):
 
     def _pass_record(
         self,
-        frame: _Frame,
+        frame: Frame,
         fields: dict[str, Any],
         outs: dict[str, str | Pending],
         wall: float,
@@ -502,7 +504,7 @@ class Session(SessionChildren):
         self.log.end()
 
 
-class _quiet:
+class QuietModes:
     """Pop every active dispatch mode (fake, proxy, functional) while the capture looks at a graph,
     and hold the cyclic garbage collector.
 
@@ -595,7 +597,7 @@ class Recorded:
 
     __slots__ = ("sess", "where", "frame", "failed")
 
-    def __init__(self, sess: Session | None, where: str, frame: _Frame | None = None) -> None:
+    def __init__(self, sess: Session | None, where: str, frame: Frame | None = None) -> None:
         self.sess, self.where, self.frame, self.failed = sess, where, frame, False
 
     def __enter__(self) -> Recorded:
@@ -616,7 +618,7 @@ def recorded(where: str) -> Recorded:
     return Recorded(current(), where)
 
 
-def _compile_id_str() -> str | None:
+def compile_id_str() -> str | None:
     fields = _compile_id_fields()
     return logformat.compile_id_of(fields) if fields else None
 

@@ -14,13 +14,14 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
-from graphtrain_inspect.capture import deferred_graphs, logformat
+from graphtrain_inspect.capture import deferred_graphs
 from graphtrain_inspect.capture.deferred_graphs import Pending
+from graphtrain_inspect.capture.shared import logformat
 
 if TYPE_CHECKING:
     import collections
 
-    from graphtrain_inspect.capture.session import Recorded, _Frame
+    from graphtrain_inspect.capture.session import Frame, Recorded
 
 FLUSH_POLL_S = 0.05  # how often the flush thread looks for a child's records while some wait
 LIMIT_WAIT_S = 60.0  # the most a pass waits for a blob child to finish before making its blob itself
@@ -66,16 +67,16 @@ class SessionChildren:
 
     if TYPE_CHECKING:
 
-        def recorded(self, where: str, frame: _Frame | None = None) -> Recorded: ...
+        def recorded(self, where: str, frame: Frame | None = None) -> Recorded: ...
         def _write(self, kind: str, payload: Any, meta: dict | None = None, compile_id: dict | None = None) -> None: ...
         def _ensure_header(self) -> None: ...
         def _emit(self, write: Callable[[], Any]) -> None: ...
-        def _error_record(self, where: str, type_name: str, message: str, tb: str, frame: _Frame | None) -> None: ...
-        def _graph_records(self, gm: Any, frame: _Frame | None, role: str) -> tuple[str | None, bool, bool, Any]: ...
+        def _error_record(self, where: str, type_name: str, message: str, tb: str, frame: Frame | None) -> None: ...
+        def _graph_records(self, gm: Any, frame: Frame | None, role: str) -> tuple[str | None, bool, bool, Any]: ...
 
     # -- graphs recorded by a child (deferred_graphs) ----------------------------------------------
 
-    def _defer(self, gm: Any, frame: _Frame | None, role: str, nodes: int) -> Pending | None:
+    def _defer(self, gm: Any, frame: Frame | None, role: str, nodes: int) -> Pending | None:
         """Fork a child to write a large graph's records (and its blob); None where the graph is
         to be recorded here (small, no fork possible, or the fork failed)."""
         limit = deferred_graphs.min_nodes()
@@ -118,7 +119,7 @@ class SessionChildren:
             self.blob_limit_wait_s += time.perf_counter() - t0
 
     def _child_records(  # pragma: no cover - runs in a child
-        self, pending: Pending, gm: Any, frame: _Frame | None, role: str, own_device: str
+        self, pending: Pending, gm: Any, frame: Frame | None, role: str, own_device: str
     ) -> dict[str, Any]:
         """In the child: the graph's records as the training process would write them, to the
         pending file; then its blob. Returns the child's message."""
@@ -141,7 +142,7 @@ class SessionChildren:
             }
             deferred_graphs.write_file(pending.path, header, buf)
             if pending.blob and gid is not None and new:
-                return blob_children._child_dump(self.directory, gm, shape_env)
+                return blob_children.child_dump(self.directory, gm, shape_env)
             return {"records": True}
         except BaseException as e:  # noqa: BLE001 - the child answers whatever happens
             return blob_children.error_message(e)
@@ -232,7 +233,7 @@ class SessionChildren:
 
     # -- blobs -----------------------------------------------------------------------------------
 
-    def blob(self, gid: str, gm: Any, frame: _Frame | None, role: str, shape_env: Any) -> None:
+    def blob(self, gid: str, gm: Any, frame: Frame | None, role: str, shape_env: Any) -> None:
         """The blob of a graph seen for the first time, as it is now: made by a forked child that
         pickles its copy-on-write snapshot while the training goes on (blob_children), or here
         where a child cannot make it. Replay loads a pass's input graph, and its REPL the output."""

@@ -20,10 +20,11 @@ import shlex
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
-from graphtrain_inspect.capture import logformat, rank_ranges
+from graphtrain_inspect.capture.shared import logformat, rank_ranges
+from graphtrain_inspect.capture.shared.node_ranks import Meshes
 
 DEFAULT_LOCAL_WORLD_SIZE = 8
 MAX_WORLD = 1 << 16
@@ -101,28 +102,6 @@ def torchrun_env(rank: int, world: int, local_world_size: int, run_id: str) -> d
 # -- which ranks ---------------------------------------------------------------------------------
 
 
-@dataclass
-class Meshes:
-    """Per-rank coordinates of the meshes that span the whole world: {'tp': [coord of rank 0, ...]}."""
-
-    coords: dict[str, list[int]] = field(default_factory=dict)
-    source: str = ""  # "--mesh dp=4,tp=2" | "rank 0's mesh (dp, tp, ep) = (2, 2, 2)" | ""
-
-
-def mesh_coords(names: list[str], shape: list[int]) -> dict[str, list[int]]:
-    """Row-major coordinates (init_device_mesh's layout) of every rank."""
-    world = 1
-    for n in shape:
-        world *= n
-    out: dict[str, list[int]] = {name: [0] * world for name in names}
-    for r in range(world):
-        rest = r
-        for name, size in zip(reversed(names), reversed(shape)):
-            out[name][r] = rest % size
-            rest //= size
-    return out
-
-
 def meshes_from_table(table: dict[str, Any], world: int) -> Meshes:
     """Coordinates of every rank from one rank's captured rank table (`gti_ranks`): each mesh that
     holds all `world` ranks names where each rank sits."""
@@ -161,83 +140,6 @@ def meshes_from_table(table: dict[str, Any], world: int) -> Meshes:
             best_split = split
             m.source = f"rank 0's mesh ({', '.join(map(str, names))}) = ({', '.join(map(str, shape))})"
     return m
-
-
-def choose_ranks(
-    world: int, local_world_size: int, meshes: Meshes, always: tuple[int, ...] = (0,)
-) -> tuple[list[int], list[str]]:
-    """A small set of ranks on which every rank-derived value takes its first and last value and no
-    two of them agree everywhere (so a literal is attributed to exactly one); with reasons."""
-    k = local_world_size
-    vectors: dict[str, list[int]] = {
-        "rank": list(range(world)),
-        "local rank": [r % k for r in range(world)],
-    }
-    if world > k:
-        vectors["host (group rank)"] = [r // k for r in range(world)]
-    for name, col in meshes.coords.items():
-        vectors[f"coordinate[{name}]"] = col
-    chosen: list[int] = []
-    why: dict[int, list[str]] = {}
-
-    def add(r: int, reason: str) -> None:
-        if r not in why:
-            chosen.append(r)
-            why[r] = []
-        if reason not in why[r]:
-            why[r].append(reason)
-
-    for r in always:
-        add(r, "first rank")
-    # first and last value of each
-    for name, col in vectors.items():
-        lo, hi = min(col), max(col)
-        if lo == hi:
-            continue
-        for target, word in ((lo, "first"), (hi, "last")):
-            if not any(col[r] == target for r in chosen):
-                add(next(r for r in range(world) if col[r] == target), f"{word} {name} ({target})")
-    # tell every two apart: the check attributes a literal by matching it to a vector, also as
-    # k * v and v + c; two vectors so related on the chosen ranks need a rank that breaks it
-    names = [n for n in vectors if min(vectors[n]) != max(vectors[n])]
-    # (rank and local rank on one host are the same thing: no rank tells them apart)
-    apart = [(a, b) for i, a in enumerate(names) for b in names[i + 1 :] if not _confusable(vectors[a], vectors[b])]
-    for _ in range(world):
-        pairs = [
-            (a, b) for a, b in apart if _confusable([vectors[a][r] for r in chosen], [vectors[b][r] for r in chosen])
-        ]
-        if not pairs:
-            break
-        best, best_n = None, 0
-        for r in range(world):
-            if r in why:
-                continue
-            n = sum(vectors[a][r] != vectors[b][r] for a, b in pairs)
-            if n > best_n:
-                best, best_n = r, n
-        if best is None:
-            break
-        a, b = next((a, b) for a, b in pairs if vectors[a][best] != vectors[b][best])
-        add(best, f"tells {a} from {b}")
-    order = sorted(chosen)
-    return order, [f"rank {r}: {'; '.join(why[r])}" for r in order]
-
-
-def _confusable(a: list[int], b: list[int]) -> bool:
-    """Is a = k * b + c (or b = k * a + c) on these ranks, for some k and c?"""
-    from fractions import Fraction
-
-    def affine(x: list[int], y: list[int]) -> bool:  # y = k * x + c ?
-        pts = sorted(set(zip(x, y)))
-        if len({p[0] for p in pts}) != len(pts):
-            return False  # one x, two ys
-        if len(pts) < 2:
-            return True
-        (x0, y0), (x1, y1) = pts[0], pts[1]
-        k = Fraction(y1 - y0, x1 - x0)
-        return all(Fraction(yy - y0) == k * (xx - x0) for xx, yy in pts)
-
-    return affine(a, b) or affine(b, a)
 
 
 def rank_table_of(directory: str, rank: int) -> dict[str, Any] | None:

@@ -10,7 +10,7 @@ import os
 import stat
 from dataclasses import dataclass, field
 
-from graphtrain_inspect.capture import logformat
+from graphtrain_inspect.capture.shared import logformat
 
 
 @dataclass

@@ -51,7 +51,7 @@ def wrap_pass(
     if getattr(fn, _WRAPPED, None) is not None:
         return fn
     pass_name = name or getattr(fn, "__name__", None) or repr(fn)
-    qual = qualname or _qualname(fn)
+    qual = qualname or pass_qualname(fn)
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -99,7 +99,7 @@ def wrap_pass_list(result: Any, *, target: str | None = None) -> Any:
     return result
 
 
-def _qualname(fn: Any) -> str | None:
+def pass_qualname(fn: Any) -> str | None:
     mod = getattr(fn, "__module__", None)
     qn = getattr(fn, "__qualname__", None)
     return f"{mod}:{qn}" if mod and qn else None

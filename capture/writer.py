@@ -8,7 +8,7 @@ import sys
 import time
 from typing import Any
 
-from graphtrain_inspect.capture import logformat
+from graphtrain_inspect.capture.shared import logformat
 
 # What a write error means to whoever reads the summary, by errno name.
 _WRITE_ERRORS = {

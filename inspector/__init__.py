@@ -15,7 +15,7 @@ from typing import Any
 
 _API = {
     "open_capture": "graphtrain_inspect.inspector.read.capture_index",
-    "Capture": "graphtrain_inspect.inspector.read.capture_index",
+    "Capture": "graphtrain_inspect.inspector.read.capture_reader",
     "CaptureUnreadable": "graphtrain_inspect.inspector.errors",
     "GraphTables": "graphtrain_inspect.inspector.read.graphmodel",
     "StageIndex": "graphtrain_inspect.inspector.read.stages",

@@ -5,7 +5,7 @@ prints `graphtrain-inspect COMMAND: MESSAGE` on one line (never a traceback for 
 exits with the error's `code`. Every class here exits 2 (the input or the arguments); a raise site
 may pass another `code`.
 
-The capture's own errors (`capture.logformat.FormatError`, `capture.signing.KeyProblem`, the
+The capture's own errors (`capture.shared.logformat.FormatError`, `capture.shared.signing.KeyProblem`, the
 launcher's) stay in `capture/`: capture runs inside training workers and may not import the core
 (tests/test_layering.py), and inside a worker an instrumentation error is recorded and swallowed,
 never turned into an exit status. The core converts them where it meets them, with the context the

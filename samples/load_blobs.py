@@ -2,13 +2,13 @@
 
 Used by record_gpu_captures.sh to show that the blobs written on the GPU machines load under
 the torch that wrote them. Unpickling runs code: as replay, only a capture signed with your key
-(capture.signing: your own, or one you signed with `graphtrain-inspect trust DIR`), or `--trust`.
+(capture.shared.signing: your own, or one you signed with `graphtrain-inspect trust DIR`), or `--trust`.
 """
 
 import glob
 import sys
 
-from graphtrain_inspect.capture import signing
+from graphtrain_inspect.capture.shared import signing
 
 verdict = signing.verify(sys.argv[1])
 if not verdict.ok and "--trust" not in sys.argv[2:]:

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from graphtrain_inspect.capture import logformat
+from graphtrain_inspect.capture.shared import logformat
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -30,7 +30,7 @@ SAMPLE_STEPS = "2"
 
 
 def pytest_configure(config):
-    """A signing key (capture.signing) and a bundled-capture cache of this test session's own, so
+    """A signing key (capture.shared.signing) and a bundled-capture cache of this test session's own, so
     tests never read or make the developer's key in ~/.config, and every process they start (the
     CLI, torchrun's workers) sees the same ones; and bytecode written for those processes.
 

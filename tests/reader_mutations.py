@@ -26,8 +26,9 @@ from typing import Any
 
 import orjson
 
-from graphtrain_inspect.capture import logformat
-from graphtrain_inspect.inspector.read.capture_index import CaptureUnreadable, open_capture
+from graphtrain_inspect.capture.shared import logformat
+from graphtrain_inspect.inspector.errors import CaptureUnreadable
+from graphtrain_inspect.inspector.read.capture_index import open_capture
 from graphtrain_inspect.inspector.read.logscan import LogFile
 
 # Mutations: (op, ...) tuples, applied in order; positions are taken modulo the current length.

@@ -9,7 +9,7 @@ For tests (here and in tui/): build GraphModules by hand or with make_fx, then
         rw.end()
     w.finish()
 
-Records are made with `graphtrain_inspect.capture.logformat.encode_record` and the tables with
+Records are made with `graphtrain_inspect.capture.shared.logformat.encode_record` and the tables with
 `graphtrain_inspect.capture.graph_tables` (`node_tables`, `symbol_map`, `device_table`, `readable_code`), so what the
 inspector reads is what a real capture writes. This module imports torch (its purpose needs it);
 nothing else in inspector/ does.
@@ -23,7 +23,8 @@ from typing import Any
 
 import orjson
 
-from graphtrain_inspect.capture import graph_tables, logformat, rank_tokens
+from graphtrain_inspect.capture import graph_tables
+from graphtrain_inspect.capture.shared import logformat, rank_tokens
 
 
 class RankWriter:

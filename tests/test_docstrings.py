@@ -2,7 +2,7 @@
 
 Two things are resolved in every module docstring of inspector/:
 
-* dotted names of ours (`inspector.replay.plan`, `capture.signing.KeyProblem`,
+* dotted names of ours (`inspector.replay.plan`, `capture.shared.signing.KeyProblem`,
   `graphtrain_inspect.inspector.checks`): the longest importable module, then attributes;
 * the examples (lines indented under the text that parse as Python): a name called
   (`open_capture(DIR)`) is defined in the module, in a module of the same package, or in the
@@ -155,7 +155,7 @@ def test_module_docstring_names_what_exists(rel, module):
 def test_the_resolver_catches_what_does_not_exist():
     """The checker itself, on two names once stale in replayer.py's docstring."""
     assert resolve("inspector.replay.plan")
-    assert resolve("capture.signing.KeyProblem")
+    assert resolve("capture.shared.signing.KeyProblem")
     assert not resolve("inspector.replay_plan")
     assert not resolve("inspector.replay.graph_view")
     doc = "Example:\n\n    r = Replayer(cap, target)\n    out = r.run()\n    r.check_outcome(out)\n"

@@ -1,6 +1,7 @@
 """The direction of imports between the packages, and a headless core that stays headless.
 
     capture -> read -> diff -> checks -> replay -> cli -> tui        (samples: a user program on top)
+    capture.shared: the floor under all of them (what the writer and the reader share)
 
 Every `import` in the package sources is read with `ast` (module level and inside functions;
 `if TYPE_CHECKING:` blocks are annotations, not imports) and held to the table below. Names
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import subprocess
 import sys
 
@@ -24,16 +26,20 @@ NS = "graphtrain_inspect"
 FOLDERS = ("capture", "inspector", "tui", "samples")
 CORE_STAGES = ("read", "diff", "checks", "replay", "cli")
 
-# layer -> layers (of ours) it may import. A layer is capture, inspector.<stage>, inspector.errors
-# (the core's errors, a leaf every stage may raise from), inspector (the package's own __init__),
-# tui or samples.
+# layer -> layers (of ours) it may import. A layer is capture.shared (the floor: what the writer
+# and the reader share, below both), capture (the rest of capture: the launcher and the in-worker
+# code), inspector.<stage>, inspector.errors (the core's errors, a leaf every stage may raise
+# from), inspector (the package's own __init__), tui or samples. The "may import" lists in the
+# stage packages' docstrings and in docs/inspector.md are read and held to this table (below).
 ALLOWED: dict[str, set[str]] = {
-    "capture": {"capture"},
+    "capture.shared": {"capture.shared"},
+    "capture": {"capture.shared", "capture"},
     "inspector.errors": set(),
-    "inspector.read": {"inspector.errors", "inspector.read"},  # + capture.logformat / capture.symbol_usage, below
-    "inspector.diff": {"inspector.errors", "inspector.read", "inspector.diff"},
-    "inspector.checks": {"inspector.errors", "inspector.read", "inspector.diff", "inspector.checks"},
+    "inspector.read": {"capture.shared", "inspector.errors", "inspector.read"},
+    "inspector.diff": {"capture.shared", "inspector.errors", "inspector.read", "inspector.diff"},
+    "inspector.checks": {"capture.shared", "inspector.errors", "inspector.read", "inspector.diff", "inspector.checks"},
     "inspector.replay": {
+        "capture.shared",
         "capture",
         "inspector.errors",
         "inspector.read",
@@ -42,6 +48,7 @@ ALLOWED: dict[str, set[str]] = {
         "inspector.replay",
     },
     "inspector.cli": {
+        "capture.shared",
         "capture",
         "inspector.errors",
         "inspector.read",
@@ -54,6 +61,7 @@ ALLOWED: dict[str, set[str]] = {
     # not cli: what the TUI shares with a command (rank agreement, the simulated-world line) is
     # data, made in the core; the TUI starts commands (check, replay) as child processes
     "tui": {
+        "capture.shared",
         "capture",
         "inspector.errors",
         "inspector.read",
@@ -62,28 +70,20 @@ ALLOWED: dict[str, set[str]] = {
         "inspector.replay",
         "tui",
     },
-    "samples": {"capture", "inspector.errors", "inspector.read", "inspector.diff", "inspector.checks", "samples"},
+    "samples": {
+        "capture.shared",
+        "capture",
+        "inspector.errors",
+        "inspector.read",
+        "inspector.diff",
+        "inspector.checks",
+        "samples",
+    },
 }
-# What read, diff and checks may take from capture: the log format and the symbol rules the writer
-# and the reader share, the rank normalization whose table hashes the writer records and the
-# reader takes (rank_tokens), the row selection whose result the writer records for the stale-symbol
-# check and the reader makes itself for tables without it (symbol_rows), the row digest the writer
-# records and the reader checks each row it reads against (row_digests), the signature the launcher
-# writes and replay verifies (signing), the node parts and `--ranks` choice the launcher and each
-# rank write and the reader reads (nodes: a few stdlib file reads, no hook), and the
-# one escaping of capture text for terminals the launcher's summary and the commands share
-# (terminal_text). Nothing that runs inside training.
-SHARED_FORMAT = {
-    f"{NS}.capture.logformat",
-    f"{NS}.capture.symbol_usage",
-    f"{NS}.capture.rank_tokens",
-    f"{NS}.capture.symbol_rows",
-    f"{NS}.capture.row_digests",
-    f"{NS}.capture.rank_ranges",
-    f"{NS}.capture.signing",
-    f"{NS}.capture.terminal_text",
-    f"{NS}.capture.nodes",
-}
+# What the floor may import besides itself: the standard library and orjson, nothing else (no
+# torch: the reader imports it, and nothing in it runs inside training but by being imported).
+FLOOR = "capture.shared"
+FLOOR_THIRD_PARTY = {"orjson"}
 # The one place the core reaches the UI: the `tui` command's launcher, inside its run function.
 LAZY_UI = {("inspector/cli/tui.py", "tui")}
 UI_LIBRARIES = ("textual", "rich")
@@ -99,6 +99,8 @@ def layer_of_module(name: str) -> str | None:
         return None
     if parts[1] == "inspector" and len(parts) > 2 and parts[2] in (*CORE_STAGES, "errors"):
         return f"inspector.{parts[2]}"
+    if parts[1] == "capture" and len(parts) > 2 and parts[2] == "shared":
+        return FLOOR
     return parts[1]
 
 
@@ -108,6 +110,8 @@ def layer_of_file(rel: str) -> str:
         return f"inspector.{parts[1]}"
     if parts[:2] == ["inspector", "errors.py"]:
         return "inspector.errors"
+    if parts[0] == "capture" and len(parts) > 2 and parts[1] == "shared":
+        return FLOOR
     return parts[0]
 
 
@@ -150,12 +154,13 @@ def violations(rel: str, source: str) -> list[str]:
         if rel in HEADLESS_TUI and (head in UI_LIBRARIES or target == "tui"):
             bad.append(f"{rel}: imports {name} (this module stays headless, even inside a function)")
             continue
+        if layer == FLOOR and target is None and head not in (*sys.stdlib_module_names, *FLOOR_THIRD_PARTY, NS):
+            bad.append(f"{rel}: imports {name} (the floor imports the standard library and orjson only)")
+            continue
         if target is None or target == layer:
             continue
-        if layer in ("inspector.read", "inspector.diff", "inspector.checks") and target == "capture":
-            # `from graphtrain_inspect.capture import logformat` names the package, then the module
-            if name == f"{NS}.capture" or any(name == m or name.startswith(m + ".") for m in SHARED_FORMAT):
-                continue
+        if name == f"{NS}.capture" and FLOOR in ALLOWED[layer]:
+            continue  # `from graphtrain_inspect.capture import shared` names the package, then the floor
         if (rel, target) in LAZY_UI and not top:
             continue
         if target not in ALLOWED[layer]:
@@ -187,7 +192,21 @@ def test_the_table_catches_a_wrong_direction():
         "graphtrain_inspect.inspector.checks.run_checks (inspector.checks)",
     ]
     assert violations("inspector/read/logscan.py", "from graphtrain_inspect.capture import session\n")
-    assert violations("inspector/read/logscan.py", "from graphtrain_inspect.capture import logformat\n") == []
+    assert violations("inspector/read/logscan.py", "from graphtrain_inspect.capture.shared import logformat\n") == []
+    assert violations("inspector/read/logscan.py", "from graphtrain_inspect.capture import shared\n") == []
+    assert violations("inspector/read/logscan.py", "from graphtrain_inspect.capture import session\n")
+    assert violations("inspector/checks/x.py", "from graphtrain_inspect.capture.launcher import claim\n")
+    # the floor: itself, the standard library and orjson
+    assert (
+        violations(
+            "capture/shared/x.py", "import os, orjson\nfrom graphtrain_inspect.capture.shared import logformat\n"
+        )
+        == []
+    )
+    assert violations("capture/shared/x.py", "from graphtrain_inspect.capture import session\n")
+    assert violations("capture/shared/x.py", "def f():\n    from graphtrain_inspect.inspector.read import logscan\n")
+    assert violations("capture/shared/x.py", "def f():\n    import torch\n")
+    assert violations("capture/session.py", "from graphtrain_inspect.capture.shared import logformat\n") == []
     assert violations("inspector/diff/align.py", "def f():\n    import graphtrain_inspect.tui.app\n")
     assert violations("inspector/checks/rank_baked_constant.py", "import textual\n")
     assert violations("inspector/checks/rank_baked_constant.py", "def f():\n    import rich\n") == []
@@ -373,3 +392,69 @@ def test_a_circle_is_found_even_through_a_function():
     mods[pkg] = f"def run():\n    from {NS}.inspector.checks import a\n"
     assert import_graph(mods)[a] == {b}  # the package itself is not imported back
     assert circles(import_graph(mods)) == []
+
+
+# -- the "may import" lists written for readers, held to the table ---------------------------------
+
+MAY_IMPORT = "May import (of ours):"
+
+
+def layers_named(text: str) -> set[str] | None:
+    """The layers a "may import" text names: its backticked names up to the first `;` or the end of
+    its sentence (what follows qualifies them); an empty set for `nothing`."""
+    names: set[str] = set()
+    for m in re.finditer(r"`([^`]*)`|;|\.(?:\s|$)|(\bnothing\b)", text):
+        if m.group(1) is not None:
+            names.add(m.group(1))
+        elif m.group(2) is not None:
+            return names
+        else:
+            break
+    return names
+
+
+def documented_rules() -> dict[str, dict[str, set[str]]]:
+    """Where each layer's "may import" list is written -> {layer: the layers it names}: the table in
+    docs/inspector.md (one row a package) and the stage packages' docstrings."""
+    found: dict[str, dict[str, set[str]]] = {"docs/inspector.md": {}}
+    text = open(os.path.join(ROOT, "docs", "inspector.md"), encoding="utf-8").read()
+    table = text.split("| package | owns | may import (of ours) |\n", 1)[1].split("\n\n", 1)[0]
+    for line in table.splitlines()[1:]:
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        path = cells[0].strip("`")
+        named = layers_named(cells[2])
+        assert named is not None
+        found["docs/inspector.md"][layer_of_file(path + "x.py" if path.endswith("/") else path)] = named
+    for rel, src in package_sources():
+        if not rel.endswith("__init__.py") or MAY_IMPORT not in src:
+            continue
+        doc = ast.get_docstring(ast.parse(src)) or ""
+        if MAY_IMPORT in doc:
+            named = layers_named(doc.split(MAY_IMPORT, 1)[1])
+            assert named is not None
+            found[rel] = {layer_of_file(rel): named}
+    return found
+
+
+def test_the_documented_import_rules_are_the_table():
+    """docs/inspector.md's "may import" column and each stage package's docstring say what the table
+    above enforces: every layer in the docs, every core stage's package in its docstring."""
+    found = documented_rules()
+    assert set(found["docs/inspector.md"]) == set(ALLOWED) - {"inspector"}
+    assert {f"inspector/{s}/__init__.py" for s in CORE_STAGES} <= set(found)
+    wrong = [
+        f"{where}: {layer} may import {sorted(named)}, the table says {sorted(ALLOWED[layer] - {layer})}"
+        for where, rules in found.items()
+        for layer, named in rules.items()
+        if named != ALLOWED[layer] - {layer}
+    ]
+    assert wrong == []
+
+
+def test_a_documented_rule_is_read_as_written():
+    assert layers_named(" `capture.shared`, `inspector.read`. Never `inspector.checks`.") == {
+        "capture.shared",
+        "inspector.read",
+    }
+    assert layers_named(" `capture`; `tui` only lazily, from `cli/tui.py` |") == {"capture"}
+    assert layers_named(" nothing else |") == set()

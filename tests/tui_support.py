@@ -12,7 +12,7 @@ import os
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from graphtrain_inspect.capture import logformat
+from graphtrain_inspect.capture.shared import logformat
 
 
 def _graphs(rank: int):
@@ -65,7 +65,7 @@ HOSTILE = {
 }
 
 
-# A name holding every character capture.terminal_text escapes (C0 but newline and tab, DEL, C1,
+# A name holding every character capture.shared.terminal_text escapes (C0 but newline and tab, DEL, C1,
 # the bidi and invisible format controls), NUL excepted (no file name can hold it).
 EVERY_ESCAPED = "".join(
     chr(c)

@@ -287,7 +287,7 @@ class InspectApp(CaptureLoading, ViewActions, CompileActions, TorchNodeCounts, A
     def idle_status(self) -> str:
         if self.session is None:
             return ""
-        from graphtrain_inspect.inspector.checks.shown import hidden_info
+        from graphtrain_inspect.inspector.checks.severity_filter import hidden_info
 
         o = self.session.outline
         fv = self.findings_view

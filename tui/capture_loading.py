@@ -11,9 +11,9 @@ from textual.widgets import Label, TabbedContent
 from textual.worker import get_current_worker
 
 from graphtrain_inspect.inspector.checks.rank_agreement import rank_agreement
+from graphtrain_inspect.inspector.errors import CaptureUnreadable
 from graphtrain_inspect.inspector.read import collector
 from graphtrain_inspect.inspector.read.bundled import sample_of
-from graphtrain_inspect.inspector.read.capture_index import CaptureUnreadable
 from graphtrain_inspect.inspector.read.live import files_signature
 from graphtrain_inspect.inspector.read.progressive import ProgressiveLoader
 from graphtrain_inspect.inspector.read.simulated import simulated_line

@@ -162,7 +162,7 @@ class CompareApp(App[int]):
             )
 
     def _fill_findings(self) -> None:
-        from graphtrain_inspect.capture.rank_ranges import format_ranks
+        from graphtrain_inspect.capture.shared.rank_ranges import format_ranks
 
         out = Text()
         changes = self.changes or []

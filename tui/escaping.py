@@ -1,4 +1,4 @@
-"""The TUI's layer of capture.terminal_text: the same escaping as the commands, in two places;
+"""The TUI's layer of capture.shared.terminal_text: the same escaping as the commands, in two places;
 and `plain`, the one way text becomes something the TUI shows.
 
 0. Markup. Textual and Rich read a `str` given to a table cell, a label, a tree node, a select
@@ -33,7 +33,7 @@ from rich.text import Text
 from textual.color import Color
 from textual.filter import LineFilter
 
-from graphtrain_inspect.capture.terminal_text import escape_controls
+from graphtrain_inspect.capture.shared.terminal_text import escape_controls
 
 
 def plain(text: object) -> Text:

@@ -130,35 +130,6 @@ def token_spans(line: str) -> tuple[tuple[int, int, str], ...]:
     return tuple(out)
 
 
-def pygments_spans(line: str) -> tuple[tuple[int, int, str], ...]:
-    """The same from pygments' Python lexer (for comparison in the tests; imported only here)."""
-    from pygments.lexers.python import PythonLexer
-    from pygments.token import Comment, Keyword, Name, Number, Operator, String, Token
-
-    keys: list[tuple[Any, str]] = [
-        (Comment, "comment"), (String, "string"), (Number, "number"), (Keyword.Constant, "constant"),
-        (Keyword, "keyword"), (Name.Builtin, "builtin"), (Name.Class, "class"), (Name.Function, "function"),
-        (Operator, "operator"),
-    ]  # fmt: skip
-    out = []
-    for start, ttype, value in PythonLexer(stripnl=False, ensurenl=False).get_tokens_unprocessed(line):
-        if not value:
-            continue
-        key = None
-        t = ttype
-        while t is not None and t is not Token:
-            for tt, k in keys:
-                if t is tt:
-                    key = k
-                    break
-            if key is not None:
-                break
-            t = t.parent
-        if key is not None and key != "operator":
-            out.append((start, start + len(value), key))
-    return tuple(out)
-
-
 def paint(text: str, base: Style, layers: list[list[tuple[int, int, Style]]]) -> list[Segment]:
     """Segments of `text`: `base` everywhere, then each layer's (start, end, style) ranges on top,
     later layers over earlier ones (tokens, then diff marks, then search matches, then the node)."""

@@ -12,7 +12,7 @@ import shutil
 import subprocess
 import sys
 
-from graphtrain_inspect.capture.terminal_text import escape_controls
+from graphtrain_inspect.capture.shared.terminal_text import escape_controls
 
 
 def replay_argv(path: str, pass_name: str, rank: int, occurrence: int) -> list[str]:

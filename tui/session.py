@@ -18,7 +18,9 @@ from graphtrain_inspect.inspector.checks.symbol_rows import SymbolRow, symbol_ro
 from graphtrain_inspect.inspector.diff.graph_diff import normalize_code, rank_diff_gids, rank_text
 from graphtrain_inspect.inspector.diff.node_diff import GraphDiff
 from graphtrain_inspect.inspector.diff.text_rows import DiffModel
-from graphtrain_inspect.inspector.read.capture_index import Capture, CaptureUnreadable, open_capture
+from graphtrain_inspect.inspector.errors import CaptureUnreadable
+from graphtrain_inspect.inspector.read.capture_index import open_capture
+from graphtrain_inspect.inspector.read.capture_reader import Capture
 from graphtrain_inspect.inspector.read.code_locate import CodeIndex
 from graphtrain_inspect.inspector.read.compile_events import compile_story
 from graphtrain_inspect.inspector.read.compile_rows import CompileRow, compile_rows
@@ -387,7 +389,7 @@ class CaptureSession:
             world = self.cap.world_size or 0
             if not isinstance((getattr(self.cap, "manifest", None) or {}).get("simulated"), dict):
                 # a rank of the world with no log at all: nothing else on screen would say it exists
-                from graphtrain_inspect.capture import logformat
+                from graphtrain_inspect.capture.shared import logformat
                 from graphtrain_inspect.inspector.read.node_parts import absence
 
                 gone = absence(self.cap)

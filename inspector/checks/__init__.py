@@ -16,7 +16,8 @@ blame), `differing_literals` (literals that differ across ranks at aligned nodes
 (rank diffs from undecoded rows), `symbol_rows` (a graph's symbol map as rows, stale ones marked),
 `cache_keys` (each compile's FX graph cache key, by key and by pipeline).
 
-May import: read and diff. Never replay, cli or tui; never torch, textual or rich.
+May import (of ours): `capture.shared`, `inspector.errors`, `inspector.read`, `inspector.diff`.
+Never replay, cli or tui; never torch, textual or rich.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
-    from graphtrain_inspect.inspector.read.capture_index import Capture
+    from graphtrain_inspect.inspector.read.capture_reader import Capture
 
 # The checks, in the order of the report: each a module of this package named after the check
 # (dashes as underscores) with `KIND`, `DESCRIPTION` and `run(ctx)`. Adding a check is its module
@@ -127,7 +128,7 @@ class Report:
         return {"findings": [f.to_json() for f in self.findings], "summary": self.summary()}
 
 
-def _sort_key(f: Finding) -> tuple:
+def sort_key(f: Finding) -> tuple:
     return (
         SEVERITY_RANK.get(f.severity, 9),
         list(CHECKS).index(f.kind) if f.kind in CHECKS else 99,
@@ -209,7 +210,7 @@ def _run_checks(ctx: "CheckContext", only: list[str] | None) -> Report:
 
     explain(ctx, ran)
     attach_sources(cap, findings)
-    findings.sort(key=_sort_key)
+    findings.sort(key=sort_key)
     return Report(findings, ctx.not_run, ctx.notes, cap)
 
 

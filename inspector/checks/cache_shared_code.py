@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from graphtrain_inspect.capture.rank_ranges import format_ranks
+from graphtrain_inspect.capture.shared.rank_ranges import format_ranks
 from graphtrain_inspect.inspector.checks.cache_keys import by_cache_key, undetermined_keys
 from graphtrain_inspect.inspector.checks.codegen_sites import CODEGEN_PASS, CodeSite
 from graphtrain_inspect.inspector.checks.findings import Finding

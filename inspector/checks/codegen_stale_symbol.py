@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from graphtrain_inspect.capture.symbol_rows import row_refs
+from graphtrain_inspect.capture.shared.symbol_rows import row_refs
 from graphtrain_inspect.inspector.checks.codegen_sites import CodeSite, aligned, clip_code, finding, fx_node
 from graphtrain_inspect.inspector.checks.findings import Finding
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from graphtrain_inspect.capture import logformat
+from graphtrain_inspect.capture.shared import logformat
 
 
 def checked_line(cap: Any, report: Any, only: list[str] | None = None) -> str:

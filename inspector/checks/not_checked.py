@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from graphtrain_inspect.capture.rank_ranges import format_ranks
+from graphtrain_inspect.capture.shared.rank_ranges import format_ranks
 from graphtrain_inspect.inspector.read.capture_reader import WORLD_LIMIT
 from graphtrain_inspect.inspector.read.node_parts import absence
 from graphtrain_inspect.inspector.read.output_code import output_codes

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from graphtrain_inspect.capture import logformat
-from graphtrain_inspect.inspector.diff.render import fmt_bytes
+from graphtrain_inspect.capture.shared import logformat
+from graphtrain_inspect.capture.shared.terminal_text import fmt_bytes
 
 # node-table bytes ls reads by itself to compare ranks (beyond: `ls --classes`); ls otherwise reads
 # envelope lines only, a few ms per thousand records whatever the payloads weigh (and the digests

@@ -35,14 +35,14 @@ import re
 from fractions import Fraction
 from typing import Any, Callable
 
-from graphtrain_inspect.capture.logformat import NodeRow
-from graphtrain_inspect.capture.rank_ranges import values_by_rank
+from graphtrain_inspect.capture.shared.logformat import NodeRow
+from graphtrain_inspect.capture.shared.rank_ranges import values_by_rank
 from graphtrain_inspect.inspector.checks import shard_geometry
 from graphtrain_inspect.inspector.checks.cache_keys import keyed_per_rank
 from graphtrain_inspect.inspector.checks.differing_literals import Site, cross_rank_evidence, literal_sites
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext, Observation
 from graphtrain_inspect.inspector.diff.normalize import table_meshes
-from graphtrain_inspect.inspector.read import identity
+from graphtrain_inspect.inspector.read import pipelines
 from graphtrain_inspect.inspector.read.graphmodel import SubGraph, is_ref, row_leaves
 from graphtrain_inspect.inspector.read.node_parts import ran_without_log
 from graphtrain_inspect.inspector.read.simulated import rank_states
@@ -315,9 +315,9 @@ def compile_on_one_rank(ctx: CheckContext) -> tuple[bool, list[int]]:
     world that ran no pass while one rank did. A rank that compiled alone because it recompiled
     is a rank-divergent compile, not this: its peers compiled graphs of their own."""
     cap = ctx.cap
-    loaded = any(pl.origin == identity.LOADED for r in cap.ranks for pl in cap.pipelines(r))
+    loaded = any(pl.origin == pipelines.LOADED for r in cap.ranks for pl in cap.pipelines(r))
     if loaded:
-        return True, [r for r in cap.ranks if any(pl.origin != identity.LOADED for pl in cap.pipelines(r))]
+        return True, [r for r in cap.ranks if any(pl.origin != pipelines.LOADED for pl in cap.pipelines(r))]
     compiling = [r for r in cap.ranks if ctx.index.by_rank.get(r)]
     env = (cap.manifest or {}).get("env") or {}
     flag = str(env.get("TORCH_DISTRIBUTED_COMPILE_ON_ONE_RANK", "")).lower() in ("1", "true", "yes")
@@ -703,7 +703,7 @@ def run(ctx: CheckContext) -> list:
     elif not coor:
         ctx.skip(KIND, f"needs graphs of at least two ranks to compare (found {len(compiling)})")
     if coor:
-        loaders = [r for r in ctx.cap.ranks if any(pl.origin == identity.LOADED for pl in ctx.cap.pipelines(r))]
+        loaders = [r for r in ctx.cap.ranks if any(pl.origin == pipelines.LOADED for pl in ctx.cap.pipelines(r))]
         ctx.notes.append(
             f"compile on one rank: rank(s) {compiling} compiled"
             + (f", rank(s) {loaders} ran the loaded graph" if loaders else "")
@@ -713,7 +713,7 @@ def run(ctx: CheckContext) -> list:
         cache: dict[tuple[int, str], list[Observation]] = {}
 
         def observe(stage):
-            if stage.rank not in compiling or identity.parse_key(stage.key.pipeline)[1]:
+            if stage.rank not in compiling or pipelines.parse_key(stage.key.pipeline)[1]:
                 return []  # a loaded graph's pipeline: the graph is judged where it was made
             k = (stage.rank, stage.gid)
             if k not in cache:

@@ -18,7 +18,7 @@ here: none is written by the capture.
 
 Two ranks that logged the same bytes (same graph id and node-table md5) and normalize them the
 same way (same group names and own device) share one hash without reading the table. Since log
-format 4's `norm` field the capture writes each table's hash (`capture.rank_tokens`, the same
+format 4's `norm` field the capture writes each table's hash (`capture.shared.rank_tokens`, the same
 function on the same bytes) with the names it rewrote: where those are the rewrites made here, the
 hash is taken from the envelope and no table is read, so classes cost what the index costs and
 answer for two ranks as well as for many.
@@ -31,14 +31,14 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 import orjson
 
-from graphtrain_inspect.capture import logformat, rank_tokens
-from graphtrain_inspect.capture.rank_ranges import brief_ranks
+from graphtrain_inspect.capture.shared import logformat, rank_tokens
+from graphtrain_inspect.capture.shared.rank_ranges import brief_ranks
 from graphtrain_inspect.inspector.diff.normalize import RankContext, is_collective_target
 
 if TYPE_CHECKING:
     from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
     from graphtrain_inspect.inspector.diff.node_diff import GraphDiff
-    from graphtrain_inspect.inspector.read.capture_index import Capture
+    from graphtrain_inspect.inspector.read.capture_reader import Capture
     from graphtrain_inspect.inspector.read.stages import Stage, StageIndex, StageKey
 
 

@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import orjson
 
-from graphtrain_inspect.capture import logformat
-from graphtrain_inspect.capture.symbol_rows import rows_with
+from graphtrain_inspect.capture.shared import logformat
+from graphtrain_inspect.capture.shared.symbol_rows import rows_with
 from graphtrain_inspect.inspector.diff.anchored import rank_digests
 from graphtrain_inspect.inspector.diff.node_diff import GraphDiff, NodeDiff, SubgraphDiff, compare_rows
 from graphtrain_inspect.inspector.diff.normalize import (
@@ -40,10 +40,10 @@ from graphtrain_inspect.inspector.diff.normalize import (
     knows_groups,
     own_device_tokens,
 )
-from graphtrain_inspect.inspector.read.graphmodel import _row_ok
+from graphtrain_inspect.inspector.read.graphmodel import row_ok
 
 if TYPE_CHECKING:
-    from graphtrain_inspect.inspector.read.capture_index import Capture
+    from graphtrain_inspect.inspector.read.capture_reader import Capture
 
 # off: the checks read every table whole (rank diffs, stale symbols); tests compare both ways
 ENABLED = True
@@ -163,7 +163,7 @@ def positional_rank_diff(
                 a, b = logformat.decode_row(xa), logformat.decode_row(xb)
             except orjson.JSONDecodeError:
                 return None
-            if not (_row_ok(a, xa) and _row_ok(b, xb)) or a["name"] != b["name"]:
+            if not (row_ok(a, xa) and row_ok(b, xb)) or a["name"] != b["name"]:
                 return None
             if not (knows_groups(a, ctx_a) and knows_groups(b, ctx_b)):
                 return None

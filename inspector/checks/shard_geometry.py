@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from graphtrain_inspect.capture.logformat import NodeRow
+from graphtrain_inspect.capture.shared.logformat import NodeRow
 from graphtrain_inspect.inspector.read.graphmodel import is_ref
 
 SPLIT_OPS = ("aten.split.Tensor", "aten.split_with_sizes.default", "aten.chunk.default", "aten.tensor_split.sections")

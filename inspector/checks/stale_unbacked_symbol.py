@@ -22,10 +22,10 @@ from typing import Any, Callable, Mapping
 
 import orjson
 
-from graphtrain_inspect.capture import logformat, symbol_rows
-from graphtrain_inspect.capture.logformat import NodeRow
-from graphtrain_inspect.capture.symbol_rows import row_refs
-from graphtrain_inspect.capture.symbol_usage import is_unbacked, row_symbols
+from graphtrain_inspect.capture.shared import logformat, symbol_rows
+from graphtrain_inspect.capture.shared.logformat import NodeRow
+from graphtrain_inspect.capture.shared.symbol_rows import row_refs
+from graphtrain_inspect.capture.shared.symbol_usage import is_unbacked, row_symbols
 from graphtrain_inspect.inspector.checks import row_rank_diff as rowdiff
 from graphtrain_inspect.inspector.checks.rank_classes import class_rep_stage
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext, Observation

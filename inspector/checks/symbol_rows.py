@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from graphtrain_inspect.capture.symbol_usage import is_unbacked
+from graphtrain_inspect.capture.shared.symbol_usage import is_unbacked
 from graphtrain_inspect.inspector.read.graphmodel import GraphTables
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Hashable, Iterable
 
-from graphtrain_inspect.capture import logformat
+from graphtrain_inspect.capture.shared import logformat
 from graphtrain_inspect.inspector.checks.findings import Finding, NotRun
 from graphtrain_inspect.inspector.checks.rank_classes import class_rank_diff
 from graphtrain_inspect.inspector.checks.row_rank_diff import positional_rank_diff
@@ -27,7 +27,7 @@ from graphtrain_inspect.inspector.read.weighted_cache import WeightedLRU
 
 if TYPE_CHECKING:
     from graphtrain_inspect.inspector.checks.rank_classes import RankClasses
-    from graphtrain_inspect.inspector.read.capture_index import Capture
+    from graphtrain_inspect.inspector.read.capture_reader import Capture
 
 
 # the partitioner's output role of the backward graph (capture/inductor_hooks.py)

@@ -26,13 +26,13 @@ from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from typing import TYPE_CHECKING, Any
 
-from graphtrain_inspect.capture.rank_tokens import table_meshes
+from graphtrain_inspect.capture.shared.rank_tokens import table_meshes
 from graphtrain_inspect.inspector.checks.rank_classes import RankClasses
 from graphtrain_inspect.inspector.read.stages import StageIndex, StageKey
 
 if TYPE_CHECKING:
     from graphtrain_inspect.inspector.diff.node_diff import GraphDiff
-    from graphtrain_inspect.inspector.read.capture_index import Capture
+    from graphtrain_inspect.inspector.read.capture_reader import Capture
     from graphtrain_inspect.inspector.read.stages import Stage
 
 # what a paired graph is on one pair of ranks
@@ -294,7 +294,7 @@ class TwoRuns:
 
     def pairing_lines(self) -> list[tuple[str, str]]:
         """How the ranks paired, a line each with its kind: "" (the pairing), "note", "unpaired"."""
-        from graphtrain_inspect.capture.rank_ranges import format_ranks
+        from graphtrain_inspect.capture.shared.rank_ranges import format_ranks
 
         rp = self.ranks
         count = f"{len(rp.pairs)} pair{'s' if len(rp.pairs) != 1 else ''}"
@@ -332,7 +332,7 @@ class TwoRuns:
         return prefix + ("its input changed on " if status == "input changed" else "changed on ") + parts
 
     def _where(self, cs: list[RankChange]) -> str:
-        from graphtrain_inspect.capture.rank_ranges import format_ranks
+        from graphtrain_inspect.capture.shared.rank_ranges import format_ranks
 
         if len(cs) == 1:
             return self.ranks.label(cs[0].base_rank, cs[0].new_rank)

@@ -34,15 +34,16 @@ import sys
 
 import orjson
 
-from graphtrain_inspect.capture.rank_ranges import format_ranks, values_by_rank
+from graphtrain_inspect.capture.shared.rank_ranges import format_ranks, values_by_rank
+from graphtrain_inspect.capture.shared.terminal_text import Style, truncate, want_color
 from graphtrain_inspect.inspector.checks.findings import SEVERITIES, SEVERITY_RANK
-from graphtrain_inspect.inspector.cli.common import add_capture_argument, add_jobs_argument, jobs_of, open_or_fail
-from graphtrain_inspect.inspector.diff.render import (
-    Style,
+from graphtrain_inspect.inspector.cli.common import (
+    add_capture_argument,
     add_common_arguments,
+    add_jobs_argument,
+    jobs_of,
+    open_or_fail,
     print_read_errors,
-    truncate,
-    want_color,
 )
 
 DEVICE_POLICY = """\
@@ -201,7 +202,7 @@ def source_line_groups(findings: list) -> dict[str, int]:
 
 def render(report, st: Style, width: int, hidden: int = 0, checked: str | None = None) -> list[str]:
     from graphtrain_inspect.inspector.checks import CHECKS
-    from graphtrain_inspect.inspector.checks.shown import summary
+    from graphtrain_inspect.inspector.checks.severity_filter import summary
     from graphtrain_inspect.inspector.read.source_lines import source_text
     from graphtrain_inspect.inspector.read.stages import pipeline_label
 
@@ -304,7 +305,7 @@ def run(args: argparse.Namespace) -> int:
     import shutil
 
     from graphtrain_inspect.inspector.checks import check_report
-    from graphtrain_inspect.inspector.checks.shown import at_least, hidden_info
+    from graphtrain_inspect.inspector.checks.severity_filter import at_least, hidden_info
     from graphtrain_inspect.inspector.read.capture_files import integrity_notes
     from graphtrain_inspect.inspector.read.simulated import simulated_line
 

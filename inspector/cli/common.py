@@ -1,9 +1,11 @@
-"""What every command shares: its one-line failure and opening the capture it was given."""
+"""What every command shares: its one-line failure, opening the capture it was given, the options
+every reading command takes (`--source`, `--color`) and its reading problems on stderr."""
 
 from __future__ import annotations
 
 import os
-from typing import Any
+import sys
+from typing import IO, Any
 
 from graphtrain_inspect.inspector.errors import CommandError
 
@@ -154,3 +156,25 @@ def open_output_dir(path: str) -> int:
     except FileExistsError:
         pass
     return os.open(path, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+
+
+def add_common_arguments(p: Any) -> None:
+    p.add_argument(
+        "--source",
+        choices=("auto", "capture", "torch"),
+        default="auto",
+        help="read our capture logs, or torch's TORCH_TRACE logs (a capture's torch_trace/ subdirectory)",
+    )
+    p.add_argument(
+        "--color", choices=("auto", "always", "never"), default="auto", help="colour output (default: when a terminal)"
+    )
+
+
+def print_read_errors(cap: Any, stream: IO | None = None, limit: int = 20) -> None:
+    """Reading problems, one line each (file:line: message), on stderr."""
+    stream = stream or sys.stderr
+    errs = cap.all_errors()
+    for e in errs[:limit]:
+        print(f"graphtrain-inspect: {e}", file=stream)
+    if len(errs) > limit:
+        print(f"graphtrain-inspect: ... and {len(errs) - limit} more reading problems", file=stream)

@@ -32,21 +32,17 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from graphtrain_inspect.capture.shared.terminal_text import Style, truncate, want_color
 from graphtrain_inspect.inspector.checks.findings import SEVERITIES
 from graphtrain_inspect.inspector.cli.common import (
     CommandError,
+    add_common_arguments,
     add_jobs_argument,
     diff_title,
     jobs_of,
     open_or_fail,
-    write_diffs,
-)
-from graphtrain_inspect.inspector.diff.render import (
-    Style,
-    add_common_arguments,
     print_read_errors,
-    truncate,
-    want_color,
+    write_diffs,
 )
 
 if TYPE_CHECKING:
@@ -87,7 +83,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_common_arguments(p)
 
 
-def _resolve(given: str) -> str:
+def resolve_pair(given: str) -> str:
     """A path as given, or a bundled sample's (unpacked) where no such path exists."""
     if os.path.exists(given):
         return given
@@ -101,9 +97,9 @@ def _resolve(given: str) -> str:
 def run(args: argparse.Namespace) -> int:
     from graphtrain_inspect.inspector.checks.two_runs import TwoRuns
 
-    base = open_or_fail(_resolve(args.base), args.source)
+    base = open_or_fail(resolve_pair(args.base), args.source)
     with base:
-        new = open_or_fail(_resolve(args.new), args.source)
+        new = open_or_fail(resolve_pair(args.new), args.source)
         with new:
             print_read_errors(base)
             print_read_errors(new)
@@ -194,11 +190,11 @@ def _lines(
             if same:
                 out.append(st(f"    ({same} other stage{'s' if same != 1 else ''} the same on every rank)", "dim"))
     out.append("")
-    out.append(st(_stage_summary(stages), "bold"))
+    out.append(st(stage_summary(stages), "bold"))
     if args.no_check:
         return out
     shown = _shown(changes, args.severity)
-    out.append(st(_finding_summary(changes, len(changes) - len(shown)), "bold"))
+    out.append(st(finding_summary(changes, len(changes) - len(shown)), "bold"))
     out.extend(_finding_lines(shown, st, width))
     if code:
         n = sum(1 for c in changes if c.adds_error())
@@ -216,7 +212,7 @@ def _counts(stages: list["StageChange"]) -> dict[str, int]:
     return c
 
 
-def _stage_summary(stages: list["StageChange"]) -> str:
+def stage_summary(stages: list["StageChange"]) -> str:
     c = _counts(stages)
     words = {"input changed": "changed with their input"}
     parts = [
@@ -238,7 +234,7 @@ def _shown(changes: list["FindingChange"], severity: str | None) -> list["Findin
     return [c for c in changes if level(c) <= limit]
 
 
-def _finding_summary(changes: list["FindingChange"], hidden: int) -> str:
+def finding_summary(changes: list["FindingChange"], hidden: int) -> str:
     c: dict[str, int] = {}
     for x in changes:
         c[x.status] = c.get(x.status, 0) + 1
@@ -250,7 +246,7 @@ def _finding_summary(changes: list["FindingChange"], hidden: int) -> str:
 
 
 def _finding_lines(changes: list["FindingChange"], st: Style, width: int) -> list[str]:
-    from graphtrain_inspect.capture.rank_ranges import format_ranks
+    from graphtrain_inspect.capture.shared.rank_ranges import format_ranks
     from graphtrain_inspect.inspector.read.stages import pipeline_label
 
     colours = {"error": "red", "warning": "yellow", "info": "blue"}
@@ -268,15 +264,15 @@ def _finding_lines(changes: list["FindingChange"], st: Style, width: int) -> lis
         head = f"  {c.status.upper():<7} {sev:<16} {f.kind:<22} {truncate(node, 24):<24} ranks {ranks}"
         out.append(st(truncate(head, max(40, width)), colours.get(f.severity, "bold")))
         intro = f.introduced_by
-        where = _introduced(intro)
+        where = introduced_words(intro)
         if c.status == "moved" and c.base is not None:
-            where = f"{_introduced(c.base.introduced_by)}, now {where}"
+            where = f"{introduced_words(c.base.introduced_by)}, now {where}"
         pl = f" [{pipeline_label(f.pipeline)}]" if f.pipeline else ""
         out.append(st(truncate(f"          {where}{pl}: {f.message}", max(40, width)), "dim"))
     return out
 
 
-def _introduced(intro: str | None) -> str:
+def introduced_words(intro: str | None) -> str:
     """Where a finding comes in, as `check` says it."""
     if intro is None:
         return "in the capture itself"
@@ -352,7 +348,7 @@ def _one(
     runs: "TwoRuns", s: "StageChange", c: "RankChange", args: argparse.Namespace, st: Style, out: list, docs: list
 ) -> None:
     from graphtrain_inspect.inspector.checks.two_runs import run_diff
-    from graphtrain_inspect.inspector.cli.diff import _node_lines, _text_lines
+    from graphtrain_inspect.inspector.cli.diff import node_lines, text_lines
     from graphtrain_inspect.inspector.diff import graph_diff as gdiff
     from graphtrain_inspect.inspector.read.stages import pipeline_label
 
@@ -378,11 +374,11 @@ def _one(
         out.append(st("  the same in both runs (after normalization)", "green"))
         return
     if not args.text:
-        out.extend(_node_lines(d, st))
+        out.extend(node_lines(d, st))
     if not args.nodes:
         la = gdiff.rank_text(runs.base, b, sb.gid) or []
         ln = gdiff.rank_text(runs.new, n, sn.gid) or []
-        out.extend(_text_lines(la, ln, f"base rank {b} {sb.gid}", f"new rank {n} {sn.gid}", args, st))
+        out.extend(text_lines(la, ln, f"base rank {b} {sb.gid}", f"new rank {n} {sn.gid}", args, st))
 
 
 def _select(stages: list["StageChange"], args: argparse.Namespace) -> list["StageChange"]:

@@ -19,22 +19,18 @@ import argparse
 import shutil
 from typing import TYPE_CHECKING
 
+from graphtrain_inspect.capture.shared.terminal_text import Style, truncate, want_color
 from graphtrain_inspect.inspector.cli.common import (
     CommandError,
     add_capture_argument,
+    add_common_arguments,
     add_jobs_argument,
     diff_title,
     jobs_of,
     open_or_fail,
+    print_read_errors,
     rank_pair,
     write_diffs,
-)
-from graphtrain_inspect.inspector.diff.render import (
-    Style,
-    add_common_arguments,
-    print_read_errors,
-    truncate,
-    want_color,
 )
 
 if TYPE_CHECKING:
@@ -42,7 +38,7 @@ if TYPE_CHECKING:
 
 
 # a graph of at least this many nodes has its text diff made in a forked child beside its node
-# changes (cli/beside.py): on the 100k-node capture each half took most of a second; below, the
+# changes (cli/forked_work.py): on the 100k-node capture each half took most of a second; below, the
 # fork costs more than it saves
 BESIDE_NODES = 20_000
 
@@ -82,7 +78,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_common_arguments(p)
 
 
-def _node_lines(d, st: Style, limit: int = 400) -> list[str]:
+def node_lines(d, st: Style, limit: int = 400) -> list[str]:
     out = []
     c = d.counts
     out.append(st(f"nodes: {c['added']} added, {c['removed']} removed, {c['changed']} changed", "bold"))
@@ -109,7 +105,7 @@ def _node_lines(d, st: Style, limit: int = 400) -> list[str]:
     return out
 
 
-def _text_lines(a_lines: list[str], b_lines: list[str], a_label: str, b_label: str, args, st: Style) -> list[str]:
+def text_lines(a_lines: list[str], b_lines: list[str], a_label: str, b_label: str, args, st: Style) -> list[str]:
     from graphtrain_inspect.inspector.diff.graph_diff import side_by_side, text_diff
 
     if args.side_by_side:
@@ -165,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "output_code", False):
         from graphtrain_inspect.inspector.cli import diff_output_code
 
-        return diff_output_code.run(args, _text_lines)
+        return diff_output_code.run(args, text_lines)
     if not args.pass_name:
         raise CommandError("--pass NAME (or --output-code) is required")
     from graphtrain_inspect.inspector.read.stages import StageIndex
@@ -220,7 +216,7 @@ def _rank_diffs(cap, index, args: argparse.Namespace, st: Style, out: list[str],
             out.append(st(f"  ranks {ra} and {rb} agree (after normalization)", "green"))
             continue
         if not args.text:
-            out.extend(_node_lines(d, st))
+            out.extend(node_lines(d, st))
         out.extend(text.result())
 
 
@@ -230,7 +226,7 @@ def _rank_text(cap, ra: int, rb: int, ga: str, gb: str, args: argparse.Namespace
 
     la = gdiff.rank_text(cap, ra, ga) or []
     lb = gdiff.rank_text(cap, rb, gb) or []
-    return _text_lines(la, lb, f"rank {ra} {ga}", f"rank {rb} {gb}", args, st)
+    return text_lines(la, lb, f"rank {ra} {ga}", f"rank {rb} {gb}", args, st)
 
 
 def _pass_diffs(cap, args: argparse.Namespace, st: Style, out: list[str], docs: list[dict]) -> None:
@@ -304,7 +300,7 @@ def _one_pass(cap, rank: int, p, args: argparse.Namespace, st: Style, out: list[
             out.append(st("  the pass returned the graph unchanged", "dim"))
             continue
         if d is not None and not args.text:
-            out.extend(_node_lines(d, st))
+            out.extend(node_lines(d, st))
         out.extend(text.result())
 
 
@@ -317,14 +313,14 @@ def _pass_text(cap, rank: int, p, role: str, args: argparse.Namespace, st: Style
     if texts is None:
         return []
     after = f"after #{p.seq} {p.name}" + ("" if role == "out" else f" [{role}]")
-    return _text_lines(texts[0], texts[1], f"before #{p.seq} {p.name}", after, args, st)
+    return text_lines(texts[0], texts[1], f"before #{p.seq} {p.name}", after, args, st)
 
 
 def _text_beside(cap, rank: int, gid: str, args: argparse.Namespace, wanted: bool, running: int, fn, *fn_args):
     """`fn(*fn_args)` (text lines) as a Beside: made in a forked child where the graph is large and
     -j leaves a process beside this one and the `running` children, else when asked; nothing made
     where not `wanted`, with --nodes or with --json."""
-    from graphtrain_inspect.inspector.cli.beside import Beside
+    from graphtrain_inspect.inspector.cli.forked_work import Beside
 
     if not wanted or args.nodes or args.json:
         return Beside(list, fork=False)
@@ -377,7 +373,7 @@ def _first_graph_lines(cap, rank: int, passes, args, st: Style) -> list[str]:
             if code is None:
                 out.append(st("  graph code unreadable", "red"))
             elif not args.nodes:
-                out.extend(_text_lines([], normalize_code(code), "(nothing)", f"#{p.seq} {p.name} {gid}", args, st))
+                out.extend(text_lines([], normalize_code(code), "(nothing)", f"#{p.seq} {p.name} {gid}", args, st))
     return out
 
 

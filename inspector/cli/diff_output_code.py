@@ -26,7 +26,8 @@ def _pick(keys: list[str], want: str | None) -> list[str]:
 
 
 def run(args: argparse.Namespace, text_lines: Any) -> int:
-    from graphtrain_inspect.inspector.diff.render import Style, print_read_errors, want_color
+    from graphtrain_inspect.capture.shared.terminal_text import Style, want_color
+    from graphtrain_inspect.inspector.cli.common import print_read_errors
     from graphtrain_inspect.inspector.read.output_code import compile_keys
 
     cap = open_or_fail(args.dir, args.source)

@@ -14,16 +14,11 @@ from typing import Any
 
 import orjson
 
-from graphtrain_inspect.capture.rank_ranges import format_ranks
+from graphtrain_inspect.capture.shared.rank_ranges import format_ranks
+from graphtrain_inspect.capture.shared.terminal_text import Style, fmt_bytes, want_color
 from graphtrain_inspect.inspector.checks.rank_agreement import rank_agreement
 from graphtrain_inspect.inspector.cli import ls_compile, ls_output_code
-from graphtrain_inspect.inspector.cli.common import add_capture_argument, open_or_fail
-from graphtrain_inspect.inspector.diff.render import (
-    Style,
-    add_common_arguments,
-    fmt_bytes,
-    want_color,
-)
+from graphtrain_inspect.inspector.cli.common import add_capture_argument, add_common_arguments, open_or_fail
 from graphtrain_inspect.inspector.read.capture_files import integrity_notes
 from graphtrain_inspect.inspector.read.node_parts import absence
 from graphtrain_inspect.inspector.read.simulated import simulated_line

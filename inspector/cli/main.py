@@ -194,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     if mod is None:
         print(f"graphtrain-inspect: '{args.command}' is not available in this version", file=sys.stderr)
         return 2
-    from graphtrain_inspect.capture import terminal_text
+    from graphtrain_inspect.capture.shared import terminal_text
     from graphtrain_inspect.inspector.cli.common import list_samples, resolve_capture
     from graphtrain_inspect.inspector.errors import InspectorError
     from graphtrain_inspect.inspector.read.collector import no_gc

@@ -31,8 +31,8 @@ import argparse
 import sys
 from typing import Any
 
+from graphtrain_inspect.capture.shared.terminal_text import Style, want_color
 from graphtrain_inspect.inspector.cli.common import CommandError, add_capture_argument
-from graphtrain_inspect.inspector.diff.render import Style, want_color
 from graphtrain_inspect.inspector.replay.report import (
     check_lines,
     header_line,

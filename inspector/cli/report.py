@@ -50,8 +50,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from graphtrain_inspect.capture.shared.terminal_text import fmt_bytes
     from graphtrain_inspect.inspector.cli.html_report import render
-    from graphtrain_inspect.inspector.diff.render import fmt_bytes
 
     as_dir = os.path.isdir(args.output) or args.output.endswith(os.sep)
     page = Path(args.output) / "report.html" if as_dir else Path(args.output)
@@ -82,12 +82,12 @@ def _compare_page(args: argparse.Namespace) -> str:
     from graphtrain_inspect.inspector.checks import check_report
     from graphtrain_inspect.inspector.checks.finding_changes import match_findings
     from graphtrain_inspect.inspector.checks.two_runs import TwoRuns
-    from graphtrain_inspect.inspector.cli.compare import _resolve
+    from graphtrain_inspect.inspector.cli.compare import resolve_pair
     from graphtrain_inspect.inspector.cli.html_report.compare_page import render as render_compare
 
-    base = open_or_fail(_resolve(args.dir), args.source)
+    base = open_or_fail(resolve_pair(args.dir), args.source)
     with base:
-        new = open_or_fail(_resolve(args.new), args.source)
+        new = open_or_fail(resolve_pair(args.new), args.source)
         with new:
             runs = TwoRuns(base, new)
             stages = runs.compare()

@@ -9,7 +9,7 @@ when the capture was recorded elsewhere and the tail of its path names a file he
 `/work/main/tests/x.py` is `tests/x.py` of this checkout); an absolute file URI otherwise. A
 finding with no source line (about the capture itself) is located at the rank's log. The
 rest (pass, graph, node, ranks, evidence) is in each result's `properties`. Message and snippet
-text is escaped as the terminal's is (capture.terminal_text): a code-scanning page shows it to
+text is escaped as the terminal's is (capture.shared.terminal_text): a code-scanning page shows it to
 people as text; `properties` keep the capture's text exact, as `--json` does.
 """
 
@@ -19,8 +19,8 @@ import os
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from graphtrain_inspect.capture import logformat
-from graphtrain_inspect.capture.terminal_text import escape_controls
+from graphtrain_inspect.capture.shared import logformat
+from graphtrain_inspect.capture.shared.terminal_text import escape_controls
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 LEVELS = {"error": "error", "warning": "warning", "info": "note"}

@@ -1,6 +1,6 @@
 """`graphtrain-inspect trust DIR`: vouch for a capture, so `replay` loads it without `--trust`.
 
-Signs the capture's manifest and logs with this user's key (capture.signing), as `capture` signs
+Signs the capture's manifest and logs with this user's key (capture.shared.signing), as `capture` signs
 its own at its end. For a capture someone else made, or one copied from another machine: look at
 it first (`ls`, `check`, the TUI never unpickle anything), then trust it. What the capture says
 about itself (user, host, command) is printed for that look, and is not what is trusted: the
@@ -22,7 +22,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from graphtrain_inspect.capture import signing
+    from graphtrain_inspect.capture.shared import signing
     from graphtrain_inspect.inspector.replay.plan import capture_dir, manifest_claims
 
     cap = open_or_fail(args.dir, "capture")

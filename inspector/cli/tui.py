@@ -84,7 +84,7 @@ def _refuse_what_is_no_capture(path: str, source: str) -> None:
     before the screen is taken over (the app reads the logs, and watches a capture starting)."""
     import os
 
-    from graphtrain_inspect.capture import logformat
+    from graphtrain_inspect.capture.shared import logformat
     from graphtrain_inspect.inspector.errors import CaptureUnreadable
 
     if not os.path.exists(path):
@@ -134,9 +134,9 @@ def run(args: argparse.Namespace) -> int:
 def _compare(args: argparse.Namespace) -> int:
     """`tui BASE NEW`: both runs checked to exist first (their one line, before the screen is
     taken over), then browsed compared."""
-    from graphtrain_inspect.inspector.cli.compare import _resolve
+    from graphtrain_inspect.inspector.cli.compare import resolve_pair
 
-    base, new = _resolve(args.path), _resolve(args.new)
+    base, new = resolve_pair(args.path), resolve_pair(args.new)
     for path in (base, new):
         _refuse_what_is_no_capture(path, args.source)
     from graphtrain_inspect.tui.compare_app import CompareApp

@@ -38,7 +38,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from rapidfuzz.distance import LCSseq
 
-from graphtrain_inspect.capture.logformat import NodeRow
+from graphtrain_inspect.capture.shared.logformat import NodeRow
 
 _NUM_SUFFIX = re.compile(r"_?\d+$")
 _DIFFLIB_LIMIT = 250_000  # gap size product above which a compiled LCS replaces difflib

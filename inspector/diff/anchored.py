@@ -42,7 +42,7 @@ from itertools import compress, repeat
 from operator import contains, is_not, not_
 from typing import TYPE_CHECKING
 
-from graphtrain_inspect.capture import logformat, rank_tokens
+from graphtrain_inspect.capture.shared import logformat, rank_tokens
 from graphtrain_inspect.inspector.diff.align import Parts, _lis, align_seeded, shallow_sig
 from graphtrain_inspect.inspector.diff.node_diff import GraphDiff, NodeDiff, SubgraphDiff, _compare
 from graphtrain_inspect.inspector.diff.normalize import (
@@ -55,7 +55,7 @@ from graphtrain_inspect.inspector.diff.normalize import (
 from graphtrain_inspect.inspector.read.row_digests import RowDigests
 
 if TYPE_CHECKING:
-    from graphtrain_inspect.inspector.read.capture_index import Capture
+    from graphtrain_inspect.inspector.read.capture_reader import Capture
 
 # off: such tables are diffed decoded, as without digests; tests compare both ways
 ENABLED = True

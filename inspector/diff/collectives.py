@@ -26,13 +26,13 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
-from graphtrain_inspect.capture.logformat import NodeRow
-from graphtrain_inspect.capture.rank_tokens import REDUCE_OPS, is_collective_target
+from graphtrain_inspect.capture.shared.logformat import NodeRow
+from graphtrain_inspect.capture.shared.rank_tokens import REDUCE_OPS, is_collective_target
 from graphtrain_inspect.inspector.diff.normalize import GraphNormalizer, RankContext
 from graphtrain_inspect.inspector.read.graphmodel import GraphTables, row_leaves
 
 if TYPE_CHECKING:
-    from graphtrain_inspect.inspector.read.capture_index import Capture
+    from graphtrain_inspect.inspector.read.capture_reader import Capture
 
 # namespaces whose targets read `namespace.op.overload`
 _OP_NAMESPACES = frozenset(

@@ -22,7 +22,7 @@ from itertools import compress, repeat
 from operator import and_, eq, not_
 from typing import TYPE_CHECKING, Iterator
 
-from graphtrain_inspect.capture.logformat import NodeRow
+from graphtrain_inspect.capture.shared.logformat import NodeRow
 from graphtrain_inspect.inspector.diff.align import Parts, _align, _merge_order
 from graphtrain_inspect.inspector.diff.anchored import anchored_pass_diff, anchored_rank_diff
 from graphtrain_inspect.inspector.diff.line_match import line_matcher, unified_diff
@@ -39,7 +39,8 @@ from graphtrain_inspect.inspector.read.collector import no_gc
 from graphtrain_inspect.inspector.read.graphmodel import GraphTables, SubGraph
 
 if TYPE_CHECKING:
-    from graphtrain_inspect.inspector.read.capture_index import Capture, PassRecord
+    from graphtrain_inspect.inspector.read.capture_reader import Capture
+    from graphtrain_inspect.inspector.read.capture_records import PassRecord
     from graphtrain_inspect.inspector.read.stages import StageKey
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
 
-from graphtrain_inspect.capture.logformat import NodeRow
+from graphtrain_inspect.capture.shared.logformat import NodeRow
 from graphtrain_inspect.inspector.diff.align import Parts, same_frozen
 from graphtrain_inspect.inspector.diff.normalize import IDENTITY, GraphNormalizer
 from graphtrain_inspect.inspector.read.graphmodel import row_leaves

@@ -9,7 +9,7 @@ Two ranks' graphs of the same pass differ, even when the program is rank-agnosti
 
 `RankContext` holds what is known about one rank; `GraphNormalizer` applies it to one graph. The
 rules that name a group and tell a collective (`group_keys`, `is_collective_target`, the tokens)
-live in `capture/rank_tokens.py`, since the capture applies them too: it records each node
+live in `capture/shared/rank_tokens.py`, since the capture applies them too: it records each node
 table's hash as this normalizer reads it.
 """
 
@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from graphtrain_inspect.capture.logformat import NodeRow
-from graphtrain_inspect.capture.rank_tokens import (
+from graphtrain_inspect.capture.shared.logformat import NodeRow
+from graphtrain_inspect.capture.shared.rank_tokens import (
     OWN_DEVICE,
     REDUCE_OPS,
     group_keys,

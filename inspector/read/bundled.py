@@ -4,7 +4,7 @@ Each bundled capture is `samples/captures/<name>.tar.xz` holding one directory `
 unpacked once into the user's cache directory (keyed by the archive's hash, so a newer archive
 unpacks afresh) and read from there like any other capture.
 
-The unpacked copy is signed with the user's key as it is unpacked (capture.signing), so `replay`
+The unpacked copy is signed with the user's key as it is unpacked (capture.shared.signing), so `replay`
 and the TUI's replay key load it without `--trust`: the archive is part of the installed package,
 code the user already runs (whoever can change it can change the tool itself); the captures'
 manifests name the GPU hosts and users they were recorded by, which is no reason to trust or
@@ -20,7 +20,7 @@ import re
 import tarfile
 from pathlib import Path
 
-from graphtrain_inspect.capture import signing
+from graphtrain_inspect.capture.shared import signing
 from graphtrain_inspect.inspector.errors import BundledError
 
 ARCHIVE_SUFFIX = ".tar.xz"

@@ -1,6 +1,6 @@
 """The files of a capture that its signature does not vouch for, as `ls` and `check` report them.
 
-Replay reads only files the user's signature lists (capture.signing, inspector.replay.plan):
+Replay reads only files the user's signature lists (capture.shared.signing, inspector.replay.plan):
 browsing reads no pickle, so `ls` and `check` still read everything, and say which files are
 unlisted (added after the capture was signed) and which blobs are not plainly the capture's own
 (a second hard link, another filesystem), the files replay would refuse without `--trust`.
@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from graphtrain_inspect.capture import logformat, signing
+from graphtrain_inspect.capture.shared import logformat, signing
 
 if TYPE_CHECKING:
     from graphtrain_inspect.inspector.read.capture_reader import Capture

@@ -1,6 +1,6 @@
 """`Capture`: an opened capture's ranks, passes and graphs, read on demand and cached.
 
-`capture_dirs.open_capture` makes one; `capture_index` is the module to import it from. Graph
+`capture_index.open_capture` makes one (and the progressive reader, by the same indexing). Graph
 payloads are decoded when asked (node tables LRU-cached by node count, undecoded rows by bytes).
 """
 
@@ -13,21 +13,21 @@ from typing import Any, Callable, Literal, Sequence
 
 import orjson
 
-from graphtrain_inspect.capture import logformat
-from graphtrain_inspect.capture.logformat import NodeRow
-from graphtrain_inspect.inspector.read import identity, torch_trace
+from graphtrain_inspect.capture.shared import logformat
+from graphtrain_inspect.capture.shared.logformat import NodeRow
+from graphtrain_inspect.inspector.read import pipelines, torch_trace
 from graphtrain_inspect.inspector.read import row_digests as digest_records
 from graphtrain_inspect.inspector.read.capture_records import (
     GraphRef,
     PassRecord,
     Pipeline,
-    _int,
-    _num,
-    _Rank,
-    _str,
+    RankRecords,
+    float_or_none,
+    int_or,
+    str_or_none,
 )
 from graphtrain_inspect.inspector.read.fxtext import parse_graph_code
-from graphtrain_inspect.inspector.read.graphmodel import GraphTables, SubGraph, _row_ok, derive_devices, derive_symbols
+from graphtrain_inspect.inspector.read.graphmodel import GraphTables, SubGraph, derive_devices, derive_symbols, row_ok
 from graphtrain_inspect.inspector.read.logscan import LogFile, ReadError, Record
 from graphtrain_inspect.inspector.read.row_digests import RowDigests, laid_over
 from graphtrain_inspect.inspector.read.validators import clean_devices, clean_rank_table, clean_symbols
@@ -71,7 +71,7 @@ def _pooled_rows(
         if len(decoded) != len(todo):
             return None  # a line holding more than one value: not a row per line
         for t, line, row in zip(todo, lines, decoded):
-            got[t] = pool[keys[rows[t]]] = row if _row_ok(row, line) else False
+            got[t] = pool[keys[rows[t]]] = row if row_ok(row, line) else False
     return got
 
 
@@ -107,8 +107,8 @@ class Capture:
         self.snapshot: Any = None
         # each writer process's status file (status/rank_<R>.<pid>.json), by rank: how its log ended
         self.statuses: dict[int, list[dict[str, Any]]] = {}
-        self._ranks: dict[int, _Rank] = {}
-        # logs not read as the rank their name says (`_leave_out_strays`): rank -> (path, problem, why)
+        self._ranks: dict[int, RankRecords] = {}
+        # logs not read as the rank their name says (capture_index.leave_out_strays): rank -> (path, problem, why)
         self.left_out: dict[int, tuple[str, str, str]] = {}
         self._tables = WeightedLRU(_TABLE_CACHE_NODES, _TABLE_CACHE_SIZE)
         self._rows = WeightedLRU(_ROWS_CACHE_BYTES, _TABLE_CACHE_SIZE)
@@ -116,11 +116,33 @@ class Capture:
         self._row_pool: dict[bytes, NodeRow | Literal[False]] = {}  # row line -> its row, or False (not a row)
         self._digest_pool: dict[int, NodeRow | Literal[False]] = {}  # the same by row digest (gti_row_digests)
         # graphs ranks ran without making them, made by other ranks' passes: gid -> producing ranks
-        self.shared: dict[str, identity.Shared] = {}
+        self.shared: dict[str, pipelines.Shared] = {}
         # the job's nodes (node_parts): their records, and the folder of each rank read from several
         self.nodes: list[dict[str, Any]] = []
         self.folders: list[str] = []
         self.rank_dirs: dict[int, str] = {}
+
+    # -- ranks, as opening files them (inspector.read.capture_index) ------------------------------
+
+    def add_rank(self, rank: int, log: LogFile) -> RankRecords:
+        """File `log` as rank `rank`'s; its records are indexed by kind into what this returns."""
+        rd = self._ranks[rank] = RankRecords(rank)
+        rd.log = log
+        return rd
+
+    def rank_records(self, rank: int) -> RankRecords | None:
+        return self._ranks.get(rank)
+
+    def leave_out(self, rank: int, problem: str, why: str) -> None:
+        """Take a rank's log out of the capture's ranks, saying why (`left_out`, a read error)."""
+        rd = self._ranks.pop(rank)
+        path = rd.log.path if rd.log is not None else self.path
+        self.left_out[rank] = (path, problem, why)
+        self.errors.append(ReadError(path, None, why, rank))
+
+    def adopt_rank(self, other: Capture, rank: int) -> None:
+        """Take `other`'s rank as this capture's (the folders of one job's nodes read as one world)."""
+        self._ranks[rank] = other._ranks[rank]
 
     # -- ranks, headers --------------------------------------------------------------------------
 
@@ -264,9 +286,9 @@ class Capture:
         if self.kind != "capture" or len(self._ranks) < 2:
             return
         by_rank = {r: rd.passes for r, rd in self._ranks.items() if rd.passes}
-        self.shared = identity.shared_graphs(by_rank)
+        self.shared = pipelines.shared_graphs(by_rank)
         for passes in by_rank.values():
-            identity.split_at_shared(passes, self.shared)
+            pipelines.split_at_shared(passes, self.shared)
 
     def pass_by_seq(self, rank: int, seq: int) -> PassRecord | None:
         for p in self.passes(rank):
@@ -293,7 +315,7 @@ class Capture:
         return list(seen)
 
     def pipelines(self, rank: int) -> list[Pipeline]:
-        """The rank's pipelines, keyed by identity (`identity.pipeline_key`): compile id, origin
+        """The rank's pipelines, keyed by identity (`pipelines.pipeline_key`): compile id, origin
         (traced here or loaded), ordinal among those, module path."""
         groups: dict[int, list[PassRecord]] = {}
         for p in self.passes(rank):
@@ -307,15 +329,15 @@ class Capture:
             traced = first.before
             sh = self.shared.get(traced) if traced is not None else None
             loaded_from = sh.producers if sh is not None else []
-            origin = identity.LOADED if (first.input == identity.LOADED or loaded_from) else identity.TRACED
+            origin = pipelines.LOADED if (first.input == pipelines.LOADED or loaded_from) else pipelines.TRACED
             module = first.module
             k = ordinal.get((cid, origin, module), 0)
             ordinal[(cid, origin, module)] = k + 1
-            key = identity.pipeline_key(cid, origin, k, module)
+            key = pipelines.pipeline_key(cid, origin, k, module)
             out.append(Pipeline(rank, idx, key, ps, traced, origin, module, list(loaded_from)))
         return out
 
-    def _capture_passes(self, r: _Rank) -> list[PassRecord]:
+    def _capture_passes(self, r: RankRecords) -> list[PassRecord]:
         log = r.log
         assert log is not None
         by_seq: dict[int, PassRecord] = {}
@@ -330,24 +352,24 @@ class Capture:
                 rank=r.rank,
                 seq=v["seq"],
                 name=str(v.get("name") or "?"),
-                before=_str(v.get("before")),
+                before=str_or_none(v.get("before")),
                 after={str(k): g for k, g in after.items() if isinstance(g, str) and g},
-                pipeline=_int(v.get("pipeline"), 0),
+                pipeline=int_or(v.get("pipeline"), 0),
                 traced=bool(v.get("traced")),
                 status=str(v.get("status") or "ok"),
-                qualname=_str(v.get("qualname")),
-                source=_str(v.get("source")),
-                subsystem=_str(v.get("subsystem")),
-                compile_id=_str(v.get("compile_id")),
+                qualname=str_or_none(v.get("qualname")),
+                source=str_or_none(v.get("source")),
+                subsystem=str_or_none(v.get("subsystem")),
+                compile_id=str_or_none(v.get("compile_id")),
                 exception=v.get("exception") if isinstance(v.get("exception"), dict) else None,
                 nodes=v.get("nodes") if isinstance(v.get("nodes"), dict) else None,
-                wall_s=_num(v.get("wall_s")),
-                time=_num(v.get("time")),
-                capture_errors=_int(v.get("capture_errors"), 0),
-                parent=_int(v.get("parent"), None),
-                input=_str(v.get("input")),
-                input_from=_int(v.get("input_from"), None),
-                module=_str(v.get("module")),
+                wall_s=float_or_none(v.get("wall_s")),
+                time=float_or_none(v.get("time")),
+                capture_errors=int_or(v.get("capture_errors"), 0),
+                parent=int_or(v.get("parent"), None),
+                input=str_or_none(v.get("input")),
+                input_from=int_or(v.get("input_from"), None),
+                module=str_or_none(v.get("module")),
                 blobs={str(k): ref for k, b in blobs.items() if (ref := logformat.blob_ref(b)) is not None},
                 record=rec,
             )
@@ -360,19 +382,19 @@ class Capture:
                 rank=r.rank,
                 seq=v["seq"],
                 name=str(v.get("name") or "?"),
-                before=_str(v.get("before")),
+                before=str_or_none(v.get("before")),
                 after={},
                 pipeline=last_pipeline,
                 status="incomplete",
-                time=_num(v.get("time")),
+                time=float_or_none(v.get("time")),
                 record=rec,
             )
         out = [by_seq[k] for k in sorted(by_seq)]
         self._merge_blobs(r, out)
-        identity.chain_pipelines(out)
+        pipelines.chain_pipelines(out)
         return out
 
-    def _merge_blobs(self, r: _Rank, passes: list[PassRecord]) -> None:
+    def _merge_blobs(self, r: RankRecords, passes: list[PassRecord]) -> None:
         """Since format 3 a graph's blob may be named after the pass records of its graph, by a
         `gti_blob` record (written when the child that made it finished): each pass record that
         names the graph without its blob gets it from there, as a pass record of format 2 named the
@@ -567,7 +589,7 @@ class Capture:
             if len(pool) > _ROW_POOL_ROWS:
                 pool.clear()
             decoded = logformat.decode_row(line)
-            r = pool[line] = decoded if _row_ok(decoded, line) else False
+            r = pool[line] = decoded if row_ok(decoded, line) else False
         return r or None
 
     def _table_from_rows(self, rank: int, gid: str) -> GraphTables | None:

@@ -78,7 +78,7 @@ class Pipeline:
     loaded_from: list[int] = field(default_factory=list)  # for a loaded graph: the ranks whose pass produced it
 
 
-class _Rank:
+class RankRecords:
     """One rank's log and its records by kind, as opening filed them; `passes` built on first use."""
 
     def __init__(self, rank: int):
@@ -97,13 +97,13 @@ class _Rank:
         self.torch_states: list[tuple[str, GraphRef]] = []
 
 
-def _int(v: Any, default: Any) -> Any:
+def int_or(v: Any, default: Any) -> Any:
     return v if type(v) is int else default
 
 
-def _num(v: Any) -> float | None:
+def float_or_none(v: Any) -> float | None:
     return float(v) if type(v) in (int, float) else None
 
 
-def _str(v: Any) -> str | None:
+def str_or_none(v: Any) -> str | None:
     return v if isinstance(v, str) else None

@@ -30,10 +30,10 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from graphtrain_inspect.capture import logformat
+from graphtrain_inspect.capture.shared import logformat
 
 if TYPE_CHECKING:
-    from graphtrain_inspect.inspector.read.capture_index import Capture
+    from graphtrain_inspect.inspector.read.capture_reader import Capture
 
 # compilation_metrics fields -> phase name, in seconds or microseconds
 _PHASES_S = (
@@ -299,7 +299,8 @@ def compile_story(cap: "Capture") -> CompileStory:
 
 
 def _read_story(cap: "Capture") -> CompileStory:
-    from graphtrain_inspect.inspector.read.capture_index import CaptureUnreadable, open_capture
+    from graphtrain_inspect.inspector.errors import CaptureUnreadable
+    from graphtrain_inspect.inspector.read.capture_index import open_capture
 
     if cap.kind == "torch_trace":
         src = cap

@@ -17,8 +17,8 @@ import ast
 import re
 from typing import Any
 
-from graphtrain_inspect.capture.logformat import NodeRow
-from graphtrain_inspect.capture.symbol_usage import val_symbols
+from graphtrain_inspect.capture.shared.logformat import NodeRow
+from graphtrain_inspect.capture.shared.symbol_usage import val_symbols
 
 DTYPE_ABBRS = {
     "u8": "uint8", "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64",
@@ -476,11 +476,3 @@ def parse_graph_code(code: str) -> tuple[dict[str, Any], list[str]]:
     p = _Parser(code)
     tables = p.parse()
     return tables, p.warnings
-
-
-_NODE_LINE_RE = re.compile(rb"^\t {4,}[A-Za-z_][A-Za-z0-9_]*(?:: \"[^\"]*\")? = ", re.M)
-
-
-def count_nodes_fast(raw_payload: bytes) -> int:
-    """Approximate node count of FX code payload bytes without parsing (assignments per line)."""
-    return len(_NODE_LINE_RE.findall(raw_payload))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from graphtrain_inspect.capture import logformat
+from graphtrain_inspect.capture.shared import logformat
 
 
 def files_signature(path: str) -> tuple:

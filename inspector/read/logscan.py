@@ -19,17 +19,17 @@ import stat
 from dataclasses import dataclass
 from typing import Any
 
-from graphtrain_inspect.capture import logformat
+from graphtrain_inspect.capture.shared import logformat
 from graphtrain_inspect.inspector.read.weighted_cache import WeightedLRU
 
-# A line start that is not a payload line: an envelope, garbage, or an empty line (`_is_blank`:
+# A line start that is not a payload line: an envelope, garbage, or an empty line (`is_blank`:
 # tlparse drops empty lines, CRLF ones included, wherever they are, so one inside a payload does not
 # end it; they are rare, and filtering them here keeps the regex a plain one). The lookahead leaves
 # that line's first byte unconsumed, so an empty line does not hide the line after it
-_LINE_START_RE = re.compile(rb"\n(?=[^\t])")
+LINE_START_RE = re.compile(rb"\n(?=[^\t])")
 
 
-def _is_blank(buf: Any, at: int) -> bool:
+def is_blank(buf: Any, at: int) -> bool:
     """Whether the line starting at `at` is empty (LF or CRLF)."""
     c = buf[at : at + 1]
     return c == b"\n" or (c == b"\r" and buf[at + 1 : at + 2] == b"\n")
@@ -218,7 +218,7 @@ class LogFile:
     def _scan(self) -> None:
         buf = self._buf
         size = self.size
-        search = _LINE_START_RE.search
+        search = LINE_START_RE.search
 
         def line_after(newline: int) -> int:
             """The first line start (a line not starting with a tab) after the newline at `newline`,
@@ -229,7 +229,7 @@ class LogFile:
                 stop = min(size, pos + _SKIP_CHUNK)
                 look = min(size, stop + 1)  # one byte past the chunk: the lookahead of a newline at its end
                 m = search(buf, pos, look)
-                while m is not None and _is_blank(buf, m.start() + 1):
+                while m is not None and is_blank(buf, m.start() + 1):
                     m = search(buf, m.start() + 1, look)
                 if m is not None:
                     return m.start() + 1
@@ -261,7 +261,7 @@ class LogFile:
             env: Any = None
             glog = glog_match(line)
             if glog is None:
-                problem = f"not a structured-log line: {_preview(line)}"
+                problem = f"not a structured-log line: {preview(line)}"
             else:
                 try:
                     kind, env = logformat.scan_envelope(line, glog)
@@ -277,7 +277,7 @@ class LogFile:
                         and type(env) is bytes
                         and nl >= 0
                         and buf[nl + 1 : nl + 2] != b"\t"
-                        and not _is_blank(buf, nl + 1)
+                        and not is_blank(buf, nl + 1)
                     ):
                         records.append(Record(len(records), kind, start, nl + 1, nl + 1, env))
                         start = nl + 1
@@ -292,7 +292,7 @@ class LogFile:
                 nxt = line_after(line_end)
             payload_start = min(line_end + 1, nxt)
             end = self._payload_region_end(kind, payload_start, nxt)
-            records.append(Record(len(records), kind, start, payload_start, _blank_tail(buf, payload_start, end), env))
+            records.append(Record(len(records), kind, start, payload_start, blank_tail(buf, payload_start, end), env))
             start = nxt
         if self.truncated and records and records[-1].end == size:
             self._check_final(records[-1])
@@ -305,7 +305,7 @@ class LogFile:
         self._err(
             start,
             f"a line of {length / (1 << 20):.1f} MB, longer than the {ENVELOPE_LINE_LIMIT >> 20} MB a record's "
-            f"first line may have: not read ({_preview(bytes(self._buf[start : start + 60]))})",
+            f"first line may have: not read ({preview(bytes(self._buf[start : start + 60]))})",
         )
         return nl
 
@@ -588,7 +588,7 @@ class LogFile:
             self._fh = None
 
 
-def _blank_tail(buf: Any, lo: int, hi: int) -> int:
+def blank_tail(buf: Any, lo: int, hi: int) -> int:
     """`hi` (the start of the next record's line) moved back over the empty lines (LF or CRLF)
     that end the region [lo, hi) after a record's envelope line: they belong to no record, and a
     record with nothing else after it has no payload."""
@@ -602,6 +602,6 @@ def _blank_tail(buf: Any, lo: int, hi: int) -> int:
     return hi
 
 
-def _preview(line: bytes, n: int = 60) -> str:
+def preview(line: bytes, n: int = 60) -> str:
     text = line[:n].decode("utf-8", "replace")
     return repr(text + ("..." if len(line) > n else ""))

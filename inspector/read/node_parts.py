@@ -1,5 +1,6 @@
 """A capture's nodes, read as one world: which ranks each node hosts, which ranks `--ranks` left
-out, and so what a rank without a log means (capture/nodes.py writes what is read here).
+out, and so what a rank without a log means (capture/nodes.py writes what is read here, both by
+capture.shared.node_ranks).
 
 * Node parts: each node's `nodes/<part>/manifest.json` (its launcher's record: host, node rank,
   command, exit, its ranks' state, problems) and `rank_<R>.json` files (one per rank it started),
@@ -19,9 +20,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from graphtrain_inspect.capture import logformat
-from graphtrain_inspect.capture import nodes as capture_nodes
-from graphtrain_inspect.capture.rank_ranges import format_ranks
+from graphtrain_inspect.capture.shared import logformat, node_ranks
+from graphtrain_inspect.capture.shared.rank_ranges import format_ranks
 from graphtrain_inspect.inspector.errors import CaptureUnreadable
 from graphtrain_inspect.inspector.read.logscan import ReadError
 
@@ -30,7 +30,7 @@ _PART_LIMIT = 4096  # node parts read in one folder (a job of more hosts is read
 
 def read_parts(cap: Any, path: str, read_manifest: Callable[[str, str], dict[str, Any]]) -> None:
     """The node parts under `path` into `cap.nodes`; their records merged into `cap.manifest`."""
-    base = os.path.join(path, capture_nodes.NODES_DIR)
+    base = os.path.join(path, node_ranks.NODES_DIR)
     if not os.path.isdir(base) or os.path.islink(base):
         return
     try:
@@ -49,7 +49,7 @@ def read_parts(cap: Any, path: str, read_manifest: Callable[[str, str], dict[str
                 record = read_manifest(mpath, path)
             except (OSError, ValueError) as e:
                 cap.errors.append(ReadError(mpath, None, f"node record does not parse: {e}"))
-        ranks = capture_nodes.rank_files(pdir)
+        ranks = node_ranks.rank_files(pdir)
         cap.nodes.append(_node(name, path, record, ranks))
         cap.nodes.sort(key=lambda n: (n["node_rank"] is None, n["node_rank"] or 0, n["part"]))
         if record and record is not cap.manifest:
@@ -131,7 +131,7 @@ def join(caps: list[Any], paths: list[str]) -> Any:
             if r in seen:
                 raise CaptureUnreadable(f"{p}: rank {r} is also in {seen[r]}: not two nodes of one job")
             seen[r] = p
-            first._ranks[r] = c._ranks[r]
+            first.adopt_rank(c, r)
             first.rank_dirs[r] = p
         first.errors.extend(c.errors)
         for r, st in c.statuses.items():
@@ -201,7 +201,7 @@ def absence(cap: Any) -> Absence:
         return Absence(no_pass=absent)
     spec = next((n["record_ranks"] for n in nodes if n["record_ranks"]), None)
     lws = next((n["local_world_size"] for n in nodes if n["local_world_size"]), None)
-    skipped = set(capture_nodes.unrecorded(spec, cap.world_size, lws))
+    skipped = set(node_ranks.unrecorded(spec, cap.world_size, lws))
     hosted = {r: n["node_rank"] for n in nodes for r in n["ranks"]}
     a = Absence(spec=spec)
     uniform = lws is not None and all(n["local_world_size"] in (None, lws) for n in nodes)

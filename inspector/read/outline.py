@@ -17,11 +17,12 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Hashable, Protocol, TypeVar
 
-from graphtrain_inspect.capture.rank_ranges import format_ranks
+from graphtrain_inspect.capture.shared.rank_ranges import format_ranks
 from graphtrain_inspect.inspector.read.stages import TRACE, Stage, StageIndex
 
 if TYPE_CHECKING:
-    from graphtrain_inspect.inspector.read.capture_index import Capture, PassRecord
+    from graphtrain_inspect.inspector.read.capture_reader import Capture
+    from graphtrain_inspect.inspector.read.capture_records import PassRecord
 
 
 @dataclass

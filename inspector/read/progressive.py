@@ -13,15 +13,15 @@ indexes the same logs in steps instead:
     if loader.grow():                    # the logs grew (training still running)
         cap = loader.snapshot()          # only the new bytes were scanned
 
-A snapshot is an ordinary `graphtrain_inspect.inspector.read.capture_index.Capture` over the same log objects, so every
+A snapshot is an ordinary `Capture` (inspector.read.capture_reader) over the same log objects, so every
 reader, diff and check works on it. Logs are `ChunkedLogFile`s: the core's `LogFile` with the scan
 done in steps (the same record rules and the same errors, file and line). Inputs other than a
 capture directory of our logs (torch's TORCH_TRACE logs, one log file) are opened with
 `open_capture` in one go.
 
-This builds snapshots with capture_dirs' own per-rank indexing (`_Rank`,
-`_index_capture_rank`, `_check_manifest`); tests/tui/test_progressive.py checks that a snapshot of
-a fully scanned capture equals what `open_capture` returns. No textual, rich or torch.
+A snapshot is indexed by the one indexing of a capture (capture_index.index_logs, read_beside);
+tests/tui/test_progressive.py checks that a snapshot of a fully scanned capture equals what
+`open_capture` returns. No textual, rich or torch.
 """
 
 from __future__ import annotations
@@ -30,20 +30,20 @@ import mmap
 import os
 from typing import Any
 
-from graphtrain_inspect.capture import logformat
-from graphtrain_inspect.inspector.read import capture_index as ci
-from graphtrain_inspect.inspector.read.capture_dirs import _check_manifest, _index_capture_rank, _is_our_log
-from graphtrain_inspect.inspector.read.capture_records import _Rank
+from graphtrain_inspect.capture.shared import logformat
+from graphtrain_inspect.inspector.errors import CaptureUnreadable
+from graphtrain_inspect.inspector.read import capture_index
+from graphtrain_inspect.inspector.read.capture_reader import Capture
 from graphtrain_inspect.inspector.read.logscan import (
-    _LINE_START_RE,
     ENVELOPE_LINE_LIMIT,
+    LINE_START_RE,
     LogFile,
     ReadError,
     Record,
-    _blank_tail,
-    _is_blank,
-    _preview,
+    blank_tail,
+    is_blank,
     kind_problem,
+    preview,
 )
 
 
@@ -84,8 +84,8 @@ class ChunkedLogFile(LogFile):
         # empty lines are no line starts (whether one is may look a byte past `limit`)
         starts.extend(
             s
-            for s in (m.start() + 1 for m in _LINE_START_RE.finditer(buf, max(0, self._pos - 1), limit))
-            if not _is_blank(buf, s)
+            for s in (m.start() + 1 for m in LINE_START_RE.finditer(buf, max(0, self._pos - 1), limit))
+            if not is_blank(buf, s)
         )
         self._pos = limit
         pending = self._open_start
@@ -119,7 +119,7 @@ class ChunkedLogFile(LogFile):
         errors_before = len(self.errors)
         glog = logformat.GLOG_RE.match(line)
         if glog is None:
-            self._err(start, f"not a structured-log line: {_preview(line)}")
+            self._err(start, f"not a structured-log line: {preview(line)}")
         else:
             try:
                 kind, env = logformat.scan_envelope(line, glog)
@@ -136,7 +136,7 @@ class ChunkedLogFile(LogFile):
                     payload_start = min(line_end + 1, nxt)
                     end = self._payload_region_end(kind, payload_start, nxt)
                     self.records.append(
-                        Record(len(self.records), kind, start, payload_start, _blank_tail(buf, payload_start, end), env)
+                        Record(len(self.records), kind, start, payload_start, blank_tail(buf, payload_start, end), env)
                     )
         if last and self.truncated and self.records and self.records[-1].end == size:
             self._check_final(self.records[-1])
@@ -195,17 +195,17 @@ class ProgressiveLoader:
     def __init__(self, path: str, *, source: str = "auto"):
         self.path = path
         self.logs: dict[int, ChunkedLogFile] = {}
-        self.fallback: ci.Capture | None = None
+        self.fallback: Capture | None = None
         self.extra_errors: list[ReadError] = []
         self.manifest: dict[str, Any] | None = None
         self._manifest_sig: tuple | None = None
         if not os.path.exists(path):
-            raise ci.CaptureUnreadable(f"{path}: no such file or directory")
+            raise CaptureUnreadable(f"{path}: no such file or directory")
         ours = self._our_logs() if os.path.isdir(path) and source != "torch" else []
         if not ours and self._starting_capture(source):
             return  # a capture whose ranks have not written yet: their logs are picked up by grow()
         if not ours:
-            self.fallback = ci.open_capture(path, source=source)  # raises CaptureUnreadable
+            self.fallback = capture_index.open_capture(path, source=source)  # raises CaptureUnreadable
             return
         self._add_logs(ours)
 
@@ -222,8 +222,8 @@ class ProgressiveLoader:
         try:
             names = sorted(os.listdir(self.path))
         except OSError as e:
-            raise ci.CaptureUnreadable(f"{self.path}: cannot list directory: {e.strerror or e}") from None
-        return [os.path.join(self.path, n) for n in names if _is_our_log(n)]
+            raise CaptureUnreadable(f"{self.path}: cannot list directory: {e.strerror or e}") from None
+        return [os.path.join(self.path, n) for n in names if capture_index.is_our_log(n)]
 
     def _add_logs(self, files: list[str]) -> None:
         for f in files:
@@ -245,7 +245,7 @@ class ProgressiveLoader:
         self._manifest_sig = sig
         self.extra_errors = [e for e in self.extra_errors if e.path != mpath]
         try:
-            self.manifest = ci.read_manifest(mpath, self.path)
+            self.manifest = capture_index.read_manifest(mpath, self.path)
         except (OSError, ValueError) as e:
             self.manifest = None
             self.extra_errors.append(ReadError(mpath, None, f"manifest does not parse: {e}"))
@@ -286,28 +286,14 @@ class ProgressiveLoader:
 
     # -- snapshots -----------------------------------------------------------------------------------
 
-    def snapshot(self) -> ci.Capture:
+    def snapshot(self) -> Capture:
         """A Capture of everything indexed so far (the logs are shared, not copied)."""
         if self.fallback is not None:
             return self.fallback
         if self._manifest_sig is None:
             self._read_manifest()
-        cap = ci.Capture(self.path, "capture")
-        cap.errors.extend(self.extra_errors)
-        for r, log in sorted(self.logs.items()):
-            rd = _Rank(r)
-            rd.log = log
-            cap._ranks[r] = rd
-            n = len(log.errors)
-            _index_capture_rank(cap, rd)
-            if len(log.errors) > n:  # indexing again says again what it said before
-                log.errors[n:] = [e for e in log.errors[n:] if e not in log.errors[:n]]
-        ci.leave_out_strays(cap)
-        if os.path.isdir(os.path.join(self.path, "torch_trace")):
-            cap.torch_trace_dir = os.path.join(self.path, "torch_trace")
-        cap.manifest = self.manifest
-        _check_manifest(cap, self.path)
-        ci.read_statuses(cap, self.path)
+        cap = capture_index.index_logs(self.path, "capture", self.logs, list(self.extra_errors))
+        capture_index.read_beside(cap, self.path, self.manifest)
         return cap
 
     def release(self) -> None:

@@ -17,12 +17,12 @@ import os
 import stat
 from dataclasses import dataclass, field
 
-from graphtrain_inspect.capture import logformat
+from graphtrain_inspect.capture.shared import logformat
 
 _FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
 _CHUNK = 8 << 20
-# as the directory reader's own limit on a manifest (inspector.read.capture_dirs)
+# as the directory reader's own limit on a manifest (inspector.read.capture_index)
 MANIFEST_LIMIT = 64 << 20
 
 

@@ -1,6 +1,6 @@
 """A node table's `gti_row_digests` record laid over the table's stored payload.
 
-The record (capture/row_digests.py) gives each row's digest, the rows of each subgraph and the
+The record (capture/shared/row_digests.py) gives each row's digest, the rows of each subgraph and the
 byte length of every payload line, so a reader can say which rows of two tables differ by
 comparing digests, and read those rows alone straight from the log, without the md5 check and
 split of the whole payload that reading the table costs. Each row read this way is checked
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence, overload
 
 import orjson
 
-from graphtrain_inspect.capture import logformat, rank_tokens, row_digests
+from graphtrain_inspect.capture.shared import logformat, rank_tokens, row_digests
 
 if TYPE_CHECKING:
     from graphtrain_inspect.inspector.read.logscan import LogFile, Record
@@ -122,7 +122,7 @@ class RowDigests:
         return self._digests[self._row0[sub] : self._row0[sub] + self.counts[sub]]
 
     def sub_refs(self, sub: int) -> list[list[int]] | None:
-        """Each row's refs of subgraph `sub` (capture/row_digests.py `row_refs`: the row numbers
+        """Each row's refs of subgraph `sub` (capture/shared/row_digests.py `row_refs`: the row numbers
         of the nodes its arguments name, -1 for no row); None where the record has none or they
         are not lists of row numbers of this subgraph."""
         refs = self._refs.get() if self._refs is not None else None

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from graphtrain_inspect.capture.rank_ranges import format_ranks
+from graphtrain_inspect.capture.shared.rank_ranges import format_ranks
 
 
 def rank_states(manifest: dict[str, Any] | None) -> dict[str, list[int]] | None:

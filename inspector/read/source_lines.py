@@ -17,7 +17,7 @@ import os
 import re
 from typing import Any, Callable, Mapping
 
-from graphtrain_inspect.capture.logformat import NodeRow
+from graphtrain_inspect.capture.shared.logformat import NodeRow
 
 _FRAME_RE = re.compile(r'File "(?P<file>[^"]*)", line (?P<line>\d+)(?:, in (?P<fn>[^|]*?))?\s*(?:\|\s?(?P<code>.*))?$')
 

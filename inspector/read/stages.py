@@ -12,20 +12,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from graphtrain_inspect.inspector.read import identity
+from graphtrain_inspect.inspector.read import pipelines
 
 if TYPE_CHECKING:
-    from graphtrain_inspect.inspector.read.capture_index import Capture, PassRecord
+    from graphtrain_inspect.inspector.read.capture_reader import Capture
+    from graphtrain_inspect.inspector.read.capture_records import PassRecord
 
 TRACE = "trace"
 
 
 def pipeline_label(key: str | None) -> str:
     """ "#2" -> "pipeline 2", "0/1#0" -> "compile 0/1", "#L0" -> "loaded graph's pipeline 0",
-    "#1@layers.3" -> "pipeline 1 (layers.3)" (identity.pipeline_key)"""
+    "#1@layers.3" -> "pipeline 1 (layers.3)" (pipelines.pipeline_key)"""
     if not key:
         return ""
-    cid, loaded, k, module = identity.parse_key(key)
+    cid, loaded, k, module = pipelines.parse_key(key)
     if not cid:
         label = f"pipeline {k}"
     else:

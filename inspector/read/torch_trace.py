@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from graphtrain_inspect.capture import logformat
-from graphtrain_inspect.inspector.read.capture_records import GraphRef, PassRecord, _Rank
+from graphtrain_inspect.capture.shared import logformat
+from graphtrain_inspect.inspector.read.capture_records import GraphRef, PassRecord, RankRecords
 
 TORCH_GRAPH_KINDS = frozenset(
     {
@@ -51,7 +51,7 @@ def is_torch_log(name: str) -> bool:
     return name.startswith(_TORCH_LOG_PREFIX) and name.endswith(".log") and not name.endswith(logformat.LOG_SUFFIX)
 
 
-def index_torch_rank(rd: _Rank) -> None:
+def index_torch_rank(rd: RankRecords) -> None:
     """File a TORCH_TRACE log's graph records by graph id (`t` + the payload's md5), in order."""
     log = rd.log
     assert log is not None
@@ -86,7 +86,7 @@ def index_torch_rank(rd: _Rank) -> None:
         )
 
 
-def torch_passes(r: _Rank) -> list[PassRecord]:
+def torch_passes(r: RankRecords) -> list[PassRecord]:
     """Synthesize passes from torch's graph records, one pipeline per compile id."""
     by_cid: OrderedDict[str, list[tuple[str, GraphRef]]] = OrderedDict()
     for label, ref in r.torch_states:

@@ -133,10 +133,10 @@ def _spec_name(spec: Any) -> str:
     return {bool: "true/false", int: "an integer", float: "a number", str: "a string", _N: "null"}[spec]
 
 
-def _fits(v: Any, spec: Any) -> bool:
+def fits(v: Any, spec: Any) -> bool:
     """Whether `v` is of `spec`'s own kind (its entries are checked by `_clean`)."""
     if isinstance(spec, tuple):
-        return any(_fits(v, s) for s in spec)
+        return any(fits(v, s) for s in spec)
     if isinstance(spec, list):
         return type(v) is list
     if isinstance(spec, dict):
@@ -149,7 +149,7 @@ def _fits(v: Any, spec: Any) -> bool:
 def _inner(v: Any, spec: Any) -> Any:
     """The spec `v` fits among `spec`'s alternatives (the one whose entries are to be checked)."""
     if isinstance(spec, tuple):
-        return next(s for s in spec if _fits(v, s))
+        return next(s for s in spec if fits(v, s))
     return spec
 
 
@@ -159,7 +159,7 @@ def _clean(v: Any, spec: Any, where: str, problems: list[str]) -> Any:
     if isinstance(spec, list):
         out = []
         for i, x in enumerate(v):
-            if _fits(x, spec[0]):
+            if fits(x, spec[0]):
                 out.append(_clean(x, spec[0], f"{where}[{i}]", problems))
             else:
                 problems.append(f"{where}[{i}] is {_type_name(x)}, not {_spec_name(spec[0])}")
@@ -168,7 +168,7 @@ def _clean(v: Any, spec: Any, where: str, problems: list[str]) -> Any:
         out_d = {}
         for k, x in v.items():
             s = spec.get("*", spec.get(k, _ANY))
-            if s is _ANY or _fits(x, s):
+            if s is _ANY or fits(x, s):
                 out_d[k] = x if s is _ANY else _clean(x, s, f"{where}.{k}" if where else k, problems)
             else:
                 problems.append(f"{where + '.' if where else ''}{k} is {_type_name(x)}, not {_spec_name(s)}")

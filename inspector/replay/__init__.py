@@ -5,6 +5,7 @@ environment; nothing there imports torch or unpickles), the replayer (replayer: 
 GraphPickler blob, the only place the inspector unpickles), the capture as it would have been
 (view), the outcome's words (report) and the REPL (repl).
 
-May import: read, diff, checks, capture. Never cli or tui. torch only inside replayer and where a
+May import (of ours): `capture.shared`, `capture`, `inspector.errors`, `inspector.read`,
+`inspector.diff`, `inspector.checks`. Never cli or tui. torch only inside replayer and where a
 graph is loaded.
 """

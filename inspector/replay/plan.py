@@ -5,7 +5,7 @@ Nothing here imports torch or unpickles anything: trust is decided first, and a 
 never reaches the loader (inspector.replay).
 
 Trust: loading a GraphPickler blob runs pickle, which can execute code. A capture is loaded only
-when it carries this user's signature over its current manifest and logs (capture.signing: an
+when it carries this user's signature over its current manifest and logs (capture.shared.signing: an
 HMAC with a key only this user holds, made by `capture` at its end, by `graphtrain-inspect trust
 DIR`, or by the bundled-capture loader), or with `--trust` (the user vouches for it). What the
 capture says about itself (the manifest's user, host, uid; its files' owner) is shown, never
@@ -29,13 +29,14 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from graphtrain_inspect.capture import logformat, signing
+from graphtrain_inspect.capture.shared import logformat, signing
 from graphtrain_inspect.inspector.errors import CaptureUnreadable, NotFound, Refused
 from graphtrain_inspect.inspector.read import read_once
 from graphtrain_inspect.inspector.read.capture_files import blob_link_problem, capture_dir
 
 if TYPE_CHECKING:
-    from graphtrain_inspect.inspector.read.capture_index import Capture, PassRecord
+    from graphtrain_inspect.inspector.read.capture_reader import Capture
+    from graphtrain_inspect.inspector.read.capture_records import PassRecord
 
 
 # ---------------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ import argparse
 import sys
 from typing import Any
 
-from graphtrain_inspect.inspector.diff.render import Style, want_color
+from graphtrain_inspect.capture.shared.terminal_text import Style, want_color
 
 
 def _banner(r: Any, out: Any) -> str:
@@ -226,7 +226,7 @@ def start_repl(r: Any, out: Any, peer_outs: dict, delta: Any, args: argparse.Nam
             cfg.TerminalInteractiveShell.banner1 = banner + "\n"
             # IPython draws its prompt with escape codes of its own: give it the raw terminal
             # (the standard REPL below keeps the escaping that show() and diff() print through).
-            from graphtrain_inspect.capture import terminal_text
+            from graphtrain_inspect.capture.shared import terminal_text
 
             terminal_text.uninstall()
             start_ipython(argv=[], user_ns=ns, config=cfg)

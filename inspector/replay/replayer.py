@@ -44,7 +44,8 @@ import orjson
 import torch
 import torch.fx
 
-from graphtrain_inspect.capture import graph_tables, logformat
+from graphtrain_inspect.capture import graph_tables
+from graphtrain_inspect.capture.shared import logformat
 
 # What this module held before loading, resolving and the rank's world had their own modules:
 # still importable from here.
@@ -83,7 +84,8 @@ from graphtrain_inspect.inspector.replay.world import World, destroy_fake_world,
 
 if TYPE_CHECKING:
     from graphtrain_inspect.inspector.diff.node_diff import GraphDiff
-    from graphtrain_inspect.inspector.read.capture_index import Capture, PassRecord
+    from graphtrain_inspect.inspector.read.capture_reader import Capture
+    from graphtrain_inspect.inspector.read.capture_records import PassRecord
 
 
 # ---------------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from graphtrain_inspect.inspector.diff.render import Style, truncate
+from graphtrain_inspect.capture.shared.terminal_text import Style, truncate
 
 
 def header_line(cap: Any, target: Any, st: Style) -> str:

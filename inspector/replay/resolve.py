@@ -24,7 +24,7 @@ from graphtrain_inspect.inspector.replay.load import FLAT_PACKAGES
 from graphtrain_inspect.inspector.replay.plan import is_file_spec
 
 if TYPE_CHECKING:
-    from graphtrain_inspect.inspector.read.capture_index import PassRecord
+    from graphtrain_inspect.inspector.read.capture_records import PassRecord
 
 
 @dataclass

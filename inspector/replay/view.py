@@ -18,11 +18,11 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from graphtrain_inspect.inspector.read.capture_index import Capture
+from graphtrain_inspect.inspector.read.capture_reader import Capture
 
 if TYPE_CHECKING:
     from graphtrain_inspect.inspector.checks import Finding
-    from graphtrain_inspect.inspector.read.capture_index import PassRecord
+    from graphtrain_inspect.inspector.read.capture_records import PassRecord
     from graphtrain_inspect.inspector.read.graphmodel import GraphTables
 
 

@@ -27,7 +27,7 @@ from graphtrain_inspect.inspector.replay.plan import (
 from graphtrain_inspect.inspector.replay.resolve import import_target
 
 if TYPE_CHECKING:
-    from graphtrain_inspect.inspector.read.capture_index import Capture
+    from graphtrain_inspect.inspector.read.capture_reader import Capture
 
 
 @dataclass

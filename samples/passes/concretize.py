@@ -169,7 +169,7 @@ def subst_val(val, mapping, fake_mode, shape_env):
     return val
 
 
-def _rewrite_meta(gm, mapping, fake_mode, shape_env) -> int:
+def rewrite_meta(gm, mapping, fake_mode, shape_env) -> int:
     changed = 0
     for node in gm.graph.nodes:
         for key in ("val", "example_value"):
@@ -255,14 +255,14 @@ def concretize_symbolic_shapes(gm: fx.GraphModule, example_inputs) -> fx.GraphMo
         if v is not None and node.target is aten._local_scalar_dense.default:
             _replace_with_constant(node, v)
             gm.graph.erase_node(node)
-    _rewrite_meta(gm, mapping, fake_mode, shape_env)
+    rewrite_meta(gm, mapping, fake_mode, shape_env)
     _fold_concrete_sym_nodes(gm)
 
     graphs = [("", gm)]
     if not bugs.enabled("stale-symbol"):
         # nested subgraphs (invoke_subgraph / cond bodies): placeholders too
         for qual, sub in nested_graph_modules(gm):
-            _rewrite_meta(sub, mapping, fake_mode, shape_env)
+            rewrite_meta(sub, mapping, fake_mode, shape_env)
             _fold_concrete_sym_nodes(sub)
             graphs.append((qual, sub))
     gm.meta["gti_concretized"] = {str(k): int(v) for k, v in mapping.items()}

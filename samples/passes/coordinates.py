@@ -25,7 +25,7 @@ import torch
 import torch.fx as fx
 
 from graphtrain_inspect.samples.passes._util import fake_mode_of, finalize, nested_graph_modules, shape_env_of
-from graphtrain_inspect.samples.passes.concretize import _rewrite_meta
+from graphtrain_inspect.samples.passes.concretize import rewrite_meta
 
 aten = torch.ops.aten
 
@@ -146,9 +146,9 @@ def resolve_coordinates(gm: fx.GraphModule, example_inputs) -> fx.GraphModule:
 
     if mapping:
         fm, env = fake_mode_of(gm), shape_env_of(gm)
-        _rewrite_meta(gm, mapping, fm, env)
+        rewrite_meta(gm, mapping, fm, env)
         for _, sub in nested_graph_modules(gm):
-            _rewrite_meta(sub, mapping, fm, env)
+            rewrite_meta(sub, mapping, fm, env)
 
     gm.meta["gti_mesh_coordinates"] = {
         int(c.args[1]): {"node": c.name, "symbol": str(_symbol(c))} for c in canonical.values()

@@ -25,7 +25,7 @@ from graphtrain_inspect.samples import bugs
 from graphtrain_inspect.samples.passes._util import finalize
 
 
-def _graph_device(example_inputs):
+def graph_device(example_inputs):
     for a in example_inputs or ():
         if isinstance(a, torch.Tensor):
             return a.device
@@ -37,7 +37,7 @@ def _tracing_local_rank() -> int:
 
 
 def place_devices(gm: fx.GraphModule, example_inputs) -> fx.GraphModule:
-    dev = _graph_device(example_inputs)
+    dev = graph_device(example_inputs)
     if bugs.enabled("device-literal"):
         target = torch.device(dev.type, _tracing_local_rank())  # BUG: the tracing rank's device
     else:

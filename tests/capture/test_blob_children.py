@@ -12,7 +12,8 @@ import pytest
 import torch
 import torch.fx
 
-from graphtrain_inspect.capture import blob_children, blobs, logformat, record_pass, session
+from graphtrain_inspect.capture import blob_children, blobs, record_pass, session
+from graphtrain_inspect.capture.shared import logformat
 from tests.capture_utils import drop_relu, payloads
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="blob children need os.fork")
@@ -130,13 +131,13 @@ def _hang(*a, **k):
 
 def _in_children(monkeypatch, fault) -> None:
     """`fault` replaces blobs.dump in the blob children only (the parent's stays as it is)."""
-    real = blob_children._child_dump
+    real = blob_children.child_dump
 
     def child_dump(directory, gm, shape_env):
         blobs.dump = fault  # runs in the child: its own copy of the module
         return real(directory, gm, shape_env)
 
-    monkeypatch.setattr(blob_children, "_child_dump", child_dump)
+    monkeypatch.setattr(blob_children, "child_dump", child_dump)
 
 
 @pytest.mark.parametrize(

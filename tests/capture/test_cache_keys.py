@@ -11,15 +11,15 @@ import types
 import pytest
 
 from graphtrain_inspect.capture import cache_keys, session
-from graphtrain_inspect.capture.launcher import _fx_cache_off
+from graphtrain_inspect.capture.launcher import fx_cache_off
 
 
 def test_keys_are_asked_for_unless_the_users_own_fx_cache_is_off():
-    assert not _fx_cache_off({})
-    assert not _fx_cache_off({"TORCHINDUCTOR_FX_GRAPH_CACHE": "1"})
-    assert _fx_cache_off({"TORCHINDUCTOR_FX_GRAPH_CACHE": "0"})
-    assert _fx_cache_off({"TORCHINDUCTOR_FX_GRAPH_CACHE_DEFAULT": "0"})
-    assert not _fx_cache_off({"TORCHINDUCTOR_FX_GRAPH_CACHE": "1", "TORCHINDUCTOR_FX_GRAPH_CACHE_DEFAULT": "0"})
+    assert not fx_cache_off({})
+    assert not fx_cache_off({"TORCHINDUCTOR_FX_GRAPH_CACHE": "1"})
+    assert fx_cache_off({"TORCHINDUCTOR_FX_GRAPH_CACHE": "0"})
+    assert fx_cache_off({"TORCHINDUCTOR_FX_GRAPH_CACHE_DEFAULT": "0"})
+    assert not fx_cache_off({"TORCHINDUCTOR_FX_GRAPH_CACHE": "1", "TORCHINDUCTOR_FX_GRAPH_CACHE_DEFAULT": "0"})
 
 
 class _Bypass(Exception):

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from graphtrain_inspect.capture import logformat
+from graphtrain_inspect.capture.shared import logformat
 from tests.capture_utils import (
     ROOT,
     capture,

@@ -6,7 +6,8 @@ from __future__ import annotations
 import torch
 import torch.fx
 
-from graphtrain_inspect.capture import logformat, record_pass, session
+from graphtrain_inspect.capture import record_pass, session
+from graphtrain_inspect.capture.shared import logformat
 from tests.capture_utils import drop_relu as _drop_relu
 from tests.capture_utils import payloads
 
@@ -86,7 +87,7 @@ def test_capture_side_imports_stay_light():
     from tests.capture_utils import ROOT
 
     code = (
-        "import sys, capture, capture.logformat, capture.launcher, capture.summary, capture.bootstrap_env\n"
+        "import sys, capture, capture.shared.logformat, capture.launcher, capture.summary, capture.bootstrap_env\n"
         "capture.bootstrap_env.start_from_env()\n"
         "print(sorted(k for k in ('torch', 'textual', 'rich') if k in sys.modules))\n"
     )

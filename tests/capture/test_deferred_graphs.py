@@ -13,7 +13,8 @@ import torch
 import torch.fx
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from graphtrain_inspect.capture import deferred_graphs, logformat, record_pass, session
+from graphtrain_inspect.capture import deferred_graphs, record_pass, session
+from graphtrain_inspect.capture.shared import logformat
 from tests.capture_utils import drop_relu, records
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="deferred graphs need os.fork")

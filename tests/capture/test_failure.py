@@ -9,7 +9,8 @@ import sys
 import torch
 import torch.fx
 
-from graphtrain_inspect.capture import failure, logformat, session
+from graphtrain_inspect.capture import failure, session
+from graphtrain_inspect.capture.shared import logformat
 from tests.capture_utils import payloads
 
 

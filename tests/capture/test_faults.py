@@ -20,7 +20,7 @@ import time
 import orjson
 import pytest
 
-from graphtrain_inspect.capture import logformat
+from graphtrain_inspect.capture.shared import logformat
 from graphtrain_inspect.inspector.read.capture_index import open_capture
 from graphtrain_inspect.inspector.read.logscan import LogFile
 from tests.capture_utils import ROOT, capture, run_cli, start_capture, torchrun

@@ -14,7 +14,8 @@ import sys
 
 import pytest
 
-from graphtrain_inspect.capture import logformat, nodes
+from graphtrain_inspect.capture import nodes
+from graphtrain_inspect.capture.shared import logformat, node_ranks
 from tests.capture_utils import capture, child_env, loss_lines, run_cli, run_plain, start_capture, torchrun
 
 PROGRAM = "tests.programs.node_world"
@@ -112,7 +113,7 @@ def _no_absence(doc: dict) -> None:
 def test_two_torchrun_nodes_share_one_out(shared):
     out, procs = shared
     assert [code for code, _ in procs] == [0, 0], [err[-2000:] for _, err in procs]
-    assert sorted(os.listdir(out / nodes.NODES_DIR)) == ["node0", "node1"]
+    assert sorted(os.listdir(out / node_ranks.NODES_DIR)) == ["node0", "node1"]
     assert {n for n in os.listdir(out) if n.endswith(logformat.LOG_SUFFIX)} == {
         logformat.log_file_name(r) for r in range(4)
     }
@@ -126,7 +127,7 @@ def test_two_torchrun_nodes_share_one_out(shared):
     assert other.returncode == 2 and "holds a capture of another job" in other.stderr, other.stderr
     alone = capture(out, [sys.executable, "-c", "pass"], timeout=60)
     assert alone.returncode == 2 and "not an empty directory" in alone.stderr, alone.stderr
-    assert sorted(os.listdir(out / nodes.NODES_DIR)) == ["node0", "node1"]
+    assert sorted(os.listdir(out / node_ranks.NODES_DIR)) == ["node0", "node1"]
 
 
 @pytest.mark.slow
@@ -153,7 +154,10 @@ def test_srun_style_launch_one_capture_per_task(srun_style):
     base, r = srun_style
     assert r.returncode == 0, r.stderr[-3000:]
     assert len(loss_lines(r.stdout)) == 4
-    assert sorted(os.listdir(base / nodes.NODES_DIR)) == [f"node{t // 2}.task{t}" for t in range(4)]  # a part per task
+    # a part per task
+    assert sorted(os.listdir(base / node_ranks.NODES_DIR)) == [
+        f"node{t // 2}.task{t}" for t in range(4)
+    ]  # a part per task
     doc = _check(base)
     assert _findings(doc) == ONE_WORLD
     _no_absence(doc)
@@ -198,10 +202,10 @@ def test_node_of_reads_torchrun_and_slurm():
 
 
 def test_ranks_choice_is_made_by_each_worker_alike():
-    assert nodes.rank_spec_problem("0-7,512") is None and nodes.rank_spec_problem("auto") is None
-    assert "empty range" in (nodes.rank_spec_problem("3-1") or "")
-    assert nodes.chosen_ranks("0-7,512", 16, 8) == list(range(8))
-    auto = nodes.chosen_ranks("auto", 32, 8)
+    assert node_ranks.rank_spec_problem("0-7,512") is None and node_ranks.rank_spec_problem("auto") is None
+    assert "empty range" in (node_ranks.rank_spec_problem("3-1") or "")
+    assert node_ranks.chosen_ranks("0-7,512", 16, 8) == list(range(8))
+    auto = node_ranks.chosen_ranks("auto", 32, 8)
     assert 0 in auto and 31 in auto and len(auto) < 32
     env = {nodes.ENV_RANKS: "1,3", "WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "4"}
     assert [nodes.records_here({**env, "RANK": str(r)}) for r in range(4)] == [False, True, False, True]
@@ -224,13 +228,13 @@ def test_compile_on_one_rank_is_not_inferred_from_a_missing_node(tmp_path, hoste
     rw.end()
     w.finish()
     if hosted is not None:
-        part = tmp_path / nodes.NODES_DIR / "node0"
+        part = tmp_path / node_ranks.NODES_DIR / "node0"
         part.mkdir(parents=True)
         record = {"node": {"job": "torchrun rendezvous h:1 id j", "node_rank": 0, "nnodes": 2, "part": "node0"}}
         (part / logformat.MANIFEST_NAME).write_text(json.dumps(record))
         for r in hosted:
             doc = {"rank": r, "node_rank": 0, "local_world_size": 1, "world_size": 2}
-            (part / f"{nodes.RANK_FILE_PREFIX}{r}.json").write_text(json.dumps(doc))
+            (part / f"{node_ranks.RANK_FILE_PREFIX}{r}.json").write_text(json.dumps(doc))
     report = check_report(open_capture(str(tmp_path)))
     inferred = any("compile on one rank" in n for n in report.notes)
     if hosted == [0]:

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from graphtrain_inspect.capture import logformat
+from graphtrain_inspect.capture.shared import logformat
 from tests.capture_utils import payloads, run_cli, tlparse_exe, torchrun
 
 pytestmark = pytest.mark.slow

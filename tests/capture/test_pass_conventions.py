@@ -14,7 +14,8 @@ import textwrap
 import torch
 import torch.fx
 
-from graphtrain_inspect.capture import logformat, named_passes, session
+from graphtrain_inspect.capture import named_passes, session
+from graphtrain_inspect.capture.shared import logformat
 from tests.capture_utils import payloads
 
 PASSES_SRC = """

@@ -10,7 +10,8 @@ import sys
 import pytest
 
 from graphtrain_inspect.capture import simulate
-from graphtrain_inspect.capture.rank_ranges import brief_ranks, format_ranks, parse_ranks
+from graphtrain_inspect.capture.shared import node_ranks
+from graphtrain_inspect.capture.shared.rank_ranges import brief_ranks, format_ranks, parse_ranks
 from tests.capture_utils import ROOT, run_cli
 
 MESHES = [
@@ -25,8 +26,8 @@ MESHES = [
 
 @pytest.mark.parametrize("world,names,shape", MESHES)
 def test_default_ranks_tell_every_rank_value_apart(world, names, shape):
-    meshes = simulate.Meshes(simulate.mesh_coords(names, shape), "--mesh")
-    ranks, reasons = simulate.choose_ranks(world, 8, meshes)
+    meshes = node_ranks.Meshes(node_ranks.mesh_coords(names, shape), "--mesh")
+    ranks, reasons = node_ranks.choose_ranks(world, 8, meshes)
     assert len(ranks) <= 6 and len(reasons) == len(ranks)
     vectors = {
         "rank": list(range(world)),
@@ -38,13 +39,13 @@ def test_default_ranks_tell_every_rank_value_apart(world, names, shape):
         if min(col) != max(col):  # first and last value of each on some chosen rank
             assert {min(col), max(col)} <= {col[r] for r in ranks}, name
     for (a, va), (b, vb) in itertools.combinations(vectors.items(), 2):
-        if simulate._confusable(va, vb):
+        if node_ranks.confusable(va, vb):
             continue  # the same thing on this world (rank and local rank on one host)
-        assert not simulate._confusable([va[r] for r in ranks], [vb[r] for r in ranks]), (a, b, ranks)
+        assert not node_ranks.confusable([va[r] for r in ranks], [vb[r] for r in ranks]), (a, b, ranks)
 
 
 def test_mesh_coordinates_follow_init_device_mesh_layout():
-    c = simulate.mesh_coords(["dp", "tp", "ep"], [2, 2, 2])
+    c = node_ranks.mesh_coords(["dp", "tp", "ep"], [2, 2, 2])
     assert [(c["dp"][r], c["tp"][r], c["ep"][r]) for r in (0, 5, 7)] == [(0, 0, 0), (1, 0, 1), (1, 1, 1)]
     table = {
         "meshes": [
@@ -234,8 +235,8 @@ def test_mesh_option_parsed_and_checked():
     for bad in ("dp=4,tp", "dp=0,tp=16", "dp=3,tp=2"):
         with pytest.raises(simulate.SimulateError):
             simulate.parse_mesh(bad, 16)
-    ranks, why = simulate.choose_ranks(
-        16, 8, simulate.Meshes(simulate.mesh_coords(*simulate.parse_mesh("dp=4,tp=2,ep=2", 16)), "--mesh")
+    ranks, why = node_ranks.choose_ranks(
+        16, 8, node_ranks.Meshes(node_ranks.mesh_coords(*simulate.parse_mesh("dp=4,tp=2,ep=2", 16)), "--mesh")
     )
     assert ranks[0] == 0 and ranks[-1] == 15 and why[0].startswith("rank 0: first rank")
 

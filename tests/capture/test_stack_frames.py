@@ -6,7 +6,7 @@ import os
 
 import torch
 
-from graphtrain_inspect.capture.graph_tables import _last_frame
+from graphtrain_inspect.capture.graph_tables import last_frame
 
 TORCH = os.path.dirname(os.path.abspath(torch.__file__))
 
@@ -17,7 +17,7 @@ def test_innermost_frame_outside_torch():
         f'  File "{TORCH}/nn/modules/linear.py", line 125, in forward\n    return F.linear(input, '
         "self.weight, self.bias)\n"
     )
-    assert _last_frame(stack) == 'File "/home/me/train.py", line 10, in forward | y = self.lin(x) * 2'
+    assert last_frame(stack) == 'File "/home/me/train.py", line 10, in forward | y = self.lin(x) * 2'
 
 
 def test_only_torch_frames_keep_the_innermost():
@@ -26,7 +26,7 @@ def test_only_torch_frames_keep_the_innermost():
         "_maybe_wrap_tensor(input)\n"
     )
     assert (
-        _last_frame(stack) == f'File "{TORCH}/distributed/_functional_collectives.py", line 1239, in forward | return '
+        last_frame(stack) == f'File "{TORCH}/distributed/_functional_collectives.py", line 1239, in forward | return '
         "_maybe_wrap_tensor(input)"
     )
-    assert _last_frame("") is None and _last_frame(None) is None
+    assert last_frame("") is None and last_frame(None) is None

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from graphtrain_inspect.capture import logformat
+from graphtrain_inspect.capture.shared import logformat
 from graphtrain_inspect.inspector.checks import run_checks
 from graphtrain_inspect.inspector.read.capture_index import open_capture
 from tests.capture_utils import capture, payloads, run_cli, torchrun

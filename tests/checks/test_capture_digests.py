@@ -1,4 +1,4 @@
-"""Node-table digests written by the capture (`capture.rank_tokens`, the `norm` field of a
+"""Node-table digests written by the capture (`capture.shared.rank_tokens`, the `norm` field of a
 `gti_nodes` envelope): the reader takes them for its rank classes only where they are what it
 would compute, and the findings are the same with or without them."""
 
@@ -9,7 +9,7 @@ import re
 import orjson
 import pytest
 
-from graphtrain_inspect.capture import logformat, rank_tokens
+from graphtrain_inspect.capture.shared import logformat, rank_tokens
 from graphtrain_inspect.inspector.checks import check_report
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
 from graphtrain_inspect.inspector.diff import graph_diff

@@ -39,8 +39,8 @@ def test_a_raising_check_is_reported_and_the_others_stand(cap_dir, monkeypatch, 
     assert _findings(report) == expected
     raised = [n for n in report.not_run if n.check == broken]
     assert len(raised) == 1 and raised[0].reason == "raised ValueError: no such node", raised[0].reason
+    from graphtrain_inspect.capture.shared.terminal_text import Style
     from graphtrain_inspect.inspector.cli.check import render
-    from graphtrain_inspect.inspector.diff.render import Style
 
     text = "\n".join(render(report, Style(False), 200, 0))
     assert f"not run: {broken} raised ValueError: no such node" in text, text

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 
-from graphtrain_inspect.inspector.checks import CHECKS, Finding, _sort_key
+from graphtrain_inspect.inspector.checks import CHECKS, Finding, sort_key
 from graphtrain_inspect.inspector.cli.main import main
 
 LINE = re.compile(
@@ -50,14 +50,14 @@ def test_only_the_checks_asked_for_are_counted(bundled_capture, capsys):
 
 def test_findings_list_node_names_in_naming_order():
     names = ["ge_10", "ge", "ge_2", "ge_1", "ge_11", "ge_9"]
-    found = sorted((Finding("rank-baked-constant", "info", "m", node=n) for n in names), key=_sort_key)
+    found = sorted((Finding("rank-baked-constant", "info", "m", node=n) for n in names), key=sort_key)
     assert [f.node for f in found] == ["ge", "ge_1", "ge_2", "ge_9", "ge_10", "ge_11"]
 
 
 def test_the_capture_counts_symbol_uses_in_the_envelope(sample_capture):
     """The summary line takes each map's uses from its envelope (`uses`) where the capture wrote
     it: there it is the sum the decoded map gives."""
-    from graphtrain_inspect.capture import logformat
+    from graphtrain_inspect.capture.shared import logformat
     from graphtrain_inspect.inspector.checks import coverage
     from graphtrain_inspect.inspector.read.capture_index import open_capture
     from graphtrain_inspect.samples.bugs import ALL as ALL_BUGS

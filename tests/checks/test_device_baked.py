@@ -91,7 +91,7 @@ def _patch_devices(rw, gid, value):
     """Rewrite the last gti_devices record of `gid` with one more value entry (a buffer on CUDA)."""
     import orjson
 
-    from graphtrain_inspect.capture import logformat
+    from graphtrain_inspect.capture.shared import logformat
 
     rw.f.flush()
     data = open(rw.path, "rb").read().split(b"\n")

@@ -123,7 +123,7 @@ def _real_rows() -> list[list[bytes]]:
 
 
 def test_unbacked_rows_are_rows_with_the_symbol_pattern():
-    from graphtrain_inspect.capture import symbol_rows as sr
+    from graphtrain_inspect.capture.shared import symbol_rows as sr
 
     cases = [_EDGE_ROWS, list(reversed(_EDGE_ROWS)), [b"u0"], [b""], [], *[[r] for r in _EDGE_ROWS], *_real_rows()]
     for rows in cases:
@@ -131,7 +131,7 @@ def test_unbacked_rows_are_rows_with_the_symbol_pattern():
 
 
 def test_scope_rows_are_rows_with_the_scope_pattern():
-    from graphtrain_inspect.capture import symbol_rows as sr
+    from graphtrain_inspect.capture.shared import symbol_rows as sr
 
     name_sets = [
         {b"body_0"},
@@ -151,8 +151,8 @@ def test_scope_rows_are_rows_with_the_scope_pattern():
 def test_walk_reads_the_references_row_leaves_yields():
     """The walk's `row_refs` (names of node references, no paths made) against `row_leaves`, on
     every row of the bundled captures with tables and on nested arguments."""
-    from graphtrain_inspect.capture import logformat
-    from graphtrain_inspect.capture.symbol_rows import row_refs as _row_refs
+    from graphtrain_inspect.capture.shared import logformat
+    from graphtrain_inspect.capture.shared.symbol_rows import row_refs as _row_refs
     from graphtrain_inspect.inspector.read.graphmodel import is_ref, row_leaves
 
     rows = [

@@ -11,7 +11,7 @@ import orjson
 import torch
 import torch.fx
 
-from graphtrain_inspect.capture import logformat
+from graphtrain_inspect.capture.shared import logformat
 from graphtrain_inspect.inspector.checks import check_report
 from graphtrain_inspect.inspector.read.capture_index import open_capture
 from tests.capture_utils import run_cli

@@ -1,4 +1,4 @@
-"""Row digests of large node tables (capture/row_digests.py, inspector/read/row_digests.py): the
+"""Row digests of large node tables (capture/shared/row_digests.py, inspector/read/row_digests.py): the
 capture writes them after the table; a rank diff compares rows by them and reads only the rows
 that differ; the reports are the ones made by reading the tables whole."""
 
@@ -14,8 +14,9 @@ import pytest
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from graphtrain_inspect.capture import logformat, rank_tokens, row_digests, session
-from graphtrain_inspect.capture.logformat import split_records
+from graphtrain_inspect.capture import session
+from graphtrain_inspect.capture.shared import logformat, rank_tokens, row_digests
+from graphtrain_inspect.capture.shared.logformat import split_records
 from graphtrain_inspect.inspector.checks import check_report
 from graphtrain_inspect.inspector.checks import row_rank_diff as rrd
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
@@ -141,7 +142,7 @@ def test_reports_read_by_digests_are_the_reports_read_from_tables(sample_capture
 def test_rows_found_and_checked_in_the_stored_payload(tmp_path, monkeypatch):
     """Tokens are found in the rows that hold them (as in the rows' lines), and a row whose
     stored bytes are not what its digest says is not read (None), the others still are."""
-    from graphtrain_inspect.capture.symbol_rows import rows_with
+    from graphtrain_inspect.capture.shared.symbol_rows import rows_with
 
     path = tmp_path / "cap"
     _capture(path, monkeypatch, "0")
@@ -178,7 +179,7 @@ def test_collective_rows_read_by_digests_normalize_as_the_whole_table(sample_cap
     table's, in order, and the code normalized from them (what `diff --ranks` and the TUI's rank
     diff show) is the code normalized from the whole table; a row line whose target is not a
     string gives no answer (None), and the whole table is read."""
-    from graphtrain_inspect.capture.rank_tokens import is_collective_target
+    from graphtrain_inspect.capture.shared.rank_tokens import is_collective_target
     from graphtrain_inspect.inspector.diff import graph_diff
 
     path = tmp_path / "digests"
@@ -482,7 +483,7 @@ def test_refs_are_decoded_when_a_diff_asks_for_them(sample_capture, tmp_path):
     problem is named as when the record is read whole."""
     import hashlib
 
-    from graphtrain_inspect.capture.logformat import split_records
+    from graphtrain_inspect.capture.shared.logformat import split_records
 
     path = tmp_path / "digests"
     _with_digests(sample_capture(*ALL_BUGS), path)

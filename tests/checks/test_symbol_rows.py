@@ -1,4 +1,4 @@
-"""The capture's `gti_symbol_rows` records (capture/symbol_rows.py): the stale-symbol check reads
+"""The capture's `gti_symbol_rows` records (capture/shared/symbol_rows.py): the stale-symbol check reads
 them instead of selecting rows from whole node tables, and reports the same."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from graphtrain_inspect.capture import logformat, symbol_rows
+from graphtrain_inspect.capture.shared import logformat, symbol_rows
 from graphtrain_inspect.inspector.checks import check_report
 from graphtrain_inspect.inspector.checks import stale_unbacked_symbol as ss
 from graphtrain_inspect.inspector.read.capture_index import open_capture

@@ -1,4 +1,4 @@
-"""The capture's `gti_symbol_scopes` records (capture/symbol_rows.py `scope_events`): where a
+"""The capture's `gti_symbol_scopes` records (capture/shared/symbol_rows.py `scope_events`): where a
 graph's symbol rows first use and bind each unbacked symbol and hand scopes on. The stale-symbol
 check of a graph whose events show no stale symbol reads them instead of walking its rows; it
 reports what the walk of the rows reports."""
@@ -9,7 +9,7 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graphtrain_inspect.capture import logformat, symbol_rows
+from graphtrain_inspect.capture.shared import logformat, symbol_rows
 from graphtrain_inspect.inspector.checks import check_report
 from graphtrain_inspect.inspector.checks import stale_unbacked_symbol as ss
 from graphtrain_inspect.inspector.read.capture_index import open_capture
@@ -88,7 +88,7 @@ def _rewritten(src, dst, edit) -> int:
     `edit(payload, meta)`; how many."""
     import shutil
 
-    from graphtrain_inspect.capture.logformat import split_records
+    from graphtrain_inspect.capture.shared.logformat import split_records
 
     shutil.copytree(src, dst)
     edited = 0

@@ -16,7 +16,7 @@ import pytest
 import torch
 import torch.fx
 
-from graphtrain_inspect.capture import logformat
+from graphtrain_inspect.capture.shared import logformat
 from graphtrain_inspect.inspector.checks import check_report
 from graphtrain_inspect.inspector.read.capture_index import open_capture
 from tests.capture_utils import capture, run_cli, torchrun

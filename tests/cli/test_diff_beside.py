@@ -1,5 +1,5 @@
 """`diff` of a large graph makes its text diff in a forked child beside the node changes
-(inspector/cli/beside.py): what it prints is what one process prints, and a child that fails
+(inspector/cli/forked_work.py): what it prints is what one process prints, and a child that fails
 costs nothing but time."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from contextlib import redirect_stdout
 import orjson
 import pytest
 
-from graphtrain_inspect.inspector.cli import beside
 from graphtrain_inspect.inspector.cli import diff as diff_command
+from graphtrain_inspect.inspector.cli import forked_work
 from graphtrain_inspect.inspector.cli.main import main as cli_main
 from graphtrain_inspect.inspector.read import row_digests as read_digests
 from graphtrain_inspect.samples.bugs import ALL as ALL_BUGS
@@ -28,17 +28,17 @@ def _printed(*argv: str) -> str:
 
 def test_beside_gives_the_childs_value_and_makes_it_here_when_the_child_fails():
     parent = os.getpid()
-    assert beside.Beside(lambda: ["a", "b", os.getpid() != parent]).result() == ["a", "b", True]
+    assert forked_work.Beside(lambda: ["a", "b", os.getpid() != parent]).result() == ["a", "b", True]
 
     def only_here() -> list[str]:
         if os.getpid() != parent:
             raise RuntimeError("the child cannot")
         return ["made here"]
 
-    assert beside.Beside(only_here).result() == ["made here"]
+    assert forked_work.Beside(only_here).result() == ["made here"]
     # a value JSON cannot carry: made here as well
-    assert beside.Beside(lambda: {1, 2}).result() == {1, 2}
-    assert beside.Beside(list, fork=False).result() == []
+    assert forked_work.Beside(lambda: {1, 2}).result() == {1, 2}
+    assert forked_work.Beside(list, fork=False).result() == []
 
 
 @pytest.mark.parametrize(
@@ -53,13 +53,13 @@ def test_beside_gives_the_childs_value_and_makes_it_here_when_the_child_fails():
 def test_forked_text_diff_prints_what_one_process_prints(sample_capture, monkeypatch, mode):
     cap = str(sample_capture(*ALL_BUGS))
     forked = []
-    real_init = beside.Beside.__init__
+    real_init = forked_work.Beside.__init__
 
     def counting(self, fn, *args, fork=True):
         forked.append(fork)
         real_init(self, fn, *args, fork=fork)
 
-    monkeypatch.setattr(beside.Beside, "__init__", counting)
+    monkeypatch.setattr(forked_work.Beside, "__init__", counting)
     alone = _printed(cap, *mode, "-j", "1")
     assert not any(forked)
     monkeypatch.setattr(diff_command, "BESIDE_NODES", 0)  # every graph taken as a large one
@@ -98,7 +98,7 @@ def test_row_target_scan_reads_escaped_strings(name, target):
 def test_a_beside_dropped_unread_ends_its_child():
     """A command that fails before it asks for the child's value (the child blocked writing a
     value larger than the pipe holds) leaves no child behind."""
-    b = beside.Beside(lambda: ["x" * 1000] * 1000)
+    b = forked_work.Beside(lambda: ["x" * 1000] * 1000)
     pid = b._pid
     assert pid is not None
     del b
@@ -111,7 +111,7 @@ def test_cancel_ends_a_child_still_at_work():
     waiting for the child that makes it."""
     import time
 
-    b = beside.Beside(lambda: time.sleep(120) or [])
+    b = forked_work.Beside(lambda: time.sleep(120) or [])
     pid = b._pid
     started = time.monotonic()
     b.cancel()

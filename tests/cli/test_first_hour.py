@@ -132,8 +132,8 @@ def test_ls_columns_line_up_and_the_role_column_shows_only_when_used(capsys, tor
 
 
 def test_ls_elides_the_middle_of_a_long_pass_name():
+    from graphtrain_inspect.capture.shared.terminal_text import Style
     from graphtrain_inspect.inspector.cli.ls import NAME_MAX, Columns, elide_middle
-    from graphtrain_inspect.inspector.diff.render import Style
 
     long = "#12 " + "a_very_long_pass_name_from_a_registry_" * 3 + "end"
     short = elide_middle(long, NAME_MAX)

@@ -10,7 +10,7 @@ import sys
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from graphtrain_inspect.capture import logformat
+from graphtrain_inspect.capture.shared import logformat
 from graphtrain_inspect.inspector.cli.ls import listing
 from graphtrain_inspect.inspector.read.capture_index import open_capture
 from tests.capture_utils import ROOT as REPO_ROOT

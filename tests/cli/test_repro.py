@@ -113,7 +113,8 @@ def rank_baking_capture(
     """tests.tui_support's 2-rank graphs, its rank-baking pass a real function (tests.cli.rank_pass)
     with the blob of the graph it received, signed with the test's key as `capture` signs.
     `cwd`: the training's working directory the manifest records (where it found `qualname`)."""
-    from graphtrain_inspect.capture import blobs, signing
+    from graphtrain_inspect.capture import blobs
+    from graphtrain_inspect.capture.shared import signing
     from tests.small_captures import CaptureWriter, mesh_rank_table
     from tests.tui_support import _graphs
 

@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from graphtrain_inspect.capture import logformat, terminal_text
-from graphtrain_inspect.inspector.diff.render import Style
+from graphtrain_inspect.capture.shared import logformat, terminal_text
+from graphtrain_inspect.capture.shared.terminal_text import Style
 from tests.capture_utils import run_cli
 from tests.tui_support import EVERY_ESCAPED, HOSTILE, hostile_capture
 

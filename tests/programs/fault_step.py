@@ -29,7 +29,8 @@ import torch
 import torch.distributed as dist
 import torch.fx
 
-from graphtrain_inspect.capture import logformat, record_pass
+from graphtrain_inspect.capture import record_pass
+from graphtrain_inspect.capture.shared import logformat
 
 
 def graph_of(step: int) -> torch.fx.GraphModule:

@@ -24,9 +24,9 @@ def place_devices_fixed(gm, example_inputs):
     import torch
 
     from graphtrain_inspect.samples.passes._util import finalize
-    from graphtrain_inspect.samples.passes.device import _graph_device
+    from graphtrain_inspect.samples.passes.device import graph_device
 
-    dev = _graph_device(example_inputs)
+    dev = graph_device(example_inputs)
     target = torch.device(dev.type)
     rewritten = []
     for node in gm.graph.nodes:

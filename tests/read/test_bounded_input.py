@@ -18,12 +18,12 @@ import sys
 import orjson
 import pytest
 
-from graphtrain_inspect.capture import graph_tables, logformat
+from graphtrain_inspect.capture import graph_tables
+from graphtrain_inspect.capture.shared import logformat
 from graphtrain_inspect.inspector.cli.main import main
 from graphtrain_inspect.inspector.read import bundled
 from graphtrain_inspect.inspector.read.graphmodel import MAX_NESTING
-from graphtrain_inspect.inspector.read.validators import MANIFEST_SCHEMA, clean_manifest
-from graphtrain_inspect.inspector.read.validators import _fits as fits
+from graphtrain_inspect.inspector.read.validators import MANIFEST_SCHEMA, clean_manifest, fits
 from tests.capture_utils import ROOT
 from tests.small_captures import CaptureWriter
 from tests.tui_support import _graphs

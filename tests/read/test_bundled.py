@@ -80,7 +80,7 @@ def test_bundled_capture_is_signed_as_unpacked(tmp_path, monkeypatch):
     """The archives ship with the package (trusted code): their unpacked copy carries this user's
     signature, so replay (and the TUI's replay key) load it without --trust; their manifests name
     the GPU hosts and users that recorded them, which decides nothing. Another key unpacks afresh."""
-    from graphtrain_inspect.capture import signing
+    from graphtrain_inspect.capture.shared import signing
 
     name = bundled.names()[0]
     d = bundled.path_of(name)

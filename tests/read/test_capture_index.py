@@ -9,8 +9,9 @@ import sys
 import orjson
 import pytest
 
-from graphtrain_inspect.capture import logformat
-from graphtrain_inspect.inspector.read.capture_index import CaptureUnreadable, open_capture
+from graphtrain_inspect.capture.shared import logformat
+from graphtrain_inspect.inspector.errors import CaptureUnreadable
+from graphtrain_inspect.inspector.read.capture_index import open_capture
 from graphtrain_inspect.inspector.read.logscan import LogFile
 from tests.capture_utils import ROOT as REPO_ROOT
 
@@ -363,7 +364,7 @@ def test_node_table_rows_layout_round_trip():
     one-line (format 1) table or a damaged layout is not split (readers then decode it whole)."""
     import orjson
 
-    from graphtrain_inspect.capture import logformat
+    from graphtrain_inspect.capture.shared import logformat
 
     tables = {
         "graphs": [
@@ -392,7 +393,7 @@ def test_index_jumps_by_payload_bytes_and_falls_back_on_damage(tmp_path, monkeyp
     """Format 2 records name their payload's length: the index lands on the next envelope without
     looking at payload lines, and finds the same records as a line-by-line scan; where the bytes
     at the landing disagree (a line added inside a payload) it scans as for format 1."""
-    from graphtrain_inspect.capture import logformat
+    from graphtrain_inspect.capture.shared import logformat
     from graphtrain_inspect.inspector.read.logscan import LogFile
 
     recs = [

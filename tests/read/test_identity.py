@@ -1,4 +1,4 @@
-"""Pipelines paired by identity, never by position (inspector/read/identity.py), on captures
+"""Pipelines paired by identity, never by position (inspector/read/pipelines.py), on captures
 written pass by pass: a precompile whose ranks run load-time passes (with the capture's lineage
 records and, as older logs have it, with graph ids alone), identical per-layer graphs, and
 compiles that only one rank made."""
@@ -9,7 +9,7 @@ import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from graphtrain_inspect.inspector.checks import check_report
-from graphtrain_inspect.inspector.read import identity
+from graphtrain_inspect.inspector.read import pipelines
 from graphtrain_inspect.inspector.read.capture_index import open_capture
 from graphtrain_inspect.inspector.read.stages import pipeline_label
 from tests.small_captures import CaptureWriter
@@ -118,7 +118,7 @@ def test_chain_follows_a_container_to_its_last_child():
         PassRecord(0, 3, "c", "g2", {"out": "g3"}, input="pass", input_from=0),
         PassRecord(0, 4, "d", "g2", {"out": "g4"}, input="traced"),
     ]
-    identity.chain_pipelines(ps)
+    pipelines.chain_pipelines(ps)
     assert [(p.name, p.pipeline, p.traced) for p in ps] == [
         ("outer", 0, False),
         ("a", 0, True),
@@ -173,7 +173,7 @@ def _verdict(path):
 def test_a_stray_or_relabelled_log_never_displaces_a_ranks_own(tmp_path):
     import shutil
 
-    from graphtrain_inspect.capture import logformat
+    from graphtrain_inspect.capture.shared import logformat
 
     base = _divergent(tmp_path / "base")
     expected, _ = _verdict(base)

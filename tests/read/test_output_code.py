@@ -100,7 +100,7 @@ def test_pinned_indices_and_literal_skeleton():
 
 
 def _our_log(tmp_path, records):
-    from graphtrain_inspect.capture import logformat
+    from graphtrain_inspect.capture.shared import logformat
 
     header = {
         "format": logformat.FORMAT_NAME,
@@ -125,7 +125,7 @@ def _our_log(tmp_path, records):
 
 
 def test_captured_records_read_and_bad_ones_are_skipped_not_raised(tmp_path):
-    from graphtrain_inspect.capture import logformat
+    from graphtrain_inspect.capture.shared import logformat
     from graphtrain_inspect.inspector.checks import run_checks
 
     code = wrapper()
@@ -151,7 +151,7 @@ def test_captured_records_read_and_bad_ones_are_skipped_not_raised(tmp_path):
 
 
 def test_a_damaged_output_code_record_reads_as_none(tmp_path):
-    from graphtrain_inspect.capture import logformat
+    from graphtrain_inspect.capture.shared import logformat
 
     _our_log(
         tmp_path,

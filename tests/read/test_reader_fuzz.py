@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from graphtrain_inspect.capture import logformat
+from graphtrain_inspect.capture.shared import logformat
 from tests.reader_mutations import GARBAGE, Baseline, mutate
 
 EXAMPLES = int(os.environ.get("GTI_FUZZ_EXAMPLES", "30"))  # more: GTI_FUZZ_EXAMPLES=500, or benchmarks/fuzz_reader.py

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from graphtrain_inspect.capture import logformat
+from graphtrain_inspect.capture.shared import logformat
 from graphtrain_inspect.inspector.checks import run_checks
 from graphtrain_inspect.inspector.read.capture_index import open_capture
 from graphtrain_inspect.inspector.read.logscan import LogFile

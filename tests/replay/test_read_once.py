@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from graphtrain_inspect.capture import logformat, signing
+from graphtrain_inspect.capture.shared import logformat, signing
 from tests.capture_utils import CLI, child_env, rewrite_log, run_cli
 
 PASS = "place_devices"

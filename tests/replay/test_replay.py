@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from graphtrain_inspect.capture import logformat
+from graphtrain_inspect.capture.shared import logformat
 from tests.capture_utils import ROOT, Plant, child_env, rewrite_log, run_cli, start_capture
 
 ALL_BUGS = ("device-literal", "rank-baked", "rank-divergent", "stale-symbol")
@@ -232,7 +232,7 @@ def test_every_inductor_pass_replays_or_says_why(compile_dir):
 
 
 def test_passes_that_cannot_be_replayed_say_why():
-    from graphtrain_inspect.inspector.read.capture_index import PassRecord
+    from graphtrain_inspect.inspector.read.capture_records import PassRecord
     from graphtrain_inspect.inspector.replay.replayer import CannotReplay, resolve_pass
 
     part = PassRecord(
@@ -355,7 +355,7 @@ def test_tampered_capture_with_its_log_rewritten_runs_nothing_without_trust(samp
         assert "--trust" in err[0] and "graphtrain-inspect trust" in err[0] and "captured by" in err[0]
         assert not marker.exists()
     # the same capture signed by someone else's key: still refused
-    from graphtrain_inspect.capture import signing
+    from graphtrain_inspect.capture.shared import signing
 
     other = tmp_path / "other-config"
     r = run_cli("trust", str(d), env={"XDG_CONFIG_HOME": str(other)})
@@ -385,7 +385,7 @@ def test_own_capture_and_its_copy_load_without_trust(sample_dir, tmp_path):
     change) still verifies; a log added later does not."""
     d = tmp_path / "copy"
     shutil.copytree(sample_dir, d, ignore=shutil.ignore_patterns("*.gpkl"))
-    from graphtrain_inspect.capture import signing
+    from graphtrain_inspect.capture.shared import signing
 
     assert signing.verify(str(sample_dir)).ok and signing.verify(str(d)).ok
     shutil.copy(d / logformat.log_file_name(1), d / logformat.log_file_name(5))

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from graphtrain_inspect.capture import logformat, session
+from graphtrain_inspect.capture import session
+from graphtrain_inspect.capture.shared import logformat
 from graphtrain_inspect.capture.wrap import wrap_pass
 from tests.programs import replay_passes as rp
 
@@ -47,7 +48,7 @@ def _manifest(d: Path, world: int) -> None:
     import os
     import socket
 
-    from graphtrain_inspect.capture import signing
+    from graphtrain_inspect.capture.shared import signing
 
     user, uid, host = getpass.getuser(), os.getuid(), socket.gethostname()
     (d / logformat.MANIFEST_NAME).write_text(

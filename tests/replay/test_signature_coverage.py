@@ -18,7 +18,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from graphtrain_inspect.capture import logformat, signing
+from graphtrain_inspect.capture.shared import logformat, signing
 from tests.capture_utils import Plant, rewrite_log, run_cli
 
 PASS = "place_devices"

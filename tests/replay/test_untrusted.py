@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from graphtrain_inspect.capture import logformat
+from graphtrain_inspect.capture.shared import logformat
 from graphtrain_inspect.inspector.read.capture_index import open_capture
 from tests.capture_utils import Plant, rewrite_log
 

@@ -20,7 +20,7 @@ import pytest
 
 from graphtrain_inspect.inspector import checks as checks_pkg
 from graphtrain_inspect.inspector.checks import SEVERITIES, check_reports
-from graphtrain_inspect.inspector.checks.shown import at_least
+from graphtrain_inspect.inspector.checks.severity_filter import at_least
 from graphtrain_inspect.inspector.cli.html_report import contents
 from graphtrain_inspect.inspector.cli.main import main
 from graphtrain_inspect.inspector.read import bundled

@@ -355,7 +355,7 @@ async def test_damaged_capture_shows_file_and_line(tui_small_capture, tmp_path):
     i = d0.find(b"\tclass traced")
     log0.write_bytes(d0[: i + 1] + b"klass" + d0[i + 6 :])
     # and rank 1's writer stopped (a failed write) and said so in its status file
-    from graphtrain_inspect.capture import logformat
+    from graphtrain_inspect.capture.shared import logformat
 
     (d / logformat.STATUS_DIR).mkdir()
     (d / logformat.STATUS_DIR / logformat.status_file_name(1, 4242)).write_bytes(

@@ -11,7 +11,7 @@ import pytest
 from graphtrain_inspect.tui.session import Place
 from tests.tui_support import hostile_capture, opened, settle
 
-# C0 but newline and tab, DEL, C1, the bidi and invisible format controls (capture.terminal_text)
+# C0 but newline and tab, DEL, C1, the bidi and invisible format controls (capture.shared.terminal_text)
 RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
 
 

@@ -10,7 +10,7 @@ import shlex
 
 import pytest
 
-from graphtrain_inspect.capture.terminal_text import escape_controls
+from graphtrain_inspect.capture.shared.terminal_text import escape_controls
 from graphtrain_inspect.tui import replay
 from graphtrain_inspect.tui.commands import CaptureCommands
 from graphtrain_inspect.tui.session import Place

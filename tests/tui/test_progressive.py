@@ -9,7 +9,8 @@ import shutil
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from graphtrain_inspect.inspector.read.capture_index import CaptureUnreadable, open_capture
+from graphtrain_inspect.inspector.errors import CaptureUnreadable
+from graphtrain_inspect.inspector.read.capture_index import open_capture
 from graphtrain_inspect.inspector.read.progressive import ProgressiveLoader
 from tests.tui_support import log_path, record_starts
 

@@ -449,10 +449,3 @@ class CaptureTree(Tree[TreeData]):
 
     def action_expand_everything(self) -> None:
         self.root.expand_all()
-
-    def all_places(self) -> list[Place]:
-        return [n.data for k, n in self.nodes_by_key.items() if k[0] == "place" and isinstance(n.data, Place)]
-
-    def pass_count(self) -> int:
-        """Passes of the outline (those filled in the tree or not)."""
-        return sum(len(pl.passes) for pl in self.pipeline_entries.values())

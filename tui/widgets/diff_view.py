@@ -140,10 +140,6 @@ class DiffView(LineView):
         self.scroll_to(x=0, animate=False)
         self._rebuild(keep=(cur.a_no, cur.b_no) if cur is not None else (None, None))
 
-    def toggle_mode(self) -> str:
-        self.set_mode("split" if self.mode == "unified" else "unified")
-        return self.mode
-
     def expand_fold(self, row: int) -> bool:
         if not (0 <= row < len(self.rows)) or self.rows[row].kind != "fold":
             return False

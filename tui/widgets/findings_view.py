@@ -28,7 +28,7 @@ def node_name(f) -> str:
 
 def where_line(f) -> str:
     """The finding's node (whole), ranks and passes, under its message in the detail pane."""
-    from graphtrain_inspect.capture.rank_ranges import format_ranks
+    from graphtrain_inspect.capture.shared.rank_ranges import format_ranks
 
     where = {None: "in the capture itself", "trace": "already in the traced graph"}.get(
         f.introduced_by, f"introduced by {f.introduced_by}"
@@ -154,12 +154,12 @@ class FindingsView(Vertical):
 
     def visible(self, findings: list) -> list:
         """The findings the severity filter lets through, as `check` shows them."""
-        from graphtrain_inspect.inspector.checks.shown import at_least
+        from graphtrain_inspect.inspector.checks.severity_filter import at_least
 
         return at_least(findings, self.severity_floor)
 
     def _status(self) -> str:
-        from graphtrain_inspect.inspector.checks.shown import hidden_info, summary
+        from graphtrain_inspect.inspector.checks.severity_filter import hidden_info, summary
 
         head, more = summary(self.visible(self.findings), hidden_info(self.findings, self.severity_floor), self.how())
         parts = (
@@ -215,8 +215,8 @@ class FindingsView(Vertical):
         return True
 
     def apply_filters(self) -> None:
-        from graphtrain_inspect.capture.rank_ranges import format_ranks
-        from graphtrain_inspect.inspector.diff.render import truncate
+        from graphtrain_inspect.capture.shared.rank_ranges import format_ranks
+        from graphtrain_inspect.capture.shared.terminal_text import truncate
         from graphtrain_inspect.tui.widgets.name_abbrev import kept_spans, render
 
         t = self.table

@@ -144,10 +144,6 @@ class LineView(ScrollView, can_focus=True):
         self._base = None
         self._cache.clear()
 
-    def set_message(self, text: str | None) -> None:
-        self.message_text = text
-        self.refresh()
-
     def set_cursor(self, row: int, *, scroll: bool = True, center: bool = False) -> None:
         n = self.row_count()
         row = max(0, min(row, n - 1)) if n else 0

@@ -24,9 +24,9 @@ def render(
 ) -> str:
     import jinja2
 
-    from graphtrain_inspect.capture.rank_ranges import format_ranks
+    from graphtrain_inspect.capture.shared.rank_ranges import format_ranks
+    from graphtrain_inspect.capture.shared.terminal_text import Style
     from graphtrain_inspect.inspector.cli import compare as cmd
-    from graphtrain_inspect.inspector.diff.render import Style
     from graphtrain_inspect.inspector.read.stages import pipeline_label
 
     plain = Style(False)
@@ -43,7 +43,7 @@ def render(
             ranks = format_ranks(f.ranks) if f.ranks else "-"
             if c.base is not None and c.new is not None and c.base.ranks != f.ranks:
                 ranks = f"{format_ranks(c.base.ranks) if c.base.ranks else '-'} -> {ranks}"
-            where = cmd._introduced(f.introduced_by) + (f" [{pipeline_label(f.pipeline)}]" if f.pipeline else "")
+            where = cmd.introduced_words(f.introduced_by) + (f" [{pipeline_label(f.pipeline)}]" if f.pipeline else "")
             findings.append(
                 {
                     "status": c.status,
@@ -74,8 +74,8 @@ def render(
             else ("nothing new is wrong" if changes is not None else "graphs compared (no checks run)")
         ),
         new_errors=new_errors,
-        stage_summary=cmd._stage_summary(stages),
-        finding_summary=cmd._finding_summary(changes, 0) if changes is not None else "",
+        stage_summary=cmd.stage_summary(stages),
+        finding_summary=cmd.finding_summary(changes, 0) if changes is not None else "",
         changed=rows(moved),
         same=rows([s for s in stages if s.status == "same" and not s.renamed]),
         diffs=_diffs(runs, moved, plain),
@@ -90,7 +90,7 @@ def _diffs(runs: "TwoRuns", moved: list["StageChange"], plain: Any) -> list[dict
     of ranks where it did (at most DIFFS)."""
     from graphtrain_inspect.inspector.checks.two_runs import CHANGED, run_diff
     from graphtrain_inspect.inspector.cli.common import diff_title
-    from graphtrain_inspect.inspector.cli.diff import _node_lines
+    from graphtrain_inspect.inspector.cli.diff import node_lines
     from graphtrain_inspect.inspector.read.stages import pipeline_label
 
     out: list[dict[str, Any]] = []
@@ -105,7 +105,7 @@ def _diffs(runs: "TwoRuns", moved: list["StageChange"], plain: Any) -> list[dict
             d = run_diff(runs.base, c.base_rank, sb.gid, runs.new, c.new_rank, sn.gid) if sb and sn else None
             where = runs.ranks.label(c.base_rank, c.new_rank)
             title = diff_title(f"{s.label()} on {where}", pipeline_label(s.pipeline), "base", "new")
-            lines = _node_lines(d, plain, NODE_LINES) if d is not None else ["graph tables unreadable"]
+            lines = node_lines(d, plain, NODE_LINES) if d is not None else ["graph tables unreadable"]
             out.append({"title": title, "lines": lines})
     return out
 

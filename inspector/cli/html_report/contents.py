@@ -5,7 +5,7 @@ link to, compile events per rank, and the capture's metadata.
 
 Both gradings are computed here, so the page only shows or hides what is already in it (no
 network, nothing computed in the browser). Findings are the same objects `check` prints
-(inspector.checks.check_report) and are counted by the same rule (inspector.checks.shown).
+(inspector.checks.check_report) and are counted by the same rule (inspector.checks.severity_filter).
 """
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
-from graphtrain_inspect.capture.rank_ranges import format_ranks, values_by_rank
+from graphtrain_inspect.capture.shared.rank_ranges import format_ranks, values_by_rank
 from graphtrain_inspect.inspector.cli.html_report import excerpts, timeline
 from graphtrain_inspect.inspector.read.bundled import capture_words, describe, sample_of
 
 if TYPE_CHECKING:
     from graphtrain_inspect.inspector.checks import Report
-    from graphtrain_inspect.inspector.read.capture_index import Capture
+    from graphtrain_inspect.inspector.read.capture_reader import Capture
     from graphtrain_inspect.inspector.read.stages import Stage, StageIndex, StageKey
 
 GRADINGS = ("per-rank", "shared")
@@ -188,7 +188,7 @@ def _evidence_items(ev: dict[str, Any]) -> list[tuple[str, str]]:
     out = []
     for k, v in ev.items():
         text = v if isinstance(v, str) else orjson.dumps(v, option=orjson.OPT_NON_STR_KEYS, default=str).decode()
-        out.append((str(k), excerpts._clip(text)))
+        out.append((str(k), excerpts.clip(text)))
     return out
 
 
@@ -246,7 +246,7 @@ def _events(cap) -> dict[str, Any]:
                     "rank": r,
                     "compile": e.label,
                     "kind": e.kind,
-                    "reason": excerpts._clip(e.reason),
+                    "reason": excerpts.clip(e.reason),
                     "where": e.frame.where if e.frame else "",
                 }
             )
@@ -284,7 +284,7 @@ def _meta(cap) -> dict[str, Any]:
 def gather(cap: "Capture", jobs: int = 1, reports: "Sequence[Report] | None" = None) -> dict[str, Any]:
     """The page's contents. `reports`: the checks' reports under GRADINGS when already made."""
     from graphtrain_inspect.inspector.checks import SEVERITY_RANK, check_reports
-    from graphtrain_inspect.inspector.checks.shown import at_least, hidden_info, summary
+    from graphtrain_inspect.inspector.checks.severity_filter import at_least, hidden_info, summary
     from graphtrain_inspect.inspector.read.outline import finding_stages
     from graphtrain_inspect.inspector.read.simulated import simulated_line
     from graphtrain_inspect.inspector.read.stages import StageIndex

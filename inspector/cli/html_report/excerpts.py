@@ -13,7 +13,7 @@ import re
 from typing import TYPE_CHECKING, Iterable
 
 if TYPE_CHECKING:
-    from graphtrain_inspect.inspector.read.capture_index import Capture
+    from graphtrain_inspect.inspector.read.capture_reader import Capture
     from graphtrain_inspect.inspector.read.stages import Stage
 
 MAX_LINES = 160  # lines of one excerpt
@@ -22,7 +22,7 @@ MAX_HUNKS = 12  # hunks of one diff when no node is named
 AROUND = 8  # lines either side of a node in a code window
 
 
-def _clip(line: str) -> str:
+def clip(line: str) -> str:
     return line if len(line) <= MAX_WIDTH else line[: MAX_WIDTH - 1] + "\u2026"
 
 
@@ -52,7 +52,7 @@ def elide_diff(lines: list[str], focus: Iterable[str] = ()) -> tuple[list[str], 
     skipped = len(hunks) - len(chosen)
     if len(out) > MAX_LINES:
         out = out[:MAX_LINES] + ["@@ \u2026 (cut: the diff goes on) @@"]
-    return [_clip(l) for l in out], skipped
+    return [clip(l) for l in out], skipped
 
 
 def window(lines: list[str], focus: Iterable[str] = (), line: int | None = None) -> tuple[list[str], int] | None:
@@ -70,7 +70,7 @@ def window(lines: list[str], focus: Iterable[str] = (), line: int | None = None)
     if at is None:
         return None
     lo, hi = max(0, at - AROUND), min(len(lines), at + AROUND + 1)
-    return [_clip(l) for l in lines[lo:hi]], lo + 1
+    return [clip(l) for l in lines[lo:hi]], lo + 1
 
 
 def highlight_diff(lines: list[str]) -> str:
@@ -103,7 +103,7 @@ def node_lines(changes: list[str], focus: Iterable[str]) -> tuple[list[str], boo
     none does: (lines, whether they are the focus nodes' own)."""
     focus = [n for n in focus if n]
     picked = [c for c in changes if _mentions(c, focus)] if focus else []
-    return [_clip(c) for c in (picked or changes)[:20]], bool(picked)
+    return [clip(c) for c in (picked or changes)[:20]], bool(picked)
 
 
 def pass_excerpt(cap: "Capture", rank: int, stage: "Stage", focus: list[str]) -> dict | None:

@@ -83,14 +83,14 @@ OUTPUT_CODE = "gti_output_code"  # string: Inductor's generated wrapper and kern
 CODEGEN = "gti_codegen"
 BLOB = "gti_blob"  # json: the blob of one graph, written when its child process finished (format 3)
 # json: the rows of a graph's node table that the stale-symbol check reads, trimmed to what it
-# reads (capture/symbol_rows.py); optional: a table without one is read whole (format 4)
+# reads (capture/shared/symbol_rows.py); optional: a table without one is read whole (format 4)
 SYMBOL_ROWS = "gti_symbol_rows"
 # where the rows of `gti_symbol_rows` first use and bind each unbacked symbol and hand on scopes
-# (capture/symbol_rows.py): the stale-symbol check of a graph with no stale symbol reads this
+# (capture/shared/symbol_rows.py): the stale-symbol check of a graph with no stale symbol reads this
 # instead of the rows; optional, like the record it summarizes
 SYMBOL_SCOPES = "gti_symbol_scopes"
 # json: each row's digest of a large node table, its rows per subgraph and its lines' byte lengths
-# (capture/row_digests.py); optional: a table without one is read whole to compare its rows
+# (capture/shared/row_digests.py); optional: a table without one is read whole to compare its rows
 ROW_DIGESTS = "gti_row_digests"
 # json: the exception that ended the rank's training (capture/failure.py): its type, message,
 # traceback and frames, the frames in generated code tied to what the capture recorded of it;

@@ -29,9 +29,11 @@ else, so a capture cannot forge one.
 
 from __future__ import annotations
 
+import os
 import re
 import secrets
-from typing import Any, TextIO
+import sys
+from typing import IO, Any, TextIO
 
 # C0 but \n and \t, DEL, C1, and the bidi/invisible format controls (module docstring)
 ESCAPED = "\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff"
@@ -100,8 +102,6 @@ _SAVED: list[tuple[TextIO, TextIO]] = []
 
 def install() -> None:
     """Escape everything this process prints from now on (stdout and stderr)."""
-    import sys
-
     if not _SAVED:
         _SAVED.append((sys.stdout, sys.stderr))
         sys.stdout = EscapingStream(sys.stdout)
@@ -110,7 +110,60 @@ def install() -> None:
 
 def uninstall() -> None:
     """Back to the raw streams (a REPL the user types into, which prints what they ask for)."""
-    import sys
-
     if _SAVED:
         sys.stdout, sys.stderr = _SAVED.pop()
+
+
+# -- the commands' own styles: colour when writing to a terminal, plain text when piped ---------
+# Plain escape codes, no rich: `ls`, `diff` and `check` start fast and their output is the same
+# bytes a test or a CI log sees (with `--color never`, or any pipe). Colours are made as `sgr`
+# marks, which only the escaping output streams turn into escape codes.
+
+_CODES = {
+    "bold": "1",
+    "dim": "2",
+    "red": "31",
+    "green": "32",
+    "yellow": "33",
+    "blue": "34",
+    "magenta": "35",
+    "cyan": "36",
+}
+
+
+def want_color(mode: str = "auto", stream: IO | None = None) -> bool:
+    if mode == "always":
+        return True
+    if mode == "never":
+        return False
+    if os.environ.get("NO_COLOR"):
+        return False
+    stream = stream or sys.stdout
+    return bool(getattr(stream, "isatty", lambda: False)())
+
+
+class Style:
+    def __init__(self, color: bool):
+        self.color = color
+
+    def __call__(self, text: str, *styles: str) -> str:
+        if not self.color or not styles:
+            return text
+        codes = ";".join(_CODES[s] for s in styles if s in _CODES)
+        # marks, not escapes: the command's output stream makes them real and escapes the rest
+        return f"{sgr(codes)}{text}{sgr('0')}" if codes else text
+
+
+def fmt_bytes(n: int | None) -> str:
+    if n is None:
+        return "-"
+    x = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if x < 1024 or unit == "GB":
+            return f"{x:.0f} {unit}" if unit == "B" else f"{x:.1f} {unit}"
+        x /= 1024
+    return f"{n} B"
+
+
+def truncate(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: max(0, width - 1)] + "…"

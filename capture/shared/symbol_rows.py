@@ -24,9 +24,9 @@ from itertools import accumulate, count
 from operator import add
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from graphtrain_inspect.capture import logformat
-from graphtrain_inspect.capture.rank_tokens import finds
-from graphtrain_inspect.capture.symbol_usage import is_unbacked, row_symbols
+from graphtrain_inspect.capture.shared import logformat
+from graphtrain_inspect.capture.shared.rank_tokens import finds
+from graphtrain_inspect.capture.shared.symbol_usage import is_unbacked, row_symbols
 
 # The selection rules' version, in each record's envelope (`rule`): a reader takes a record made
 # by the rules it knows, and selects from the table itself otherwise.

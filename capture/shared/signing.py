@@ -48,7 +48,7 @@ from typing import Any
 
 import orjson
 
-from graphtrain_inspect.capture import logformat
+from graphtrain_inspect.capture.shared import logformat
 
 KEY_NAME = "capture-key"
 SIGNATURE_FORMAT = "graphtrain-inspect-signature"

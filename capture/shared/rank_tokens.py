@@ -23,7 +23,7 @@ from typing import Any, Iterable
 
 import orjson
 
-from graphtrain_inspect.capture import logformat
+from graphtrain_inspect.capture.shared import logformat
 
 REDUCE_OPS = frozenset(
     {"sum", "avg", "product", "prod", "min", "max", "band", "bor", "bxor", "premul_sum", "SUM", "AVG", "MAX", "MIN"}

@@ -32,8 +32,8 @@ import hashlib
 import os
 from typing import Any
 
-from graphtrain_inspect.capture.logformat import row_json
-from graphtrain_inspect.capture.rank_tokens import normalized_row
+from graphtrain_inspect.capture.shared.logformat import row_json
+from graphtrain_inspect.capture.shared.rank_tokens import normalized_row
 
 # the digest's name in the record: a reader takes a record of a hash it knows only
 HASH = "blake2b-8"

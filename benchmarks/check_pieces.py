@@ -143,7 +143,7 @@ def phases(path: str, pass_name: str) -> None:
         (align.Parts, "__init__", "aligning: the rows read, as signatures and refs"),
         (anchored, "_refs_agree", "aligning: refs against the rows read"),
         (anchored, "align_seeded", "aligning: the seeded alignment"),
-        (anchored, "_compare", "aligning: pairs compared"),
+        (anchored, "compare_parts", "aligning: pairs compared"),
     ]
     for owner, name, label in steps:
         _wrap(owner, name, label)
@@ -440,7 +440,7 @@ def main() -> int:
         (row_rank_diff, "_pairs_from_digests", "  positional, from digests"),
         (anchored, "_anchored_diff", "  anchored diffs"),
         (anchored, "_anchors", "    pairing the digests"),
-        (anchored, "_lis", "    longest increasing run"),
+        (anchored, "lis", "    longest increasing run"),
         (anchored, "_named_gap_seeds", "    gap rows paired by name"),
         (capture_reader.Capture, "row_digests", "row-digest records laid over tables"),
         (capture_reader.Capture, "digest_rows", "rows read by digest"),

@@ -1,7 +1,7 @@
 """Graph diffs of tables that do not line up row by row, from their row digests and refs.
 
 A pass that decides differently on one rank leaves that rank's graph with nodes added or moved,
-and every later stage differs in layout too: the positional diff (checks/row_rank_diff.py) cannot pair
+and every later stage differs in layout too: the positional diff (row_rank_diff.py) cannot pair
 the rows, and a structural diff of the decoded tables aligns every row of both (the bulk of
 `check`'s time on such a capture, and of `diff --pass` on a large graph). Most rows are still the
 very same bytes on both sides. With row digests and refs (`gti_row_digests`), per subgraph (paired
@@ -33,7 +33,7 @@ this path cannot say it exactly or would not save the work: tables without diges
 subgraph path twice, fewer than half the rows the same bytes on both sides, digests that occur twice on a
 side, refs that do not agree with the rows read, a row that is not what its digest says, a
 collective naming a process group the rank tables do not know; the caller then diffs the decoded
-tables. Byte-equal collective rows are taken as equal, as checks/row_rank_diff.py takes them.
+tables. Byte-equal collective rows are taken as equal, as row_rank_diff.py takes them.
 """
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ from operator import contains, is_not, not_
 from typing import TYPE_CHECKING
 
 from graphtrain_inspect.capture import logformat, rank_tokens
-from graphtrain_inspect.inspector.diff.align import Parts, _lis, align_seeded, shallow_sig
-from graphtrain_inspect.inspector.diff.node_diff import GraphDiff, NodeDiff, SubgraphDiff, _compare
+from graphtrain_inspect.inspector.diff.align import align_seeded
+from graphtrain_inspect.inspector.diff.node_diff import GraphDiff, NodeDiff, SubgraphDiff, compare_parts
 from graphtrain_inspect.inspector.diff.normalize import (
     IDENTITY,
     GraphNormalizer,
@@ -52,13 +52,12 @@ from graphtrain_inspect.inspector.diff.normalize import (
     knows_groups,
     own_device_tokens,
 )
+from graphtrain_inspect.inspector.diff.row_parts import Parts, shallow_sig
+from graphtrain_inspect.inspector.diff.sequence_match import lis
 from graphtrain_inspect.inspector.read.row_digests import RowDigests
 
 if TYPE_CHECKING:
     from graphtrain_inspect.inspector.read.capture_index import Capture
-
-# off: such tables are diffed decoded, as without digests; tests compare both ways
-ENABLED = True
 
 
 def rank_digests(
@@ -100,8 +99,6 @@ def anchored_rank_diff(
 ) -> GraphDiff | None:
     """One stage's graph on two ranks, normalized, as `CheckContext.rank_diff` keeps it. `cap_b`:
     rank b's capture where it is another run's (`compare`), `labels` then the sides' names."""
-    if not ENABLED:
-        return None
     got = rank_digests(cap, ra, ga, ctx_a, rb, gb, ctx_b, cap_b)
     if got is None:
         return None
@@ -116,8 +113,6 @@ def anchored_pass_diff(
 ) -> GraphDiff | None:
     """A pass's input and output graph on one rank (nothing normalized), as `diff --pass` lists
     their changes: the rows the pass left alone are the same bytes before and after it."""
-    if not ENABLED:
-        return None
     a, b = _Side(cap, rank, before, IDENTITY, None), _Side(cap, rank, after, IDENTITY, None)
     return _anchored_diff(a, b, [], a_label, b_label)
 
@@ -228,7 +223,7 @@ def _anchors(xa, xb, sens_a: set[int], sens_b: set[int]) -> list[tuple[int, int]
     else:  # at C speed: the rows of a whose digest b has
         found = list(map(is_not, js, repeat(None)))
         pairs = list(zip(compress(range(len(js)), found), compress(js, found)))
-    return _lis(pairs)  # the pairs as they are where already in order on both sides
+    return lis(pairs)  # the pairs as they are where already in order on both sides
 
 
 def _users(refs: list[list[int]], rows: set[int]) -> list[int]:
@@ -315,7 +310,7 @@ def _sub_diff(
     for t, j in enumerate(rows_b):
         s = lb[t]
         mb[j] = rows_a[s] if s >= 0 else -1
-    # the names _compare maps a's refs through: a row read, to its partner's name; an anchor not
+    # the names compare_parts maps a's refs through: a row read, to its partner's name; an anchor not
     # read, to its own (its partner is the same bytes)
     names_b = [r["name"] for r in got_b]
     nm: dict[str, str] = {}
@@ -339,7 +334,7 @@ def _sub_diff(
         ra = got_a[s]
         if ra["name"] != rb["name"]:
             renamed[(path, ra["name"])] = rb["name"]
-        args, metas, structural = _compare(s, t, pa, pb, nm, sa.norm, sb.norm, meta=True, stack=False)
+        args, metas, structural = compare_parts(s, t, pa, pb, nm, sa.norm, sb.norm, meta=True, stack=False)
         if args or metas or structural:
             listed.append((j, 0, 0, NodeDiff("changed", path, ra, rb, args, metas, structural)))
     # a rows matched with none: each after the b row of the matched a row before it

@@ -25,6 +25,7 @@ from rapidfuzz.distance import LCSseq
 
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
 from graphtrain_inspect.inspector.diff import align
+from graphtrain_inspect.inspector.diff.row_parts import Parts
 from graphtrain_inspect.inspector.read.capture_index import open_capture
 
 
@@ -57,7 +58,7 @@ def main() -> None:
             continue
         rows_a, rows_b = ta.graphs[0].nodes, tb.graphs[0].nodes
         na, nb = ctx.normalizer(ra, across[ra].gid), ctx.normalizer(rb, across[rb].gid)
-        (pa, pb), t_parts = best(lambda: (align.Parts(rows_a, na.leaf), align.Parts(rows_b, nb.leaf)), args.repeat)
+        (pa, pb), t_parts = best(lambda: (Parts(rows_a, na.leaf), Parts(rows_b, nb.leaf)), args.repeat)
         (_, _, pairs), t_align = best(lambda: align.align_indices(pa, pb), args.repeat)
 
         def keys():

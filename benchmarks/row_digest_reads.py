@@ -17,8 +17,8 @@ import argparse
 import time
 from typing import Any, Callable
 
-from graphtrain_inspect.inspector.checks.row_rank_diff import positional_rank_diff
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
+from graphtrain_inspect.inspector.diff.row_rank_diff import positional_rank_diff
 from graphtrain_inspect.inspector.read import row_digests
 from graphtrain_inspect.inspector.read.capture_index import open_capture
 from graphtrain_inspect.inspector.read.collector import no_gc

@@ -46,8 +46,9 @@ d.RowDigests.normalized = lambda self, rewrites: None
 from graphtrain_inspect.inspector.cli.main import main
 sys.exit(main(sys.argv[1:]))'
 noanchor='import sys
-from graphtrain_inspect.inspector.diff import anchored as a
-a.ENABLED = False
+from graphtrain_inspect.inspector.diff import graph_diff as g, rank_diffs as r
+object.__setattr__(r.ANCHORED, "make", lambda pair: None)  # rank diffs: no anchored strategy
+g.anchored_pass_diff = lambda *args: None  # pass diffs: from the decoded tables
 from graphtrain_inspect.inspector.cli.main import main
 sys.exit(main(sys.argv[1:]))'
 norec='import sys

@@ -65,21 +65,14 @@ def diff_subgraph(
         return _diff_rows(path, pa, pb, ma, mb, pairs, na, nb, meta, stack)
     # With unique names, compare_parts's name_map.get(n) == m (a's ref n, b's ref m) is ma[row of n] ==
     # row of m, refs to no row included (ma[len(a)] is -1; a ref to no row of b is len(b)).
-    n_a, n_b = len(rows_a), len(rows_b)
+    n_b = len(rows_b)
     lits_a, lits_b, ins_a, ins_b, wh_a, wh_b = pa.lits, pb.lits, pa.ins, pb.ins, pa.wheres, pb.wheres
     mget = ma.__getitem__
     mbl = mb[:n_b]  # the a row of each b row, or -1
     # b rows sharing the pieces of their matched a row (same_as) whose inputs are matched with
     # its inputs: compare_parts's first test holds, "same" (computed for all rows, kept for those)
     same_as = pb.same_as if pb.same_as is not None else [-1] * n_b
-    ins_of = [*ins_a, ()].__getitem__  # -1: none
-    fast = list(
-        map(
-            and_,
-            map(and_, map(eq, same_as, mbl), map((-1).__lt__, mbl)),
-            map(eq, map(tuple, map(map, repeat(mget), map(ins_of, mbl))), ins_b),
-        )
-    )
+    fast = _shared_and_matched(same_as, mbl, ma, ins_a, ins_b)
     nodes_b = list(
         map(
             NodeDiff,
@@ -119,7 +112,31 @@ def diff_subgraph(
         if args or metas or structural:
             changed = True
             nodes_b[j] = NodeDiff("changed", path, ra, rb, args, metas, structural)
-    # a rows matched with none: each after the b row of the matched a row before it (merge_order)
+    nodes = _with_removed(path, rows_a, ma, nodes_b)
+    return SubgraphDiff(path, "changed" if changed or nodes is not nodes_b else "same", nodes)
+
+
+def _shared_and_matched(
+    same_as: list[int], mbl: list[int], ma: list[int], ins_a: list[tuple], ins_b: list[tuple]
+) -> list[bool]:
+    """Per b row: it shares the pieces of its matched a row (`same_as`) and its inputs are matched
+    with that row's inputs, so compare_parts' first test holds ("same"); computed for all rows in
+    C (map over the columns), kept for those."""
+    mget = ma.__getitem__
+    ins_of = [*ins_a, ()].__getitem__  # -1: none
+    return list(
+        map(
+            and_,
+            map(and_, map(eq, same_as, mbl), map((-1).__lt__, mbl)),
+            map(eq, map(tuple, map(map, repeat(mget), map(ins_of, mbl))), ins_b),
+        )
+    )
+
+
+def _with_removed(path: str, rows_a: list, ma: list[int], nodes_b: list[NodeDiff]) -> list[NodeDiff]:
+    """`nodes_b` (itself where no a row is unmatched) with the a rows matched with none: each after
+    the b row of the matched a row before it (merge_order)."""
+    n_a = len(rows_a)
     after: dict[int, list[NodeDiff]] = {}
     for i in compress(range(n_a), map((-1).__eq__, ma[:n_a])):
         k = i - 1
@@ -132,17 +149,15 @@ def diff_subgraph(
         else:
             after[last_b] = [node]
     if not after:
-        nodes = nodes_b
-    else:
-        changed = True
-        nodes = after.pop(-1, [])
-        prev = 0
-        for j in sorted(after):
-            nodes.extend(nodes_b[prev : j + 1])
-            nodes.extend(after[j])
-            prev = j + 1
-        nodes.extend(nodes_b[prev:])
-    return SubgraphDiff(path, "changed" if changed else "same", nodes)
+        return nodes_b
+    nodes = after.pop(-1, [])
+    prev = 0
+    for j in sorted(after):
+        nodes.extend(nodes_b[prev : j + 1])
+        nodes.extend(after[j])
+        prev = j + 1
+    nodes.extend(nodes_b[prev:])
+    return nodes
 
 
 def _diff_rows(

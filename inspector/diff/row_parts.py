@@ -246,7 +246,6 @@ class Parts:
         from the row pool where the row object was seen before, else walked."""
         rows, calls, spans = self.rows, self._calls, self._spans
         sig_ids = _SIG_IDS
-        arg_paths = _ARG_PATHS
         no: tuple = ()
         ph: tuple = ("placeholder",)
         out: tuple = ("output",)
@@ -284,34 +283,7 @@ class Parts:
             sid = sig_ids.get(sig)
             if sid is None:
                 sid = sig_id(sig)
-            # refs and literals (_walk, inline for the top-level arguments)
-            rf: list = []
-            lt: list = []
-            fl = 0
-            if op == "placeholder":
-                lt.append(("target", target))
-            simple = True  # every ref is a top-level arg: their paths differ
-            if type(args) is list and len(args) <= 64:
-                i = -1
-                for v in args:
-                    i += 1
-                    tv = type(v)
-                    if tv is dict:
-                        if len(v) == 1 and type(v.get("n")) is str:  # a ref (graphmodel.is_ref)
-                            rf.append((arg_paths[i], v["n"]))
-                            continue
-                    elif tv is int or tv is bool or v is None:
-                        lt.append((arg_paths[i], v))
-                        continue
-                    simple = False
-                    fl |= _walk(v, arg_paths[i], rf, lt, leaf_norm, target)
-            else:
-                simple = False
-                fl |= _walk(args, "args", rf, lt, leaf_norm, target)
-            if kw:
-                simple = False
-                for k, v in kw.items():
-                    fl |= _walk(v, "kwargs." + k, rf, lt, leaf_norm, target)
+            rf, lt, fl, simple = _refs_and_literals(op, target, args, kw, leaf_norm)
             if fl & 2:
                 spans[j] = (c0, len(calls))
             is_dup = False
@@ -372,6 +344,43 @@ class Parts:
             us.pop()  # refs to names that are not rows
             self._users = us
         return self._users
+
+
+def _refs_and_literals(
+    op: Any, target: Any, args: Any, kw: Any, leaf_norm: Callable[[Any, Any], Any] | None
+) -> tuple[list, list, int, bool]:
+    """A row's refs (path, name) and literals (path, value), its flags (`_walk`'s), and whether
+    every ref is a top-level arg (their paths then differ): `_walk`, inline for the top-level
+    arguments, which are mostly refs and small ints."""
+    rf: list = []
+    lt: list = []
+    fl = 0
+    if op == "placeholder":
+        lt.append(("target", target))
+    simple = True
+    if type(args) is list and len(args) <= 64:
+        arg_paths = _ARG_PATHS
+        i = -1
+        for v in args:
+            i += 1
+            tv = type(v)
+            if tv is dict:
+                if len(v) == 1 and type(v.get("n")) is str:  # a ref (graphmodel.is_ref)
+                    rf.append((arg_paths[i], v["n"]))
+                    continue
+            elif tv is int or tv is bool or v is None:
+                lt.append((arg_paths[i], v))
+                continue
+            simple = False
+            fl |= _walk(v, arg_paths[i], rf, lt, leaf_norm, target)
+    else:
+        simple = False
+        fl |= _walk(args, "args", rf, lt, leaf_norm, target)
+    if kw:
+        simple = False
+        for k, v in kw.items():
+            fl |= _walk(v, "kwargs." + k, rf, lt, leaf_norm, target)
+    return rf, lt, fl, simple
 
 
 def _walk(value: Any, path: str, rf: list, lt: list, leaf_norm: Callable[[Any, Any], Any] | None, target: Any) -> int:

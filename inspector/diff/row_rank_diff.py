@@ -40,7 +40,7 @@ from graphtrain_inspect.inspector.diff.normalize import (
     knows_groups,
     own_device_tokens,
 )
-from graphtrain_inspect.inspector.read.graphmodel import _row_ok
+from graphtrain_inspect.inspector.read.graphmodel import row_ok
 
 if TYPE_CHECKING:
     from graphtrain_inspect.inspector.read.capture_index import Capture
@@ -158,7 +158,7 @@ def positional_rank_diff(
                 a, b = logformat.decode_row(xa), logformat.decode_row(xb)
             except orjson.JSONDecodeError:
                 return None
-            if not (_row_ok(a, xa) and _row_ok(b, xb)) or a["name"] != b["name"]:
+            if not (row_ok(a, xa) and row_ok(b, xb)) or a["name"] != b["name"]:
                 return None
             if not (knows_groups(a, ctx_a) and knows_groups(b, ctx_b)):
                 return None

@@ -27,7 +27,7 @@ from graphtrain_inspect.inspector.read.capture_records import (
     _str,
 )
 from graphtrain_inspect.inspector.read.fxtext import parse_graph_code
-from graphtrain_inspect.inspector.read.graphmodel import GraphTables, SubGraph, _row_ok, derive_devices, derive_symbols
+from graphtrain_inspect.inspector.read.graphmodel import GraphTables, SubGraph, derive_devices, derive_symbols, row_ok
 from graphtrain_inspect.inspector.read.logscan import LogFile, ReadError, Record
 from graphtrain_inspect.inspector.read.row_digests import RowDigests, laid_over
 from graphtrain_inspect.inspector.read.validators import clean_devices, clean_rank_table, clean_symbols
@@ -71,7 +71,7 @@ def _pooled_rows(
         if len(decoded) != len(todo):
             return None  # a line holding more than one value: not a row per line
         for t, line, row in zip(todo, lines, decoded):
-            got[t] = pool[keys[rows[t]]] = row if _row_ok(row, line) else False
+            got[t] = pool[keys[rows[t]]] = row if row_ok(row, line) else False
     return got
 
 
@@ -567,7 +567,7 @@ class Capture:
             if len(pool) > _ROW_POOL_ROWS:
                 pool.clear()
             decoded = logformat.decode_row(line)
-            r = pool[line] = decoded if _row_ok(decoded, line) else False
+            r = pool[line] = decoded if row_ok(decoded, line) else False
         return r or None
 
     def _table_from_rows(self, rank: int, gid: str) -> GraphTables | None:

@@ -66,7 +66,7 @@ class GraphTables:
             # rows parsed from code nest no deeper than Python's parser reads (200 brackets), which
             # every reader walks: only a captured table's rows are looked through for depth
             line = b"" if source == "text" else None
-            nodes = [r for r in rows if _row_ok(r, line)] if isinstance(rows, list) else []
+            nodes = [r for r in rows if row_ok(r, line)] if isinstance(rows, list) else []
             parent = g.get("parent_node")
             graphs.append(SubGraph(str(g.get("path") or ""), parent if isinstance(parent, str) else None, nodes))
         if not graphs:
@@ -150,7 +150,7 @@ def _cut_too_deep(value: Any) -> bool:
     return cut
 
 
-def _row_ok(r: Any, line: bytes | None = None) -> TypeGuard[NodeRow]:
+def row_ok(r: Any, line: bytes | None = None) -> TypeGuard[NodeRow]:
     """Whether `r` is a row (a dict with a string name and op), its keys of other types than the
     schema's removed and values nested past MAX_NESTING cut, in place. `line`: the JSON it was
     decoded from, where the caller has it: a line with fewer brackets than MAX_NESTING cannot nest

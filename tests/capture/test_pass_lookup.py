@@ -94,7 +94,7 @@ def test_the_summary_names_ranks_that_recorded_nothing(tmp_path, capsys):
     from torch.fx.experimental.proxy_tensor import make_fx
 
     from graphtrain_inspect.capture import logformat
-    from graphtrain_inspect.capture.launcher import _print_summary
+    from graphtrain_inspect.capture.launch_summary import print_summary
     from graphtrain_inspect.capture.summary import summarize_log
     from tests.small_captures import CaptureWriter
 
@@ -106,7 +106,7 @@ def test_the_summary_names_ranks_that_recorded_nothing(tmp_path, capsys):
     w.finish()
     summaries = [summarize_log(str(tmp_path / logformat.log_file_name(0)), 0)]
     assert summaries[0].world_size == 2
-    _print_summary(str(tmp_path), argparse.Namespace(passes=[], no_inductor=False), summaries, 0, None)
+    print_summary(str(tmp_path), argparse.Namespace(passes=[], no_inductor=False), summaries, 0, None)
     err = capsys.readouterr().err
     assert "  rank 1 of world size 2: recorded nothing (no log; ran no captured pass)\n" in err, err
 

@@ -34,11 +34,12 @@ def test_the_list_names_each_strategy_once_in_order():
         without("nonesuch")
 
 
-@pytest.mark.parametrize("name", ["h200x2-rank-divergent", "h200x4-rank-baked"])
+@pytest.mark.parametrize("name", ["h200x2-rank-divergent", "h200x4-rank-baked", "h200x2-precompile-load"])
 def test_each_strategy_says_what_the_tables_say(bundled_capture, name):
-    """On captures whose ranks diverge in structure (a pass decided differently) and in a baked
-    literal: at every stage, the diff the first applicable strategy makes lists the changes the
-    decoded tables list; the checks' diffs and the views' are those too."""
+    """On captures whose ranks diverge in structure (a pass decided differently), in a baked
+    literal, or loaded one graph (the same md5s: `identical`): at every stage, the diff the first
+    strategy that applies makes lists the changes the decoded tables list; the checks' diffs and
+    the views' are those too."""
     cap = open_capture(str(bundled_capture(name)))
     ctx, tables_only = CheckContext(cap), CheckContext(cap, strategies=only("tables"))
     used: set[str] = set()

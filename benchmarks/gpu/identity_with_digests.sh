@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU matrix of benchmarks/gpu/identity_runs.sh with every node table's row digests written
 # (GTI_CAPTURE_DIGEST_ROWS=0: its programs' tables are under the 1,000-row floor), then each
-# capture's `check --json` run twice, once with the digests ignored (`row_digests.ENABLED`) and
+# capture's `check --json` run twice, once with the digests ignored (`Capture.reads_row_digests`) and
 # once with the digests read but no diff made from anchors (the `anchored` rank-diff strategy off): a line per
 # capture with its exit status, whether the reports are one document (the last two must be; the
 # first may list other nodes in a structural rank diff's evidence, never other findings), its
@@ -15,8 +15,8 @@ NGPU=${1:?number of GPUs}
 export GTI_CAPTURE_DIGEST_ROWS=0
 bash benchmarks/gpu/identity_runs.sh "$NGPU" /tmp/id > /tmp/id.out 2>&1; echo "identity_runs exit $?"
 nodig='import sys
-from graphtrain_inspect.inspector.read import row_digests as d
-d.ENABLED = False
+from graphtrain_inspect.inspector.read.capture_reader import Capture
+Capture.reads_row_digests = False
 from graphtrain_inspect.inspector.cli.main import main
 sys.exit(main(sys.argv[1:]))'
 noanchor='import sys

@@ -27,8 +27,8 @@ g.anchored_pass_diff = lambda *args: None  # pass diffs: from the decoded tables
 from graphtrain_inspect.inspector.cli.main import main
 sys.exit(main(sys.argv[1:]))'
 nodig='import sys
-from graphtrain_inspect.inspector.read import row_digests as d
-d.ENABLED = False
+from graphtrain_inspect.inspector.read.capture_reader import Capture
+Capture.reads_row_digests = False
 from graphtrain_inspect.inspector.cli.main import main
 sys.exit(main(sys.argv[1:]))'
 bad=0

@@ -105,8 +105,9 @@ def _with_digests(src, dst, mutate=None) -> int:
 NOT_ANCHORED = without("anchored")
 
 
-def _report(path, jobs: int = 1, strategies=None) -> dict:
+def _report(path, jobs: int = 1, strategies=None, digests: bool = True) -> dict:
     with open_capture(str(path)) as cap:
+        cap.reads_row_digests = digests
         return check_report(cap, jobs=jobs, strategies=strategies).to_json()
 
 
@@ -139,9 +140,7 @@ def test_reports_read_by_digests_are_the_reports_read_from_tables(sample_capture
     assert _report(path, strategies=NOT_ANCHORED) == reference
     assert any(used) and decoded
     assert _report(path, jobs=2, strategies=NOT_ANCHORED) == reference
-    with monkeypatch.context() as m:
-        m.setattr(read_digests, "ENABLED", False)
-        assert _report(path, strategies=NOT_ANCHORED) == reference
+    assert _report(path, strategies=NOT_ANCHORED, digests=False) == reference
 
 
 def test_rows_found_and_checked_in_the_stored_payload(tmp_path, monkeypatch):

@@ -5,13 +5,13 @@
 For each stage whose graphs differ in node count across the two ranks (a structural rank diff, the
 case `check` spends its time on when ranks differ), the root graphs' rows are aligned twice:
 
-* `align._align` (what the diff does: prefix and suffix scans, unique-key anchors, propagation
+* `align.align_indices` (what the diff does: prefix and suffix scans, unique-key anchors, propagation
   along edges, gaps), after `Parts` made each row's pieces (signature, literals, inputs);
 * rapidfuzz's `LCSseq.editops` over each row's local key as an integer id (the same keys the
   anchors use: signature, normalized literals, input signatures), on the whole graph.
 
-Prints per stage: the time of Parts (per-row Python, shared by both), of `_align`, of the keys and of
-the LCS; how many pairs each makes; and how many of `_align`'s pairs the LCS does not make. A
+Prints per stage: the time of Parts (per-row Python, shared by both), of `align_indices`, of the keys and of
+the LCS; how many pairs each makes; and how many of `align_indices`'s pairs the LCS does not make. A
 compiled aligner is a drop-in only where that last figure is 0: a different pairing is a different
 diff, and a different rank-divergent finding's evidence.
 """
@@ -25,6 +25,7 @@ from rapidfuzz.distance import LCSseq
 
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
 from graphtrain_inspect.inspector.diff import align
+from graphtrain_inspect.inspector.diff.row_parts import Parts
 from graphtrain_inspect.inspector.read.capture_index import open_capture
 
 
@@ -57,8 +58,8 @@ def main() -> None:
             continue
         rows_a, rows_b = ta.graphs[0].nodes, tb.graphs[0].nodes
         na, nb = ctx.normalizer(ra, across[ra].gid), ctx.normalizer(rb, across[rb].gid)
-        (pa, pb), t_parts = best(lambda: (align.Parts(rows_a, na.leaf), align.Parts(rows_b, nb.leaf)), args.repeat)
-        (_, _, pairs), t_align = best(lambda: align._align(pa, pb), args.repeat)
+        (pa, pb), t_parts = best(lambda: (Parts(rows_a, na.leaf), Parts(rows_b, nb.leaf)), args.repeat)
+        (_, _, pairs), t_align = best(lambda: align.align_indices(pa, pb), args.repeat)
 
         def keys():
             ids: dict[tuple, int] = {}
@@ -74,9 +75,9 @@ def main() -> None:
         lcs_pairs, t_lcs = best(lcs, args.repeat)
         missing = len(set(pairs) - set(lcs_pairs))
         print(
-            f"{key.label():32s} {len(rows_a):6d} vs {len(rows_b):6d} rows  Parts {t_parts:.3f} s  _align "
+            f"{key.label():32s} {len(rows_a):6d} vs {len(rows_b):6d} rows  Parts {t_parts:.3f} s  align_indices "
             f"{t_align:.3f} s ({len(pairs)} pairs)  "
-            f"keys {t_keys:.3f} s + LCS {t_lcs:.3f} s ({len(lcs_pairs)} pairs)  _align's pairs the LCS "
+            f"keys {t_keys:.3f} s + LCS {t_lcs:.3f} s ({len(lcs_pairs)} pairs)  align_indices's pairs the LCS "
             f"lacks: {missing}",
             flush=True,
         )

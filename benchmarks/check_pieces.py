@@ -122,7 +122,7 @@ def profile(path: str, pass_name: str) -> None:
 def phases(path: str, pass_name: str) -> None:
     from graphtrain_inspect.inspector.checks import parallel
     from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
-    from graphtrain_inspect.inspector.diff import align, anchored
+    from graphtrain_inspect.inspector.diff import anchored, row_parts
     from graphtrain_inspect.inspector.read import capture_reader, row_digests
     from graphtrain_inspect.inspector.read.capture_index import open_capture
     from graphtrain_inspect.inspector.read.collector import no_gc
@@ -140,10 +140,10 @@ def phases(path: str, pass_name: str) -> None:
         (anchored, "_anchors", "aligning: anchors (digests once on each side, in order)"),
         (anchored, "_named_gap_seeds", "aligning: gap rows paired by name (reads rows too)"),
         (anchored, "_users", "aligning: users of the gap rows"),
-        (align.Parts, "__init__", "aligning: the rows read, as signatures and refs"),
+        (row_parts.Parts, "__init__", "aligning: the rows read, as signatures and refs"),
         (anchored, "_refs_agree", "aligning: refs against the rows read"),
         (anchored, "align_seeded", "aligning: the seeded alignment"),
-        (anchored, "_compare", "aligning: pairs compared"),
+        (anchored, "compare_parts", "aligning: pairs compared"),
     ]
     for owner, name, label in steps:
         _wrap(owner, name, label)
@@ -425,9 +425,9 @@ def main() -> int:
     compiled(ROOT)
     t0 = time.perf_counter()
     from graphtrain_inspect.inspector import checks
-    from graphtrain_inspect.inspector.checks import parallel, row_rank_diff, stale_unbacked_symbol, tables_and_blame
+    from graphtrain_inspect.inspector.checks import parallel, stale_unbacked_symbol, tables_and_blame
     from graphtrain_inspect.inspector.cli.main import main as cli_main
-    from graphtrain_inspect.inspector.diff import anchored
+    from graphtrain_inspect.inspector.diff import anchored, row_rank_diff
     from graphtrain_inspect.inspector.read import capture_reader, compile_events, row_digests
 
     for kind, mod in checks.check_modules().items():
@@ -440,7 +440,7 @@ def main() -> int:
         (row_rank_diff, "_pairs_from_digests", "  positional, from digests"),
         (anchored, "_anchored_diff", "  anchored diffs"),
         (anchored, "_anchors", "    pairing the digests"),
-        (anchored, "_lis", "    longest increasing run"),
+        (anchored, "lis", "    longest increasing run"),
         (anchored, "_named_gap_seeds", "    gap rows paired by name"),
         (capture_reader.Capture, "row_digests", "row-digest records laid over tables"),
         (capture_reader.Capture, "digest_rows", "rows read by digest"),

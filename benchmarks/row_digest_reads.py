@@ -6,7 +6,7 @@ For each stage whose graphs differ on the two ranks (each pair of graphs once): 
 have one layout, the rank diff made from their rows (`positional_rank_diff`); else the reading of
 the two tables a structural rank diff decodes (`CheckContext.tables`), then all those tables read
 in stage order in one capture, as `check` reads them (a row decoded for one table is not decoded
-again for the next). Each with the digests read and with them ignored (`row_digests.ENABLED`),
+again for the next). Each with the digests read and with them ignored (`Capture.reads_row_digests`),
 each run on a capture opened afresh (nothing cached) with the cyclic collector off as in `check`,
 best of --repeat; the two diffs of a stage must list the same nodes.
 """
@@ -17,25 +17,21 @@ import argparse
 import time
 from typing import Any, Callable
 
-from graphtrain_inspect.inspector.checks.row_rank_diff import positional_rank_diff
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
-from graphtrain_inspect.inspector.read import row_digests
+from graphtrain_inspect.inspector.diff.row_rank_diff import positional_rank_diff
 from graphtrain_inspect.inspector.read.capture_index import open_capture
 from graphtrain_inspect.inspector.read.collector import no_gc
 
 
 def best(path: str, enabled: bool, fn: Callable[[CheckContext], Any], repeat: int) -> tuple[Any, float]:
-    row_digests.ENABLED = enabled
     out, t = None, float("inf")
-    try:
-        for _ in range(repeat):
-            with open_capture(path) as cap, no_gc():  # as `check` runs (inspector/read/collector.py)
-                ctx = CheckContext(cap)
-                t0 = time.perf_counter()
-                out = fn(ctx)
-                t = min(t, time.perf_counter() - t0)
-    finally:
-        row_digests.ENABLED = True
+    for _ in range(repeat):
+        with open_capture(path) as cap, no_gc():  # as `check` runs (inspector/read/collector.py)
+            cap.reads_row_digests = enabled
+            ctx = CheckContext(cap)
+            t0 = time.perf_counter()
+            out = fn(ctx)
+            t = min(t, time.perf_counter() - t0)
     return out, t
 
 

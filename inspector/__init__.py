@@ -20,7 +20,7 @@ _API = {
     "GraphTables": "graphtrain_inspect.inspector.read.graphmodel",
     "StageIndex": "graphtrain_inspect.inspector.read.stages",
     "diff_tables": "graphtrain_inspect.inspector.diff.graph_diff",
-    "rank_diff": "graphtrain_inspect.inspector.diff.graph_diff",
+    "rank_diff": "graphtrain_inspect.inspector.diff.rank_diffs",
     "pass_diffs": "graphtrain_inspect.inspector.diff.graph_diff",
     "text_diff": "graphtrain_inspect.inspector.diff.graph_diff",
     "run_checks": "graphtrain_inspect.inspector.checks",

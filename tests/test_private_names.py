@@ -18,17 +18,6 @@ from tests.test_layering import NS, ROOT, package_sources
 # Imports of private names still being made public elsewhere: (importing file, module, name).
 NOT_YET = {
     ("inspector/cli/html_report/contents.py", f"{NS}.inspector.cli.check", "_evidence_line"),
-    ("inspector/diff/anchored.py", f"{NS}.inspector.diff.align", "_lis"),
-    ("inspector/diff/anchored.py", f"{NS}.inspector.diff.node_diff", "_compare"),
-    ("inspector/diff/graph_diff.py", f"{NS}.inspector.diff.align", "_align"),
-    ("inspector/diff/graph_diff.py", f"{NS}.inspector.diff.align", "_merge_order"),
-    ("inspector/diff/graph_diff.py", f"{NS}.inspector.diff.node_diff", "_NONE"),
-    ("inspector/diff/graph_diff.py", f"{NS}.inspector.diff.node_diff", "_compare"),
-    ("inspector/diff/graph_diff.py", f"{NS}.inspector.diff.node_diff", "_same_meta"),
-    ("inspector/diff/line_match.py", f"{NS}.inspector.diff.align", "_lis"),
-    ("inspector/diff/line_match.py", f"{NS}.inspector.diff.align", "_match_gap"),
-    ("tests/diff/test_align.py", f"{NS}.inspector.diff.align", "_lis"),
-    ("tests/diff/test_align.py", f"{NS}.inspector.diff.align", "_lis_of"),
 }
 
 

@@ -15,8 +15,9 @@ from typing import Any
 
 from graphtrain_inspect.inspector.checks.rank_classes import RankClasses
 from graphtrain_inspect.inspector.checks.symbol_rows import SymbolRow, symbol_rows
-from graphtrain_inspect.inspector.diff.graph_diff import normalize_code, rank_diff_gids, rank_text
+from graphtrain_inspect.inspector.diff.graph_diff import normalize_code, rank_text
 from graphtrain_inspect.inspector.diff.node_diff import GraphDiff
+from graphtrain_inspect.inspector.diff.rank_diffs import rank_diff_gids
 from graphtrain_inspect.inspector.diff.text_rows import DiffModel
 from graphtrain_inspect.inspector.errors import CaptureUnreadable
 from graphtrain_inspect.inspector.read.capture_index import open_capture

@@ -32,8 +32,8 @@ run() { # label cores command...: prints the wall seconds of the command, output
 }
 say "machine: $(nproc) cores, $(uname -r), load $(cut -d' ' -f1 /proc/loadavg)"
 nodig='import sys
-from graphtrain_inspect.inspector.read import row_digests as d
-d.ENABLED = False
+from graphtrain_inspect.inspector.read.capture_reader import Capture
+Capture.reads_row_digests = False
 from graphtrain_inspect.inspector.cli.main import main
 sys.exit(main(sys.argv[1:]))'
 findings='import json, sys
@@ -46,8 +46,9 @@ d.RowDigests.normalized = lambda self, rewrites: None
 from graphtrain_inspect.inspector.cli.main import main
 sys.exit(main(sys.argv[1:]))'
 noanchor='import sys
-from graphtrain_inspect.inspector.diff import anchored as a
-a.ENABLED = False
+from graphtrain_inspect.inspector.diff import graph_diff as g, rank_diffs as r
+object.__setattr__(r.ANCHORED, "make", lambda pair: None)  # rank diffs: no anchored strategy
+g.anchored_pass_diff = lambda *args: None  # pass diffs: from the decoded tables
 from graphtrain_inspect.inspector.cli.main import main
 sys.exit(main(sys.argv[1:]))'
 norec='import sys

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The GPU matrix of benchmarks/gpu/identity_runs.sh with every node table's row digests written
 # (GTI_CAPTURE_DIGEST_ROWS=0: its programs' tables are under the 1,000-row floor), then each
-# capture's `check --json` run twice, once with the digests ignored (`row_digests.ENABLED`) and
-# once with the digests read but no diff made from anchors (`anchored.ENABLED`): a line per
+# capture's `check --json` run twice, once with the digests ignored (`Capture.reads_row_digests`) and
+# once with the digests read but no diff made from anchors (the `anchored` rank-diff strategy off): a line per
 # capture with its exit status, whether the reports are one document (the last two must be; the
 # first may list other nodes in a structural rank diff's evidence, never other findings), its
 # digest records and its findings; then benchmarks/gpu/row_digest_runs.sh.
@@ -15,13 +15,14 @@ NGPU=${1:?number of GPUs}
 export GTI_CAPTURE_DIGEST_ROWS=0
 bash benchmarks/gpu/identity_runs.sh "$NGPU" /tmp/id > /tmp/id.out 2>&1; echo "identity_runs exit $?"
 nodig='import sys
-from graphtrain_inspect.inspector.read import row_digests as d
-d.ENABLED = False
+from graphtrain_inspect.inspector.read.capture_reader import Capture
+Capture.reads_row_digests = False
 from graphtrain_inspect.inspector.cli.main import main
 sys.exit(main(sys.argv[1:]))'
 noanchor='import sys
-from graphtrain_inspect.inspector.diff import anchored as a
-a.ENABLED = False
+from graphtrain_inspect.inspector.diff import graph_diff as g, rank_diffs as r
+object.__setattr__(r.ANCHORED, "make", lambda pair: None)  # rank diffs: no anchored strategy
+g.anchored_pass_diff = lambda *args: None  # pass diffs: from the decoded tables
 from graphtrain_inspect.inspector.cli.main import main
 sys.exit(main(sys.argv[1:]))'
 findings='import json, sys

@@ -21,13 +21,14 @@ mkdir -p "$OUT"
 PY=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 noanchor='import sys
-from graphtrain_inspect.inspector.diff import anchored as a
-a.ENABLED = False
+from graphtrain_inspect.inspector.diff import graph_diff as g, rank_diffs as r
+object.__setattr__(r.ANCHORED, "make", lambda pair: None)  # rank diffs: no anchored strategy
+g.anchored_pass_diff = lambda *args: None  # pass diffs: from the decoded tables
 from graphtrain_inspect.inspector.cli.main import main
 sys.exit(main(sys.argv[1:]))'
 nodig='import sys
-from graphtrain_inspect.inspector.read import row_digests as d
-d.ENABLED = False
+from graphtrain_inspect.inspector.read.capture_reader import Capture
+Capture.reads_row_digests = False
 from graphtrain_inspect.inspector.cli.main import main
 sys.exit(main(sys.argv[1:]))'
 bad=0

@@ -10,7 +10,7 @@ the stored payload by the lengths, and reads only the rows whose digests differ,
 against its digest as it is read.
 
 With the digests goes each row's `refs`: the row numbers (in its subgraph) of the nodes its
-arguments name, in the order a reader walks them (inspector/diff/align.py), -1 for a name that is
+arguments name, in the order a reader walks them (inspector/diff/row_parts.py), -1 for a name that is
 no row. A reader that pairs two ranks' byte-equal rows by their digests finds, from these alone,
 which of the rows it has not read use one it has to compare (their inputs may have been paired
 otherwise). Left out where a subgraph has a name twice (a name is then no single row).

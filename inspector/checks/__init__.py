@@ -48,6 +48,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
+    from graphtrain_inspect.inspector.diff.rank_diffs import RankDiffStrategy
     from graphtrain_inspect.inspector.read.capture_reader import Capture
 
 # The checks, in the order of the report: each a module of this package named after the check
@@ -146,15 +147,22 @@ def natural_key(name: str) -> tuple:
 
 
 def check_report(
-    cap: "Capture", only: list[str] | None = None, *, shared_graph: bool = False, jobs: int = 1, classes: bool = True
+    cap: "Capture",
+    only: list[str] | None = None,
+    *,
+    shared_graph: bool = False,
+    jobs: int = 1,
+    classes: bool = True,
+    strategies: "Sequence[RankDiffStrategy] | None" = None,
 ) -> Report:
     """With `jobs` > 1 the rank diffs and stale-symbol walks are made first in that many processes
     (checks.parallel); the findings are the same. `classes` off: every rank diff is made, none
-    answered from the rank classes (the same findings, slower; tests compare the two)."""
+    answered from the rank classes (the same findings, slower; tests compare the two). `strategies`:
+    how rank diffs are made (default: `diff.rank_diffs.STRATEGIES`; tests drop one)."""
     from graphtrain_inspect.inspector.read.collector import no_gc
 
     with no_gc():  # the TUI's check job too (the commands run with it off already)
-        return _check_report(cap, only, shared_graph, jobs, classes)
+        return _check_report(cap, only, shared_graph, jobs, classes, strategies)
 
 
 def check_reports(cap: "Capture", shared_graphs: Sequence[bool], *, jobs: int = 1) -> list[Report]:
@@ -177,16 +185,31 @@ def check_reports(cap: "Capture", shared_graphs: Sequence[bool], *, jobs: int = 
     return out
 
 
-def _check_report(cap: "Capture", only: list[str] | None, shared_graph: bool, jobs: int, classes: bool) -> Report:
-    return _run_checks(_context(cap, shared_graph, jobs, only, classes), only)
+def _check_report(
+    cap: "Capture",
+    only: list[str] | None,
+    shared_graph: bool,
+    jobs: int,
+    classes: bool,
+    strategies: "Sequence[RankDiffStrategy] | None" = None,
+) -> Report:
+    return _run_checks(_context(cap, shared_graph, jobs, only, classes, strategies), only)
 
 
-def _context(cap: "Capture", shared_graph: bool, jobs: int, only: list[str] | None, classes: bool) -> "CheckContext":
+def _context(
+    cap: "Capture",
+    shared_graph: bool,
+    jobs: int,
+    only: list[str] | None,
+    classes: bool,
+    strategies: "Sequence[RankDiffStrategy] | None" = None,
+) -> "CheckContext":
     """A check context, its rank diffs and stale-symbol walks made first in `jobs` processes
     where that is more than one (checks.parallel)."""
     from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
 
-    ctx = CheckContext(cap, shared_graph=shared_graph, classes=classes)
+    made = {"strategies": strategies} if strategies is not None else {}
+    ctx = CheckContext(cap, shared_graph=shared_graph, classes=classes, **made)
     if jobs > 1:
         from graphtrain_inspect.inspector.checks.parallel import prefetch
 

@@ -174,7 +174,7 @@ def _do(ctx: "CheckContext", task: tuple) -> tuple:
     return (task, stale_unbacked_symbol.graph_observations(ctx, rank, gid))
 
 
-def _work(path: str, source: str, classes: bool, tasks: list) -> list[tuple]:
+def _work(path: str, source: str, classes: bool, strategies: tuple, tasks: list) -> list[tuple]:
     from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
     from graphtrain_inspect.inspector.read.capture_index import open_capture
 
@@ -182,7 +182,7 @@ def _work(path: str, source: str, classes: bool, tasks: list) -> list[tuple]:
         if _FORKED is not None:
             return [_do(_FORKED, t) for t in tasks]
         with open_capture(path, source=source) as cap:
-            ctx = CheckContext(cap, classes=classes)
+            ctx = CheckContext(cap, classes=classes, strategies=strategies)
             return [_do(ctx, t) for t in tasks]
 
 
@@ -234,9 +234,8 @@ def prefetch(
     # cycles to free: it would rescan every table held so far again and again), as diffs do
     try:
         with no_gc(), mp.Pool(len(parts) - 1) as pool:
-            pending = [
-                pool.apply_async(_work, (cap.path, source, ctx.classes, p)) for i, p in enumerate(parts) if i != own
-            ]
+            made_as = (cap.path, source, ctx.classes, ctx.strategies)
+            pending = [pool.apply_async(_work, (*made_as, p)) for i, p in enumerate(parts) if i != own]
             results = [_do(ctx, t) for t in parts[own]]
             if not only or set(only) & _COMPILE_CHECKS:
                 # torch's logs beside the capture, read while the workers finish (the compile

@@ -26,9 +26,9 @@ from graphtrain_inspect.capture.shared import logformat, symbol_rows
 from graphtrain_inspect.capture.shared.logformat import NodeRow
 from graphtrain_inspect.capture.shared.symbol_rows import row_refs
 from graphtrain_inspect.capture.shared.symbol_usage import is_unbacked, row_symbols
-from graphtrain_inspect.inspector.checks import row_rank_diff as rowdiff
 from graphtrain_inspect.inspector.checks.rank_classes import class_rep_stage
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext, Observation
+from graphtrain_inspect.inspector.diff.rank_diffs import POSITIONAL
 from graphtrain_inspect.inspector.read.collector import no_gc
 from graphtrain_inspect.inspector.read.graphmodel import GraphTables, SubGraph
 from graphtrain_inspect.inspector.read.stages import Stage
@@ -197,12 +197,18 @@ def _unknown_to_shape_env(info: dict[str, Any], stale: list[Observation]) -> lis
 _UNBACKED_MEMO_ROWS = 300_000
 
 
+def _rows_alone(ctx: CheckContext) -> bool:
+    """Whether the walk reads the rows that name a symbol alone, as the positional rank diff reads
+    the rows that differ: off with that strategy (tests compare both with the tables read whole)."""
+    return POSITIONAL in ctx.strategies
+
+
 def _kept(ctx: CheckContext, rank: int, gid: str) -> list[tuple[bytes, dict[str, Any], list[bytes]]] | None:
     """Per subgraph, its head (undecoded and decoded) and the undecoded lines of the rows the walk
     needs (see `symbol_tables`), in order: the capture's own selection (`gti_symbol_rows`) where it
     wrote one, else selected from the table; None when neither is laid out one row per line or a
     head does not parse."""
-    if not rowdiff.ENABLED:
+    if not _rows_alone(ctx):
         return None
     recorded = _recorded_rows(ctx, rank, gid)
     if recorded is not None:
@@ -344,7 +350,7 @@ def _same_symbols_as_ref(ctx: CheckContext, stage: Stage) -> Stage | None:
     unbacked symbol (the rank diff lists every other difference) and their symbol maps are the
     same record: its observations hold here too, node names included."""
     group = next((g for g in ctx.rank_groups() if stage.rank in g), None)
-    if not rowdiff.ENABLED or not group or group[0] == stage.rank:
+    if not _rows_alone(ctx) or not group or group[0] == stage.rank:
         return None
     ref = ctx.index.across(stage.key).get(group[0])
     if ref is None:

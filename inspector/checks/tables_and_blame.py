@@ -10,17 +10,21 @@ start and key become one `Finding` listing those ranks.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Hashable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Hashable, Iterable, Sequence
 
-from graphtrain_inspect.capture.shared import logformat
 from graphtrain_inspect.inspector.checks.findings import Finding, NotRun
 from graphtrain_inspect.inspector.checks.rank_classes import class_rank_diff
-from graphtrain_inspect.inspector.checks.row_rank_diff import positional_rank_diff
-from graphtrain_inspect.inspector.diff.anchored import anchored_rank_diff
 from graphtrain_inspect.inspector.diff.collectives import Collective, Part, collective_sequence, compare
-from graphtrain_inspect.inspector.diff.graph_diff import diff_tables, graph_normalizer
+from graphtrain_inspect.inspector.diff.graph_diff import graph_normalizer
 from graphtrain_inspect.inspector.diff.node_diff import GraphDiff
 from graphtrain_inspect.inspector.diff.normalize import GraphNormalizer, RankContext
+from graphtrain_inspect.inspector.diff.rank_diffs import (
+    STRATEGIES,
+    RankDiffStrategy,
+    RankPair,
+    diff_ranks,
+    same_logged_graph,
+)
 from graphtrain_inspect.inspector.read.graphmodel import GraphTables
 from graphtrain_inspect.inspector.read.stages import TRACE, Stage, StageIndex, StageKey, pipeline_label
 from graphtrain_inspect.inspector.read.weighted_cache import WeightedLRU
@@ -122,29 +126,19 @@ def _chains(
     return chains
 
 
-def _same_code_diff(ta: GraphTables, tb: GraphTables, ref: int, other: int) -> GraphDiff:
-    """Two ranks printed the very same code: only what the code does not show can differ, the
-    values of small tensor constants. Node by node, no alignment needed."""
-    from graphtrain_inspect.inspector.diff.node_diff import NodeDiff, SubgraphDiff
-
-    subs = []
-    for ga, gb in zip(ta.graphs, tb.graphs):
-        nodes = []
-        changed = False
-        for ra, rb in zip(ga.nodes, gb.nodes):
-            aa, ab = ra.get("attr"), rb.get("attr")
-            if aa != ab:
-                nodes.append(NodeDiff("changed", ga.path, ra, rb, [], [("attr", aa, ab)], False))
-                changed = True
-            else:
-                nodes.append(NodeDiff("same", ga.path, ra, rb, [], [], False))
-        subs.append(SubgraphDiff(ga.path, "changed" if changed else "same", nodes))
-    return GraphDiff(f"rank {ref}", f"rank {other}", ta.gid, tb.gid, subs)
-
-
 class CheckContext:
-    def __init__(self, cap: "Capture", *, shared_graph: bool = False, classes: bool = True):
+    def __init__(
+        self,
+        cap: "Capture",
+        *,
+        shared_graph: bool = False,
+        classes: bool = True,
+        strategies: Sequence[RankDiffStrategy] = STRATEGIES,
+    ):
         self.cap = cap
+        # how rank diffs are made, tried in order (`diff.rank_diffs`); tests drop one to compare
+        # its diffs with the next's
+        self.strategies = tuple(strategies)
         # off: every rank diff is made, none answered from the rank classes (tests compare both
         # ways; `check` reads the classes)
         self.classes = classes
@@ -169,7 +163,7 @@ class CheckContext:
         """Read what `other` (a context of the same capture under another grading) has made and
         will make: its stage index, rank contexts, normalizers, rank diffs, rank classes and
         prefetched results, none of which depends on the grading."""
-        assert other.cap is self.cap and other.classes == self.classes
+        assert other.cap is self.cap and other.classes == self.classes and other.strategies == self.strategies
         self.index, self._rank_ctx, self._norm, self._rdiff = other.index, other._rank_ctx, other._norm, other._rdiff
         self._groups, self._classes, self._vectors = other._groups, other._classes, other._vectors
         self._colls = other._colls
@@ -275,17 +269,13 @@ class CheckContext:
         return (gid, *(md5 for _, md5 in keys))
 
     def identical(self, ra: int, ga: str, rb: int, gb: str) -> bool:
-        """Two ranks logged the very same graph: same id, and the same md5 of its code and of its
-        node table (the envelopes carry it), so neither needs to be read to know they agree."""
-        kinds = (logformat.GRAPH_CODE, logformat.NODES)
-        ka = self.content_key(ra, ga, *kinds)
-        return ga == gb and ka[0] == ga and ka == self.content_key(rb, gb, *kinds)
+        """Two ranks logged the very same graph (`diff.rank_diffs.same_logged_graph`)."""
+        return same_logged_graph(self.cap, ra, ga, rb, gb)
 
     def rank_diff(self, key: StageKey, ref: int, other: int) -> GraphDiff | None:
         """Normalized diff of one stage's graph on two ranks (cached), listing its changes only
-        (`unlisted_same`); None if unavailable. For identical graphs a diff listing nothing; for
-        tables that line up row by row, one made from their rows (`rowdiff`); else the diff of
-        the decoded tables, reduced to its changes (`GraphDiff.only_changes`)."""
+        (`unlisted_same`); None if unavailable. Made by the first of this context's strategies
+        that gives one (`diff.rank_diffs`), reduced to its changes (`GraphDiff.only_changes`)."""
         k = (key, ref, other)
         if k in self._rdiff:
             return self._rdiff.get(k)
@@ -300,31 +290,19 @@ class CheckContext:
                 d = self._rdiff.get(same_graphs)
                 self._rdiff.put(k, d, 1)
                 return d
-            if self.identical(ref, ga, other, gb):
-                d = GraphDiff(f"rank {ref}", f"rank {other}", ga, gb, [], unlisted_same=True)
-            else:
-                d = class_rank_diff(self, key, ref, other) if self.classes else None
-            if d is None:
-                d = positional_rank_diff(
-                    self.cap, ref, ga, self._stage_ctx(ref, ga), other, gb, self._stage_ctx(other, gb)
-                )
-            if d is None and ga != gb:
-                d = anchored_rank_diff(
-                    self.cap, ref, ga, self._stage_ctx(ref, ga), other, gb, self._stage_ctx(other, gb)
-                )
-            if d is None:
-                ta, tb = self.tables(ref, ga), self.tables(other, gb)
-                if ta is not None and tb is not None and ga == gb:
-                    d = _same_code_diff(ta, tb, ref, other)
-                elif ta is not None and tb is not None:
-                    d = diff_tables(
-                        ta,
-                        tb,
-                        a_label=f"rank {ref}",
-                        b_label=f"rank {other}",
-                        norm_a=self.normalizer(ref, ga),
-                        norm_b=self.normalizer(other, gb),
-                    )
+            pair = RankPair(
+                self.cap,
+                ref,
+                ga,
+                self._stage_ctx(ref, ga),
+                other,
+                gb,
+                self._stage_ctx(other, gb),
+                tables=self.tables,
+                normalizer=self.normalizer,
+                from_classes=(lambda: class_rank_diff(self, key, ref, other)) if self.classes else None,
+            )
+            d = diff_ranks(pair, self.strategies)
             # kept as the checks read it: its changes (a diff of every node of two graphs would
             # crowd the others out of the cache: 8 ranks of a 50k-node graph make 7 per stage)
             d = d.only_changes() if d is not None else None

@@ -182,7 +182,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _rank_diffs(cap, index, args: argparse.Namespace, st: Style, out: list[str], docs: list[dict]) -> None:
     """`--ranks A,B`: the graphs after the pass on two ranks."""
-    from graphtrain_inspect.inspector.diff import graph_diff as gdiff
+    from graphtrain_inspect.inspector.diff.rank_diffs import rank_diff
 
     ra, rb = rank_pair(cap, args.ranks, args.dir, "--ranks wants two ranks like 0,1")
     keys = index.find(args.pass_name, ra) or index.find(args.pass_name)
@@ -204,7 +204,7 @@ def _rank_diffs(cap, index, args: argparse.Namespace, st: Style, out: list[str],
         # text diff: sending each rank's normalized code back instead (125k lines each on the
         # 100k-node capture) cost more than the matching it would leave to this process
         text = _text_beside(cap, ra, ga, args, ga != gb, 0, _rank_text, cap, ra, rb, ga, gb, args, st)
-        d = gdiff.rank_diff(cap, key, ra, rb, index=index)
+        d = rank_diff(cap, key, ra, rb, index=index)
         if d is None:
             text.cancel()
             out.append(st("  graph tables unreadable on one of the ranks", "red"))

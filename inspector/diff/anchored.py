@@ -1,7 +1,7 @@
 """Graph diffs of tables that do not line up row by row, from their row digests and refs.
 
 A pass that decides differently on one rank leaves that rank's graph with nodes added or moved,
-and every later stage differs in layout too: the positional diff (checks/row_rank_diff.py) cannot pair
+and every later stage differs in layout too: the positional diff (row_rank_diff.py) cannot pair
 the rows, and a structural diff of the decoded tables aligns every row of both (the bulk of
 `check`'s time on such a capture, and of `diff --pass` on a large graph). Most rows are still the
 very same bytes on both sides. With row digests and refs (`gti_row_digests`), per subgraph (paired
@@ -33,7 +33,7 @@ this path cannot say it exactly or would not save the work: tables without diges
 subgraph path twice, fewer than half the rows the same bytes on both sides, digests that occur twice on a
 side, refs that do not agree with the rows read, a row that is not what its digest says, a
 collective naming a process group the rank tables do not know; the caller then diffs the decoded
-tables. Byte-equal collective rows are taken as equal, as checks/row_rank_diff.py takes them.
+tables. Byte-equal collective rows are taken as equal, as row_rank_diff.py takes them.
 """
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ from operator import contains, is_not, not_
 from typing import TYPE_CHECKING
 
 from graphtrain_inspect.capture.shared import logformat, rank_tokens
-from graphtrain_inspect.inspector.diff.align import Parts, _lis, align_seeded, shallow_sig
-from graphtrain_inspect.inspector.diff.node_diff import GraphDiff, NodeDiff, SubgraphDiff, _compare
+from graphtrain_inspect.inspector.diff.align import align_seeded
+from graphtrain_inspect.inspector.diff.node_diff import GraphDiff, NodeDiff, SubgraphDiff, compare_parts
 from graphtrain_inspect.inspector.diff.normalize import (
     IDENTITY,
     GraphNormalizer,
@@ -52,13 +52,12 @@ from graphtrain_inspect.inspector.diff.normalize import (
     knows_groups,
     own_device_tokens,
 )
+from graphtrain_inspect.inspector.diff.row_parts import Parts, shallow_sig
+from graphtrain_inspect.inspector.diff.sequence_match import lis
 from graphtrain_inspect.inspector.read.row_digests import RowDigests
 
 if TYPE_CHECKING:
     from graphtrain_inspect.inspector.read.capture_reader import Capture
-
-# off: such tables are diffed decoded, as without digests; tests compare both ways
-ENABLED = True
 
 
 def rank_digests(
@@ -100,8 +99,6 @@ def anchored_rank_diff(
 ) -> GraphDiff | None:
     """One stage's graph on two ranks, normalized, as `CheckContext.rank_diff` keeps it. `cap_b`:
     rank b's capture where it is another run's (`compare`), `labels` then the sides' names."""
-    if not ENABLED:
-        return None
     got = rank_digests(cap, ra, ga, ctx_a, rb, gb, ctx_b, cap_b)
     if got is None:
         return None
@@ -116,8 +113,6 @@ def anchored_pass_diff(
 ) -> GraphDiff | None:
     """A pass's input and output graph on one rank (nothing normalized), as `diff --pass` lists
     their changes: the rows the pass left alone are the same bytes before and after it."""
-    if not ENABLED:
-        return None
     a, b = _Side(cap, rank, before, IDENTITY, None), _Side(cap, rank, after, IDENTITY, None)
     return _anchored_diff(a, b, [], a_label, b_label)
 
@@ -228,7 +223,7 @@ def _anchors(xa, xb, sens_a: set[int], sens_b: set[int]) -> list[tuple[int, int]
     else:  # at C speed: the rows of a whose digest b has
         found = list(map(is_not, js, repeat(None)))
         pairs = list(zip(compress(range(len(js)), found), compress(js, found)))
-    return _lis(pairs)  # the pairs as they are where already in order on both sides
+    return lis(pairs)  # the pairs as they are where already in order on both sides
 
 
 def _users(refs: list[list[int]], rows: set[int]) -> list[int]:
@@ -267,38 +262,15 @@ def _sub_diff(
         mb[j] = i
     gap_a = {i for i in range(n_a) if ma[i] < 0}
     gap_b = {j for j in range(n_b) if mb[j] < 0}
-    # where the gap rows pair by name, only the anchors next to them whose refs do not follow
-    # that pairing are read (a pass that tags or concretizes nodes in place; on two ranks, rows
-    # that differ in a literal): the pairing is structural, whatever the rows' normalization
-    seeds_a = _named_gap_seeds(sa, sb, ka, kb, ma, mb, gap_a, gap_b, refs_a, refs_b)
-    if seeds_a is not None:
-        seeds_a |= {i for i in loose_a if ma[i] >= 0} | {mb[j] for j in loose_b if mb[j] >= 0}
-    else:
-        # the anchors next to a gap row (its inputs and its users) on either side, with those
-        # that have a ref to no row: read and compared, and given to the alignment as matched
-        near_a = set(_users(refs_a, gap_a)) | loose_a
-        near_a.update(x for i in gap_a for x in refs_a[i])
-        near_b = set(_users(refs_b, gap_b)) | loose_b
-        near_b.update(y for j in gap_b for y in refs_b[j])
-        near_a.discard(-1)
-        near_b.discard(-1)
-        seeds_a = {i for i in near_a if ma[i] >= 0} | {mb[j] for j in near_b if mb[j] >= 0}
+    seeds_a = _anchors_to_read(sa, sb, ka, kb, ma, mb, gap_a, gap_b, refs_a, refs_b, loose_a, loose_b)
     rows_a = sorted(gap_a | seeds_a)
     rows_b = sorted(gap_b | {ma[i] for i in seeds_a})
-    got_a = sa.cap.digest_rows(sa.rank, sa.gid, ka, rows_a)
-    got_b = sb.cap.digest_rows(sb.rank, sb.gid, kb, rows_b)
-    if got_a is None or got_b is None:
+    read = _read_rows(sa, sb, ka, kb, rows_a, rows_b, refs_a, refs_b)
+    if read is None:
         return None
-    if not (sa.knows_groups(got_a) and sb.knows_groups(got_b)):
-        return None
-    pa = sa.parts(got_a)
-    pb = sb.parts(got_b, like=pa)
-    if not (pa.names_unique and pb.names_unique):
-        return None
+    got_a, got_b, pa, pb = read
     local_a = dict(zip(rows_a, range(len(rows_a))))
     local_b = dict(zip(rows_b, range(len(rows_b))))
-    if not (_refs_agree(pa, rows_a, refs_a, local_a) and _refs_agree(pb, rows_b, refs_b, local_b)):
-        return None
     seeds = [(local_a[i], local_b[ma[i]]) for i in seeds_a]
     # rows read that keep their name and op on both sides: the same node, changed (a pass that
     # tags, retargets or rewires a node keeps its name; a copy it makes gets a new one)
@@ -315,20 +287,26 @@ def _sub_diff(
     for t, j in enumerate(rows_b):
         s = lb[t]
         mb[j] = rows_a[s] if s >= 0 else -1
-    # the names _compare maps a's refs through: a row read, to its partner's name; an anchor not
-    # read, to its own (its partner is the same bytes)
-    names_b = [r["name"] for r in got_b]
-    nm: dict[str, str] = {}
-    for s, i in enumerate(rows_a):
-        for name, x in zip(pa.names[s], refs_a[i]):
-            if x < 0 or name in nm:
-                continue
-            if x in local_a:
-                t = la[local_a[x]]
-                if t >= 0:
-                    nm[name] = names_b[t]
-            else:
-                nm[name] = name
+    nm = _ref_names(pa, rows_a, refs_a, local_a, la, [r["name"] for r in got_b])
+    nodes = _listed_nodes(path, sa, sb, (rows_a, got_a, pa, la), (rows_b, got_b, pb, lb), ma, nm, renamed)
+    return SubgraphDiff(path, "changed" if nodes else "same", nodes)
+
+
+def _listed_nodes(
+    path: str,
+    sa: _Side,
+    sb: _Side,
+    side_a: tuple[list[int], list[logformat.NodeRow], Parts, list[int]],
+    side_b: tuple[list[int], list[logformat.NodeRow], Parts, list[int]],
+    ma: list[int],
+    nm: dict[str, str],
+    renamed: dict[tuple[str, str], str],
+) -> list[NodeDiff]:
+    """The rows read as the diff lists them, in b's order (each side: its rows read, those rows,
+    their Parts, each one's partner among the other side's rows read): added, changed, and each
+    removed a row after the b row of the matched a row before it. Renamed pairs go to `renamed`."""
+    rows_a, got_a, pa, la = side_a
+    rows_b, got_b, pb, lb = side_b
     listed: list[tuple[int, int, int, NodeDiff]] = []
     for t, j in enumerate(rows_b):
         s = lb[t]
@@ -339,7 +317,7 @@ def _sub_diff(
         ra = got_a[s]
         if ra["name"] != rb["name"]:
             renamed[(path, ra["name"])] = rb["name"]
-        args, metas, structural = _compare(s, t, pa, pb, nm, sa.norm, sb.norm, meta=True, stack=False)
+        args, metas, structural = compare_parts(s, t, pa, pb, nm, sa.norm, sb.norm, meta=True, stack=False)
         if args or metas or structural:
             listed.append((j, 0, 0, NodeDiff("changed", path, ra, rb, args, metas, structural)))
     # a rows matched with none: each after the b row of the matched a row before it
@@ -351,8 +329,88 @@ def _sub_diff(
             x -= 1
         listed.append((ma[x] if x >= 0 else -1, 1, i, NodeDiff("removed", path, got_a[s], None)))
     listed.sort(key=lambda e: e[:3])
-    nodes = [e[3] for e in listed]
-    return SubgraphDiff(path, "changed" if nodes else "same", nodes)
+    return [e[3] for e in listed]
+
+
+def _anchors_to_read(
+    sa: _Side,
+    sb: _Side,
+    ka: int,
+    kb: int,
+    ma: list[int],
+    mb: list[int],
+    gap_a: set[int],
+    gap_b: set[int],
+    refs_a: list[list[int]],
+    refs_b: list[list[int]],
+    loose_a: set[int],
+    loose_b: set[int],
+) -> set[int]:
+    """The anchors (as a's rows) read with the gap rows, and given to the alignment as matched."""
+    # where the gap rows pair by name, only the anchors next to them whose refs do not follow
+    # that pairing are read (a pass that tags or concretizes nodes in place; on two ranks, rows
+    # that differ in a literal): the pairing is structural, whatever the rows' normalization
+    seeds_a = _named_gap_seeds(sa, sb, ka, kb, ma, mb, gap_a, gap_b, refs_a, refs_b)
+    if seeds_a is not None:
+        return seeds_a | {i for i in loose_a if ma[i] >= 0} | {mb[j] for j in loose_b if mb[j] >= 0}
+    # the anchors next to a gap row (its inputs and its users) on either side, with those
+    # that have a ref to no row
+    near_a = set(_users(refs_a, gap_a)) | loose_a
+    near_a.update(x for i in gap_a for x in refs_a[i])
+    near_b = set(_users(refs_b, gap_b)) | loose_b
+    near_b.update(y for j in gap_b for y in refs_b[j])
+    near_a.discard(-1)
+    near_b.discard(-1)
+    return {i for i in near_a if ma[i] >= 0} | {mb[j] for j in near_b if mb[j] >= 0}
+
+
+def _read_rows(
+    sa: _Side,
+    sb: _Side,
+    ka: int,
+    kb: int,
+    rows_a: list[int],
+    rows_b: list[int],
+    refs_a: list[list[int]],
+    refs_b: list[list[int]],
+) -> tuple[list[logformat.NodeRow], list[logformat.NodeRow], Parts, Parts] | None:
+    """The rows to compare, read from the logs, and their Parts; None where a row is not what its
+    digest says, names a group the rank tables do not know, a name occurs twice, or the refs do
+    not agree with the rows read."""
+    got_a = sa.cap.digest_rows(sa.rank, sa.gid, ka, rows_a)
+    got_b = sb.cap.digest_rows(sb.rank, sb.gid, kb, rows_b)
+    if got_a is None or got_b is None:
+        return None
+    if not (sa.knows_groups(got_a) and sb.knows_groups(got_b)):
+        return None
+    pa = sa.parts(got_a)
+    pb = sb.parts(got_b, like=pa)
+    if not (pa.names_unique and pb.names_unique):
+        return None
+    local_a = dict(zip(rows_a, range(len(rows_a))))
+    local_b = dict(zip(rows_b, range(len(rows_b))))
+    if not (_refs_agree(pa, rows_a, refs_a, local_a) and _refs_agree(pb, rows_b, refs_b, local_b)):
+        return None
+    return got_a, got_b, pa, pb
+
+
+def _ref_names(
+    pa: Parts, rows_a: list[int], refs_a: list[list[int]], local_a: dict[int, int], la: list[int], names_b: list[str]
+) -> dict[str, str]:
+    """The names compare_parts maps a's refs through: a row read, to its partner's name; an anchor
+    not read, to its own (its partner is the same bytes)."""
+    nm: dict[str, str] = {}
+    for s, i in enumerate(rows_a):
+        for name, x in zip(pa.names[s], refs_a[i]):
+            if x < 0 or name in nm:
+                continue
+            if x in local_a:
+                t = la[local_a[x]]
+                if t >= 0:
+                    nm[name] = names_b[t]
+            else:
+                nm[name] = name
+    return nm
 
 
 def _named_gap_seeds(

@@ -5,14 +5,14 @@
     for sub in d.subgraphs: for n in sub.nodes: n.status, n.name, n.args, n.meta
 
     pass_diffs(cap, rank, pass_rec)                     # one GraphDiff per output role
-    rank_diff(cap, stage_key, rank_a, rank_b)           # normalized: empty when ranks agree
     text_diff(code_a, code_b)                           # unified diff lines of normalized code
 
 Node diffs compare args and kwargs leaf by leaf (node references through the alignment, literals
 after rank normalization) and metadata (value: dtype, shape, stride, device; unbacked bindings;
 backward flag; recompute tag; constant descriptions). Stack traces are ignored unless asked. What a
 diff is made of and the node comparison are in node_diff.py; diffs of tables with row digests and
-refs are made by anchored.py, which pass_diffs and rank_diff_gids try first.
+refs are made by anchored.py, which pass_diffs tries first. Which way two ranks' graphs are
+diffed is chosen in rank_diffs.py.
 """
 
 from __future__ import annotations
@@ -23,25 +23,25 @@ from operator import and_, eq, not_
 from typing import TYPE_CHECKING, Iterator
 
 from graphtrain_inspect.capture.shared.logformat import NodeRow
-from graphtrain_inspect.inspector.diff.align import Parts, _align, _merge_order
-from graphtrain_inspect.inspector.diff.anchored import anchored_pass_diff, anchored_rank_diff
+from graphtrain_inspect.inspector.diff.align import align_indices, merge_order_lists
+from graphtrain_inspect.inspector.diff.anchored import anchored_pass_diff
 from graphtrain_inspect.inspector.diff.line_match import line_matcher, unified_diff
 from graphtrain_inspect.inspector.diff.node_diff import (
-    _NONE,
+    NO_CHANGES,
     GraphDiff,
     NodeDiff,
     SubgraphDiff,
-    _compare,
-    _same_meta,
+    compare_parts,
+    same_meta,
 )
 from graphtrain_inspect.inspector.diff.normalize import IDENTITY, GraphNormalizer, RankContext, is_collective_target
+from graphtrain_inspect.inspector.diff.row_parts import Parts
 from graphtrain_inspect.inspector.read.collector import no_gc
 from graphtrain_inspect.inspector.read.graphmodel import GraphTables, SubGraph
 
 if TYPE_CHECKING:
     from graphtrain_inspect.inspector.read.capture_reader import Capture
     from graphtrain_inspect.inspector.read.capture_records import PassRecord
-    from graphtrain_inspect.inspector.read.stages import StageKey
 
 
 def diff_subgraph(
@@ -61,26 +61,19 @@ def diff_subgraph(
     rows_a, rows_b = a.nodes, b.nodes
     pa = Parts(rows_a, na.leaf if na is not IDENTITY else None)
     pb = Parts(rows_b, nb.leaf if nb is not IDENTITY else None, like=pa)
-    ma, mb, pairs = _align(pa, pb)
+    ma, mb, pairs = align_indices(pa, pb)
     if not (pa.names_unique and pb.names_unique):
         return _diff_rows(path, pa, pb, ma, mb, pairs, na, nb, meta, stack)
-    # With unique names, _compare's name_map.get(n) == m (a's ref n, b's ref m) is ma[row of n] ==
+    # With unique names, compare_parts's name_map.get(n) == m (a's ref n, b's ref m) is ma[row of n] ==
     # row of m, refs to no row included (ma[len(a)] is -1; a ref to no row of b is len(b)).
-    n_a, n_b = len(rows_a), len(rows_b)
+    n_b = len(rows_b)
     lits_a, lits_b, ins_a, ins_b, wh_a, wh_b = pa.lits, pb.lits, pa.ins, pb.ins, pa.wheres, pb.wheres
     mget = ma.__getitem__
     mbl = mb[:n_b]  # the a row of each b row, or -1
     # b rows sharing the pieces of their matched a row (same_as) whose inputs are matched with
-    # its inputs: _compare's first test holds, "same" (computed for all rows, kept for those)
+    # its inputs: compare_parts's first test holds, "same" (computed for all rows, kept for those)
     same_as = pb.same_as if pb.same_as is not None else [-1] * n_b
-    ins_of = [*ins_a, ()].__getitem__  # -1: none
-    fast = list(
-        map(
-            and_,
-            map(and_, map(eq, same_as, mbl), map((-1).__lt__, mbl)),
-            map(eq, map(tuple, map(map, repeat(mget), map(ins_of, mbl))), ins_b),
-        )
-    )
+    fast = _shared_and_matched(same_as, mbl, ma, ins_a, ins_b)
     nodes_b = list(
         map(
             NodeDiff,
@@ -88,8 +81,8 @@ def diff_subgraph(
             repeat(path),
             map(rows_a.__getitem__, mbl),
             rows_b,
-            repeat(_NONE),
-            repeat(_NONE),
+            repeat(NO_CHANGES),
+            repeat(NO_CHANGES),
             repeat(False),
         )
     )
@@ -107,20 +100,44 @@ def diff_subgraph(
             same_as[j] != i
             and lits_a[i] == lits_b[j]
             and (not xs and not ins_b[j] or wh_a[i] == wh_b[j] and tuple(map(mget, xs)) == ins_b[j])
-            and (ra == rb or _same_meta(ra, rb, stack))
+            and (ra == rb or same_meta(ra, rb, stack))
         ):
-            continue  # _compare's first test, on indices: "same"
-        # the names _compare looks up: a's refs
+            continue  # compare_parts's first test, on indices: "same"
+        # the names compare_parts looks up: a's refs
         nm = {}
         for n, x in zip(pa.names[i], xs):
             y = ma[x]
             if y >= 0:
                 nm[n] = rows_b[y]["name"]
-        args, metas, structural = _compare(i, j, pa, pb, nm, na, nb, meta=meta, stack=stack)
+        args, metas, structural = compare_parts(i, j, pa, pb, nm, na, nb, meta=meta, stack=stack)
         if args or metas or structural:
             changed = True
             nodes_b[j] = NodeDiff("changed", path, ra, rb, args, metas, structural)
-    # a rows matched with none: each after the b row of the matched a row before it (merge_order)
+    nodes = _with_removed(path, rows_a, ma, nodes_b)
+    return SubgraphDiff(path, "changed" if changed or nodes is not nodes_b else "same", nodes)
+
+
+def _shared_and_matched(
+    same_as: list[int], mbl: list[int], ma: list[int], ins_a: list[tuple], ins_b: list[tuple]
+) -> list[bool]:
+    """Per b row: it shares the pieces of its matched a row (`same_as`) and its inputs are matched
+    with that row's inputs, so compare_parts' first test holds ("same"); computed for all rows in
+    C (map over the columns), kept for those."""
+    mget = ma.__getitem__
+    ins_of = [*ins_a, ()].__getitem__  # -1: none
+    return list(
+        map(
+            and_,
+            map(and_, map(eq, same_as, mbl), map((-1).__lt__, mbl)),
+            map(eq, map(tuple, map(map, repeat(mget), map(ins_of, mbl))), ins_b),
+        )
+    )
+
+
+def _with_removed(path: str, rows_a: list, ma: list[int], nodes_b: list[NodeDiff]) -> list[NodeDiff]:
+    """`nodes_b` (itself where no a row is unmatched) with the a rows matched with none: each after
+    the b row of the matched a row before it (merge_order)."""
+    n_a = len(rows_a)
     after: dict[int, list[NodeDiff]] = {}
     for i in compress(range(n_a), map((-1).__eq__, ma[:n_a])):
         k = i - 1
@@ -133,17 +150,15 @@ def diff_subgraph(
         else:
             after[last_b] = [node]
     if not after:
-        nodes = nodes_b
-    else:
-        changed = True
-        nodes = after.pop(-1, [])
-        prev = 0
-        for j in sorted(after):
-            nodes.extend(nodes_b[prev : j + 1])
-            nodes.extend(after[j])
-            prev = j + 1
-        nodes.extend(nodes_b[prev:])
-    return SubgraphDiff(path, "changed" if changed else "same", nodes)
+        return nodes_b
+    nodes = after.pop(-1, [])
+    prev = 0
+    for j in sorted(after):
+        nodes.extend(nodes_b[prev : j + 1])
+        nodes.extend(after[j])
+        prev = j + 1
+    nodes.extend(nodes_b[prev:])
+    return nodes
 
 
 def _diff_rows(
@@ -163,7 +178,7 @@ def _diff_rows(
     name_map = {rows_a[i]["name"]: rows_b[j]["name"] for i, j in pairs}
     nodes: list[NodeDiff] = []
     changed = False
-    for i, j in _merge_order(ma, mb, len(rows_a), len(rows_b)):
+    for i, j in merge_order_lists(ma, mb, len(rows_a), len(rows_b)):
         if j is None:
             nodes.append(NodeDiff("removed", path, rows_a[i], None))  # type: ignore[index]  # i is None only with j, never here
             changed = True
@@ -171,12 +186,12 @@ def _diff_rows(
             nodes.append(NodeDiff("added", path, None, rows_b[j]))
             changed = True
         else:
-            args, metas, structural = _compare(i, j, pa, pb, name_map, na, nb, meta=meta, stack=stack)
+            args, metas, structural = compare_parts(i, j, pa, pb, name_map, na, nb, meta=meta, stack=stack)
             if args or metas or structural:
                 changed = True
                 nodes.append(NodeDiff("changed", path, rows_a[i], rows_b[j], args, metas, structural))
             else:
-                nodes.append(NodeDiff("same", path, rows_a[i], rows_b[j], _NONE, _NONE, False))
+                nodes.append(NodeDiff("same", path, rows_a[i], rows_b[j], NO_CHANGES, NO_CHANGES, False))
     return SubgraphDiff(path, "changed" if changed else "same", nodes)
 
 
@@ -395,36 +410,6 @@ def normalizers(
     na = graph_normalizer(ta, rank_context(cap, rank_a, gid_a))
     nb = graph_normalizer(tb, rank_context(cap, rank_b, gid_b))
     return ta, tb, na, nb
-
-
-def rank_diff_gids(
-    cap: "Capture", rank_a: int, gid_a: str, rank_b: int, gid_b: str, *, meta: bool = True
-) -> GraphDiff | None:
-    """One graph on two ranks, normalized. Where both tables have row digests and refs, their
-    changes alone (`GraphDiff.unlisted_same`), from the rows that differ (diff/anchored.py): the
-    diff `check` makes of them."""
-    if meta and gid_a != gid_b:
-        ctx_a, ctx_b = rank_context(cap, rank_a, gid_a), rank_context(cap, rank_b, gid_b)
-        d = anchored_rank_diff(cap, rank_a, gid_a, ctx_a, rank_b, gid_b, ctx_b)
-        if d is not None:
-            return d
-    ta, tb, na, nb = normalizers(cap, rank_a, gid_a, rank_b, gid_b)
-    if ta is None or tb is None:
-        return None
-    return diff_tables(ta, tb, a_label=f"rank {rank_a}", b_label=f"rank {rank_b}", norm_a=na, norm_b=nb, meta=meta)
-
-
-def rank_diff(
-    cap: "Capture", key: "StageKey", rank_a: int, rank_b: int, *, index=None, meta: bool = True
-) -> GraphDiff | None:
-    """The graph of one stage on two ranks, normalized; None if a rank lacks it or it is unreadable."""
-    from graphtrain_inspect.inspector.read.stages import StageIndex
-
-    idx = index or StageIndex(cap)
-    stages = idx.across(key)
-    if rank_a not in stages or rank_b not in stages:
-        return None
-    return rank_diff_gids(cap, rank_a, stages[rank_a].gid, rank_b, stages[rank_b].gid, meta=meta)
 
 
 def rank_text(cap: "Capture", rank: int, gid: str) -> list[str] | None:

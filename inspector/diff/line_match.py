@@ -11,7 +11,7 @@ pass retagged in a third of its lines it took 3.7 s of a 4.8 s `diff` (VM; 15,49
 texts are matched the way the anchored graph diffs pair rows (diff/anchored.py): the common head
 and tail, then the lines that occur once on each side paired where they keep their order (the
 longest increasing run), then each stretch between two such pairs alone, recursively; a stretch
-with no such line, or small, is matched by `align._match_gap` (difflib, or a compiled LCS when
+with no such line, or small, is matched by `sequence_match.match_gap` (difflib, or a compiled LCS when
 large). The result is a valid line diff (every matched line equal, in order on both sides), not
 always difflib's: difflib prefers the longest matching block, this the lines that are unique on
 both sides (what `git diff --patience` prefers), which reads better where many lines repeat.
@@ -23,7 +23,7 @@ import difflib
 from collections import Counter
 from typing import Iterable, Iterator, Sequence
 
-from graphtrain_inspect.inspector.diff.align import _lis, _match_gap
+from graphtrain_inspect.inspector.diff.sequence_match import lis, match_gap
 
 ANCHORED_LINES = 20_000  # both texts' lines together above which they are matched by anchors
 _SMALL_STRETCH = 4_000  # a stretch's lines-times-lines at or below which it is matched whole
@@ -78,7 +78,7 @@ def matching_pairs(a: Sequence[str], b: Sequence[str]) -> list[tuple[int, int]]:
             out.extend((alo + m.a + k, blo + m.b + k) for m in sm.get_matching_blocks() for k in range(m.size))
             continue
         if not anchors:
-            _match_gap(a, b, list(range(alo, ahi)), list(range(blo, bhi)), out)
+            match_gap(a, b, list(range(alo, ahi)), list(range(blo, bhi)), out)
             continue
         i0, j0 = alo, blo
         for i, j in anchors:
@@ -99,7 +99,7 @@ def _unique_in_order(
     ca, cb = Counter(a[alo:ahi]), Counter(b[blo:bhi])
     at_b = {line: j for j, line in enumerate(b[blo:bhi], blo) if cb[line] == 1}
     pairs = [(i, at_b[line]) for i, line in enumerate(a[alo:ahi], alo) if ca[line] == 1 and line in at_b]
-    return _lis(pairs)
+    return lis(pairs)
 
 
 def _blocks(pairs: list[tuple[int, int]], la: int, lb: int) -> list[difflib.Match]:

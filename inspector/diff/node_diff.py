@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
 
 from graphtrain_inspect.capture.shared.logformat import NodeRow
-from graphtrain_inspect.inspector.diff.align import Parts, same_frozen
 from graphtrain_inspect.inspector.diff.normalize import IDENTITY, GraphNormalizer
+from graphtrain_inspect.inspector.diff.row_parts import Parts, same_frozen
 from graphtrain_inspect.inspector.read.graphmodel import row_leaves
 
 META_KEYS = ("val", "unbacked_bindings", "bwd", "recompute", "attr", "subgraph")
@@ -244,10 +244,10 @@ def compare_rows(
 ) -> tuple[list[tuple[str, Any, Any]], list[tuple[str, Any, Any]], bool]:
     """Differences of two aligned nodes: (arg changes, meta changes, structural?)."""
     pa, pb = Parts([a], na.leaf), Parts([b], nb.leaf)
-    return _compare(0, 0, pa, pb, name_map, na, nb, meta=meta, stack=stack)
+    return compare_parts(0, 0, pa, pb, name_map, na, nb, meta=meta, stack=stack)
 
 
-def _compare(
+def compare_parts(
     i: int,
     j: int,
     pa: Parts,
@@ -267,8 +267,8 @@ def _compare(
             if w1 != w2 or name_map.get(n1) != n2:
                 same_refs = False
                 break
-    if same_refs and pa.lits[i] == pb.lits[j] and (a == b or _same_meta(a, b, stack)):
-        return _NONE, _NONE, False
+    if same_refs and pa.lits[i] == pb.lits[j] and (a == b or same_meta(a, b, stack)):
+        return NO_CHANGES, NO_CHANGES, False
     args: list[tuple[str, Any, Any]] = []
     structural = False
     if a.get("op") != b.get("op"):
@@ -321,10 +321,10 @@ def _compare(
     return args, metas, structural
 
 
-_NONE: list = []
+NO_CHANGES: list = []
 
 
-def _same_meta(a: Mapping[str, Any], b: Mapping[str, Any], stack: bool) -> bool:
+def same_meta(a: Mapping[str, Any], b: Mapping[str, Any], stack: bool) -> bool:
     for k in META_KEYS:
         if a.get(k) != b.get(k):
             return False

@@ -16,7 +16,6 @@ import orjson
 from graphtrain_inspect.capture.shared import logformat
 from graphtrain_inspect.capture.shared.logformat import NodeRow
 from graphtrain_inspect.inspector.read import pipelines, torch_trace
-from graphtrain_inspect.inspector.read import row_digests as digest_records
 from graphtrain_inspect.inspector.read.capture_records import (
     GraphRef,
     PassRecord,
@@ -93,6 +92,10 @@ WORLD_LIMIT = 1 << 20
 
 class Capture:
     """A capture directory or a set of TORCH_TRACE logs, indexed. See the module docstring."""
+
+    # off: no `gti_row_digests` record is laid over its table (tables are read whole, as without
+    # records); tests and benchmarks compare both ways on one capture
+    reads_row_digests = True
 
     def __init__(self, path: str, kind: str):
         self.path = path
@@ -674,7 +677,7 @@ class Capture:
     def row_digests(self, rank: int, gid: str) -> RowDigests | None:
         """The graph's `gti_row_digests` laid over its stored node table (inspector/read/row_digests.py),
         or None where there is none (small tables, older captures) or it does not fit the table."""
-        if not digest_records.ENABLED:
+        if not self.reads_row_digests:
             return None
         key = ("digests", rank, gid)  # laid over this rank's log
         if key in self._rows:

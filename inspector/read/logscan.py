@@ -215,29 +215,29 @@ class LogFile:
             self._buf = fh.read()
         self._scan()
 
+    def _line_after(self, newline: int) -> int:
+        """The first line start (a line not starting with a tab) after the newline at `newline`,
+        searched a chunk at a time: the pages of a chunk searched in vain (a long payload line)
+        are released, so what this process holds does not follow a line's length."""
+        buf, size, search = self._buf, self.size, LINE_START_RE.search
+        pos = newline
+        while pos < size:
+            stop = min(size, pos + _SKIP_CHUNK)
+            look = min(size, stop + 1)  # one byte past the chunk: the lookahead of a newline at its end
+            m = search(buf, pos, look)
+            while m is not None and is_blank(buf, m.start() + 1):
+                m = search(buf, m.start() + 1, look)
+            if m is not None:
+                return m.start() + 1
+            if stop - newline > _SKIP_CHUNK:
+                self._release(pos, stop)
+            pos = stop
+        return size
+
     def _scan(self) -> None:
         buf = self._buf
         size = self.size
-        search = LINE_START_RE.search
-
-        def line_after(newline: int) -> int:
-            """The first line start (a line not starting with a tab) after the newline at `newline`,
-            searched a chunk at a time: the pages of a chunk searched in vain (a long payload line)
-            are released, so what this process holds does not follow a line's length."""
-            pos = newline
-            while pos < size:
-                stop = min(size, pos + _SKIP_CHUNK)
-                look = min(size, stop + 1)  # one byte past the chunk: the lookahead of a newline at its end
-                m = search(buf, pos, look)
-                while m is not None and is_blank(buf, m.start() + 1):
-                    m = search(buf, m.start() + 1, look)
-                if m is not None:
-                    return m.start() + 1
-                if stop - newline > _SKIP_CHUNK:
-                    self._release(pos, stop)
-                pos = stop
-            return size
-
+        line_after = self._line_after
         start = 0
         if buf[0:1] == b"\t":
             self._err(0, "payload line before the first record")

@@ -26,11 +26,6 @@ from graphtrain_inspect.capture.shared import logformat, rank_tokens, row_digest
 if TYPE_CHECKING:
     from graphtrain_inspect.inspector.read.logscan import LogFile, Record
 
-# off: readers never lay a record over its table (they read tables whole, as without records);
-# tests and benchmarks compare both ways
-ENABLED = True
-
-
 _LIST = {list}
 _INT = {int}
 # a stored row line's start to its target: name, op and target, strings, in the capture's order

@@ -283,7 +283,7 @@ def test_two_captures_at_once_on_one_out(tmp_path):
 
 
 def test_claim_is_exclusive(tmp_path):
-    from graphtrain_inspect.capture.launcher import ClaimRefused, claim
+    from graphtrain_inspect.capture.out_claim import ClaimRefused, claim
 
     out = str(tmp_path / "x")
     assert claim(out) is True

@@ -175,7 +175,7 @@ def test_disk_full_is_named_in_summary_manifest_and_ls(tmp_path):
 def test_final_manifest_is_written_where_no_new_file_can_be(tmp_path):
     """The last manifest goes over the first one's own bytes (reserved at the start) when no new
     file can be made, as on a full disk: it never stays `running`."""
-    from graphtrain_inspect.capture.launcher import MANIFEST_RESERVE, write_manifest
+    from graphtrain_inspect.capture.manifest import MANIFEST_RESERVE, write_manifest
 
     out = tmp_path / "cap"
     out.mkdir()

@@ -96,7 +96,7 @@ def test_capture_signs_only_what_its_own_processes_wrote(tmp_path):
 def test_writers_never_follow_a_planted_link(tmp_path):
     """A rank log, its status file, the manifest and the signature's temporary file, each planted
     as a link to a file of the user's: that file is left as it was."""
-    from graphtrain_inspect.capture import launcher
+    from graphtrain_inspect.capture import manifest
     from graphtrain_inspect.capture.writer import RankLog
 
     out = tmp_path / "cap"
@@ -111,7 +111,7 @@ def test_writers_never_follow_a_planted_link(tmp_path):
     os.symlink(victims["manifest"], out / (logformat.MANIFEST_NAME + ".tmp"))
     os.symlink(victims["signature"], out / f"{logformat.SIGNATURE_NAME}.tmp{os.getpid()}")
     assert log.write(logformat.HEADER, {"rank": 0}) is False and log.stopped  # refused, said, not followed
-    launcher.write_manifest(str(out), {"status": "running"}, first=True)
+    manifest.write_manifest(str(out), {"status": "running"}, first=True)
     signing.sign(str(out))
     assert all(v.read_text() == "precious\n" for v in victims.values()), {n: v.read_text() for n, v in victims.items()}
     assert os.path.islink(log.path) and not os.path.islink(out / logformat.MANIFEST_NAME)

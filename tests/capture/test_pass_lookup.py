@@ -93,7 +93,7 @@ def test_the_summary_names_ranks_that_recorded_nothing(tmp_path, capsys):
     import torch
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    from graphtrain_inspect.capture.launcher import print_summary
+    from graphtrain_inspect.capture.launch_summary import print_summary
     from graphtrain_inspect.capture.shared import logformat
     from graphtrain_inspect.capture.summary import summarize_log
     from tests.small_captures import CaptureWriter

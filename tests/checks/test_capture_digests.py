@@ -12,7 +12,7 @@ import pytest
 from graphtrain_inspect.capture.shared import logformat, rank_tokens
 from graphtrain_inspect.inspector.checks import check_report
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
-from graphtrain_inspect.inspector.diff import graph_diff
+from graphtrain_inspect.inspector.diff import rank_diffs
 from graphtrain_inspect.inspector.read.capture_index import open_capture
 from graphtrain_inspect.inspector.read.logscan import LogFile
 from tests.checks.test_rank_classes import MESH, _graph
@@ -186,7 +186,7 @@ def test_the_tuis_rank_diff_says_who_agrees_from_the_digests(tmp_path, monkeypat
 
     plain = statuses(_world(tmp_path / "without", digests=False, baked=5))
     calls: list[tuple] = []
-    real = graph_diff.rank_diff_gids
+    real = rank_diffs.rank_diff_gids
 
     def counted(cap, ra, ga, rb, gb, **kw):
         calls.append((ra, rb))

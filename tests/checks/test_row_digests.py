@@ -18,12 +18,14 @@ from graphtrain_inspect.capture import session
 from graphtrain_inspect.capture.shared import logformat, rank_tokens, row_digests
 from graphtrain_inspect.capture.shared.logformat import split_records
 from graphtrain_inspect.inspector.checks import check_report
-from graphtrain_inspect.inspector.checks import row_rank_diff as rrd
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
 from graphtrain_inspect.inspector.cli.main import main as cli_main
 from graphtrain_inspect.inspector.diff import anchored as ard
-from graphtrain_inspect.inspector.diff.align import Parts
+from graphtrain_inspect.inspector.diff import graph_diff
+from graphtrain_inspect.inspector.diff import row_rank_diff as rrd
 from graphtrain_inspect.inspector.diff.graph_diff import diff_tables
+from graphtrain_inspect.inspector.diff.rank_diffs import without
+from graphtrain_inspect.inspector.diff.row_parts import Parts
 from graphtrain_inspect.inspector.read import row_digests as read_digests
 from graphtrain_inspect.inspector.read.capture_index import open_capture
 from graphtrain_inspect.samples.bugs import ALL as ALL_BUGS
@@ -100,9 +102,14 @@ def _with_digests(src, dst, mutate=None) -> int:
     return added
 
 
-def _report(path, jobs: int = 1) -> dict:
+# structural rank diffs from the decoded tables, not from anchors
+NOT_ANCHORED = without("anchored")
+
+
+def _report(path, jobs: int = 1, strategies=None, digests: bool = True) -> dict:
     with open_capture(str(path)) as cap:
-        return check_report(cap, jobs=jobs).to_json()
+        cap.reads_row_digests = digests
+        return check_report(cap, jobs=jobs, strategies=strategies).to_json()
 
 
 def test_reports_read_by_digests_are_the_reports_read_from_tables(sample_capture, tmp_path, monkeypatch):
@@ -130,13 +137,11 @@ def test_reports_read_by_digests_are_the_reports_read_from_tables(sample_capture
 
     monkeypatch.setattr(rrd, "_pairs_from_digests", counted)
     monkeypatch.setattr(read_digests.RowDigests, "sub_digests", sub_digests)
-    monkeypatch.setattr(ard, "ENABLED", False)  # structural rank diffs: from the tables (see below)
-    assert _report(path) == reference
+    # structural rank diffs: from the tables (see below)
+    assert _report(path, strategies=NOT_ANCHORED) == reference
     assert any(used) and decoded
-    assert _report(path, jobs=2) == reference
-    with monkeypatch.context() as m:
-        m.setattr(read_digests, "ENABLED", False)
-        assert _report(path) == reference
+    assert _report(path, jobs=2, strategies=NOT_ANCHORED) == reference
+    assert _report(path, strategies=NOT_ANCHORED, digests=False) == reference
 
 
 def test_rows_found_and_checked_in_the_stored_payload(tmp_path, monkeypatch):
@@ -317,11 +322,10 @@ def test_a_record_that_does_not_fit_changes_no_report(sample_capture, tmp_path, 
     the table, or its rows fail their digests as they are read: the report is the one the
     capture gives without digests (structural rank diffs from the tables: the anchored ones pair
     rows otherwise, test_structural_rank_diffs_from_anchors)."""
-    monkeypatch.setattr(ard, "ENABLED", False)
     src = sample_capture(*ALL_BUGS)
     path = tmp_path / "digests"
     _with_digests(src, path, mutate)
-    assert _report(path) == _report(src)
+    assert _report(path, strategies=NOT_ANCHORED) == _report(src, strategies=NOT_ANCHORED)
 
 
 @pytest.mark.parametrize("normalized", [True, False], ids=["normalized", "own-device-rows"])
@@ -472,9 +476,7 @@ def test_refs_that_do_not_fit_fall_back_to_the_tables(sample_capture, tmp_path, 
         ctx = CheckContext(cap)
         for _key, ga, gb in _structural_pairs(cap, ctx):
             assert ard.anchored_rank_diff(cap, 0, ga, ctx._stage_ctx(0, ga), 1, gb, ctx._stage_ctx(1, gb)) is None
-    got = _report(path)
-    monkeypatch.setattr(ard, "ENABLED", False)
-    assert got == _report(path)
+    assert _report(path) == _report(path, strategies=NOT_ANCHORED)
 
 
 def test_refs_are_decoded_when_a_diff_asks_for_them(sample_capture, tmp_path):
@@ -534,7 +536,7 @@ def test_diff_reads_pass_diffs_and_rank_diffs_by_anchors(sample_capture, tmp_pat
         for name in names:
             got = _diff_json(str(path), "--pass", name, "--rank", str(rank))
             with monkeypatch.context() as m:
-                m.setattr(ard, "ENABLED", False)
+                m.setattr(graph_diff, "anchored_pass_diff", lambda *a: None)
                 assert _diff_json(str(path), "--pass", name, "--rank", str(rank)) == got
             with monkeypatch.context() as m:  # every anchor next to a gap read, as for rank diffs
                 m.setattr(ard, "_named_gap_seeds", lambda *a: None)

@@ -187,7 +187,7 @@ def test_every_diff_header_has_one_style(capsys):
 
 
 def test_next_command_names_the_executable_that_ran(monkeypatch, tmp_path):
-    from graphtrain_inspect.capture.launcher import this_command
+    from graphtrain_inspect.capture.launch_summary import this_command
 
     exe = tmp_path / "venv" / "bin" / "graphtrain-inspect"
     exe.parent.mkdir(parents=True)

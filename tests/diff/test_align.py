@@ -19,7 +19,9 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graphtrain_inspect.inspector.diff.align import Parts, _lis, _lis_of, align_parts, align_rows, freeze, same_frozen
+from graphtrain_inspect.inspector.diff.align import align_parts, align_rows
+from graphtrain_inspect.inspector.diff.row_parts import Parts, freeze, same_frozen
+from graphtrain_inspect.inspector.diff.sequence_match import lis, lis_of
 
 _TARGETS = ("aten.add.Tensor", "aten.mul.Tensor", "aten.relu.default", "aten.view.default")
 
@@ -158,14 +160,14 @@ def _moved(order: list[int], moves: list[tuple[int, int, int]]) -> list[int]:
     st.booleans(),
 )
 def test_longest_run_searched_between_cuts_is_patience_sortings(n, moves, extra, halve):
-    """`_lis` (searched only between the places where every pair before is below every pair
-    after) is the very run patience sorting finds over all the pairs (`_lis_of`): pairs in order
+    """`lis` (searched only between the places where every pair before is below every pair
+    after) is the very run patience sorting finds over all the pairs (`lis_of`): pairs in order
     with blocks moved, as a pass that moves nodes leaves them, stray values, and equal values."""
     js = _moved(list(range(0, 3 * n, 3)), moves)
     js += [3 * x + 1 for x in extra]
     if halve:
         js = [j // 2 for j in js]  # ties: equal second coordinates, which are not increasing
     pairs = list(enumerate(js))
-    run = _lis(pairs)
-    assert run == _lis_of(pairs)
+    run = lis(pairs)
+    assert run == lis_of(pairs)
     assert all(a[0] < b[0] and a[1] < b[1] for a, b in zip(run, run[1:]))

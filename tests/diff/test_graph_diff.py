@@ -12,6 +12,7 @@ import torch.distributed  # registers the functional collectives
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from graphtrain_inspect.inspector.diff import graph_diff as gdiff
+from graphtrain_inspect.inspector.diff import rank_diffs
 from graphtrain_inspect.inspector.diff.normalize import RankContext
 from graphtrain_inspect.inspector.read.capture_index import open_capture
 from graphtrain_inspect.inspector.read.graphmodel import GraphTables, SubGraph
@@ -102,9 +103,9 @@ def test_rank_diff_normalizes_group_names_and_own_device(tmp_path):
     cap = open_capture(w.finish())
     idx = StageIndex(cap)
     [trace, noop] = idx.keys
-    d01 = gdiff.rank_diff(cap, noop, 0, 1, index=idx)
+    d01 = rank_diffs.rank_diff(cap, noop, 0, 1, index=idx)
     assert d01 is not None and d01.empty, [c.summary() for c in d01.changes()]
-    assert gdiff.rank_diff(cap, noop, 0, 3, index=idx).empty
+    assert rank_diffs.rank_diff(cap, noop, 0, 3, index=idx).empty
     # the text is normalized the same way
     t0 = gdiff.rank_text(cap, 0, idx.across(noop)[0].gid)
     t1 = gdiff.rank_text(cap, 1, idx.across(noop)[1].gid)
@@ -121,7 +122,7 @@ def test_rank_diff_shows_a_baked_literal_as_one_change(tmp_path):
         rw.end()
     cap = open_capture(w.finish())
     idx = StageIndex(cap)
-    d = gdiff.rank_diff(cap, idx.keys[-1], 0, 1, index=idx)
+    d = rank_diffs.rank_diff(cap, idx.keys[-1], 0, 1, index=idx)
     assert [c.summary() for c in d.changes()] == ["~ mul: args[1]: 0 -> 1"]
     assert not d.structural
 

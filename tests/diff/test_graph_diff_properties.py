@@ -204,16 +204,16 @@ def test_a_large_gap_is_matched_by_a_longest_common_subsequence():
     """A gap past difflib's limit (here 700 x 600 rows left between two anchors) is matched by a
     compiled LCS: as many pairs as the quadratic reference finds, in order on both sides, each of
     equal signatures."""
-    from graphtrain_inspect.inspector.diff import align
+    from graphtrain_inspect.inspector.diff import sequence_match
 
     rng = random.Random(7)
     sa = [rng.randrange(6) for _ in range(700)]
     sb = [rng.randrange(6) for _ in range(600)]
-    assert len(sa) * len(sb) > align._DIFFLIB_LIMIT
+    assert len(sa) * len(sb) > sequence_match.DIFFLIB_LIMIT
     ia, ib = list(range(100, 800)), list(range(50, 650))  # the gap's rows, away from 0
     xa, xb = [0] * 100 + sa, [0] * 50 + sb
     out: list[tuple[int, int]] = []
-    align._match_gap(xa, xb, ia, ib, out)
+    sequence_match.match_gap(xa, xb, ia, ib, out)
     assert all(xa[i] == xb[j] for i, j in out)
     assert all(i1 < i2 and j1 < j2 for (i1, j1), (i2, j2) in zip(out, out[1:]))
     m = [[0] * (len(sb) + 1) for _ in range(len(sa) + 1)]

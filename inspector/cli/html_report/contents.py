@@ -197,7 +197,7 @@ def _grid(cap, index: "StageIndex", diffs: Diffs, finding_cells: dict[tuple, str
     rank that has it) after rank normalization (same, differs, or not run), and the worst finding
     in the cell under each grading (`worst`: grading -> (stage, rank) -> severity)."""
     from graphtrain_inspect.inspector.checks.rank_classes import RankClasses
-    from graphtrain_inspect.inspector.diff.graph_diff import rank_diff_gids
+    from graphtrain_inspect.inspector.diff.rank_diffs import rank_diff_gids
 
     classes = RankClasses(cap, index)
     several = len({k.pipeline for k in index.keys}) > 1  # name the pipeline only where there is a choice

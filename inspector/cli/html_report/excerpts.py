@@ -138,11 +138,12 @@ def rank_excerpt(cap: "Capture", a: "Stage", b: "Stage", focus: list[str], made:
     graph pairs made for earlier excerpts (stages whose pass left the graph as it was show the
     same two graphs again)."""
     from graphtrain_inspect.inspector.diff import graph_diff as gdiff
+    from graphtrain_inspect.inspector.diff.rank_diffs import rank_diff_gids
 
     pair = (a.rank, a.gid, b.rank, b.gid)
     got = made.get(pair) if made is not None else None
     if got is None:
-        d = gdiff.rank_diff_gids(cap, a.rank, a.gid, b.rank, b.gid)
+        d = rank_diff_gids(cap, a.rank, a.gid, b.rank, b.gid)
         changes = [ch.summary() for ch in d.changes()] if d is not None else []
         la = gdiff.rank_text(cap, a.rank, a.gid) or []
         lb = gdiff.rank_text(cap, b.rank, b.gid) or []

@@ -11,7 +11,7 @@ counts them), so a capture of 30k passes costs the page a few thousand rectangle
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 WIDTH = 1100  # the plot's width in pixels, time axis
 LEFT = 64  # room for the lane labels
@@ -31,6 +31,59 @@ def _seconds(s: float) -> str:
     if s >= 1:
         return f"{s:.2f} s"
     return f"{s * 1000:.1f} ms"
+
+
+def _bands(r: int, passes: list, x: Callable[[float], float], scale: float) -> list[dict[str, Any]]:
+    """A rank's compiles as bands behind its spans: from each compile's first pass to its last."""
+    bands: dict[str, list[float]] = {}
+    for p in passes:
+        if p.compile_id:
+            b = bands.setdefault(p.compile_id, [p.time, p.time])
+            b[0] = min(b[0], p.time)
+            b[1] = max(b[1], p.time + (p.wall_s or 0.0))
+    return [
+        {
+            "x": round(x(a), 1),
+            "w": round(max((b - a) * scale, MIN_SPAN), 1),
+            "title": f"rank {r}: compile {cid}, {_seconds(b - a)} from its first pass to its last",
+        }
+        for cid, (a, b) in sorted(bands.items(), key=lambda kv: kv[1][0])
+    ]
+
+
+def _spans(r: int, passes: list, x: Callable[[float], float], scale: float, t0: float) -> list[dict[str, Any]]:
+    """A rank's top-level passes as spans, in time order; passes that touch on the picture (and
+    raised alike) are one span."""
+    spans: list[dict[str, Any]] = []
+    for p in sorted(passes, key=lambda p: p.time):
+        if p.parent is not None:
+            continue  # inside its parent's span
+        left, wall = x(p.time), p.wall_s or 0.0
+        right = max(left + wall * scale, left + MIN_SPAN)
+        last = spans[-1] if spans else None
+        if last is not None and left <= last["x"] + last["w"] + 1 and last["raised"] == (p.status != "ok"):
+            last["w"] = round(max(last["x"] + last["w"], right) - last["x"], 1)
+            last["n"] += 1
+            last["wall"] += wall
+            last["last"] = p.label
+            continue
+        spans.append(
+            {
+                "x": round(left, 1),
+                "w": round(right - left, 1),
+                "n": 1,
+                "wall": wall,
+                "first": p.label,
+                "last": p.label,
+                "at": p.time - t0,
+                "raised": p.status != "ok",
+            }
+        )
+    for s in spans:
+        what = s["first"] if s["n"] == 1 else f"{s['n']} passes, {s['first']} to {s['last']}"
+        status = " (raised)" if s["raised"] else ""
+        s["title"] = f"rank {r}: {what}{status}: {_seconds(s['wall'])} at +{_seconds(s['at'])}"
+    return spans
 
 
 def lanes(cap: Any) -> dict[str, Any] | None:
@@ -55,49 +108,8 @@ def lanes(cap: Any) -> dict[str, Any] | None:
     out = []
     for i, r in enumerate(shown):
         y = 20 + i * LANE
-        bands: dict[str, list[float]] = {}
-        for p in timed[r]:
-            if p.compile_id:
-                b = bands.setdefault(p.compile_id, [p.time, p.time])
-                b[0] = min(b[0], p.time)
-                b[1] = max(b[1], p.time + (p.wall_s or 0.0))
-        band_rects = [
-            {
-                "x": round(x(a), 1),
-                "w": round(max((b - a) * scale, MIN_SPAN), 1),
-                "title": f"rank {r}: compile {cid}, {_seconds(b - a)} from its first pass to its last",
-            }
-            for cid, (a, b) in sorted(bands.items(), key=lambda kv: kv[1][0])
-        ]
-        spans: list[dict[str, Any]] = []
-        for p in sorted(timed[r], key=lambda p: p.time):
-            if p.parent is not None:
-                continue  # inside its parent's span
-            left, wall = x(p.time), p.wall_s or 0.0
-            right = max(left + wall * scale, left + MIN_SPAN)
-            last = spans[-1] if spans else None
-            if last is not None and left <= last["x"] + last["w"] + 1 and last["raised"] == (p.status != "ok"):
-                last["w"] = round(max(last["x"] + last["w"], right) - last["x"], 1)
-                last["n"] += 1
-                last["wall"] += wall
-                last["last"] = p.label
-                continue
-            spans.append(
-                {
-                    "x": round(left, 1),
-                    "w": round(right - left, 1),
-                    "n": 1,
-                    "wall": wall,
-                    "first": p.label,
-                    "last": p.label,
-                    "at": p.time - t0,
-                    "raised": p.status != "ok",
-                }
-            )
-        for s in spans:
-            what = s["first"] if s["n"] == 1 else f"{s['n']} passes, {s['first']} to {s['last']}"
-            status = " (raised)" if s["raised"] else ""
-            s["title"] = f"rank {r}: {what}{status}: {_seconds(s['wall'])} at +{_seconds(s['at'])}"
+        band_rects = _bands(r, timed[r], x, scale)
+        spans = _spans(r, timed[r], x, scale, t0)
         out.append({"rank": r, "y": y, "bands": band_rects, "spans": spans})
     step = _nice_step(total)
     ticks = [

@@ -8,7 +8,7 @@ bytes, different meaning after normalization: `cuda:0` is rank 0's own device an
 on rank 1), are parsed and compared through the rank normalizers. Every other row is the same on
 both ranks. The result is a GraphDiff that lists only the changed nodes, with `unlisted_same` set.
 
-Where both tables have row digests (`gti_row_digests`, large tables, where the capture wrote them),
+Where both tables have row digests (`gti_row_digests`, written for large tables),
 the rows that differ are found by comparing digests and read alone from the logs, each checked
 against its digest (inspector/read/row_digests.py); the payloads are not read whole.
 
@@ -44,9 +44,6 @@ from graphtrain_inspect.inspector.read.graphmodel import row_ok
 
 if TYPE_CHECKING:
     from graphtrain_inspect.inspector.read.capture_reader import Capture
-
-# off: the checks read every table whole (rank diffs, stale symbols); tests compare both ways
-ENABLED = True
 
 
 class _SameNames(dict):
@@ -138,8 +135,6 @@ def _pairs_from_rows(cap: "Capture", ra: int, ga: str, rb: int, gb: str, tokens:
 def positional_rank_diff(
     cap: "Capture", ra: int, ga: str, ctx_a: RankContext, rb: int, gb: str, ctx_b: RankContext
 ) -> GraphDiff | None:
-    if not ENABLED:
-        return None
     pairs = _pairs_from_digests(cap, ra, ga, ctx_a, rb, gb, ctx_b)
     if pairs is NO_DIGESTS:
         pairs = _pairs_from_rows(cap, ra, ga, rb, gb, own_device_tokens(ctx_a, ctx_b))

@@ -252,7 +252,7 @@ def _end_now(code: int, lost: OSError | None = None) -> NoReturn:
     are closed when it returns): its output flushed, without the interpreter's teardown, which
     frees every object read one by one and runs a full collection, the collector off or not
     (`check -j 1` of the 30k-node capture whose ranks differ 0.662 s against 0.778, VM,
-    `benchmarks.check_jobs`; BENCHMARKS.md session 19). What was registered to run at exit
+    `python -m benchmarks check`). What was registered to run at exit
     (`atexit`: multiprocessing's, a caller's) runs first, as it would. `lost`: a write to stdout
     already failed; it is said, and what is left in stdout's buffer is not tried again."""
     import atexit

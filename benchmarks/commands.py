@@ -145,6 +145,7 @@ def diff_main() -> None:
     )
     ap.add_argument("--base-may-differ", action="store_true")
     args = ap.parse_args()
+    print(machine_line(), flush=True)
     warm(logs_of(args.capture))
     base = base_env(args.base) if args.base else None
     variants = [("", None), ("base_", base)] if base is not None else [("", None)]
@@ -187,6 +188,7 @@ def report_main() -> None:
     ap.add_argument("capture", type=Path)
     ap.add_argument("-j", "--jobs", type=int, default=2)
     args = ap.parse_args()
+    print(machine_line(), flush=True)
     warm(logs_of(args.capture))
     with tempfile.TemporaryDirectory() as tmp:
         page = Path(tmp) / "report.html"

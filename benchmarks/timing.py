@@ -9,6 +9,7 @@ page cache (`warm`), the package's bytecode written first (`compiled`, as an ins
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import statistics
@@ -96,41 +97,64 @@ def status_mb(text: str, key: str) -> float:
     return float("nan")
 
 
+# Runs the command as its child and reports the child's wall, CPU and peak RSS to the file named by
+# GTI_BENCH_RUSAGE. The command is not started from the benchmark's own process because Linux keeps
+# a process's peak RSS across exec: a child spawned (vfork or fork) from a benchmark that has grown
+# to hundreds of MB would report that as its own peak. This launcher is small, and its child's peak
+# is counted from there.
+_LAUNCHER = """
+import json, os, resource, subprocess, sys, time
+t0 = time.perf_counter()
+p = subprocess.Popen(sys.argv[1:], stdout=subprocess.PIPE)
+line = p.stdout.readline()
+first = time.perf_counter() - t0
+rest = p.stdout.read()
+rc = p.wait()
+wall = time.perf_counter() - t0
+ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+out = line + rest
+view = memoryview(out)
+while view:
+    view = view[os.write(1, view):]
+cpu = ru.ru_utime + ru.ru_stime
+with open(os.environ["GTI_BENCH_RUSAGE"], "w") as f:
+    json.dump({"s": wall, "first_s": first, "cpu_s": cpu, "rss_mb": ru.ru_maxrss / 1024, "rc": rc}, f)
+"""
+
+
 def timed(
     cmd: list[str], *, first_line: bool = False, env: dict | None = None, cwd: Path | None = None, stderr=None
 ) -> dict:
     """Run `cmd` (in `env`, default this checkout's) to its end. Returns `s` (wall seconds),
     `first_s` (to its first stdout line, with `first_line`), `cpu_s` (user and system, its waited
     children included), `rss_mb` (peak RSS), `rc`, `out` (stdout bytes) and, for `cli(...)`
-    commands, `anon_mb` and `file_mb` (its anonymous and file-backed RSS at exit)."""
-    mem = tempfile.NamedTemporaryFile(prefix="gti-mem-", delete=False)
-    mem.close()
-    t0 = time.perf_counter()
-    p = subprocess.Popen(
-        cmd,
+    commands, `anon_mb` and `file_mb` (its anonymous and file-backed RSS at exit). `stderr`: a
+    file to write the command's stderr to (default: dropped)."""
+    files = []
+    for prefix in ("gti-mem-", "gti-rusage-"):
+        f = tempfile.NamedTemporaryFile(prefix=prefix, delete=False)
+        f.close()
+        files.append(f.name)
+    mem, rusage = files
+    p = subprocess.run(
+        [sys.executable, "-c", _LAUNCHER, *cmd],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL if stderr is None else stderr,
-        env={**(env or project_env()), "GTI_BENCH_MEM": mem.name},
+        env={**(env or project_env()), "GTI_BENCH_MEM": mem, "GTI_BENCH_RUSAGE": rusage},
         cwd=cwd or ROOT,
+        check=False,
     )
-    assert p.stdout is not None
-    first = None
-    if first_line:
-        p.stdout.readline()
-        first = time.perf_counter() - t0
-    out = p.stdout.read()
-    _, status, usage = os.wait4(p.pid, 0)
-    wall = time.perf_counter() - t0
-    p.returncode = os.waitstatus_to_exitcode(status)
-    text = Path(mem.name).read_text()
-    os.unlink(mem.name)
+    try:
+        got = json.loads(Path(rusage).read_text())
+    except ValueError:  # the launcher itself failed
+        got = {"s": float("nan"), "first_s": None, "cpu_s": float("nan"), "rss_mb": float("nan"), "rc": p.returncode}
+    text = Path(mem).read_text()
+    for name in files:
+        os.unlink(name)
     return {
-        "s": wall,
-        "first_s": first,
-        "cpu_s": usage.ru_utime + usage.ru_stime,
-        "rss_mb": usage.ru_maxrss / 1024,
-        "rc": p.returncode,
-        "out": out,
+        **got,
+        "first_s": got["first_s"] if first_line else None,
+        "out": p.stdout,
         "anon_mb": status_mb(text, "RssAnon"),
         "file_mb": status_mb(text, "RssFile"),
     }

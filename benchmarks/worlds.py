@@ -42,7 +42,7 @@ from typing import Any
 
 import orjson
 
-from benchmarks.timing import cli, timed
+from benchmarks.timing import cli, machine_line, timed
 
 PASSES = "graphtrain_inspect.samples.mesh3d_passes:PIPELINE"
 
@@ -105,7 +105,7 @@ def one_world(world: int, all_ranks: bool, base: str, bug: list[str]) -> None:
         f"capture {wall:7.1f} s ({wall / n:5.2f} s/rank, {sim['at_once']} at once, rank peak "
         f"{max(p['max_rss_mb'] for p in per):.0f} MB)  "
         f"bytes {size / 1e6:7.2f} MB ({size / n / 1e3:6.1f} KB/rank)  "
-        f"check {c_wall:6.2f} s, peak {c_rss} MB, findings {summary.get('error')} errors",
+        f"check {c_wall:6.2f} s, peak {c_rss:.0f} MB, findings {summary.get('error')} errors",
         flush=True,
     )
 
@@ -120,8 +120,7 @@ def worlds_main() -> int:
     base = args.keep or tempfile.mkdtemp(prefix="gti-simworlds-")
     os.makedirs(base, exist_ok=True)
     print(
-        f"# {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}; mesh3d --bug {' --bug '.join(args.bug)}; "
-        "capture --stop-after-passes",
+        f"{machine_line()}; mesh3d --bug {' --bug '.join(args.bug)}; capture --stop-after-passes",
         flush=True,
     )
     try:
@@ -170,7 +169,7 @@ def one_torchtitan_world(model: str, world: int, base: str, assets: str) -> None
         f"({sim['at_once']} at once; per rank "
         f"{min(p['wall_s'] for p in per):.0f}-{max(p['wall_s'] for p in per):.0f} s, "
         f"peak {max(p['max_rss_mb'] for p in per):.0f} MB)  bytes {size / 1e6:6.1f} MB  "
-        f"check {c_wall:5.1f} s, peak {c_rss} MB: {summary.get('error')} errors, {summary.get('warning')} warnings",
+        f"check {c_wall:5.1f} s, peak {c_rss:.0f} MB: {summary.get('error')} errors, {summary.get('warning')} warnings",
         flush=True,
     )
 
@@ -185,8 +184,7 @@ def torchtitan_worlds_main() -> int:
     os.makedirs(base, exist_ok=True)
     assets = os.path.join(base, "assets")
     print(
-        f"# {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f} at the start; torchtitan graph_trainer, "
-        f"simulated, default rank choice, --stop-after-passes",
+        f"{machine_line()}; torchtitan graph_trainer, simulated, default rank choice, --stop-after-passes",
         flush=True,
     )
     try:

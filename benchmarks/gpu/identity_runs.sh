@@ -7,8 +7,8 @@
 # From the repository root, with graphtrain-inspect importable by the `python3` that holds torch
 # (`pip install --no-deps --no-build-isolation -e .` plus the orjson wheel). Each capture is
 # packed as OUTDIR/<gpu>x<NGPU>-<name>.tar.xz; every command and its output goes to
-# OUTDIR/identity-log-<NGPU>.txt. The CPU tests read the packed captures (tests/checks/
-# test_gpu_identity.py) and assert what `check` says of each:
+# OUTDIR/identity-log-<NGPU>.txt. The CPU tests read the packed captures (bundled; tests/samples/
+# test_bundled_captures.py) and assert what `check` says of each:
 #   2 GPUs: fsdp2-compile-clean (no error or warning; FSDP2's own failure info),
 #           fsdp2-compile-rank-literal (the literal: info per rank, an error with --shared-graph),
 #           rank-recompile-divergent (exactly the rank-divergent-compile error, no device-baked),

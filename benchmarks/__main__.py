@@ -27,6 +27,7 @@ CASES = [
     Case("capture-overhead", "capture_overhead:overhead_main", "the sample's compile phase under capture, x plain"),
     Case("codegen-overhead", "capture_overhead:codegen_main", "Inductor's compile with its code kept, x plain"),
     Case("record-cost", "capture_overhead:record_cost_main", "the capture's records per node table: ms and size"),
+    Case("torch-trace-cost", "capture_overhead:torch_trace_cost_main", "capture --torch-trace: seconds and bytes"),
     Case("torchtitan-capture", "torchtitan_capture:main", "graph_trainer's passes under capture, x plain"),
     Case("tui", "tui:main", "TUI: first painted tree, key to repaint, memory on a 1 GB capture"),
     Case("worlds", "worlds:worlds_main", "simulated worlds: capture and `check` time and memory per world"),

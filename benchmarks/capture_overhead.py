@@ -4,6 +4,7 @@ the records the capture makes for each new node table.
     python -m benchmarks capture-overhead [--layers 22 110] [--steps 6] [--modes blobs no-blobs]
     python -m benchmarks codegen-overhead [--blocks 4 16]
     python -m benchmarks record-cost CAPTURE [--repeat 5]
+    python -m benchmarks torch-trace-cost [--runs 2]
 
 `capture-overhead`: for each size the sample (`python -m graphtrain_inspect.samples.train`, one
 process) runs plain, then under `graphtrain-inspect capture` in each mode (`blobs`, `no-blobs`;
@@ -27,6 +28,11 @@ kernels, bytes of code and bytes per kernel.
 stale-symbol rows and their scope events), best of `--repeat`, each record's size as a share of
 the table's bytes; then what reading each row-digest record costs whole and with its refs left
 undecoded.
+
+`torch-trace-cost`: what keeping torch's own TORCH_TRACE logs (`capture --torch-trace`) costs on a
+real compiled run: the FSDP2 + torch.compile program (2 CPU ranks, gloo, 3 steps) captured with
+and without it, `--runs` times each; one line per capture: its wall seconds, the capture's bytes
+and those of `DIR/torch_trace`.
 """
 
 from __future__ import annotations
@@ -398,6 +404,34 @@ def record_cost_main() -> None:
             f"reading the row-digest records: whole {read_whole * 1000:.1f} ms,"
             f" refs left undecoded {read_lazy * 1000:.1f} ms"
         )
+
+
+# -- torch-trace-cost ---------------------------------------------------------------------------
+
+
+def _bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.exists() else 0
+
+
+def torch_trace_cost_main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=2)
+    args = ap.parse_args()
+    print(machine_line(), flush=True)
+    env = {**project_env(), "OMP_NUM_THREADS": "1"}
+    program = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+    program += ["-m", "tests.programs.fsdp2_compile", "--steps", "3"]
+    with tempfile.TemporaryDirectory() as tmp:
+        for run in range(1, args.runs + 1):
+            for extra in ([], ["--torch-trace"]):
+                out = Path(tmp) / f"run{run}{'-tt' if extra else ''}"
+                cmd = [sys.executable, "-m", "graphtrain_inspect.inspector.cli", "capture", "--out", str(out)]
+                r = timed([*cmd, *extra, "--", *program], env=env)
+                print(
+                    f"run {run} {'--torch-trace' if extra else 'plain'}: exit {r['rc']}, {r['s']:.1f} s, "
+                    f"capture {_bytes(out):,} B, torch_trace {_bytes(out / 'torch_trace'):,} B",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

@@ -178,26 +178,6 @@ def median_of(runs: list[dict], key: str = "s") -> float:
     return statistics.median(r[key] for r in runs)
 
 
-def spread(runs: list[dict], key: str = "s") -> dict:
-    """Median, min and max of one figure over the runs, rounded for printing."""
-    values = [r[key] for r in runs]
-    return {"median": round(statistics.median(values), 3), "min": round(min(values), 3), "max": round(max(values), 3)}
-
-
-def in_process(fn: Callable[[], object]) -> dict:
-    """`fn()` timed in this process: wall and CPU seconds, and the result."""
-    t0, c0 = time.perf_counter(), time.process_time()
-    result = fn()
-    return {"s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0, "result": result}
-
-
-def peak_rss_mb() -> float:
-    """This process's peak RSS so far."""
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
 def logs_of(cap: Path) -> list[Path]:
     """A capture's per-rank logs."""
     from graphtrain_inspect.capture import logformat

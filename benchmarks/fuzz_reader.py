@@ -1,6 +1,6 @@
 """Fuzz the capture reader and the commands on a real capture: random damage, many times.
 
-    python benchmarks/fuzz_reader.py --capture DIR [--seconds 300] [--seed 1] [--commands-every 5]
+    python -m benchmarks fuzz-reader --capture DIR [--seconds 300] [--seed 1] [--commands-every 5]
 
 Without --capture it first captures the sample training (2 CPU ranks, `--steps 2`, ~30 s), and
 without --torch-trace it writes a TORCH_TRACE log of a small torch.compile (~30 s). Each
@@ -30,15 +30,13 @@ import tempfile
 import time
 from collections import Counter
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-
-from graphtrain_inspect.capture.shared import logformat  # noqa: E402
-from tests.reader_mutations import GARBAGE, Baseline, mutate  # noqa: E402
+from benchmarks.timing import ROOT, machine_line, project_env
+from graphtrain_inspect.capture.shared import logformat
+from tests.reader_mutations import GARBAGE, Baseline, mutate
 
 
 def capture_sample(out: str) -> None:
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT)
+    env = {**project_env(), "OMP_NUM_THREADS": "1"}
     cmd = [
         sys.executable,
         "-m",
@@ -66,9 +64,7 @@ def capture_sample(out: str) -> None:
 
 def torch_trace_log(out: str) -> str:
     """A real TORCH_TRACE log: torch.compile of a small training step, one process (~30 s)."""
-    env = dict(
-        os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT, TORCH_TRACE=out, TORCHINDUCTOR_FORCE_DISABLE_CACHES="1"
-    )
+    env = {**project_env(), "OMP_NUM_THREADS": "1", "TORCH_TRACE": out, "TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1"}
     subprocess.run(
         [sys.executable, "-m", "tests.programs.compile_step"], cwd=ROOT, env=env, check=True, capture_output=True
     )
@@ -165,6 +161,7 @@ def main() -> int:
         "--json-share", type=float, default=0.2, help="share of inputs damaged by JSON edits with the md5 kept right"
     )
     args = ap.parse_args()
+    print(machine_line(), flush=True)
     tmp = tempfile.mkdtemp(prefix="gti-fuzz-")
     cap_dir = args.capture
     if not cap_dir:

@@ -15,14 +15,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks.timing import ROOT, timed
 
 _VOCAB_PASSES = [
     "--pass",
@@ -109,20 +107,23 @@ def verdict(name: str, work: Path) -> dict:
     if nproc:
         cmd += [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}"]
     cmd += ["-m", *program] if nproc else [sys.executable, "-m", *program]
-    t = time.perf_counter()
-    cap = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
-    took = time.perf_counter() - t
-    chk = subprocess.run([*cli, "check", str(out), "--json"], cwd=ROOT, env=env, capture_output=True, text=True)
+    with tempfile.TemporaryFile() as cap_err, tempfile.TemporaryFile() as chk_err:
+        cap = timed(cmd, env=env, stderr=cap_err)
+        chk = timed([*cli, "check", str(out), "--json"], env=env, stderr=chk_err)
+        cap_err.seek(0)
+        chk_err.seek(0)
+        cap_tail = cap_err.read().decode(errors="replace")[-800:] if cap["rc"] else ""
+        chk_tail = chk_err.read().decode(errors="replace")[-400:]
     try:
-        findings = json.loads(chk.stdout)["findings"]
+        findings = json.loads(chk["out"])["findings"]
     except ValueError:
         findings = []
     return {
-        "capture_exit": cap.returncode,
-        "capture_s": round(took, 1),
-        "check_exit": chk.returncode,
+        "capture_exit": cap["rc"],
+        "capture_s": round(cap["s"], 1),
+        "check_exit": chk["rc"],
         "findings": sorted(list(_finding_key(f)) for f in findings),
-        "stderr_tail": (cap.stderr[-800:] if cap.returncode else "") + chk.stderr[-400:],
+        "stderr_tail": cap_tail + chk_tail,
     }
 
 

@@ -48,7 +48,7 @@ def pytest_configure(config):
     # Every program a test starts imports this package (the CLI, the capture's launcher, each
     # torchrun worker: hundreds of processes). Where the environment says not to write bytecode
     # (PYTHONDONTWRITEBYTECODE, set on the CI machines), each of them compiled the package again:
-    # 0.10-0.15 s a `check` (`python -m benchmarks.read_costs CAPTURE --bytecode`, BENCHMARKS.md).
+    # 0.10-0.15 s a `check` on the 30k-node benchmark capture.
     # The first process now writes it (`__pycache__/`, ignored by git) and the others read it.
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     # `check -j N` makes small work in one process (inspector/checks/parallel.py); the suite's

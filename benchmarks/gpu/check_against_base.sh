@@ -3,41 +3,30 @@
 # interleaved run by run on a many-core GPU host (device tool), one core each but -j 8 (taskset):
 # the ratio to tlparse and the gain over the earlier code measured at the same moments of the
 # machine. Every report must be the same document: -j 1 and -j 8, this code and the earlier one.
+# With DIFFS=1, then `diff --pass $PASS` and `--ranks 0,1` of this checkout at -j 1, 2 and 8
+# against the earlier one's on one core; every output the same bytes.
 #
-#     REPS="1 2 3" TLPARSE=path BASE=dir bash benchmarks/gpu/check_against_base.sh CAPTURE.tar.xz|DIR...
+#     REPS="1 2 3" TLPARSE=path BASE=dir [DIFFS=1 PASS=name] bash benchmarks/gpu/check_against_base.sh CAPTURE.tar.xz|DIR...
 #
 # BASE: a folder holding the earlier code's capture/ inspector/ tui/ samples/ (`git archive REV
 # capture inspector tui samples | tar -x -C BASE`), carried with the call. Needs the wheels of
 # orjson and rapidfuzz in .whl/ (the GPU hosts have neither). Prints per run: capture, what ran,
-# exit status, seconds; then whether the reports are the same.
+# exit status, seconds; then whether the outputs are the same.
 set -u
 tl=${TLPARSE:-tlparse}
 base=${BASE:?BASE: a folder with the earlier code}
-pip install -q --no-deps --target /tmp/site .whl/*.whl >/dev/null 2>&1
-rm -rf /tmp/gti /tmp/gb /tmp/caps /tmp/x
-mkdir -p /tmp/gti/graphtrain_inspect /tmp/gb/graphtrain_inspect /tmp/caps
-for d in capture inspector tui samples; do
-    cp -r "$d" /tmp/gti/graphtrain_inspect/
-    cp -r "$base/$d" /tmp/gb/graphtrain_inspect/
-done
-touch /tmp/gti/graphtrain_inspect/__init__.py /tmp/gb/graphtrain_inspect/__init__.py
-python3 -m compileall -q /tmp/gti /tmp/gb >/dev/null # the bytecode an install has
-for t in "$@"; do # each tarball into a folder of its own name (two may hold the same folder name)
-    n=$(basename "$t" .tar.xz)
-    if [ -d "$t" ]; then # a capture directory: linked as it is
-        ln -s "$(cd "$t" && pwd)" "/tmp/caps/$n"
-        continue
-    fi
-    mkdir -p "/tmp/x/$n"
-    tar -xJf "$t" -C "/tmp/x/$n"
-    mv /tmp/x/"$n"/* "/tmp/caps/$n"
-done
-echo "machine: $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg), $(python3 -V)"
-. "$(dirname "$0")/timed.sh"
-run() { # label cores command...: output to /tmp/out.LABEL
-    local label=$1 cores=$2
-    shift 2
-    echo "$cap $(timed "/tmp/out.$label" "$label" "$cores" "$@")"
+pass=${PASS:-tag_activation_checkpointing}
+. "$(dirname "$0")/common.sh"
+install_wheels
+rm -rf /tmp/caps /tmp/x
+stage_code /tmp/gti
+stage_code /tmp/gb "$base"
+unpack_captures "$@"
+echo "machine: $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg), $(python3 -V), $(date -u +%F)"
+cli() { # LABEL CORES CODE ARGS...: graphtrain-inspect ARGS of CODE (/tmp/gti or /tmp/gb), output to /tmp/out.LABEL
+    local label=$1 cores=$2 code=$3
+    shift 3
+    PYTHONPATH=$code:/tmp/site timed "/tmp/out.$label" "$label" "$cores" python3 -m graphtrain_inspect.inspector.cli "$@"
 }
 for cap in $(ls /tmp/caps); do
     d=/tmp/caps/$cap
@@ -46,11 +35,22 @@ for cap in $(ls /tmp/caps); do
         for log in "$d"/*.log; do taskset -c 2 "$tl" "$log" -o /tmp/tl --no-browser --overwrite >/dev/null 2>&1; done
         t1=$(date +%s.%N)
         echo "$cap tlparse $(awk "BEGIN{printf \"%.3f\", $t1 - $t0}") s"
-        PYTHONPATH=/tmp/gti:/tmp/site run new1 2 python3 -m graphtrain_inspect.inspector.cli check "$d" --json -j 1
-        PYTHONPATH=/tmp/gb:/tmp/site run base1 2 python3 -m graphtrain_inspect.inspector.cli check "$d" --json -j 1
-        PYTHONPATH=/tmp/gti:/tmp/site run new8 2-9 python3 -m graphtrain_inspect.inspector.cli check "$d" --json -j 8
-        PYTHONPATH=/tmp/gb:/tmp/site run base8 2-9 python3 -m graphtrain_inspect.inspector.cli check "$d" --json -j 8
+        echo "$cap $(cli new1 2 /tmp/gti check "$d" --json -j 1)"
+        echo "$cap $(cli base1 2 /tmp/gb check "$d" --json -j 1)"
+        echo "$cap $(cli new8 2-9 /tmp/gti check "$d" --json -j 8)"
+        echo "$cap $(cli base8 2-9 /tmp/gb check "$d" --json -j 8)"
         cmp -s /tmp/out.new1 /tmp/out.new8 && echo "  -j 1 and -j 8: same" || echo "  -j 1 and -j 8: DIFFERENT"
         cmp -s /tmp/out.new1 /tmp/out.base1 && echo "  this code and the base: same" || echo "  this code and the base: DIFFERENT"
+    done
+    [ "${DIFFS:-0}" = 1 ] || continue
+    for ranks in "" "--ranks 0,1"; do
+        for _ in ${REPS:-1 2 3}; do
+            for v in "new-j1|2|/tmp/gti|-j 1" "new-j2|2-3|/tmp/gti|-j 2" "new-j8|2-9|/tmp/gti|-j 8" "base|2|/tmp/gb|"; do
+                IFS='|' read -r label cores code jobs <<<"$v"
+                # shellcheck disable=SC2086  # jobs and ranks are words
+                echo "$cap diff ${ranks:-pass} $(cli "$label" "$cores" "$code" diff "$d" --pass "$pass" --color never $ranks $jobs)"
+            done
+            for o in new-j2 new-j8 base; do cmp -s /tmp/out.new-j1 "/tmp/out.$o" || echo "  $o: DIFFERENT from new-j1"; done
+        done
     done
 done

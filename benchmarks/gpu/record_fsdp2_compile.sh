@@ -11,39 +11,27 @@
 # OUTDIR/fsdp2-log-<N>.txt, with `check --json` of each capture next to it. On a machine without
 # CUDA the program runs on CPU ranks with gloo (a dry run of this script).
 set -u
+. "$(dirname "$0")/common.sh"
 NGPU=${1:?number of GPUs}
 OUT=${2:?output directory}
 STEPS=${3:-3}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 LOG="$OUT/fsdp2-log-$NGPU.txt"
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"  # tests.programs.fsdp2_compile
-export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-$(seq -s, 0 $((NGPU - 1)))}
+gpu_env "$NGPU"
 WORK=$(mktemp -d)
 PY=${PYTHON:-python3}
 PROGRAM=($PY -m torch.distributed.run --standalone --nproc-per-node "$NGPU" -m tests.programs.fsdp2_compile --steps "$STEPS")
-
-say() { echo "$@" | tee -a "$LOG"; }
-run() {  # run CMD..., logging the command line and its output
-    say "\$ $*"
-    "$@" >>"$LOG" 2>&1
-    local rc=$?
-    say "[exit $rc]"
-    return $rc
-}
-capture() {  # capture NAME PROGRAM-ARGS...
-    local name=$1; shift
-    local dir="$WORK/h200x$NGPU-fsdp2-compile-$name"
-    run $PY -m graphtrain_inspect.inspector.cli capture --out "$dir" -- "${PROGRAM[@]}" "$@"
-    run $PY -m graphtrain_inspect.inspector.cli check "$dir" --severity info
-    $PY -m graphtrain_inspect.inspector.cli check "$dir" --json > "$OUT/h200x$NGPU-fsdp2-compile-$name.check.json"
-    (cd "$WORK" && tar -cJf "$OUT/h200x$NGPU-fsdp2-compile-$name.tar.xz" "h200x$NGPU-fsdp2-compile-$name")
-    say "packed $OUT/h200x$NGPU-fsdp2-compile-$name.tar.xz $(du -h "$OUT/h200x$NGPU-fsdp2-compile-$name.tar.xz" | cut -f1)"
+capture() { # NAME PROGRAM-ARGS...: packed as h200x<NGPU>-fsdp2-compile-NAME, checked beside
+    local name=h200x$NGPU-fsdp2-compile-$1
+    shift
+    packed_capture "$name" -- "${PROGRAM[@]}" "$@"
+    logged $PY -m graphtrain_inspect.inspector.cli check "$WORK/$name" --severity info
+    $PY -m graphtrain_inspect.inspector.cli check "$WORK/$name" --json > "$OUT/$name.check.json"
 }
 
 say "# $(date -u +%FT%TZ) $(hostname) torch $($PY -c 'import torch; print(torch.__version__, torch.cuda.device_count(), "GPUs")')"
-run "${PROGRAM[@]}"  # the uncaptured run: its loss lines must equal the clean capture's
+logged "${PROGRAM[@]}"  # the uncaptured run: its loss lines must equal the clean capture's
 capture clean
 capture rank-literal --plant-rank-literal
 say "# errors and warnings (clean: none; rank-literal: one rank-baked-constant):"

@@ -427,7 +427,7 @@ def _envelope(text: bytes) -> dict[str, Any]:
 
 # torch's record kinds that every reader here lists by kind and reads no further: the bulk of a
 # torch log (each envelope holds the stack of the call that logged it; 6,420 of the 6,445 records
-# of a 30k-node trace's log: `python -m benchmarks.read_costs CAPTURE`). A scan takes their kind
+# of a 30k-node trace's log). A scan takes their kind
 # from the envelope's first key, which is where torch writes it (`torch._logging.trace_structured`),
 # and leaves the envelope's JSON text to be decoded when it is first read (`decode_skimmed`):
 # reading torch's logs beside a capture then costs no JSON decoding of lines nobody reads. Only

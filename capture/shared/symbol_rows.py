@@ -6,7 +6,7 @@ only rows that name an unbacked symbol (`u0`, `zuf1`: uses, bindings, placeholde
 hand a scope to a nested subgraph (the subgraph's get_attr, named as its parent node, and nodes
 taking that node as input) can change what it finds, and of each row the walk reads five fields:
 on the sample's 30k-node MoE graphs the kept rows, trimmed, are 5% of the table's bytes
-(`python -m benchmarks.digest_cost CAPTURE`). The capture selects them
+(`python -m benchmarks record-cost CAPTURE`). The capture selects them
 with the rules below, the ones the reader applies to a table that has no such record (one
 definition), and writes each kept row trimmed to what the walk reads (`trim_row`).
 

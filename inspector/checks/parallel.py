@@ -39,9 +39,9 @@ if TYPE_CHECKING:
 
 MAX_DEFAULT_JOBS = 16  # the default -j: the machine's cores, at most this many
 # What a task costs per node of its graphs, as a multiple of a row-by-row rank diff's, so that
-# the runs cut for the processes are about equal in time (`python -m benchmarks.check_pieces
-# --tasks CAPTURE`: each task alone in a fresh context; on the 30k-node benchmark capture whose
-# ranks differ, a 2-core machine): a structural diff (graphs of different sizes, made
+# the runs cut for the processes are about equal in time (each task timed alone in a fresh
+# context, on the 30k-node benchmark capture whose ranks differ, a 2-core machine): a structural
+# diff (graphs of different sizes, made
 # from row digests and refs: diff/anchored.py) costs ~5x per node (142-151 ms for 57-69k nodes
 # against 22-25 ms for 53-56k; it was 7x when such diffs decoded every row), a stale-symbol walk
 # about the same as a row diff (1.5 us per node from the capture's `gti_symbol_rows`),

@@ -251,8 +251,8 @@ def _end_now(code: int, lost: OSError | None = None) -> NoReturn:
     """End the process of a command that has read a capture and written all it writes (its files
     are closed when it returns): its output flushed, without the interpreter's teardown, which
     frees every object read one by one and runs a full collection, the collector off or not
-    (`check -j 1` of the 30k-node capture whose ranks differ 0.662 s against 0.778 on a
-    2-core machine, `benchmarks.check_jobs`). What was registered to run at exit
+    (`check -j 1` of the 30k-node capture whose ranks differ 0.662 s against 0.778 on a 2-core machine,
+    `python -m benchmarks check`). What was registered to run at exit
     (`atexit`: multiprocessing's, a caller's) runs first, as it would. `lost`: a write to stdout
     already failed; it is said, and what is left in stdout's buffer is not tried again."""
     import atexit

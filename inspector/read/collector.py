@@ -4,14 +4,14 @@ Reading a capture, diffing graphs and checking them allocate millions of small o
 form no cycles (decoded rows, node diffs, records), and keep most of them until the command
 ends. With the collector on, every few thousand allocations it rescans all of them: on two
 ranks of 30k-node graphs that differ `check` took 3.09 s with it on outside the diffs and 2.56 s
-with it off throughout, the same report (`python -m benchmarks.check_variants`; 4-7% on the 64-
+with it off throughout, the same report (4-7% on the 64-
 and 1,024-rank benchmark captures); what they build is freed by reference
 counting. A command that ends after one read (`ls`, `diff`, `check`, `report`) turns it off for
 good (cli/main.py: turned back on at the end, it would rescan everything once more as the
 process exits); the core turns it off around its own heavy work (`check_report`, diffs, the
 stale-symbol walk), which covers the TUI's jobs. The TUI starts with it off until its first tree
 is painted (`pause`, `resume`): importing the app and indexing the first records then take 8-9%
-less time to the first tree (975 -> 883 ms on the 1 GB benchmark capture, `benchmarks.tui_bench`).
+less time to the first tree (975 -> 883 ms on the 1 GB benchmark capture, `python -m benchmarks tui`).
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ _LIST = {list}
 _INT = {int}
 # a stored row line's start to its target: name, op and target, strings, in the capture's order
 # (a JSON string's body written as runs of plain characters between escapes: the same strings as
-# `(?:[^"\\\n]|\\.)*`, matched 3.4x faster: `python -m benchmarks.read_costs`, BENCHMARKS.md)
+# `(?:[^"\\\n]|\\.)*`, matched 3.4x faster)
 _BODY = rb'[^"\\\n]*(?:\\.[^"\\\n]*)*'
 _STR = rb'"' + _BODY + rb'"'
 _ROW_TARGET = re.compile(rb'\n\t\{"name":' + _STR + rb',"op":' + _STR + rb',"target":"(' + _BODY + rb')"')
@@ -262,7 +262,7 @@ def _norm_digests(v: dict, nodes: "Record", size: int) -> tuple[bytes, rank_toke
 class Refs:
     """A record's "refs", decoded when first asked for: a rank diff of two tables that line up
     never reads them, and reading rank 0's 7 records of the 30k-node benchmark capture takes
-    28.6 ms without them against 40.9 ms whole (`python -m benchmarks.digest_cost`). Where they
+    28.6 ms without them against 40.9 ms whole (`python -m benchmarks record-cost`). Where they
     do not parse, the record is read whole then, so that the reading problem is named as it
     would have been."""
 
@@ -283,7 +283,7 @@ class Refs:
         return self._value
 
 
-def _payload_and_refs(log: "LogFile", record: "Record") -> tuple[Any, Refs | None]:
+def payload_and_refs(log: "LogFile", record: "Record") -> tuple[Any, Refs | None]:
     """The record's payload, its "refs" apart (`Refs`): where its text reads back (md5) and holds
     them where the capture writes them (after "digests", before "norm_digests" or the end: a list
     of lists of integers, which holds neither key), they are left undecoded; a payload without
@@ -315,7 +315,7 @@ def laid_over(log: "LogFile", nodes: "Record", record: "Record", gid: str) -> Ro
     record is of another hash or form, or does not fit the stored table line for line."""
     if record.meta.get("hash") != row_digests.HASH:
         return None
-    v, refs = _payload_and_refs(log, record)
+    v, refs = payload_and_refs(log, record)
     if not isinstance(v, dict) or v.get("gid") != gid or v.get("hash") != row_digests.HASH:
         return None
     counts, lens, hexed = v.get("rows"), v.get("lines"), v.get("digests")

@@ -12,7 +12,7 @@ import pytest
 from graphtrain_inspect.capture import simulate
 from graphtrain_inspect.capture.shared import node_ranks
 from graphtrain_inspect.capture.shared.rank_ranges import brief_ranks, format_ranks, parse_ranks
-from tests.capture_utils import ROOT, run_cli
+from tests.capture_utils import run_cli
 
 MESHES = [
     (8, ["dp", "tp", "ep"], [2, 2, 2]),
@@ -243,14 +243,16 @@ def test_mesh_option_parsed_and_checked():
 
 @pytest.mark.slow
 def test_real_and_simulated_two_rank_worlds_give_the_same_graphs_and_findings():
-    """The 8-rank comparison is benchmarks/simulated_vs_real.py (too heavy for the suite); the same
-    script on a 2-rank tp mesh: a real gloo torchrun against the fake process group."""
+    """The 8-rank comparison is `python -m benchmarks simulated-vs-real` (too heavy for the suite);
+    the same case on a 2-rank tp mesh: a real gloo torchrun against the fake process group."""
     from tests.capture_utils import run_plain
 
     r = run_plain(
         [
             sys.executable,
-            str(ROOT / "benchmarks" / "simulated_vs_real.py"),
+            "-m",
+            "benchmarks",
+            "simulated-vs-real",
             "--nproc",
             "2",
             "--tp",

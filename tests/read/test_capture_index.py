@@ -473,7 +473,7 @@ def _with_payload_line(tmp_path, size: int):
 def test_payload_line_over_the_limit_is_skipped_and_named(tmp_path, monkeypatch, reader):
     """A payload line longer than logformat.PAYLOAD_LINE_LIMIT (made small here) is a reading
     problem naming the file, byte offset and size; the record before it and every other record
-    read as without it (bounded memory: benchmarks/payload_line.py measures the real limit)."""
+    read as without it (bounded memory: `python -m benchmarks long-lines` measures the real limit)."""
     clean = tmp_path / "clean"
     clean.mkdir()
     small_capture(clean)

@@ -1,6 +1,6 @@
 """Capture's cost on torchtitan's graph_trainer pass pipeline (its compile phase), 2 real gloo ranks.
 
-    python -m benchmarks.torchtitan_capture_cost [--repeat 2] [--modes plain blobs no-blobs] [--base CHECKOUT] [--pin]
+    python -m benchmarks torchtitan-capture [--repeat 2] [--modes plain blobs no-blobs] [--base CHECKOUT] [--pin]
 
 Runs graph_trainer's llama3 debug model with the CPU config of `samples/torchtitan.py --model llama3
 --world 2 --real` (FSDP x TP on a (1, 2) mesh, the three passes that cannot run on a CPU disabled,
@@ -33,7 +33,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks.timing import ROOT, base_env, compiled, machine_line, timed
+
 ENV_OUT = "GTI_BENCH_TIMINGS"  # the directory a worker writes rank<R>.json into
 ENV_STEPS = "GTI_BENCH_STEP_TIMERS"  # "1": the worker times the capture's steps (--step-timers)
 ENV_PROFILE = "GTI_BENCH_PROFILE"  # "1": each rank's passes under cProfile, rank<R>.prof beside its timings
@@ -146,9 +147,9 @@ def commands(work: Path, mode: str) -> list[str]:
     )
     bindir = os.path.dirname(sys.executable)
     cmd = sample.command(args, tok, data, sys.executable, os.path.join(bindir, "graphtrain-inspect"))
-    cmd[cmd.index("graphtrain_inspect.samples.torchtitan_cpu")] = "benchmarks.torchtitan_capture_cost"
+    cmd[cmd.index("graphtrain_inspect.samples.torchtitan_cpu")] = "benchmarks.torchtitan_capture"
     launch = cmd[cmd.index("--") + 1 :]
-    i = launch.index("benchmarks.torchtitan_capture_cost") + 1
+    i = launch.index("benchmarks.torchtitan_capture") + 1
     launch.insert(i, "--worker")
     launch += ["--debug.seed", "0"]  # the same initial weights in every run: the step's loss must agree
     if mode == "plain":
@@ -193,22 +194,18 @@ def run(
     if mode.endswith("-here"):
         from graphtrain_inspect.capture.deferred_graphs import ENV_NODES  # no torch: the driver's import
 
-        env[ENV_NODES] = "0"  # every graph recorded in the training process, as before session 11
+        env[ENV_NODES] = "0"  # every graph recorded in the training process
     if base is not None:
-        from benchmarks.scale_bench import base_env
-
         env["PYTHONPATH"] = base_env(base, work / "base")["PYTHONPATH"]
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]])
-    t0 = time.perf_counter()
-    r = subprocess.run(
-        commands(work, mode), cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=False
-    )
-    total = time.perf_counter() - t0
+    r = timed(commands(work, mode), env=env, stderr=subprocess.STDOUT)
+    output = r["out"].decode(errors="replace")
+    total = r["s"]
     ranks = sorted(timings.glob("rank*.json"))
-    if r.returncode != 0 or len(ranks) != 2:
-        raise SystemExit(f"{mode} run failed (rc {r.returncode}):\n{(r.stdout + r.stderr)[-3000:]}")
+    if r["rc"] != 0 or len(ranks) != 2:
+        raise SystemExit(f"{mode} run failed (rc {r['rc']}):\n{output[-3000:]}")
     per = [json.loads(f.read_text()) for f in ranks]
-    losses = re.findall(r"loss:\s+([-0-9.]+)", r.stdout + r.stderr)
+    losses = re.findall(r"loss:\s+([-0-9.]+)", output)
     t = {
         "wall_s": max(p["wall_s"] for p in per),
         "cpu_s": sum(p["cpu_s"] for p in per),
@@ -283,16 +280,12 @@ def main() -> None:
         help="a checkout of an earlier commit (git worktree): each capture mode runs again with its code, right after",
     )
     args = ap.parse_args()
-    import platform
-
-    from benchmarks.scale_bench import compiled
-
     compiled(ROOT)  # the capture imports some modules in the first pass: from bytecode, as installed
 
     import torch
 
     print(
-        f"# {platform.node()}, {os.cpu_count()} CPUs, python {platform.python_version()}, torch {torch.__version__}, "
+        f"{machine_line()}, torch {torch.__version__}, "
         f"2 gloo ranks (torchrun), graph_trainer llama3 debug model (SDPA), 7 passes"
         f"{f', GTI_CAPTURE_BLOB_CHILDREN={args.blob_children}' if args.blob_children else ''}",
         flush=True,

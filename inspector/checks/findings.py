@@ -40,7 +40,7 @@ class Finding:
     consequences: list["Finding"] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        out = {
+        out: dict[str, Any] = {
             "kind": self.kind,
             "severity": self.severity,
             "introduced_by": self.introduced_by,

@@ -175,3 +175,14 @@ def _grade(
 
 class _NoDiff:
     structural = False
+
+
+def evidence_lines(f: Finding) -> list[str]:
+    """The finding's evidence as lines of text (`check`, `report`, the TUI and SARIF show them):
+    the structural differences, or where a pass ran and where not."""
+    ev = f.evidence or {}
+    if ev.get("differences"):
+        return [str(d) for d in ev["differences"]]
+    if ev.get("not_on"):
+        return [f"ran on {ev.get('ran_on')}, not on {ev.get('not_on')}"]
+    return []

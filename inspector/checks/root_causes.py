@@ -82,7 +82,7 @@ def _values(f: Finding) -> tuple | None:
     vals = (f.evidence or {}).get("values")
     if not isinstance(vals, dict) or not vals:
         return None
-    out = []
+    out: list[tuple[str, float | str]] = []
     for r, v in sorted(vals.items(), key=lambda kv: str(kv[0])):
         try:
             out.append((str(r), float(v)))

@@ -33,7 +33,9 @@ from graphtrain_inspect.tui.widgets.findings_view import FindingsView
 from tests.report.support import headlines
 
 _CARD = re.compile(r'<article class="finding[^"]*" id="([ps])(\d+)" data-grading="([\w-]+)" data-sev="(\w+)"')
-_CONSEQUENCES = re.compile(r'<article class="finding[^"]*" id="([ps]\d+)".*?(?:<summary>(\d+) consequences? of this finding|</article>)', re.S)
+_CONSEQUENCES = re.compile(
+    r'<article class="finding[^"]*" id="([ps]\d+)".*?(?:<summary>(\d+) consequences? of this finding|</article>)', re.S
+)
 
 
 def _copy(rep):

@@ -96,7 +96,22 @@ def _source_line(f: Finding) -> tuple | None:
     return (src.get("file"), src.get("line")) if src.get("file") and src.get("line") else None
 
 
-def _backward(f: Finding) -> bool:
+def consequence_label(c: Finding, root_kind: str | None = None) -> str:
+    """A consequence in a few words: its node and where it lives (the backward graph, generated
+    code, or its pipeline), and its kind where that is not its root's."""
+    from graphtrain_inspect.inspector.read.stages import pipeline_label
+
+    if c.layer == "codegen":
+        where = "generated code"
+    elif in_backward(c):
+        where = "the backward graph"
+    else:
+        where = pipeline_label(c.pipeline) if c.pipeline else "the capture"
+    return (f"{c.kind} at " if c.kind != root_kind else "") + f"{c.node or '-'} in {where}"
+
+
+def in_backward(f: Finding) -> bool:
+    """Whether the finding lives in the backward graph."""
     ev = f.evidence or {}
     return ev.get("backward") is True or ev.get("lives_in") == "backward"
 
@@ -106,9 +121,9 @@ Pairs = Iterable[tuple[int, int]]
 
 def _literal_copies(findings: list[Finding], parent: dict[int, int]) -> Pairs:
     graph = [i for i, f in enumerate(findings) if f.kind in LITERAL_KINDS and f.layer == "graph"]
-    forward = [i for i in graph if not _backward(findings[i])]
+    forward = [i for i in graph if not in_backward(findings[i])]
     for i in graph:
-        if _backward(findings[i]):
+        if in_backward(findings[i]):
             root = _first(forward, lambda j: _same_literal(findings[i], findings[j]))
             if root is not None:
                 yield i, root

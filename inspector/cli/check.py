@@ -8,6 +8,9 @@ node, the ranks and one line of evidence; then the checks that could not run and
 `severity` (error, warning, info), `introduced_by` (the first pass after which it appears, or
 "trace" when the traced graph already has it), `pass` (the last pass where it is still present),
 `ranks`, `graph`, `subgraph` (nested path or null), `node`, `message`, `evidence`.
+A finding is a root cause (checks.root_causes): the findings that follow from it are its
+`consequences` (a list of findings in the same shape, only where there are some), counted in
+`summary.consequences`; the table counts them under each root and `--all` lists them.
 
 `--sarif FILE` also writes the findings the table shows as SARIF 2.1.0 (inspector.cli.sarif), each
 located at its source line, for code scanning.
@@ -108,11 +111,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_common_arguments(p)
 
 
-def _backward(f) -> bool:
-    ev = f.evidence or {}
-    return ev.get("backward") is True or ev.get("lives_in") == "backward"
-
-
 def source_line_groups(findings: list) -> dict[str, int]:
     """`file:line` -> how many of the findings point there (pass-made nodes by their pass), most
     first: 51 literals are often 5 lines of model code, each traced into many nodes."""
@@ -210,6 +208,7 @@ def where_found(kind: str, intro: str | None, last: str | None) -> str:
 def _row(f, st: Style, width: int, root: str | None, indent: str = "    ") -> list[str]:
     """A finding's line (severity, node, ranks, message), its first evidence line and its source line."""
     from graphtrain_inspect.inspector.checks.evidence import evidence_line
+    from graphtrain_inspect.inspector.checks.root_causes import in_backward
     from graphtrain_inspect.inspector.read.source_lines import source_text
 
     sev = st(f"{f.severity.upper():<7}", COLOURS.get(f.severity, "bold"))
@@ -227,30 +226,15 @@ def _row(f, st: Style, width: int, root: str | None, indent: str = "    ") -> li
         # the model's line reads "at model.py:42 ..."; a pass-made node's "created by pass X [at ...]";
         # a backward node's stack is the forward op's it differentiates: "at backward of model.py:42"
         at = "at " if f.source.get("file") and not f.source.get("created_by") else ""
-        if at and _backward(f):
+        if at and in_backward(f):
             at = "at backward of "
         lines.append(" " * ROW_INDENT + st(at, "dim") + truncate(src, max(20, width - ROW_INDENT - len(at))))
     return lines
 
 
-def consequence_label(c, root_kind: str | None = None) -> str:
-    """A consequence in a few words: its node and where it lives (backward graph, generated code,
-    or its pipeline), and its kind where that is not its root's."""
-    from graphtrain_inspect.inspector.read.stages import pipeline_label
-
-    where = (
-        "generated code"
-        if getattr(c, "layer", "graph") == "codegen"
-        else "the backward graph"
-        if _backward(c)
-        else pipeline_label(c.pipeline)
-        if c.pipeline
-        else "the capture"
-    )
-    return (f"{c.kind} at " if c.kind != root_kind else "") + f"{c.node or '-'} in {where}"
-
-
 def _consequence_count(f, st: Style, width: int) -> list[str]:
+    from graphtrain_inspect.inspector.checks.root_causes import consequence_label
+
     if not f.consequences:
         return []
     n = len(f.consequences)
@@ -261,6 +245,8 @@ def _consequence_count(f, st: Style, width: int) -> list[str]:
 
 
 def _consequence_rows(f, st: Style, width: int, root: str | None) -> list[str]:
+    from graphtrain_inspect.inspector.checks.root_causes import consequence_label
+
     lines: list[str] = []
     for i, c in enumerate(f.consequences, 1):
         lines.append(st(f"      consequence {i} of {len(f.consequences)}: {consequence_label(c, f.kind)}", "dim"))

@@ -48,7 +48,7 @@ def _with_count(f) -> str:
 
 def _append_consequences(out: Text, f) -> None:
     """The findings that follow from `f`, each with its own severity, kind, node and message."""
-    from graphtrain_inspect.inspector.cli.check import consequence_label
+    from graphtrain_inspect.inspector.checks.root_causes import consequence_label
 
     if not f.consequences:
         return

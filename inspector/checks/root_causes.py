@@ -13,8 +13,9 @@ The rules, each sound on its own:
   the root; the same literal in the backward graph of the same compile (the same values on the
   same ranks, the same source line: AOTAutograd gives a backward node the stack of the forward
   op it differentiates) and the lines Inductor generated from either (the kernel's FX node, or
-  the model node it was made from, is the literal's node in the graph the literal lives in now)
-  are its consequences;
+  the model node it was made from, is the literal's node in the graph the literal lives in now;
+  where a rename hides the node, the kernel's line holds the literal's values and its FX node
+  has the literal's source line) are its consequences;
 * the consequences of one divergence: where the ranks' collectives differ at a pass
   (collective-mismatch), the structural divergences (rank-divergent-graph) at the same stage and
   the generated code that differs (codegen-divergent) in the same compile, on those ranks, follow
@@ -145,8 +146,7 @@ def _same_literal(back: Finding, fwd: Finding) -> bool:
         and back.ranks == fwd.ranks
         and _values(back) is not None
         and _values(back) == _values(fwd)
-        and _source_line(back) is not None
-        and _source_line(back) == _source_line(fwd)
+        and _same_line(back, fwd)
     )
 
 
@@ -160,10 +160,16 @@ def _generated_from(code: Finding, lit: Finding) -> bool:
     if code.graph not in (lev.get("graph_now"), lit.graph):
         return False
     names = {lit.node, *((lev.get("nodes") or {}).values())} - {None}
-    if not names & {code.node, ev.get("fx_node"), ev.get("source_node")}:
-        return False
-    # the same values where both say them (a device's kernel line names an index, not the literal)
-    return _values(code) is None or _values(lit) is None or _values(code) == _values(lit)
+    if names & {code.node, ev.get("fx_node"), ev.get("source_node")}:
+        # the same values where both say them (a device's kernel line names an index, not the literal)
+        return _values(code) is None or _values(lit) is None or _values(code) == _values(lit)
+    # the graph's node renamed on the way (no mapping comment names the model's node): the same
+    # value on every rank, made from the same line of the model (the kernel's FX node's stack)
+    return _values(code) is not None and _values(code) == _values(lit) and _same_line(code, lit)
+
+
+def _same_line(a: Finding, b: Finding) -> bool:
+    return _source_line(a) is not None and _source_line(a) == _source_line(b)
 
 
 def _same_stage(f: Finding, g: Finding) -> bool:

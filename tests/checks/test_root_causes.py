@@ -69,6 +69,14 @@ def test_a_literal_its_backward_copy_and_kernel_lines_are_one_finding():
     assert doc["consequences"][1]["layer"] == "codegen" and doc["consequences"][1]["evidence"]["fx_node"] == "mul_7"
 
 
+def test_a_kernel_line_of_a_renamed_node_follows_by_its_values_and_source_line():
+    fwd = _literal()
+    code = _literal(layer="codegen", node="mul_7", graph="gfwd2", evidence={"values": {"0": 1.0, "1": 2.0}})
+    elsewhere = _literal(layer="codegen", node="mul_9", graph="gfwd2", evidence={"values": {"0": 1.0, "1": 2.0}},
+                         source={**SRC, "line": 60})  # fmt: skip
+    assert group([fwd, code, elsewhere]) == [fwd, elsewhere] and fwd.consequences == [code]
+
+
 def test_a_kernel_line_of_other_values_or_another_graph_stays_a_root():
     fwd = _literal()
     elsewhere = _literal(layer="codegen", node="mul_7", graph="gother", evidence={"fx_node": "y_1"})

@@ -120,7 +120,8 @@ class FindingsView(Vertical):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.findings: list = []
-        self.shown: list = []
+        self.shown: list = []  # the table's rows: each root cause shown, then its consequences
+        self.roots: list = []  # the root causes shown (what the tab and status line count)
         self.filters: dict[str, object] = {k: Select.NULL for k in self.FILTERS}
         self.checks_note = ""  # the checks that did not run and the notes, after the counts
         self.shared_graph = False  # how the findings in view were graded (the app's check flag)
@@ -240,7 +241,10 @@ class FindingsView(Vertical):
 
         t = self.table
         t.clear()
-        self.shown = [f for f in self.findings if self._match(f)]
+        # each root cause, then its consequences under it (Enter on one goes to it, as on any row)
+        self.roots = [f for f in self.findings if self._match(f)]
+        self.shown = [g for f in self.roots for g in f.with_consequences()]
+        under = {id(c) for f in self.shown for c in f.consequences}
         names = [node_name(f) for f in self.shown]
         t.whole = [
             (
@@ -261,7 +265,7 @@ class FindingsView(Vertical):
                 Text(f.severity.upper(), style=SEVERITY_STYLE.get(f.severity, "")),
                 render(node, kept_spans(node, NODE_WIDTH, names)),
                 truncate(format_ranks(f.ranks) if f.ranks else "-", RANKS_WIDTH),
-                truncate(_with_count(f), MESSAGE_WIDTH),
+                truncate(("↳ " if id(f) in under else "") + _with_count(f), MESSAGE_WIDTH),
                 f.kind,
                 f.introduced_by or "?",
                 f.pass_ or "",

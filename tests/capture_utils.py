@@ -147,3 +147,8 @@ def drop_relu(gm, example_inputs=None):
             gm.graph.erase_node(n)
     gm.recompile()
     return gm
+
+
+def every_finding(doc: dict) -> list[dict]:
+    """`check --json`'s findings with each root's consequences after it: every finding made."""
+    return [g for f in doc.get("findings") or [] for g in (f, *(f.get("consequences") or []))]

@@ -56,6 +56,7 @@ def finding_from_json(d: dict[str, Any]) -> Finding:
         last_seq=d.get("last_seq"),
         layer=d.get("layer") or "graph",
         source=d.get("source") if isinstance(d.get("source"), dict) else None,
+        consequences=[finding_from_json(c) for c in d.get("consequences") or [] if isinstance(c, dict)],
     )
 
 

@@ -1,8 +1,8 @@
 """Checks: find the bugs of graph-based distributed training in a capture, and blame a pass.
 
     from graphtrain_inspect.inspector.checks import run_checks, check_report
-    findings = run_checks(cap)                       # list[Finding], errors first
-    report = check_report(cap)                       # findings + summary (+ checks that could not run)
+    findings = run_checks(cap)                       # list[Finding]: every one, each root then its consequences
+    report = check_report(cap)                       # root causes + summary (+ checks that could not run)
 
 Each check is a small module in this package, listed once in CHECK_MODULES below, with `KIND`,
 `DESCRIPTION` and `run(ctx) -> list[Finding]`. Checks look at every graph state (the traced graph,
@@ -109,6 +109,8 @@ class Report:
         return c
 
     def summary(self) -> dict[str, Any]:
+        """Counts of root causes (each finding of `findings`); `consequences` counts the findings
+        that follow from them (checks.root_causes), listed inside their roots."""
         by_kind: dict[str, int] = {}
         for f in self.findings:
             by_kind[f.kind] = by_kind.get(f.kind, 0) + 1
@@ -116,6 +118,7 @@ class Report:
         return {
             **self.counts(),
             "findings": len(self.findings),
+            "consequences": sum(len(f.consequences) for f in self.findings),
             "by_kind": by_kind,
             "checks": list(CHECKS),
             "not_run": [n.to_json() for n in self.not_run],
@@ -234,7 +237,9 @@ def _run_checks(ctx: "CheckContext", only: list[str] | None) -> Report:
     explain(ctx, ran)
     attach_sources(cap, findings)
     findings.sort(key=sort_key)
-    return Report(findings, ctx.not_run, ctx.notes, cap)
+    from graphtrain_inspect.inspector.checks.root_causes import group
+
+    return Report(group(findings), ctx.not_run, ctx.notes, cap)
 
 
 def raised_reason(e: BaseException) -> str:
@@ -271,5 +276,8 @@ def attach_sources(cap: "Capture", findings: list[Finding]) -> None:
 
 
 def run_checks(cap: "Capture", only: list[str] | None = None, *, shared_graph: bool = False) -> list[Finding]:
-    """Every registered check on the capture (or those named in `only`); errors first."""
-    return check_report(cap, only, shared_graph=shared_graph).findings
+    """Every registered check on the capture (or those named in `only`): every finding, each root
+    cause followed by its consequences (checks.root_causes); roots errors first."""
+    from graphtrain_inspect.inspector.checks.root_causes import every
+
+    return every(check_report(cap, only, shared_graph=shared_graph).findings)

@@ -20,7 +20,7 @@ from typing import Any
 
 from graphtrain_inspect.capture.shared.rank_ranges import format_ranks
 from graphtrain_inspect.inspector.checks.cache_keys import by_cache_key, undetermined_keys
-from graphtrain_inspect.inspector.checks.codegen_sites import CODEGEN_PASS, CodeSite
+from graphtrain_inspect.inspector.checks.codegen_sites import CODEGEN_PASS, CodeSite, code_evidence_lines
 from graphtrain_inspect.inspector.checks.findings import Finding
 from graphtrain_inspect.inspector.checks.rank_baked_constant import match_vectors
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
@@ -177,3 +177,8 @@ def _finding(ctx: CheckContext, key: str, sites: dict[int, CodeSite], ref: int, 
     )
     f.layer = "codegen"
     return f
+
+
+def evidence_lines(f: Finding) -> list[str]:
+    """The finding's evidence as lines of text (`check`, `report`, the TUI and SARIF show them)."""
+    return code_evidence_lines(f)

@@ -12,7 +12,7 @@ rank's own device is an error; an accelerator index on a rank that computes on t
 
 from __future__ import annotations
 
-from graphtrain_inspect.inspector.checks.codegen_sites import aligned, clip_code, finding, fx_node
+from graphtrain_inspect.inspector.checks.codegen_sites import aligned, clip_code, code_evidence_lines, finding, fx_node
 from graphtrain_inspect.inspector.checks.findings import Finding
 from graphtrain_inspect.inspector.checks.rank_baked_constant import compile_on_one_rank
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
@@ -95,3 +95,8 @@ def run(ctx: CheckContext) -> list[Finding]:
                     finding(KIND, sev, msg, {r: site}, all_ranks if shared else [r], node=fx["fx_node"], evidence=ev)
                 )
     return out
+
+
+def evidence_lines(f: Finding) -> list[str]:
+    """The finding's evidence as lines of text (`check`, `report`, the TUI and SARIF show them)."""
+    return code_evidence_lines(f)

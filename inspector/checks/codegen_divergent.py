@@ -14,7 +14,7 @@ itself, an error where the code is shared (compile on one rank, `check --shared-
 
 from __future__ import annotations
 
-from graphtrain_inspect.inspector.checks.codegen_sites import aligned, finding
+from graphtrain_inspect.inspector.checks.codegen_sites import aligned, code_evidence_lines, finding
 from graphtrain_inspect.inspector.checks.findings import Finding
 from graphtrain_inspect.inspector.checks.rank_baked_constant import compile_on_one_rank
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
@@ -84,3 +84,8 @@ def run(ctx: CheckContext) -> list[Finding]:
             msg += ": the collectives it calls differ, the ranks would hang"
         out.append(finding(KIND, sev, msg, sites, ranks, node=None, evidence=ev))
     return out
+
+
+def evidence_lines(f: Finding) -> list[str]:
+    """The finding's evidence as lines of text (`check`, `report`, the TUI and SARIF show them)."""
+    return code_evidence_lines(f)

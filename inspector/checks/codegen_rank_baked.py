@@ -10,7 +10,14 @@ nature: a match there is info unless the graph is shared (`rank_baked_constant.g
 
 from __future__ import annotations
 
-from graphtrain_inspect.inspector.checks.codegen_sites import CODEGEN_PASS, aligned, clip_code, finding, fx_node
+from graphtrain_inspect.inspector.checks.codegen_sites import (
+    CODEGEN_PASS,
+    aligned,
+    clip_code,
+    code_evidence_lines,
+    finding,
+    fx_node,
+)
 from graphtrain_inspect.inspector.checks.findings import Finding
 from graphtrain_inspect.inspector.checks.rank_baked_constant import grade_per_rank, match_vectors
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
@@ -95,3 +102,8 @@ def run(ctx: CheckContext) -> list[Finding]:
     return grade_per_rank(
         ctx, out, shared=ctx.shared_graph, traced_by=(CODEGEN_PASS,), where="code each rank generated"
     )
+
+
+def evidence_lines(f: Finding) -> list[str]:
+    """The finding's evidence as lines of text (`check`, `report`, the TUI and SARIF show them)."""
+    return code_evidence_lines(f)

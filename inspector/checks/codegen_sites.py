@@ -192,3 +192,24 @@ def finding(
     if f.source is not None and evidence.get("stack_from"):
         f.source["nearest_node"] = evidence["stack_from"]
     return f
+
+
+def code_evidence_lines(f: Finding) -> list[str]:
+    """A generated-code finding's evidence in one line: the values per rank and the line of code
+    (the FX node's source line is the finding's `source`, shown under it as for FX findings)."""
+    ev = f.evidence or {}
+    parts = []
+    if ev.get("literals"):
+        m = ev.get("matches") or []
+        parts.append(
+            ", ".join(f"r{r}={v}" for r, v in ev["literals"].items())
+            + (f" = {m[0].get('form') or m[0]['vector']}" if m else "")
+        )
+    if f.kind == "device-baked" and ev.get("lines"):
+        parts.append(f"line {ev['lines'][0]['line']}: {ev['lines'][0]['code']}")
+    elif ev.get("code"):
+        parts.append(f"line {ev.get('line')}: {ev['code']}")
+    if ev.get("diff"):
+        parts.append(next((l for l in ev["diff"] if l[:1] in "+-" and not l.startswith(("+++", "---"))), ""))
+    line = "  |  ".join(p for p in parts if p)
+    return [line] if line else []

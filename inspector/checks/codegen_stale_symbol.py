@@ -17,7 +17,14 @@ import re
 from typing import Any
 
 from graphtrain_inspect.capture.shared.symbol_rows import row_refs
-from graphtrain_inspect.inspector.checks.codegen_sites import CodeSite, aligned, clip_code, finding, fx_node
+from graphtrain_inspect.inspector.checks.codegen_sites import (
+    CodeSite,
+    aligned,
+    clip_code,
+    code_evidence_lines,
+    finding,
+    fx_node,
+)
 from graphtrain_inspect.inspector.checks.findings import Finding
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
 from graphtrain_inspect.inspector.read.code_scopes import UnboundUse, unbound_symbols
@@ -172,3 +179,8 @@ def _fx(
             out.update(fx_node=n, source_node=mapping.get(n), fx_stack=row.get("stack"))
             break
     return out
+
+
+def evidence_lines(f: Finding) -> list[str]:
+    """The finding's evidence as lines of text (`check`, `report`, the TUI and SARIF show them)."""
+    return code_evidence_lines(f)

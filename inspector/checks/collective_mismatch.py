@@ -124,3 +124,15 @@ def _finding(
     if traced:
         f.message += f" (rank(s) {format_ranks(diverged)} against rank {ref}; ranks may trace different programs)"
     return f
+
+
+def evidence_lines(f: Finding) -> list[str]:
+    """The finding's evidence as lines of text (`check`, `report`, the TUI and SARIF show them):
+    the reference rank's collectives and those of the first rank that parts from them."""
+    seqs = (f.evidence or {}).get("collectives") or {}
+    shown = list(seqs.items())[:2]
+    line = "  |  ".join(
+        f"r{r}: " + (", ".join(str(c) for c in cs[:4]) + (", ..." if len(cs) > 4 else "") if cs else "none")
+        for r, cs in shown
+    )
+    return [line] if line else []

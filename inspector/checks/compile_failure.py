@@ -29,3 +29,11 @@ def run(ctx: CheckContext) -> list[Finding]:
         sev, why, ev = whose(e, "error")
         out.append(finding(KIND, sev, e, ranks, f"{head}: {e.reason}{why}", ctx, fullgraph_break=fullgraph, **ev))
     return out
+
+
+def evidence_lines(f: Finding) -> list[str]:
+    """The finding's evidence as lines of text (`check`, `report`, the TUI and SARIF show them)."""
+    from graphtrain_inspect.inspector.checks.compile_findings import evidence_line
+
+    line = evidence_line(f)
+    return [line] if line else []

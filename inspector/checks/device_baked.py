@@ -28,6 +28,7 @@ from typing import Any
 from graphtrain_inspect.capture.shared import logformat
 from graphtrain_inspect.capture.shared.rank_ranges import values_by_rank
 from graphtrain_inspect.inspector.checks.differing_literals import cross_rank_evidence, literal_sites
+from graphtrain_inspect.inspector.checks.findings import Finding
 from graphtrain_inspect.inspector.checks.rank_baked_constant import compile_on_one_rank, match_vectors
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext, Observation
 from graphtrain_inspect.inspector.read.graphmodel import device_of_leaf, split_device
@@ -265,3 +266,15 @@ def run(ctx: CheckContext) -> list:
     else:
         ctx.skip(f"{KIND} (across ranks)", "needs graphs of at least two ranks to compare")
     return findings
+
+
+def evidence_lines(f: Finding) -> list[str]:
+    """The finding's evidence as lines of text (`check`, `report`, the TUI and SARIF show them)."""
+    if f.layer == "codegen":
+        from graphtrain_inspect.inspector.checks.codegen_sites import code_evidence_lines
+
+        return code_evidence_lines(f)
+    ev = f.evidence or {}
+    if ev.get("values"):
+        return [values_by_rank(ev["values"], str, prefix="r", sep="=")]
+    return [f"{ev.get('device')} (own device {ev.get('own_device')})"]

@@ -35,9 +35,12 @@ class Finding:
     # {"created_by": pass} for a node a pass made (inspector.read.source_lines); None when unknown
     source: dict[str, Any] | None = None
     layer: str = "graph"  # graph: an FX graph; codegen: Inductor's generated code
+    # the findings that follow from this one (checks.root_causes): each keeps its own kind,
+    # severity, message and evidence; empty for a finding that is no root of others
+    consequences: list["Finding"] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "kind": self.kind,
             "severity": self.severity,
             "introduced_by": self.introduced_by,
@@ -54,6 +57,13 @@ class Finding:
             "source": self.source,
             "layer": self.layer,
         }
+        if self.consequences:  # only where there are some: a finding without keeps its old shape
+            out["consequences"] = [c.to_json() for c in self.consequences]
+        return out
+
+    def with_consequences(self) -> list["Finding"]:
+        """This finding, then each of its consequences."""
+        return [self, *self.consequences]
 
 
 @dataclass

@@ -69,3 +69,11 @@ def run(ctx: CheckContext) -> list[Finding]:
             )
         )
     return out
+
+
+def evidence_lines(f: Finding) -> list[str]:
+    """The finding's evidence as lines of text (`check`, `report`, the TUI and SARIF show them)."""
+    from graphtrain_inspect.inspector.checks.compile_findings import evidence_line
+
+    line = evidence_line(f)
+    return [line] if line else []

@@ -325,3 +325,13 @@ def _blob_findings(cap: Any, rank: int, base: str) -> list[Finding]:
             )
         )
     return out
+
+
+def evidence_lines(f: Finding) -> list[str]:
+    """The finding's evidence as lines of text (`check`, `report`, the TUI and SARIF show them)."""
+    if f.layer == "codegen":
+        from graphtrain_inspect.inspector.checks.codegen_sites import code_evidence_lines
+
+        return code_evidence_lines(f)
+    detail = str((f.evidence or {}).get("detail") or "")
+    return [detail] if detail else []

@@ -40,6 +40,7 @@ from graphtrain_inspect.capture.shared.rank_ranges import values_by_rank
 from graphtrain_inspect.inspector.checks import shard_geometry
 from graphtrain_inspect.inspector.checks.cache_keys import keyed_per_rank
 from graphtrain_inspect.inspector.checks.differing_literals import Site, cross_rank_evidence, literal_sites
+from graphtrain_inspect.inspector.checks.findings import Finding
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext, Observation
 from graphtrain_inspect.inspector.diff.normalize import table_meshes
 from graphtrain_inspect.inspector.read import pipelines
@@ -729,3 +730,32 @@ def run(ctx: CheckContext) -> list:
 
         findings.extend(ctx.blame_per_rank(KIND, observe))
     return findings
+
+
+def evidence_lines(f: Finding) -> list[str]:
+    """The finding's evidence as lines of text (`check`, `report`, the TUI and SARIF show them):
+    the values per rank and the rank-derived form they equal, or the chunk a bound is."""
+    if f.layer == "codegen":
+        from graphtrain_inspect.inspector.checks.codegen_sites import code_evidence_lines
+
+        return code_evidence_lines(f)
+    ev = f.evidence or {}
+    vals = ev.get("values")
+    if vals:
+        m = ev.get("matches") or []
+        return [values_by_rank(vals, prefix="r", sep="=") + (f"  = {m[0].get('form') or m[0]['vector']}" if m else "")]
+    if "bounds" in ev and "chunk_index" in ev:
+        lo, hi = (ev.get("bounds") or [None, None])[:2]
+        at = ", ".join(map(str, ev.get("nodes_using") or []))
+        return [
+            f"[{lo}, {hi}) = compiling rank {ev.get('compiling_rank')}'s {ev.get('equals')}; dim size "
+            f"{ev.get('dim_size')} in {ev.get('chunks')} chunks; at {at}"
+        ]
+    if "chunk_index" in ev:
+        return [
+            f"literal {ev['value']!r} = compiling rank {ev.get('compiling_rank')}'s {ev.get('equals')}; dim "
+            f"size {ev.get('dim_size')} in {ev.get('chunks')} chunks"
+        ]
+    if "value" in ev:
+        return [f"literal {ev['value']!r}; computed at run time by {ev.get('runtime_twin')}"]
+    return []

@@ -133,3 +133,9 @@ def _side(compiles: list[CompileInfo], i: int, cid: str, s: Any, rank: int) -> d
         "same_compile_id": same.to_json() if same else None,
         "summary": _what(same or at),
     }
+
+
+def evidence_lines(f: Finding) -> list[str]:
+    """The finding's evidence as lines of text: its message and the evidence `--json` holds say it
+    all (`report` lists the evidence by key)."""
+    return []

@@ -70,80 +70,99 @@ def run(ctx: CheckContext) -> list:
         return findings
     shared = ctx.shared_graph or compile_on_one_rank(ctx)[0]
     for ranks in groups:
-        ref = ranks[0]
-        ref_stages = ctx.index.by_rank[ref]
-        pipelines_of = {r: {st.key.pipeline for st in ctx.index.by_rank[r]} for r in ranks}
-        # passes missing on some ranks
-        reported_missing: set[StageKey] = set()
-        for key in ctx.index.keys:
-            across = ctx.index.across(key)
-            have = [r for r in ranks if r in across]
-            lack = [r for r in ranks if r not in across and key.pipeline in pipelines_of[r]]
-            if have and lack and key.pass_name != TRACE and key not in reported_missing:
-                reported_missing.add(key)
-                st = across[have[0]]
-                o = Observation(
-                    ("missing", key),
-                    "error",
-                    f"pass {key.label()} ran on rank(s) {format_ranks(have)} but not on rank(s) "
-                    f"{format_ranks(lack)} of the same pipeline",
-                    evidence={"ran_on": have, "not_on": lack, "stage": key.label()},
-                )
-                findings.append(ctx._finding(KIND, st, st, o, sorted(have + lack)))
-        # structural divergence
-        for st in ref_stages:
-            key = st.key
-            diverged: dict[int, Any] = {}
-            literal_before: dict[int, list[str]] = {}
-            for r in ranks[1:]:
-                d_after = ctx.rank_diff(key, ref, r)
-                if d_after is None or not d_after.structural:
-                    continue
-                if st.parent is not None:
-                    d_before = ctx.rank_diff(st.parent.key, ref, r)
-                    if d_before is None or d_before.structural:
-                        continue  # already divergent before this pass (reported there)
-                    if not d_before.empty:
-                        literal_before[r] = _literal_lines(d_before)
-                diverged[r] = d_after
-            if not diverged:
-                continue
-            # how long does the divergence last: follow this stage's descendants on the reference
-            last = st
-            chain = {id(st)}
-            for later in ref_stages[st.order + 1 :]:
-                if later.parent is not None and id(later.parent) in chain:
-                    if any((ctx.rank_diff(later.key, ref, r) or _NoDiff).structural for r in diverged):
-                        chain.add(id(later))
-                        last = later
-            intro = st.pass_rec is None
-            counts = {str(r): d.counts for r, d in diverged.items()}
-            first_r = min(diverged)
-            lines = _structural_lines(diverged[first_r])
-            where = "traced graphs" if intro else f"pass {key.label()}"
-            msg = f"{where}: rank(s) {format_ranks(diverged)} differ structurally from rank {ref}"
-            if not intro:
-                msg += " although the graphs the pass received agreed"
-            ev: dict[str, Any] = {
-                "reference_rank": ref,
-                "counts": counts,
-                "differences": lines,
-                "stage": key.label(),
-            }
-            if literal_before:
-                ev["inputs_differed_in_literals"] = {str(r): v for r, v in literal_before.items()}
-                msg += " (they differed only in literals: see rank-baked-constant)"
-            first_change = next((c for c in diverged[first_r].changes() if c.status != "same"), None)
-            node = None
-            sub = None
-            if first_change is not None:
-                node = first_change.name
-                sub = first_change.subgraph or None
-            sev = "warning" if intro else "error"
-            sev, msg = _grade(ctx, key, ref, list(diverged), sev, msg, ev, shared=shared, traced=intro)
-            o = Observation(("divergent", key), sev, msg, node=node, subgraph=sub, evidence=ev)
-            findings.append(ctx._finding(KIND, st, last, o, sorted([ref, *diverged])))
+        findings.extend(_missing_passes(ctx, ranks))
+        for st in ctx.index.by_rank[ranks[0]]:
+            f = _divergence(ctx, st, ranks, shared)
+            if f is not None:
+                findings.append(f)
     return findings
+
+
+def _missing_passes(ctx: CheckContext, ranks: list[int]) -> list[Finding]:
+    """A pass that ran on some ranks of a pipeline and not on others (an error)."""
+    out: list[Finding] = []
+    pipelines_of = {r: {st.key.pipeline for st in ctx.index.by_rank[r]} for r in ranks}
+    reported: set[StageKey] = set()
+    for key in ctx.index.keys:
+        across = ctx.index.across(key)
+        have = [r for r in ranks if r in across]
+        lack = [r for r in ranks if r not in across and key.pipeline in pipelines_of[r]]
+        if have and lack and key.pass_name != TRACE and key not in reported:
+            reported.add(key)
+            st = across[have[0]]
+            o = Observation(
+                ("missing", key),
+                "error",
+                f"pass {key.label()} ran on rank(s) {format_ranks(have)} but not on rank(s) "
+                f"{format_ranks(lack)} of the same pipeline",
+                evidence={"ran_on": have, "not_on": lack, "stage": key.label()},
+            )
+            out.append(ctx._finding(KIND, st, st, o, sorted(have + lack)))
+    return out
+
+
+def _diverged_at(ctx: CheckContext, st, ranks: list[int]) -> tuple[dict[int, Any], dict[int, list[str]]]:
+    """The ranks whose graph after the stage differs structurally from the reference's while the
+    graphs the pass received agreed (their diffs), and the literals those inputs differed in."""
+    ref = ranks[0]
+    diverged: dict[int, Any] = {}
+    literal_before: dict[int, list[str]] = {}
+    for r in ranks[1:]:
+        d_after = ctx.rank_diff(st.key, ref, r)
+        if d_after is None or not d_after.structural:
+            continue
+        if st.parent is not None:
+            d_before = ctx.rank_diff(st.parent.key, ref, r)
+            if d_before is None or d_before.structural:
+                continue  # already divergent before this pass (reported there)
+            if not d_before.empty:
+                literal_before[r] = _literal_lines(d_before)
+        diverged[r] = d_after
+    return diverged, literal_before
+
+
+def _last_divergent(ctx: CheckContext, st, ref: int, diverged: dict[int, Any]):
+    """How long the divergence lasts: the last of the stage's descendants on the reference rank
+    whose graphs still differ structurally."""
+    last = st
+    chain = {id(st)}
+    for later in ctx.index.by_rank[ref][st.order + 1 :]:
+        if later.parent is not None and id(later.parent) in chain:
+            if any((ctx.rank_diff(later.key, ref, r) or _NoDiff).structural for r in diverged):
+                chain.add(id(later))
+                last = later
+    return last
+
+
+def _divergence(ctx: CheckContext, st, ranks: list[int], shared: bool) -> Finding | None:
+    """The finding of a pass (or of the traced graphs) after which ranks differ structurally."""
+    key, ref = st.key, ranks[0]
+    diverged, literal_before = _diverged_at(ctx, st, ranks)
+    if not diverged:
+        return None
+    last = _last_divergent(ctx, st, ref, diverged)
+    intro = st.pass_rec is None
+    first_r = min(diverged)
+    where = "traced graphs" if intro else f"pass {key.label()}"
+    msg = f"{where}: rank(s) {format_ranks(diverged)} differ structurally from rank {ref}"
+    if not intro:
+        msg += " although the graphs the pass received agreed"
+    ev: dict[str, Any] = {
+        "reference_rank": ref,
+        "counts": {str(r): d.counts for r, d in diverged.items()},
+        "differences": _structural_lines(diverged[first_r]),
+        "stage": key.label(),
+    }
+    if literal_before:
+        ev["inputs_differed_in_literals"] = {str(r): v for r, v in literal_before.items()}
+        msg += " (they differed only in literals: see rank-baked-constant)"
+    first_change = next((c for c in diverged[first_r].changes() if c.status != "same"), None)
+    node = first_change.name if first_change is not None else None
+    sub = (first_change.subgraph or None) if first_change is not None else None
+    sev = "warning" if intro else "error"
+    sev, msg = _grade(ctx, key, ref, list(diverged), sev, msg, ev, shared=shared, traced=intro)
+    o = Observation(("divergent", key), sev, msg, node=node, subgraph=sub, evidence=ev)
+    return ctx._finding(KIND, st, last, o, sorted([ref, *diverged]))
 
 
 def _grade(
@@ -175,3 +194,14 @@ def _grade(
 
 class _NoDiff:
     structural = False
+
+
+def evidence_lines(f: Finding) -> list[str]:
+    """The finding's evidence as lines of text (`check`, `report`, the TUI and SARIF show them):
+    the structural differences, or where a pass ran and where not."""
+    ev = f.evidence or {}
+    if ev.get("differences"):
+        return [str(d) for d in ev["differences"]]
+    if ev.get("not_on"):
+        return [f"ran on {ev.get('ran_on')}, not on {ev.get('not_on')}"]
+    return []

@@ -20,3 +20,9 @@ def run(ctx: CheckContext) -> list[Finding]:
         why = f"guard failed: {e.guard}" if e.guard else e.reason
         out.append(finding(KIND, "info", e, ranks, f"{fn} recompiled {e.label}: {why}", ctx))
     return out
+
+
+def evidence_lines(f: Finding) -> list[str]:
+    """The finding's evidence as lines of text: its message and the evidence `--json` holds say it
+    all (`report` lists the evidence by key)."""
+    return []

@@ -34,8 +34,9 @@ def counts(findings: Iterable[Any]) -> dict[str, int]:
 
 
 def summary(shown: list[Any], hidden: int, how: str) -> tuple[str, str | None]:
-    """(`N findings: E errors, W warnings[, I info]`, `H info findings not shown (HOW)` or None):
-    info is counted in the headline only when it is shown."""
+    """(`N findings: E errors, W warnings[, I info][ (C consequences under them)]`, `H info
+    findings not shown (HOW)` or None): info is counted in the headline only when it is shown; a
+    finding counts once with its consequences (checks.root_causes) counted apart."""
     c = counts(shown)
     parts = [
         f"{c['error']} error{'s' if c['error'] != 1 else ''}",
@@ -44,4 +45,7 @@ def summary(shown: list[Any], hidden: int, how: str) -> tuple[str, str | None]:
     if c["info"] or not hidden:
         parts.append(f"{c['info']} info")
     head = (f"{len(shown)} finding{'s' if len(shown) != 1 else ''}: " if shown else "no findings: ") + ", ".join(parts)
+    under = sum(len(getattr(f, "consequences", None) or ()) for f in shown)
+    if under:
+        head += f" ({under} consequence{'s' if under != 1 else ''} under them)"
     return head, (f"{hidden} info finding{'s' if hidden != 1 else ''} not shown ({how})" if hidden else None)

@@ -26,6 +26,7 @@ from graphtrain_inspect.capture.shared import logformat, symbol_rows
 from graphtrain_inspect.capture.shared.logformat import NodeRow
 from graphtrain_inspect.capture.shared.symbol_rows import row_refs
 from graphtrain_inspect.capture.shared.symbol_usage import is_unbacked, row_symbols
+from graphtrain_inspect.inspector.checks.findings import Finding
 from graphtrain_inspect.inspector.checks.rank_classes import class_rep_stage
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext, Observation
 from graphtrain_inspect.inspector.diff.rank_diffs import POSITIONAL
@@ -592,3 +593,18 @@ def run(ctx: CheckContext) -> list:
     if ctx.cap.kind == "torch_trace":
         ctx.skip(f"{KIND} (ShapeEnv)", "TORCH_TRACE logs carry no ShapeEnv: symbols unknown to it cannot be found")
     return findings
+
+
+def evidence_lines(f: Finding) -> list[str]:
+    """The finding's evidence as lines of text (`check`, `report`, the TUI and SARIF show them)."""
+    if f.layer == "codegen":
+        from graphtrain_inspect.inspector.checks.codegen_sites import code_evidence_lines
+
+        return code_evidence_lines(f)
+    ev = f.evidence or {}
+    s = f"{ev.get('symbol')}: {ev.get('uses', 1)} use(s)"
+    if ev.get("bound_elsewhere"):
+        s += f"; bound only at {', '.join(ev['bound_elsewhere'][:3])}"
+    if ev.get("bindings") and "inferred" in ev["bindings"]:
+        s += "; bindings inferred from text"
+    return [s]

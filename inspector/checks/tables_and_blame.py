@@ -221,12 +221,10 @@ class CheckContext:
     def rank_groups(self) -> list[list[int]]:
         """Ranks whose graphs ought to agree: all ranks, split by pipeline-parallel stage if any."""
         if self._groups is None:
-            groups: dict[Any, list[int]] = {}
-            for r in self.cap.ranks:
-                coords = self.rank_ctx(r).coordinates
-                pp = next((v for d, v in coords.items() if d.lower() in ("pp", "pipeline", "stage", "pp_stage")), None)
-                groups.setdefault(pp, []).append(r)
-            self._groups = [sorted(g) for g in groups.values()]
+            from graphtrain_inspect.inspector.checks.pipeline_stages import stage_groups
+
+            groups = stage_groups(self.cap.ranks, lambda r: self.rank_ctx(r).coordinates)
+            self._groups = [members for _stage, members in groups]
         return self._groups
 
     def compared_groups(self) -> list[list[int]]:

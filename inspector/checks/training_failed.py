@@ -361,3 +361,13 @@ def _fx_frame(cap: Any, rank: int, fr: dict[str, Any]) -> dict[str, Any]:
         where += f", FX node {node}"
     out["_where"] = where
     return out
+
+
+def evidence_lines(f: Finding) -> list[str]:
+    """The finding's evidence as lines of text (`check`, `report`, the TUI and SARIF show them)."""
+    if f.layer == "codegen":
+        from graphtrain_inspect.inspector.checks.codegen_sites import code_evidence_lines
+
+        return code_evidence_lines(f)
+    detail = str((f.evidence or {}).get("detail") or "")
+    return [detail] if detail else []

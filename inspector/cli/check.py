@@ -8,6 +8,9 @@ node, the ranks and one line of evidence; then the checks that could not run and
 `severity` (error, warning, info), `introduced_by` (the first pass after which it appears, or
 "trace" when the traced graph already has it), `pass` (the last pass where it is still present),
 `ranks`, `graph`, `subgraph` (nested path or null), `node`, `message`, `evidence`.
+A finding is a root cause (checks.root_causes): the findings that follow from it are its
+`consequences` (a list of findings in the same shape, only where there are some), counted in
+`summary.consequences`; the table counts them under each root and `--all` lists them.
 
 `--sarif FILE` also writes the findings the table shows as SARIF 2.1.0 (inspector.cli.sarif), each
 located at its source line, for code scanning.
@@ -34,7 +37,7 @@ import sys
 
 import orjson
 
-from graphtrain_inspect.capture.shared.rank_ranges import format_ranks, values_by_rank
+from graphtrain_inspect.capture.shared.rank_ranges import format_ranks
 from graphtrain_inspect.capture.shared.terminal_text import Style, truncate, want_color
 from graphtrain_inspect.inspector.checks.findings import SEVERITIES, SEVERITY_RANK
 from graphtrain_inspect.inspector.cli.common import (
@@ -90,6 +93,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="also write the findings as SARIF 2.1.0 to FILE (code scanning), each at its source line; "
         "the findings the table shows (errors and warnings unless --severity)",
     )
+    p.add_argument(
+        "--all",
+        action="store_true",
+        help="list each finding's consequences under it (the findings that follow from the same root cause; "
+        "by default counted under it; --json always lists them)",
+    )
     p.add_argument("--check", action="append", choices=list(CHECKS), help="run only this check (repeatable)")
     p.add_argument("--width", type=int, default=None, help="line width of the table (default: the terminal's)")
     p.add_argument(
@@ -101,87 +110,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     add_jobs_argument(p, "the rank diffs")
     add_common_arguments(p)
-
-
-def _evidence_line(f) -> str:
-    ev = f.evidence or {}
-    if getattr(f, "layer", "graph") == "codegen":
-        return _codegen_evidence(f.kind, ev)
-    if f.kind == "rank-baked-constant":
-        vals = ev.get("values")
-        if vals:
-            s = values_by_rank(vals, prefix="r", sep="=")
-            m = ev.get("matches") or []
-            return s + (f"  = {m[0].get('form') or m[0]['vector']}" if m else "")
-        if "bounds" in ev and "chunk_index" in ev:
-            lo, hi = (ev.get("bounds") or [None, None])[:2]
-            at = ", ".join(map(str, ev.get("nodes_using") or []))
-            return (
-                f"[{lo}, {hi}) = compiling rank {ev.get('compiling_rank')}'s {ev.get('equals')}; dim size "
-                f"{ev.get('dim_size')} in {ev.get('chunks')} chunks; at {at}"
-            )
-        if "chunk_index" in ev:
-            return (
-                f"literal {ev['value']!r} = compiling rank {ev.get('compiling_rank')}'s {ev.get('equals')}; dim "
-                f"size {ev.get('dim_size')} in {ev.get('chunks')} chunks"
-            )
-        if "value" in ev:
-            return f"literal {ev['value']!r}; computed at run time by {ev.get('runtime_twin')}"
-    if f.kind == "device-baked":
-        if ev.get("values"):
-            return values_by_rank(ev["values"], str, prefix="r", sep="=")
-        return f"{ev.get('device')} (own device {ev.get('own_device')})"
-    if f.kind == "stale-unbacked-symbol":
-        s = f"{ev.get('symbol')}: {ev.get('uses', 1)} use(s)"
-        if ev.get("bound_elsewhere"):
-            s += f"; bound only at {', '.join(ev['bound_elsewhere'][:3])}"
-        if ev.get("bindings") and "inferred" in ev["bindings"]:
-            s += "; bindings inferred from text"
-        return s
-    if f.kind in ("graph-break", "compile-failure"):
-        from graphtrain_inspect.inspector.checks.compile_findings import evidence_line
-
-        return evidence_line(f)
-    if f.kind in ("incomplete-capture", "training-failed"):
-        return str(ev.get("detail") or "")
-    if f.kind == "collective-mismatch":
-        seqs = ev.get("collectives") or {}
-        shown = list(seqs.items())[:2]  # the reference rank and the first that parts from it
-        return "  |  ".join(
-            f"r{r}: " + (", ".join(str(c) for c in cs[:4]) + (", ..." if len(cs) > 4 else "") if cs else "none")
-            for r, cs in shown
-        )
-    if f.kind == "rank-divergent-graph":
-        d = ev.get("differences") or []
-        if d:
-            return d[0]
-        if ev.get("not_on"):
-            return f"ran on {ev.get('ran_on')}, not on {ev.get('not_on')}"
-    return ""
-
-
-def _codegen_evidence(kind: str, ev: dict) -> str:
-    """Generated code: the values per rank and the line of code (the FX node's source line is the
-    finding's `source`, printed under it as for FX findings)."""
-    parts = []
-    if ev.get("literals"):
-        m = ev.get("matches") or []
-        parts.append(
-            ", ".join(f"r{r}={v}" for r, v in ev["literals"].items())
-            + (f" = {m[0].get('form') or m[0]['vector']}" if m else "")
-        )
-    if kind == "device-baked" and ev.get("lines"):
-        parts.append(f"line {ev['lines'][0]['line']}: {ev['lines'][0]['code']}")
-    elif ev.get("code"):
-        parts.append(f"line {ev.get('line')}: {ev['code']}")
-    if ev.get("diff"):
-        parts.append(next((l for l in ev["diff"] if l[:1] in "+-" and not l.startswith(("+++", "---"))), ""))
-    return "  |  ".join(p for p in parts if p)
-
-
-def _backward(f) -> bool:
-    ev = f.evidence or {}
-    return ev.get("backward") is True or ev.get("lives_in") == "backward"
 
 
 def source_line_groups(findings: list) -> dict[str, int]:
@@ -200,11 +128,16 @@ def source_line_groups(findings: list) -> dict[str, int]:
     return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
 
 
-def render(report, st: Style, width: int, hidden: int = 0, checked: str | None = None) -> list[str]:
-    from graphtrain_inspect.inspector.checks import CHECKS
+ROW_INDENT = 4 + 8 + 29 + 6 + 11  # where a row's message starts: evidence and source lines align there
+COLOURS = {"error": "red", "warning": "yellow", "info": "blue"}
+
+
+def render(
+    report, st: Style, width: int, hidden: int = 0, checked: str | None = None, every: bool = False
+) -> list[str]:
+    """The table: findings by kind (the most serious first), then by where they appear; each
+    root cause's consequences counted under it, or (`every`) listed under it."""
     from graphtrain_inspect.inspector.checks.severity_filter import summary
-    from graphtrain_inspect.inspector.read.source_lines import source_text
-    from graphtrain_inspect.inspector.read.stages import pipeline_label
 
     lines: list[str] = []
     findings = report.findings
@@ -212,58 +145,119 @@ def render(report, st: Style, width: int, hidden: int = 0, checked: str | None =
     by_kind: dict[str, list] = {}
     for f in findings:
         by_kind.setdefault(f.kind, []).append(f)
-    colours = {"error": "red", "warning": "yellow", "info": "blue"}
-    kinds = list(CHECKS) + [k for k in by_kind if k not in CHECKS]
-    # The most serious kinds first: an error must not scroll away under pages of info.
+    for kind in _kinds_in_order(by_kind):
+        lines.extend(_kind_block(kind, by_kind[kind], st, width, root, every))
+    lines.extend(_trailer(report, st, checked))
+    head, more = summary(findings, hidden, "--severity info shows them")
+    errors = sum(1 for f in findings if f.severity == "error")
+    lines.append(st(head, "red" if errors else ("yellow" if findings else "green")))
+    if more:
+        lines.append(st(more, "dim"))
+    return lines
+
+
+def _kinds_in_order(by_kind: dict[str, list]) -> list[str]:
+    """The kinds found, the most serious first (an error must not scroll away under pages of
+    info), in the checks' order within a severity."""
+    from graphtrain_inspect.inspector.checks import CHECKS
+
+    kinds = [k for k in list(CHECKS) + [k for k in by_kind if k not in CHECKS] if by_kind.get(k)]
     rank = SEVERITY_RANK
-    kinds.sort(key=lambda k: min((rank[f.severity] for f in by_kind.get(k, ()) if f.severity in rank), default=9))
-    for kind in kinds:
-        fs = by_kind.get(kind)
-        if not fs:
-            continue
-        c = {s: sum(1 for f in fs if f.severity == s) for s in SEVERITIES}
-        counts = ", ".join(f"{n} {s}{'s' if n != 1 and s != 'info' else ''}" for s, n in c.items() if n)
-        lines.append(st(f"{kind}  ({counts})", "bold"))
-        groups: dict[tuple, list] = {}
-        for f in fs:
-            groups.setdefault((f.pipeline, f.introduced_by, f.pass_), []).append(f)
-        for (pipeline, intro, last), gfs in groups.items():
-            if intro is None and kind == "training-failed":
-                where = "in the run itself (how the training ended)"
-            elif intro is None:
-                where = "in the capture itself (not in a graph)"
-            else:
-                where = f"introduced by {intro}" if intro != "trace" else "already in the traced graph"
-            if last and last != intro:
-                where += f", still present after {last}"
-            pl = f"  [{pipeline_label(pipeline)}]" if pipeline else ""
-            if any(getattr(f, "layer", "graph") == "codegen" for f in gfs):
-                pl += "  [generated code]"
-            lines.append(st(f"  {where}{pl}", "cyan"))
-            for f in gfs:
-                sev = st(f"{f.severity.upper():<7}", colours.get(f.severity, "bold"))
-                node = (f"{f.subgraph}:" if f.subgraph else "") + (f.node or "-")
-                ranks = format_ranks(f.ranks) if f.ranks else "-"
-                head = f"    {sev} {truncate(node, 28):<28} ranks {truncate(ranks, 10):<10} "
-                plain_len = 4 + 8 + 29 + 6 + 11
-                lines.append(head + truncate(f.message, max(20, width - plain_len)))
-                ev = _evidence_line(f)
-                if ev:
-                    lines.append(st(" " * plain_len + truncate(ev, max(20, width - plain_len)), "dim"))
-                src = source_text(f.source, root)
-                if src:
-                    # the model's line reads "at model.py:42 ..."; a pass-made node's "created by pass X [at ...]";
-                    # a backward node's stack is the forward op's it differentiates: "at backward of model.py:42"
-                    at = "at " if f.source.get("file") and not f.source.get("created_by") else ""
-                    if at and _backward(f):
-                        at = "at backward of "
-                    lines.append(" " * plain_len + st(at, "dim") + truncate(src, max(20, width - plain_len - len(at))))
-        by_line = source_line_groups(fs)
-        if len(fs) >= 4 and by_line and len(by_line) < len(fs):
-            top = ", ".join(f"{where} ({n})" for where, n in list(by_line.items())[:5])
-            rest = f", and {len(by_line) - 5} more" if len(by_line) > 5 else ""
-            lines.append(st(f"  {len(fs)} {kind} findings at {len(by_line)} source line(s): {top}{rest}", "dim"))
-        lines.append("")
+    kinds.sort(key=lambda k: min((rank[f.severity] for f in by_kind[k] if f.severity in rank), default=9))
+    return kinds
+
+
+def _kind_block(kind: str, fs: list, st: Style, width: int, root: str | None, every: bool) -> list[str]:
+    from graphtrain_inspect.inspector.read.stages import pipeline_label
+
+    c = {s: sum(1 for f in fs if f.severity == s) for s in SEVERITIES}
+    counts = ", ".join(f"{n} {s}{'s' if n != 1 and s != 'info' else ''}" for s, n in c.items() if n)
+    lines = [st(f"{kind}  ({counts})", "bold")]
+    groups: dict[tuple, list] = {}
+    for f in fs:
+        groups.setdefault((f.pipeline, f.introduced_by, f.pass_), []).append(f)
+    for (pipeline, intro, last), gfs in groups.items():
+        pl = f"  [{pipeline_label(pipeline)}]" if pipeline else ""
+        if any(getattr(f, "layer", "graph") == "codegen" for f in gfs):
+            pl += "  [generated code]"
+        lines.append(st(f"  {where_found(kind, intro, last)}{pl}", "cyan"))
+        for f in gfs:
+            lines.extend(_row(f, st, width, root))
+            lines.extend(_consequence_rows(f, st, width, root) if every else _consequence_count(f, st, width))
+    by_line = source_line_groups(fs)
+    if len(fs) >= 4 and by_line and len(by_line) < len(fs):
+        top = ", ".join(f"{where} ({n})" for where, n in list(by_line.items())[:5])
+        rest = f", and {len(by_line) - 5} more" if len(by_line) > 5 else ""
+        lines.append(st(f"  {len(fs)} {kind} findings at {len(by_line)} source line(s): {top}{rest}", "dim"))
+    lines.append("")
+    return lines
+
+
+def where_found(kind: str, intro: str | None, last: str | None) -> str:
+    """Where a group of findings appears: the pass that introduced them and the last that kept them."""
+    if intro is None and kind == "training-failed":
+        where = "in the run itself (how the training ended)"
+    elif intro is None:
+        where = "in the capture itself (not in a graph)"
+    else:
+        where = f"introduced by {intro}" if intro != "trace" else "already in the traced graph"
+    if last and last != intro:
+        where += f", still present after {last}"
+    return where
+
+
+def _row(f, st: Style, width: int, root: str | None, indent: str = "    ") -> list[str]:
+    """A finding's line (severity, node, ranks, message), its first evidence line and its source line."""
+    from graphtrain_inspect.inspector.checks.evidence import evidence_line
+    from graphtrain_inspect.inspector.checks.root_causes import in_backward
+    from graphtrain_inspect.inspector.read.source_lines import source_text
+
+    sev = st(f"{f.severity.upper():<7}", COLOURS.get(f.severity, "bold"))
+    node = (f"{f.subgraph}:" if f.subgraph else "") + (f.node or "-")
+    ranks = format_ranks(f.ranks) if f.ranks else "-"
+    pad = len(indent) - 4  # a consequence's row sits further in, its columns with it
+    head = f"{indent}{sev} {truncate(node, 28 - pad):<{28 - pad}} ranks {truncate(ranks, 10):<10} "
+    room = max(20, width - ROW_INDENT)
+    lines = [head + truncate(f.message, room)]
+    ev = evidence_line(f)
+    if ev:
+        lines.append(st(" " * ROW_INDENT + truncate(ev, room), "dim"))
+    src = source_text(f.source, root)
+    if src:
+        # the model's line reads "at model.py:42 ..."; a pass-made node's "created by pass X [at ...]";
+        # a backward node's stack is the forward op's it differentiates: "at backward of model.py:42"
+        at = "at " if f.source.get("file") and not f.source.get("created_by") else ""
+        if at and in_backward(f):
+            at = "at backward of "
+        lines.append(" " * ROW_INDENT + st(at, "dim") + truncate(src, max(20, width - ROW_INDENT - len(at))))
+    return lines
+
+
+def _consequence_count(f, st: Style, width: int) -> list[str]:
+    from graphtrain_inspect.inspector.checks.root_causes import consequence_label
+
+    if not f.consequences:
+        return []
+    n = len(f.consequences)
+    text = f"+ {n} consequence{'s' if n != 1 else ''} (check --all lists them): " + ", ".join(
+        consequence_label(c, f.kind) for c in f.consequences
+    )
+    return [st(" " * ROW_INDENT + truncate(text, max(20, width - ROW_INDENT)), "dim")]
+
+
+def _consequence_rows(f, st: Style, width: int, root: str | None) -> list[str]:
+    from graphtrain_inspect.inspector.checks.root_causes import consequence_label
+
+    lines: list[str] = []
+    for i, c in enumerate(f.consequences, 1):
+        lines.append(st(f"      consequence {i} of {len(f.consequences)}: {consequence_label(c, f.kind)}", "dim"))
+        lines.extend(_row(c, st, width, root, indent="      "))
+    return lines
+
+
+def _trailer(report, st: Style, checked: str | None) -> list[str]:
+    """The checks that could not run (one line per reason), the notes and what was checked."""
+    lines: list[str] = []
     reasons: dict[str, list[str]] = {}
     for n in report.not_run:  # checks skipped for one reason on one line
         reasons.setdefault(n.reason, []).append(n.check)
@@ -274,11 +268,6 @@ def render(report, st: Style, width: int, hidden: int = 0, checked: str | None =
         lines.append(st(f"note: {n}", "dim"))
     if checked:
         lines.append(st(checked, "dim"))
-    head, more = summary(findings, hidden, "--severity info shows them")
-    errors = sum(1 for f in findings if f.severity == "error")
-    lines.append(st(head, "red" if errors else ("yellow" if findings else "green")))
-    if more:
-        lines.append(st(more, "dim"))
     return lines
 
 
@@ -334,5 +323,6 @@ def run(args: argparse.Namespace) -> int:
             tty = want_color("auto")
             width = args.width or (shutil.get_terminal_size((120, 40)).columns if tty else 100_000)
             st = Style(want_color(args.color))
-            sys.stdout.write("\n".join(render(report, st, width, hidden, checked)) + "\n")
+            lines = render(report, st, width, hidden, checked, every=args.all)
+            sys.stdout.write("\n".join(lines) + "\n")
     return 1 if has_error else 0

@@ -54,83 +54,7 @@ def listing(cap, ranks: list[int] | None = None, *, classes: bool | None = None)
         "ranks": [],
     }
     for r in ranks if ranks is not None else cap.ranks:
-        log = cap.log_file(r)
-        header = cap.header(r) or {}
-        end = cap.end(r)
-        passes = []
-        pipeline_of = {p.seq: pl for pl in cap.pipelines(r) for p in pl.passes}
-        for p in cap.passes(r):
-            before_n = cap.node_count(r, p.before) if p.before else None
-            pl = pipeline_of.get(p.seq)
-            after = {}
-            for role, gid in p.after.items():
-                ref = cap.graph(r, gid)
-                n = cap.node_count(r, gid)
-                after[role] = {
-                    "gid": gid,
-                    "nodes": n,
-                    "delta": (n - before_n) if n is not None and before_n is not None else None,
-                    "bytes": ref.bytes if ref else None,
-                }
-            blob_bytes = sum((b or {}).get("bytes") or 0 for b in (p.blobs or {}).values())
-            passes.append(
-                {
-                    "seq": p.seq,
-                    "name": p.name,
-                    "qualname": p.qualname,
-                    "source": p.source,
-                    "subsystem": p.subsystem,
-                    "pipeline": p.pipeline,
-                    # what identifies the pipeline across ranks (identity.pipeline_key), and where
-                    # its first graph came from ("loaded": made by `loaded_from`'s passes, or unpickled)
-                    "pipeline_key": pl.key if pl is not None else None,
-                    "origin": pl.origin if pl is not None else None,
-                    "loaded_from": pl.loaded_from if pl is not None else [],
-                    "module": pl.module if pl is not None else None,
-                    "compile_id": p.compile_id,
-                    "traced": p.traced,
-                    "status": p.status,
-                    "parent": p.parent,
-                    "before": {"gid": p.before, "nodes": before_n},
-                    "after": after,
-                    "wall_s": p.wall_s,
-                    "capture_errors": p.capture_errors,
-                    "blob_bytes": blob_bytes or None,
-                    "exception": (p.exception or {}).get("type")
-                    and f"{p.exception.get('type')}: "
-                    f"{str(p.exception.get('message', '')).splitlines()[0] if p.exception.get('message') else ''}",
-                }
-            )
-        out["ranks"].append(
-            {
-                "rank": r,
-                "log": log.path if log else None,
-                "bytes": log.size if log else None,
-                "records": len(log.records) if log else 0,
-                "pid": header.get("pid"),
-                "host": header.get("host"),
-                "local_rank": header.get("local_rank"),
-                "torch_version": header.get("torch_version"),
-                "graphs": len(cap.graphs(r)),
-                "passes": passes,
-                "capture_errors": [
-                    {
-                        "where": e.get("where"),
-                        "pass": e.get("pass"),
-                        "seq": e.get("seq"),
-                        "type": e.get("type"),
-                        "message": str(e.get("message", "")).splitlines()[0][:200] if e.get("message") else "",
-                    }
-                    for e in cap.capture_errors(r)
-                ],
-                "complete": end is not None if cap.kind == "capture" else None,
-                "output_code": ls_output_code.entries(cap, r),
-                "stopped": cap.stopped(r) if cap.kind == "capture" else None,
-                "exit": cap.rank_exit(r) if cap.kind == "capture" else None,
-                "failure": _failure(cap, r),
-                "compile": ls_compile.entry(cap, r),
-            }
-        )
+        out["ranks"].append(_rank_entry(cap, r))
     if cap.kind == "capture":
         from graphtrain_inspect.inspector.checks.training_failed import findings_of
 
@@ -142,6 +66,84 @@ def listing(cap, ranks: list[int] | None = None, *, classes: bool | None = None)
     out["read_errors"] = [str(e) for e in cap.all_errors()]
     out["unsigned_files"] = integrity_notes(cap)
     return out
+
+
+def _rank_entry(cap, r: int) -> dict[str, Any]:
+    """One rank of the listing: its log, its passes in order, how it ended."""
+    log = cap.log_file(r)
+    header = cap.header(r) or {}
+    end = cap.end(r)
+    pipeline_of = {p.seq: pl for pl in cap.pipelines(r) for p in pl.passes}
+    return {
+        "rank": r,
+        "log": log.path if log else None,
+        "bytes": log.size if log else None,
+        "records": len(log.records) if log else 0,
+        "pid": header.get("pid"),
+        "host": header.get("host"),
+        "local_rank": header.get("local_rank"),
+        "torch_version": header.get("torch_version"),
+        "graphs": len(cap.graphs(r)),
+        "passes": [_pass_entry(cap, r, p, pipeline_of.get(p.seq)) for p in cap.passes(r)],
+        "capture_errors": [
+            {
+                "where": e.get("where"),
+                "pass": e.get("pass"),
+                "seq": e.get("seq"),
+                "type": e.get("type"),
+                "message": str(e.get("message", "")).splitlines()[0][:200] if e.get("message") else "",
+            }
+            for e in cap.capture_errors(r)
+        ],
+        "complete": end is not None if cap.kind == "capture" else None,
+        "output_code": ls_output_code.entries(cap, r),
+        "stopped": cap.stopped(r) if cap.kind == "capture" else None,
+        "exit": cap.rank_exit(r) if cap.kind == "capture" else None,
+        "failure": _failure(cap, r),
+        "compile": ls_compile.entry(cap, r),
+    }
+
+
+def _pass_entry(cap, r: int, p: Any, pl: Any) -> dict[str, Any]:
+    """One pass of a rank: its graphs before and after (node counts, sizes), its pipeline, its time."""
+    before_n = cap.node_count(r, p.before) if p.before else None
+    after = {}
+    for role, gid in p.after.items():
+        ref = cap.graph(r, gid)
+        n = cap.node_count(r, gid)
+        after[role] = {
+            "gid": gid,
+            "nodes": n,
+            "delta": (n - before_n) if n is not None and before_n is not None else None,
+            "bytes": ref.bytes if ref else None,
+        }
+    blob_bytes = sum((b or {}).get("bytes") or 0 for b in (p.blobs or {}).values())
+    return {
+        "seq": p.seq,
+        "name": p.name,
+        "qualname": p.qualname,
+        "source": p.source,
+        "subsystem": p.subsystem,
+        "pipeline": p.pipeline,
+        # what identifies the pipeline across ranks (identity.pipeline_key), and where
+        # its first graph came from ("loaded": made by `loaded_from`'s passes, or unpickled)
+        "pipeline_key": pl.key if pl is not None else None,
+        "origin": pl.origin if pl is not None else None,
+        "loaded_from": pl.loaded_from if pl is not None else [],
+        "module": pl.module if pl is not None else None,
+        "compile_id": p.compile_id,
+        "traced": p.traced,
+        "status": p.status,
+        "parent": p.parent,
+        "before": {"gid": p.before, "nodes": before_n},
+        "after": after,
+        "wall_s": p.wall_s,
+        "capture_errors": p.capture_errors,
+        "blob_bytes": blob_bytes or None,
+        "exception": (p.exception or {}).get("type")
+        and f"{p.exception.get('type')}: "
+        f"{str(p.exception.get('message', '')).splitlines()[0] if p.exception.get('message') else ''}",
+    }
 
 
 def _failure(cap: Any, r: int) -> str | None:

@@ -2,7 +2,9 @@
 so a pull request that adds a rank-baked literal is annotated on the line that made it.
 
 One run of tool `graphtrain-inspect`; one rule per finding kind (`ruleId` = the kind, its check's
-DESCRIPTION); levels: error -> error, warning -> warning, info -> note. A finding is located at
+DESCRIPTION); levels: error -> error, warning -> warning, info -> note. One result per root
+cause (checks.root_causes), its consequences its `relatedLocations`; the message is the finding's
+with its evidence lines under it. A finding is located at
 its source line (the node's innermost stack frame, through the kernel's FX node for generated
 code): the file relative to the current directory (`uriBaseId` %SRCROOT%) when it is under it, or
 when the capture was recorded elsewhere and the tail of its path names a file here (a GPU host's
@@ -81,35 +83,59 @@ def _location(f, cap, root: Path) -> dict[str, Any] | None:
     return None
 
 
+def _text(f) -> str:
+    """A result's message: the finding's, then its evidence lines (each check renders its own)."""
+    from graphtrain_inspect.inspector.checks.evidence import evidence_lines
+
+    return escape_controls("\n".join([f.message, *evidence_lines(f)]))
+
+
+def _placed(f, cap, base: Path) -> dict[str, Any] | None:
+    """The finding's location, with its node as a logical location."""
+    loc = _location(f, cap, base)
+    if loc is not None and f.node:
+        loc["logicalLocations"] = [
+            {
+                "name": f.node,
+                "fullyQualifiedName": ":".join(x for x in (f.pipeline, f.subgraph, f.node) if x),
+                "kind": "variable",
+            }
+        ]
+    return loc
+
+
+def _result(f, cap, base: Path, index: dict[str, int]) -> dict[str, Any]:
+    """One result per root cause; its consequences are its relatedLocations (code-scanning pages
+    list them under the alert), each with its own kind, severity and message, and whole in
+    `properties.consequences` as `--json` has them."""
+    res: dict[str, Any] = {
+        "ruleId": f.kind,
+        "level": LEVELS.get(f.severity, "note"),
+        "message": {"text": _text(f)},
+        "properties": {
+            k: v for k, v in f.to_json().items() if k not in ("kind", "severity", "message", "source") and v is not None
+        },
+    }
+    if f.kind in index:
+        res["ruleIndex"] = index[f.kind]
+    loc = _placed(f, cap, base)
+    if loc is not None:
+        res["locations"] = [loc]
+    related = []
+    for i, c in enumerate(f.consequences, 1):
+        rel = _placed(c, cap, base) or {}
+        rel["id"] = i
+        rel["message"] = {"text": escape_controls(f"consequence ({c.severity} {c.kind}): {c.message}")}
+        related.append(rel)
+    if related:
+        res["relatedLocations"] = related
+    return res
+
+
 def to_sarif(report, version: str | None = None, root: str | None = None) -> dict[str, Any]:
     base = Path(root or os.getcwd()).resolve()
     rules, index = _rules()
-    results = []
-    for f in report.findings:
-        res: dict[str, Any] = {
-            "ruleId": f.kind,
-            "level": LEVELS.get(f.severity, "note"),
-            "message": {"text": escape_controls(f.message)},
-            "properties": {
-                k: v
-                for k, v in f.to_json().items()
-                if k not in ("kind", "severity", "message", "source") and v is not None
-            },
-        }
-        if f.kind in index:
-            res["ruleIndex"] = index[f.kind]
-        loc = _location(f, report.cap, base)
-        if loc is not None:
-            if f.node:
-                loc["logicalLocations"] = [
-                    {
-                        "name": f.node,
-                        "fullyQualifiedName": ":".join(x for x in (f.pipeline, f.subgraph, f.node) if x),
-                        "kind": "variable",
-                    }
-                ]
-            res["locations"] = [loc]
-        results.append(res)
+    results = [_result(f, report.cap, base, index) for f in report.findings]
     driver: dict[str, Any] = {"name": "graphtrain-inspect", "rules": rules}
     if version:
         driver["version"] = version

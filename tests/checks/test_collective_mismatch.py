@@ -24,7 +24,7 @@ from graphtrain_inspect.inspector.diff.collectives import (
     is_communication_target,
 )
 from graphtrain_inspect.inspector.read.capture_index import open_capture
-from tests.capture_utils import capture, run_cli, torchrun
+from tests.capture_utils import capture, every_finding, run_cli, torchrun
 from tests.small_captures import CaptureWriter, mesh_rank_table
 
 F = torch.ops._c10d_functional
@@ -192,7 +192,7 @@ def partitioner(tmp_path_factory):
 def _check(path):
     r = run_cli("check", str(path), "--json")
     assert r.returncode in (0, 1), r.stderr
-    return r.returncode, json.loads(r.stdout)["findings"]
+    return r.returncode, every_finding(json.loads(r.stdout))
 
 
 def _harness(f) -> bool:

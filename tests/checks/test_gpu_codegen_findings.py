@@ -44,7 +44,10 @@ def test_each_generated_code_finding_names_kernel_fx_node_and_source_line(bundle
     assert all(f["severity"] == "info" for f in fs)
     r = run_cli("check", str(bundled_capture(NAME)), "--json", "-j", "1", "--shared-graph")
     assert r.returncode == 1, r.stderr
-    fs = [f for f in json.loads(r.stdout)["findings"] if f["kind"] == "rank-baked-constant"]
+    roots = [f for f in json.loads(r.stdout)["findings"] if f["kind"] == "rank-baked-constant"]
+    # one root cause: the forward literal, its backward copy and the kernel lines its consequences
+    assert [f["node"] for f in roots] == ["y_1"]
+    fs = [*roots, *roots[0]["consequences"]]
     gen = [f for f in fs if f["layer"] == "codegen"]
     assert len(gen) == 2
     for f in gen:
@@ -67,13 +70,16 @@ def test_each_generated_code_finding_names_kernel_fx_node_and_source_line(bundle
     assert [(f["node"], f["severity"]) for f in graph] == [("y_1", "error"), ("mul_8", "error")]
     bwd = graph[1]
     assert bwd["evidence"]["lives_in"] == "backward" and "gone after" not in bwd["message"]
-    table = run_cli("check", str(bundled_capture(NAME)), "-j", "1", "--width", "200", "--severity", "info").stdout
+    table = run_cli(
+        "check", str(bundled_capture(NAME)), "-j", "1", "--width", "200", "--severity", "info", "--all"
+    ).stdout
     assert (
         "kernel triton_poi_fused_add_addmm_mul_view_3" in table
         and "line 312: tmp6 = tl.full([1], 1.0, tl.float32)" in table
     )
-    # the 4 literals, and torch's own compile events (FSDP2's hook wrapper's failure and break, a recompile)
-    assert "7 findings: 0 errors, 0 warnings, 7 info" in table
+    # the literal (its 3 copies under it), and torch's own compile events (FSDP2's hook wrapper's
+    # failure and break, a recompile)
+    assert "4 findings: 0 errors, 0 warnings, 4 info (3 consequences under them)" in table
 
 
 def test_evidence_of_a_long_line_is_cut_around_the_literal():

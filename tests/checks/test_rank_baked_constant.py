@@ -14,7 +14,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from graphtrain_inspect.inspector.checks import check_report, run_checks
 from graphtrain_inspect.inspector.read.capture_index import open_capture
-from tests.capture_utils import run_cli, torchrun
+from tests.capture_utils import every_finding, run_cli, torchrun
 from tests.small_captures import CaptureWriter, identity_pass, kinds, mesh_rank_table
 
 # ---------------------------------------------------------------------------------------------
@@ -269,7 +269,8 @@ def test_backward_only_literal_is_an_error_in_the_backward_graph(tmp_path):
     assert run_cli("check", str(out)).returncode == 0
     r = run_cli("check", str(out), "--json", "--shared-graph")
     assert r.returncode == 1, r.stderr
-    fs = [f for f in json.loads(r.stdout)["findings"] if f["kind"] == "rank-baked-constant" and f["layer"] == "graph"]
+    every = every_finding(json.loads(r.stdout))
+    fs = [f for f in every if f["kind"] == "rank-baked-constant" and f["layer"] == "graph"]
     assert not [f["message"] for f in fs if "gone after" in f["message"] or f["severity"] != "error"]
     bwd = [f for f in fs if f["evidence"].get("lives_in") == "backward"]
     assert bwd and all("lives in the backward graph" in f["message"] for f in bwd)

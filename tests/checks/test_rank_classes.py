@@ -107,8 +107,9 @@ def test_report_is_the_one_every_rank_diff_gives(tmp_path):
         # tp 1 broadcasts over its dp group where tp 0 broadcasts over its tp group: a hang
         assert "rank-baked-constant" in kinds and "collective-mismatch" in kinds
         if kw.get("divergent_rank"):
-            # graded info: its collectives differ too, which collective-mismatch reports
-            assert "rank-divergent-graph" in {f["kind"] for f in with_classes["findings"]}
+            # graded info: its collectives differ too, which collective-mismatch reports (its root cause)
+            cm = [f for f in with_classes["findings"] if f["kind"] == "collective-mismatch"]
+            assert "rank-divergent-graph" in {c["kind"] for f in cm for c in f.get("consequences") or []}
 
 
 def test_a_members_diff_reads_with_its_own_device(tmp_path):

@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from tests.capture_utils import run_cli, run_plain, torchrun
+from tests.capture_utils import every_finding, run_cli, run_plain, torchrun
 
 PROGRAM = "tests.programs.fsdp2_compile"
 
@@ -44,7 +44,9 @@ def _losses(stdout: str) -> list[str]:
 def _check(path, *opts):
     r = run_cli("check", str(path), "--json", *opts)
     assert r.returncode in (0, 1), r.stderr
-    return r.returncode, json.loads(r.stdout)
+    doc = json.loads(r.stdout)
+    # every finding: the literal's backward copy and kernel lines are its consequences
+    return r.returncode, {**doc, "findings": every_finding(doc)}
 
 
 @pytest.mark.slow

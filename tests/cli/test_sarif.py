@@ -59,25 +59,28 @@ def test_sarif_of_the_gpu_fsdp2_planted_capture(bundled_capture, tmp_path):
     results = validate(doc)
     shown = json.loads(run_cli("check", str(path), "--json").stdout)["findings"]
     level = {"error": "error", "warning": "warning", "info": "note"}
-    # the 4 literals, and torch's own compile events (recorded with --torch-trace), all notes
-    assert len(results) == 7
-    assert [(x["ruleId"], x["level"], x["message"]["text"]) for x in results] == [
+    # the literal (its backward copy and 2 kernel lines its consequences), and torch's own compile
+    # events (recorded with --torch-trace), all notes; each message followed by its evidence lines
+    assert len(results) == 4
+    assert [(x["ruleId"], x["level"], x["message"]["text"].split("\n")[0]) for x in results] == [
         (f["kind"], level[f["severity"]], f["message"]) for f in shown
     ]
-    results = [x for x in results if x["properties"].get("introduced_by") != "dynamo"]
-    assert len(results) == 4
+    (literal,) = [x for x in results if x["properties"].get("introduced_by") != "dynamo"]
+    assert literal["message"]["text"].endswith("\nr0=1, r1=2  = 1 * (rank + 1)")
+    related = literal["relatedLocations"]
+    assert [r["id"] for r in related] == [1, 2, 3]
+    assert [r["message"]["text"].split(":")[0] for r in related] == ["consequence (info rank-baked-constant)"] * 3
+    assert len(literal["properties"]["consequences"]) == 3
     assert {r["id"] for r in doc["runs"][0]["tool"]["driver"]["rules"]} == set(FINDING_KINDS)
-    for res in results:
+    for loc in [literal["locations"][0], *related]:
         # recorded on a GPU host under another directory: located in this checkout, at the line
-        loc = res["locations"][0]["physicalLocation"]
-        assert loc["artifactLocation"] == {"uri": "tests/programs/fsdp2_compile.py", "uriBaseId": "%SRCROOT%"}
-        line = (Path(ROOT) / loc["artifactLocation"]["uri"]).read_text().splitlines()[loc["region"]["startLine"] - 1]
+        phys = loc["physicalLocation"]
+        assert phys["artifactLocation"] == {"uri": "tests/programs/fsdp2_compile.py", "uriBaseId": "%SRCROOT%"}
+        line = (Path(ROOT) / phys["artifactLocation"]["uri"]).read_text().splitlines()[phys["region"]["startLine"] - 1]
         assert "dist.get_rank() + 1" in line
-    # generated-code results name their kernel and FX node in the properties
-    gen = [x for x in results if x["properties"].get("layer") == "codegen"]
-    assert gen and all(
-        x["properties"]["evidence"]["kernel"].startswith("triton_") and x["properties"]["node"] for x in gen
-    )
+    # generated-code consequences name their kernel and FX node in the properties
+    gen = [c for c in literal["properties"]["consequences"] if c["layer"] == "codegen"]
+    assert len(gen) == 2 and all(c["evidence"]["kernel"].startswith("triton_") and c["node"] for c in gen)
 
 
 def test_sarif_levels_and_a_finding_without_source(tmp_path, bundled_capture):

@@ -1,7 +1,10 @@
 """Every way of looking at a capture counts the same findings: on each bundled capture, under both
 gradings (per rank and `--shared-graph`), `check --json`'s totals by severity, `check`'s headline,
 the report's headline and its cards (one per finding, each with its own number), the SARIF results
-and what the TUI's Findings tab counts from the `check --json` it reads.
+and what the TUI's Findings tab counts from the `check --json` it reads. A finding is a root cause:
+the findings that follow from it are its consequences, counted apart and the same everywhere
+(`--json`'s summary, inside each root, SARIF's relatedLocations, `check --all`, the report's
+cards and the TUI).
 
 In one process: the checks run once per capture (`check_reports`, which tests/checks holds equal
 to `check_report`) and every command is given those reports; the report's diff excerpts, which
@@ -30,6 +33,9 @@ from graphtrain_inspect.tui.widgets.findings_view import FindingsView
 from tests.report.support import headlines
 
 _CARD = re.compile(r'<article class="finding[^"]*" id="([ps])(\d+)" data-grading="([\w-]+)" data-sev="(\w+)"')
+_CONSEQUENCES = re.compile(
+    r'<article class="finding[^"]*" id="([ps]\d+)".*?(?:<summary>(\d+) consequences? of this finding|</article>)', re.S
+)
 
 
 def _copy(rep):
@@ -93,3 +99,22 @@ def test_every_surface_counts_what_check_counts(name, tmp_path, monkeypatch):
         # the TUI reads `check --json` and its Findings tab counts what its severity filter lets through
         found = parse_report(out.encode()).findings
         assert len(FindingsView().visible(found)) == default == len(at_least(found, None))
+        _consequences_agree(path, doc, flags, found, page, grading, tmp_path)
+
+
+def _consequences_agree(path, doc, flags, found, page, grading, tmp_path) -> None:
+    """Each root's consequences, counted the same in --json, check --all, SARIF, report and TUI."""
+    per_root = [len(f.get("consequences") or []) for f in doc["findings"]]
+    assert doc["summary"]["consequences"] == sum(per_root)
+    assert [len(f.consequences) for f in found] == per_root
+    for f in doc["findings"]:
+        for c in f.get("consequences") or []:
+            assert "consequences" not in c and set(c["ranks"]) <= set(f["ranks"])
+    _, table = _run("check", path, "-j", "1", "--color", "never", "--severity", "info", "--all", *flags)
+    assert len(re.findall(r"^ +consequence \d+ of \d+:", table, re.M)) == sum(per_root)
+    sarif = tmp_path / f"{grading}-all.sarif"
+    _run("check", path, "-j", "1", "--sarif", str(sarif), "--severity", "info", *flags)
+    results = orjson.loads(sarif.read_bytes())["runs"][0]["results"]
+    assert [len(r.get("relatedLocations") or []) for r in results] == per_root
+    cards = {cid: int(n or 0) for cid, n in _CONSEQUENCES.findall(page)}
+    assert [cards[f"{grading[0]}{i}"] for i in range(1, len(per_root) + 1)] == per_root

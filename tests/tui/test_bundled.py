@@ -146,9 +146,9 @@ async def test_enter_on_a_generated_code_finding_lands_on_its_kernel_line(bundle
     app = InspectApp(str(bundled_capture("h200x2-fsdp2-compile-rank-literal")), shared_graph=True)
     async with app.run_test(size=(200, 50)) as pilot:
         await settle(pilot)
-        f = next(
-            f for f in app.findings if f.layer == "codegen" and f.node == "mul_7" and f.kind == "rank-baked-constant"
-        )
+        # the kernel line is a consequence of the literal: its row is under the literal's
+        every = [g for f in app.findings for g in f.with_consequences()]
+        f = next(f for f in every if f.layer == "codegen" and f.node == "mul_7" and f.kind == "rank-baked-constant")
         fv = app.findings_view
         await pilot.press("4")
         await settle(pilot)

@@ -45,12 +45,12 @@ async def test_counts_agree_and_i_and_s_show_what_they_leave_out(bundled_capture
         fv.table.focus()
         await pilot.press("i")
         await settle(pilot)
-        assert _tab(app) == f"Findings ({info})" and len(fv.shown) == info
+        assert _tab(app) == f"Findings ({info})" and len(fv.roots) == info
         assert f"· {info} findings ·" in _status(app) and "not shown" not in _status(app)
         await pilot.press("s")
         await settle(pilot)
         assert app.shared_graph and fv.shared_graph
-        assert _tab(app) == f"Findings ({len(shared)})" and len(fv.shown) == len(shared)
+        assert _tab(app) == f"Findings ({len(shared)})" and len(fv.roots) == len(shared)
         assert f"· {len(shared)} findings" in _status(app)
         await pilot.press("i")  # info hidden again: the status counts what the tab lists
         await settle(pilot)

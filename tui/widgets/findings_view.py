@@ -39,6 +39,25 @@ def where_line(f) -> str:
     return f"node {node_name(f)} · ranks {ranks} · {where}"
 
 
+def _with_count(f) -> str:
+    """A root cause's message in the table, with how many findings follow from it (listed in the
+    detail pane)."""
+    n = len(f.consequences or ())
+    return f"(+{n} consequence{'s' if n != 1 else ''}) {f.message}" if n else f.message
+
+
+def _append_consequences(out: Text, f) -> None:
+    """The findings that follow from `f`, each with its own severity, kind, node and message."""
+    from graphtrain_inspect.inspector.checks.root_causes import consequence_label
+
+    if not f.consequences:
+        return
+    out.append(f"{len(f.consequences)} consequence(s) of this finding:\n", style="bold")
+    for c in f.consequences:
+        out.append(f"  {c.severity.upper()} ", style=SEVERITY_STYLE.get(c.severity, ""))
+        out.append(f"{consequence_label(c, f.kind)}: {c.message}\n")
+
+
 def code_caption(f, root: str | None = None) -> str:
     """A generated-code finding's FX node and source line, for the Output code view's title."""
     from graphtrain_inspect.inspector.read.source_lines import source_text
@@ -101,7 +120,8 @@ class FindingsView(Vertical):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.findings: list = []
-        self.shown: list = []
+        self.shown: list = []  # the table's rows: each root cause shown, then its consequences
+        self.roots: list = []  # the root causes shown (what the tab and status line count)
         self.filters: dict[str, object] = {k: Select.NULL for k in self.FILTERS}
         self.checks_note = ""  # the checks that did not run and the notes, after the counts
         self.shared_graph = False  # how the findings in view were graded (the app's check flag)
@@ -221,7 +241,10 @@ class FindingsView(Vertical):
 
         t = self.table
         t.clear()
-        self.shown = [f for f in self.findings if self._match(f)]
+        # each root cause, then its consequences under it (Enter on one goes to it, as on any row)
+        self.roots = [f for f in self.findings if self._match(f)]
+        self.shown = [g for f in self.roots for g in f.with_consequences()]
+        under = {id(c) for f in self.shown for c in f.consequences}
         names = [node_name(f) for f in self.shown]
         t.whole = [
             (
@@ -242,7 +265,7 @@ class FindingsView(Vertical):
                 Text(f.severity.upper(), style=SEVERITY_STYLE.get(f.severity, "")),
                 render(node, kept_spans(node, NODE_WIDTH, names)),
                 truncate(format_ranks(f.ranks) if f.ranks else "-", RANKS_WIDTH),
-                truncate(f.message, MESSAGE_WIDTH),
+                truncate(("↳ " if id(f) in under else "") + _with_count(f), MESSAGE_WIDTH),
                 f.kind,
                 f.introduced_by or "?",
                 f.pass_ or "",
@@ -259,6 +282,7 @@ class FindingsView(Vertical):
     def detail_text(self, f, *, lines: bool = False) -> Text:
         """The finding in full: severity, kind, message, and its source line; with `lines`, the
         lines of the source file around it (or why they cannot be shown)."""
+        from graphtrain_inspect.inspector.checks.evidence import evidence_lines
         from graphtrain_inspect.inspector.read.source_lines import source_text, surrounding_lines
 
         out = Text()
@@ -267,6 +291,9 @@ class FindingsView(Vertical):
         out.append(f"{f.severity.upper()} ", style=SEVERITY_STYLE.get(f.severity, ""))
         out.append(f"{f.kind}: {f.message}\n")
         out.append(where_line(f) + "\n", style="dim")
+        for line in evidence_lines(f):
+            out.append(f"evidence: {line}\n", style="dim")
+        _append_consequences(out, f)
         src = source_text(f.source, self.source_root)
         out.append("source: ", style="dim")
         out.append(src or "unknown (the node has no stack trace)")

@@ -113,14 +113,15 @@ def _stage_of(index: "StageIndex", f, rank: int) -> "Stage | None":
     return None
 
 
-def _finding(f, fid: str, cap, index: "StageIndex", diffs: Diffs) -> dict[str, Any]:
-    from graphtrain_inspect.inspector.cli.check import _evidence_line
+def _described(f, cap) -> dict[str, Any]:
+    """What a card shows of a finding, and of each of its consequences: its own kind, severity,
+    message, place, source line and evidence."""
+    from graphtrain_inspect.inspector.checks.evidence import evidence_lines
     from graphtrain_inspect.inspector.read.source_lines import source_text
     from graphtrain_inspect.inspector.read.stages import pipeline_label
 
     ev = f.evidence or {}
-    out: dict[str, Any] = {
-        "id": fid,
+    return {
         "kind": f.kind,
         "severity": f.severity,
         "message": f.message,
@@ -131,11 +132,20 @@ def _finding(f, fid: str, cap, index: "StageIndex", diffs: Diffs) -> dict[str, A
         "ranks": format_ranks(f.ranks) if f.ranks else "-",
         "layer": f.layer,
         "source": source_text(f.source, (getattr(cap, "manifest", None) or {}).get("cwd") or None),  # as check
-        "evidence_line": _evidence_line(f),
+        "evidence_lines": evidence_lines(f),
         "per_rank": values_by_rank(ev["values"], str, prefix="rank ", sep=": ")
         if isinstance(ev.get("values"), dict)
         else "",
         "evidence": _evidence_items(ev),
+    }
+
+
+def _finding(f, fid: str, cap, index: "StageIndex", diffs: Diffs) -> dict[str, Any]:
+    ev = f.evidence or {}
+    out: dict[str, Any] = {
+        "id": fid,
+        **_described(f, cap),
+        "consequences": [_described(c, cap) for c in f.consequences],
         "links": [],
         "code": None,
         "replay": None,

@@ -24,7 +24,11 @@ The rules, each sound on its own:
   graphs of the same compile made after it that differ too (the partitioner's and Inductor's
   graphs of a joint pass's output), the generated code of that compile that differs, and the
   literals that differ across ranks at that pass without equalling any rank-derived value (a
-  literal paired with another node's because the pass moved the nodes) are its consequences.
+  literal paired with another node's because the pass moved the nodes) are its consequences;
+* one compile that names its own device in every kernel (device-baked in generated code, each
+  line the device index of the rank that compiled it, in code shared with others): the first
+  such kernel of the compile is the root, the compile's other kernels that do the same are its
+  consequences (one cause: the compile bakes its device; each kernel is a place it shows).
 
 A finding is never made the consequence of a less serious one: a consequence that is worse than
 its would-be root stays a root of its own.
@@ -43,7 +47,7 @@ def group(findings: list[Finding]) -> list[Finding]:
     """The roots among `findings` (in their order), each with its consequences (in their order)
     in `consequences`; a consequence of a consequence is its root's."""
     parent: dict[int, int] = {}
-    for rule in (_literal_copies, _divergence_of_collectives, _divergence_of_a_pass):
+    for rule in (_literal_copies, _divergence_of_collectives, _divergence_of_a_pass, _own_device_kernels):
         for child, root in rule(findings, parent):
             if child != root and child not in parent and _top(parent, root) != child and _fits(findings, child, root):
                 parent[child] = root
@@ -221,3 +225,26 @@ def _later(f: Finding, root: Finding) -> bool:
 def _pipeline_index(f: Finding) -> int | None:
     tail = (f.pipeline or "").partition("#")[2]
     return int(tail) if tail.isdigit() else (0 if f.pipeline else None)
+
+
+def _own_device_kernels(findings: list[Finding], parent: dict[int, int]) -> Pairs:
+    first: dict[tuple, int] = {}
+    for i, f in enumerate(findings):
+        key = _own_device_compile(f)
+        if key is None or i in parent:
+            continue
+        if key in first:
+            yield i, first[key]
+        else:
+            first[key] = i
+
+
+def _own_device_compile(f: Finding) -> tuple | None:
+    """(compile, severity, ranks) of a kernel line naming the device of the rank that compiled it,
+    in code shared with other ranks; None for any other finding."""
+    ev = f.evidence or {}
+    if f.kind != "device-baked" or f.layer != "codegen" or not ev.get("shared"):
+        return None
+    if ev.get("index") is None or ev.get("index") != ev.get("own_index") or compile_of(f) is None:
+        return None
+    return (compile_of(f), f.severity, tuple(f.ranks))

@@ -142,4 +142,8 @@ def test_a_bundled_literal_is_one_finding_with_its_copies():
         ("codegen", "mul_8"),
     ]
     summary = rep.summary()
-    assert summary["consequences"] == 3 and summary["by_kind"]["rank-baked-constant"] == 1
+    assert summary["by_kind"]["rank-baked-constant"] == 1
+    # each compile names its own device in every kernel: one root a compile, its kernels under it
+    devices = [f for f in rep.findings if f.kind == "device-baked" and f.layer == "codegen"]
+    assert [(f.pipeline, len(f.consequences)) for f in devices] == [("1/0#3", 3), ("1/1#3", 3)]
+    assert summary["consequences"] == 3 + 6

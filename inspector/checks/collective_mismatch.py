@@ -22,6 +22,7 @@ from typing import Any
 from graphtrain_inspect.capture.shared.rank_ranges import format_ranks
 from graphtrain_inspect.inspector.checks.findings import Finding
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext, Observation
+from graphtrain_inspect.inspector.diff.collective_operands import OperandOrder, consequence, describe_order
 from graphtrain_inspect.inspector.diff.collectives import Part, describe_part
 from graphtrain_inspect.inspector.read.stages import Stage
 
@@ -34,8 +35,13 @@ _LISTED = 24
 
 def _first_node(parts: list[Part]) -> tuple[str | None, str | None]:
     p = parts[0]
-    c = (p.b or p.a)[0]
+    # a move names the reference rank's node: the finding's graph is the reference's
+    c = (p.a if isinstance(p, OperandOrder) else p.b or p.a)[0]
     return c.node, c.subgraph or None
+
+
+def _describe(p: Part, ra: int, rb: int) -> str:
+    return describe_order(p, ra, rb) if isinstance(p, OperandOrder) else describe_part(p, ra, rb)
 
 
 def run(ctx: CheckContext) -> list:
@@ -61,7 +67,7 @@ def run(ctx: CheckContext) -> list:
                 diverged[r] = parts
             if not diverged:
                 continue
-            lines = {r: [describe_part(p, ref, r) for p in parts] for r, parts in diverged.items()}
+            lines = {r: [_describe(p, ref, r) for p in parts] for r, parts in diverged.items()}
             cid = st.key.pipeline.rpartition("#")[0]
             sig = (cid, tuple((r, tuple(ls)) for r, ls in sorted(lines.items())))
             if cid and sig in seen:
@@ -94,7 +100,8 @@ def _finding(
     what = "would hang or exchange mismatched data" if sizes_only else "would hang"
     head = lines[first_r][0]
     more = sum(len(v) for v in lines.values()) - 1
-    msg = f"{head}: the ranks {what}"
+    order_only = all(isinstance(p, OperandOrder) for parts in diverged.values() for p in parts)
+    msg = f"{head}: {consequence(diverged[first_r]) if order_only else 'the ranks ' + what}"
     if more:
         msg += f" (and {more} more difference{'s' if more > 1 else ''})"
     msg += "; in the traced graphs" if traced else f"; after pass {key.label()}, whose inputs ran the same collectives"
@@ -112,6 +119,7 @@ def _finding(
         "parts": {
             str(r): [
                 {"how": p.how, "reference": [c.to_json() for c in p.a], "rank": [c.to_json() for c in p.b]}
+                | ({"moves": p.moves} if isinstance(p, OperandOrder) else {})
                 for p in parts
             ]
             for r, parts in diverged.items()

@@ -27,6 +27,7 @@ from typing import Any, Mapping
 import orjson
 
 from graphtrain_inspect.capture.shared.logformat import NodeRow
+from graphtrain_inspect.capture.shared.rank_tokens import is_collective_target
 from graphtrain_inspect.inspector.diff.collectives import Collective, Part
 from graphtrain_inspect.inspector.diff.normalize import GraphNormalizer, RankContext
 from graphtrain_inspect.inspector.read.graphmodel import GraphTables, is_ref
@@ -54,25 +55,38 @@ class OperandOrder(Part):
     moves: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _canon(value: Any, hashes: Mapping[str, str], target: Any, norm: GraphNormalizer) -> Any:
-    """An encoded arg with node refs replaced by their hashes and literals normalized."""
-    if is_ref(value):
-        return {"h": hashes.get(value["n"], "?")}
-    if isinstance(value, list):
-        return [_canon(v, hashes, target, norm) for v in value]
-    if isinstance(value, dict):
-        if "dict" in value and len(value) == 1 and isinstance(value["dict"], list):
-            return {"dict": [_canon(kv, hashes, target, norm) for kv in value["dict"]]}
-        if "dev" in value and len(value) == 1:
-            return norm.leaf(target, value)
-        return {str(k): _canon(v, hashes, target, norm) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
-    return norm.leaf(target, value)
+class _Canon:
+    """Encoded args with node refs replaced by their hashes and literals normalized (a string as
+    the normalizer reads it in a row of this kind: group names in collective rows, devices)."""
+
+    def __init__(self, hashes: Mapping[str, str], norm: GraphNormalizer):
+        self.hashes, self.norm = hashes, norm
+        self.strs: dict[tuple[bool, str], Any] = {}
+
+    def value(self, v: Any, target: Any, coll: bool) -> Any:
+        """`v` of a row of `target` (`coll`: a collective's, whose strings may name groups)."""
+        t = type(v)
+        if t is list:
+            return [self.value(x, target, coll) for x in v]
+        if t is str:
+            got = self.strs.get((coll, v))
+            if got is None:
+                got = self.strs[(coll, v)] = self.norm.leaf(target, v)
+            return got
+        if t is not dict:
+            return v  # a number, a bool, None: the normalizer leaves them as they are
+        if is_ref(v):
+            return self.hashes.get(v["n"], "?")
+        if "dev" in v and len(v) == 1:
+            return self.norm.leaf(None, v)
+        return {str(k): self.value(x, target, coll) for k, x in v.items()}
 
 
 def node_hashes(rows: list[NodeRow], norm: GraphNormalizer) -> dict[str, str]:
     """Each node's structural hash (rows in graph order: a node's inputs come before it; a ref to
     a node not yet seen, as a nested graph's ref to its parent's, hashes as unknown)."""
     hashes: dict[str, str] = {}
+    canon = _Canon(hashes, norm)
     inputs = 0
     for row in rows:
         op, target = row.get("op"), row.get("target")
@@ -82,12 +96,9 @@ def node_hashes(rows: list[NodeRow], norm: GraphNormalizer) -> dict[str, str]:
         elif op == "get_attr":
             key = ["attr", target]
         else:
-            key = [
-                op,
-                target,
-                _canon(row.get("args") or [], hashes, target, norm),
-                _canon(row.get("kwargs") or {}, hashes, target, norm),
-            ]
+            coll = is_collective_target(target)
+            args, kwargs = row.get("args") or [], row.get("kwargs") or {}
+            key = [op, target, canon.value(args, target, coll), canon.value(kwargs, target, coll)]
         data = orjson.dumps(key, option=orjson.OPT_NON_STR_KEYS, default=str)
         hashes[str(row.get("name"))] = hashlib.blake2b(data, digest_size=12).hexdigest()
     return hashes

@@ -11,6 +11,12 @@ pass, not one per later pass that carries the difference along. Traced graphs th
 are a warning (`introduced_by: trace`): ranks may trace different programs on purpose where no
 mesh tells their pipeline stages apart.
 
+Where the sequences agree but the graphs differ, what each collective sends is compared too
+(`diff.collective_operands`, through `CheckContext.collective_parts`): ranks that issue the same
+collectives in another order pair different tensors (a rank's gradient of one parameter summed
+with another rank's gradient of another) without a hang; an `OperandOrder` part, reported the same
+way and named by the reference rank's nodes.
+
 rank-divergent-graph reads the same sequences to grade structural divergence: where they agree,
 ranks differ only in what they compute.
 """
@@ -22,12 +28,20 @@ from typing import Any
 from graphtrain_inspect.capture.shared.rank_ranges import format_ranks
 from graphtrain_inspect.inspector.checks.findings import Finding
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext, Observation
-from graphtrain_inspect.inspector.diff.collective_operands import OperandOrder, consequence, describe_order
+from graphtrain_inspect.inspector.diff.collective_operands import (
+    OperandOrder,
+    consequence,
+    describe_order,
+    operand_labels,
+)
 from graphtrain_inspect.inspector.diff.collectives import Part, describe_part
 from graphtrain_inspect.inspector.read.stages import Stage
 
 KIND = "collective-mismatch"
-DESCRIPTION = "ranks of a group run different collectives (op, group, order, size): they would hang"
+DESCRIPTION = (
+    "ranks of a group run different collectives (op, group, order, size), or the same ones in another"
+    " order: they would hang, or pair different tensors"
+)
 
 # collectives listed per rank in a finding's evidence
 _LISTED = 24
@@ -109,9 +123,11 @@ def _finding(
     for r in [ref, *sorted(diverged)]:
         s = ctx.index.across(key)[r]
         cs = ctx.collectives(s) or []
-        seqs[str(r)] = [c.describe() + f" [{c.phase}]" for c in cs[:_LISTED]] + (
-            [f"... {len(cs) - _LISTED} more"] if len(cs) > _LISTED else []
-        )
+        # in another order: each collective with what it sends (its operand's node on that rank)
+        ops = operand_labels(ctx.operands(ctx.index.across(key)[ref]), ctx.operands(s), ref) if order_only else []
+        seqs[str(r)] = [
+            c.describe() + (ops[i] if i < len(ops) else "") + f" [{c.phase}]" for i, c in enumerate(cs[:_LISTED])
+        ] + ([f"... {len(cs) - _LISTED} more"] if len(cs) > _LISTED else [])
     ev: dict[str, Any] = {
         "reference_rank": ref,
         "differences": {str(r): v for r, v in lines.items()},

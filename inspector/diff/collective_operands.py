@@ -206,6 +206,18 @@ def describe_order(p: OperandOrder, ra: int, rb: int) -> str:
     )
 
 
+def operand_labels(ref: list[Operand] | None, ops: list[Operand] | None, ref_rank: int) -> list[str]:
+    """` of NODE` for each collective of a rank's sequence, with ` (rN: NODE)` where the reference
+    rank names the same operand otherwise: two ranks' orders side by side."""
+    if ops is None:
+        return []
+    names = {o.identity: o.node for o in ref or []}
+    return [
+        f" of {o.node}" + (f" (r{ref_rank}: {names[o.identity]})" if names.get(o.identity, o.node) != o.node else "")
+        for o in ops
+    ]
+
+
 def consequence(parts: list[Part]) -> str:
     """What issuing them in another order does: `collectives pair by order, so each rank would
     reduce another rank's different tensor`."""

@@ -70,6 +70,11 @@ def test_a_rank_dependent_reordering_of_the_collectives_is_one_error_blamed_on_t
     [part] = f["evidence"]["parts"]["1"]
     assert part["how"] == "order"
     assert [(m["rank_position"], m["reference_position"]) for m in part["moves"]] == [(1, 3), (3, 1)]
+    # each rank's collectives with what they send, the other rank's named as the reference names them
+    assert (
+        f["evidence"]["collectives"]["1"][0]
+        == "all_reduce (group world) -> [8, 8] of mm_default_4 (r0: mm_default_3) [forward]"
+    )
     table = run_cli("check", str(reordered), "--all", "--color", "never").stdout
     assert table.rstrip().splitlines()[-1].startswith("1 finding: 1 error, 0 warnings")
     # the same pass ordering by the graph alone: nothing, not even info

@@ -11,6 +11,12 @@ pass, not one per later pass that carries the difference along. Traced graphs th
 are a warning (`introduced_by: trace`): ranks may trace different programs on purpose where no
 mesh tells their pipeline stages apart.
 
+Where the sequences agree but the graphs differ, what each collective sends is compared too
+(`diff.collective_operands`, through `CheckContext.collective_parts`): ranks that issue the same
+collectives in another order pair different tensors (a rank's gradient of one parameter summed
+with another rank's gradient of another) without a hang; an `OperandOrder` part, reported the same
+way and named by the reference rank's nodes.
+
 rank-divergent-graph reads the same sequences to grade structural divergence: where they agree,
 ranks differ only in what they compute.
 """
@@ -22,11 +28,20 @@ from typing import Any
 from graphtrain_inspect.capture.shared.rank_ranges import format_ranks
 from graphtrain_inspect.inspector.checks.findings import Finding
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext, Observation
+from graphtrain_inspect.inspector.diff.collective_operands import (
+    OperandOrder,
+    consequence,
+    describe_order,
+    operand_labels,
+)
 from graphtrain_inspect.inspector.diff.collectives import Part, describe_part
 from graphtrain_inspect.inspector.read.stages import Stage
 
 KIND = "collective-mismatch"
-DESCRIPTION = "ranks of a group run different collectives (op, group, order, size): they would hang"
+DESCRIPTION = (
+    "ranks of a group run different collectives (op, group, order, size), or the same ones in another"
+    " order: they would hang, or pair different tensors"
+)
 
 # collectives listed per rank in a finding's evidence
 _LISTED = 24
@@ -34,8 +49,13 @@ _LISTED = 24
 
 def _first_node(parts: list[Part]) -> tuple[str | None, str | None]:
     p = parts[0]
-    c = (p.b or p.a)[0]
+    # a move names the reference rank's node: the finding's graph is the reference's
+    c = (p.a if isinstance(p, OperandOrder) else p.b or p.a)[0]
     return c.node, c.subgraph or None
+
+
+def _describe(p: Part, ra: int, rb: int) -> str:
+    return describe_order(p, ra, rb) if isinstance(p, OperandOrder) else describe_part(p, ra, rb)
 
 
 def run(ctx: CheckContext) -> list:
@@ -61,7 +81,7 @@ def run(ctx: CheckContext) -> list:
                 diverged[r] = parts
             if not diverged:
                 continue
-            lines = {r: [describe_part(p, ref, r) for p in parts] for r, parts in diverged.items()}
+            lines = {r: [_describe(p, ref, r) for p in parts] for r, parts in diverged.items()}
             cid = st.key.pipeline.rpartition("#")[0]
             sig = (cid, tuple((r, tuple(ls)) for r, ls in sorted(lines.items())))
             if cid and sig in seen:
@@ -94,7 +114,8 @@ def _finding(
     what = "would hang or exchange mismatched data" if sizes_only else "would hang"
     head = lines[first_r][0]
     more = sum(len(v) for v in lines.values()) - 1
-    msg = f"{head}: the ranks {what}"
+    order_only = all(isinstance(p, OperandOrder) for parts in diverged.values() for p in parts)
+    msg = f"{head}: {consequence(diverged[first_r]) if order_only else 'the ranks ' + what}"
     if more:
         msg += f" (and {more} more difference{'s' if more > 1 else ''})"
     msg += "; in the traced graphs" if traced else f"; after pass {key.label()}, whose inputs ran the same collectives"
@@ -102,9 +123,11 @@ def _finding(
     for r in [ref, *sorted(diverged)]:
         s = ctx.index.across(key)[r]
         cs = ctx.collectives(s) or []
-        seqs[str(r)] = [c.describe() + f" [{c.phase}]" for c in cs[:_LISTED]] + (
-            [f"... {len(cs) - _LISTED} more"] if len(cs) > _LISTED else []
-        )
+        # in another order: each collective with what it sends (its operand's node on that rank)
+        ops = operand_labels(ctx.operands(ctx.index.across(key)[ref]), ctx.operands(s), ref) if order_only else []
+        seqs[str(r)] = [
+            c.describe() + (ops[i] if i < len(ops) else "") + f" [{c.phase}]" for i, c in enumerate(cs[:_LISTED])
+        ] + ([f"... {len(cs) - _LISTED} more"] if len(cs) > _LISTED else [])
     ev: dict[str, Any] = {
         "reference_rank": ref,
         "differences": {str(r): v for r, v in lines.items()},
@@ -112,6 +135,7 @@ def _finding(
         "parts": {
             str(r): [
                 {"how": p.how, "reference": [c.to_json() for c in p.a], "rank": [c.to_json() for c in p.b]}
+                | ({"moves": p.moves} if isinstance(p, OperandOrder) else {})
                 for p in parts
             ]
             for r, parts in diverged.items()

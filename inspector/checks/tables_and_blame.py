@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Hashable, Iterable, Sequence
 
 from graphtrain_inspect.inspector.checks.findings import Finding, NotRun
 from graphtrain_inspect.inspector.checks.rank_classes import class_rank_diff
+from graphtrain_inspect.inspector.diff.collective_operands import Operand, operands, order_parts
 from graphtrain_inspect.inspector.diff.collectives import Collective, Part, collective_sequence, compare
 from graphtrain_inspect.inspector.diff.graph_diff import graph_normalizer
 from graphtrain_inspect.inspector.diff.node_diff import GraphDiff
@@ -156,6 +157,7 @@ class CheckContext:
         self._classes: RankClasses | None = None
         self._vectors: dict[str, dict[int, int]] | None = None
         self._colls: dict[tuple[int, str, bool], list[Collective] | None] = {}
+        self._operands: dict[tuple[int, str, bool], list[Operand] | None] = {}
         # check kind -> results made by other processes (check -j), by what the check keys them on
         self.prefetched: dict[str, dict[Any, Any]] = {}
 
@@ -166,7 +168,7 @@ class CheckContext:
         assert other.cap is self.cap and other.classes == self.classes and other.strategies == self.strategies
         self.index, self._rank_ctx, self._norm, self._rdiff = other.index, other._rank_ctx, other._norm, other._rdiff
         self._groups, self._classes, self._vectors = other._groups, other._classes, other._vectors
-        self._colls = other._colls
+        self._colls, self._operands = other._colls, other._operands
         self.prefetched = other.prefetched
 
     def skip(self, check: str, reason: str) -> None:
@@ -341,7 +343,21 @@ class CheckContext:
         a, b = self.collectives(stages[ref]), self.collectives(stages[other])
         if a is None or b is None:
             return None
-        return compare(a, b)
+        parts = compare(a, b)
+        if parts or len(a) < 2:
+            return parts
+        # the same collectives: are they issued in the same order (by what they send)?
+        oa, ob = self.operands(stages[ref]), self.operands(stages[other])
+        return order_parts(a, b, oa, ob) if oa is not None and ob is not None else []
+
+    def operands(self, st: Stage) -> list[Operand] | None:
+        """What each of `st`'s collectives sends (`diff.collective_operands`); None if unreadable."""
+        k = (st.rank, st.gid, st.key.role == BACKWARD_ROLE)
+        if k not in self._operands:
+            tables, colls = self.tables(st.rank, st.gid), self.collectives(st)
+            ctx = self._stage_ctx(st.rank, st.gid)
+            self._operands[k] = operands(tables, ctx, colls) if tables is not None and colls else None
+        return self._operands[k]
 
     def parent_key(self, key: StageKey, rank: int) -> StageKey | None:
         st = self.index.across(key).get(rank)

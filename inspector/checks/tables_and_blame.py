@@ -13,8 +13,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Hashable, Iterable, Sequence
 
 from graphtrain_inspect.inspector.checks.findings import Finding, NotRun
-from graphtrain_inspect.inspector.checks.rank_classes import class_rank_diff
-from graphtrain_inspect.inspector.diff.collectives import Collective, Part, collective_sequence, compare
+from graphtrain_inspect.inspector.checks.rank_classes import class_rank_diff, class_rep_stage
+from graphtrain_inspect.inspector.diff.collectives import (
+    Collective,
+    Part,
+    collective_sequence,
+    compare,
+    same_by_digests,
+)
 from graphtrain_inspect.inspector.diff.graph_diff import graph_normalizer
 from graphtrain_inspect.inspector.diff.node_diff import GraphDiff
 from graphtrain_inspect.inspector.diff.normalize import GraphNormalizer, RankContext
@@ -156,6 +162,7 @@ class CheckContext:
         self._classes: RankClasses | None = None
         self._vectors: dict[str, dict[int, int]] | None = None
         self._colls: dict[tuple[int, str, bool], list[Collective] | None] = {}
+        self._parts: dict[tuple[int, int], tuple[list[Collective], list[Collective], list[Part]]] = {}
         # check kind -> results made by other processes (check -j), by what the check keys them on
         self.prefetched: dict[str, dict[Any, Any]] = {}
 
@@ -166,7 +173,7 @@ class CheckContext:
         assert other.cap is self.cap and other.classes == self.classes and other.strategies == self.strategies
         self.index, self._rank_ctx, self._norm, self._rdiff = other.index, other._rank_ctx, other._norm, other._rdiff
         self._groups, self._classes, self._vectors = other._groups, other._classes, other._vectors
-        self._colls = other._colls
+        self._colls, self._parts = other._colls, other._parts
         self.prefetched = other.prefetched
 
     def skip(self, check: str, reason: str) -> None:
@@ -321,6 +328,12 @@ class CheckContext:
     def collectives(self, st: Stage) -> list[Collective] | None:
         """The collectives `st`'s graph runs, in order (`diff.collectives`); None if unreadable."""
         k = (st.rank, st.gid, st.key.role == BACKWARD_ROLE)
+        if k not in self._colls and self.classes:
+            # a rank of a class runs its lowest rank's collectives: their rows differ in group
+            # names and the own device alone, and a collective names its group by role
+            rep = class_rep_stage(self, st)
+            if rep is not None:
+                self._colls[k] = self.collectives(rep)
         if k not in self._colls:
             self._colls[k] = collective_sequence(
                 self.cap, st.rank, st.gid, self._stage_ctx(st.rank, st.gid), backward=k[2]
@@ -340,10 +353,18 @@ class CheckContext:
             classes = self.rank_classes
             if classes.class_of(key, ref) is classes.class_of(key, other) is not None:
                 return []
+        ga, gb = stages[ref].gid, stages[other].gid
+        if same_by_digests(self.cap, ref, ga, self._stage_ctx(ref, ga), other, gb, self._stage_ctx(other, gb)):
+            return []  # the rows that differ are no collective's
         a, b = self.collectives(stages[ref]), self.collectives(stages[other])
         if a is None or b is None:
             return None
-        return compare(a, b)
+        # the ranks of a class share one sequence (`collectives`): compared with `ref`'s once
+        k = (id(a), id(b))
+        got = self._parts.get(k)
+        if got is None or got[0] is not a or got[1] is not b:
+            got = self._parts[k] = (a, b, compare(a, b))
+        return got[2]
 
     def parent_key(self, key: StageKey, rank: int) -> StageKey | None:
         st = self.index.across(key).get(rank)

@@ -162,7 +162,7 @@ class CheckContext:
         self._classes: RankClasses | None = None
         self._vectors: dict[str, dict[int, int]] | None = None
         self._colls: dict[tuple[int, str, bool], list[Collective] | None] = {}
-        self._parts: dict[tuple[int, int], tuple[list[Collective], list[Collective], list[Part]]] = {}
+        self._parts: dict[tuple[int, str, int, str, bool], list[Part] | None] = {}
         # check kind -> results made by other processes (check -j), by what the check keys them on
         self.prefetched: dict[str, dict[Any, Any]] = {}
 
@@ -353,18 +353,19 @@ class CheckContext:
             classes = self.rank_classes
             if classes.class_of(key, ref) is classes.class_of(key, other) is not None:
                 return []
-        ga, gb = stages[ref].gid, stages[other].gid
-        if same_by_digests(self.cap, ref, ga, self._stage_ctx(ref, ga), other, gb, self._stage_ctx(other, gb)):
-            return []  # the rows that differ are no collective's
-        a, b = self.collectives(stages[ref]), self.collectives(stages[other])
-        if a is None or b is None:
-            return None
-        # the ranks of a class share one sequence (`collectives`): compared with `ref`'s once
-        k = (id(a), id(b))
-        got = self._parts.get(k)
-        if got is None or got[0] is not a or got[1] is not b:
-            got = self._parts[k] = (a, b, compare(a, b))
-        return got[2]
+        sa, sb = stages[ref], stages[other]
+        if self.classes:
+            # a rank of a class runs its lowest rank's collectives (`collectives`): compared once
+            sb = class_rep_stage(self, sb) or sb
+        k = (sa.rank, sa.gid, sb.rank, sb.gid, key.role == BACKWARD_ROLE)
+        if k not in self._parts:
+            ctx_a, ctx_b = self._stage_ctx(sa.rank, sa.gid), self._stage_ctx(sb.rank, sb.gid)
+            if same_by_digests(self.cap, sa.rank, sa.gid, ctx_a, sb.rank, sb.gid, ctx_b):
+                self._parts[k] = []  # the rows that differ are no collective's
+            else:
+                a, b = self.collectives(sa), self.collectives(sb)
+                self._parts[k] = compare(a, b) if a is not None and b is not None else None
+        return self._parts[k]
 
     def parent_key(self, key: StageKey, rank: int) -> StageKey | None:
         st = self.index.across(key).get(rank)

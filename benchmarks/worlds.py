@@ -340,6 +340,26 @@ def _rank_table(table: dict[str, Any], rank: int, world: int, names: dict[str, s
     return t
 
 
+def _row_digests_again(text: bytes, nodes_of: dict[Any, tuple[bytes, Any]]) -> Any:
+    """A `gti_row_digests` payload made again over its node table as written under the new
+    rank's group names (a renamed row has other bytes and length), as that rank's capture would
+    write it; the refs (row numbers) kept. The record as it was where its table is not known."""
+    from graphtrain_inspect.capture.shared import logformat, row_digests
+
+    old = orjson.loads(text)
+    got = nodes_of.get(old.get("gid")) if isinstance(old, dict) else None
+    if got is None:
+        return text
+    lines = got[0].split(b"\n")
+    subs = logformat.node_table_rows(lines, got[0])
+    new = row_digests.row_digests_payload(old["gid"], lines, subs, least=0, rewrites=got[1])
+    if new is None:
+        return text
+    if "refs" in old:
+        new["refs"] = old["refs"]
+    return new
+
+
 def synthesize(src: str, out: str, ranks: int, log=print) -> dict[str, Any]:
     from graphtrain_inspect.capture.shared import logformat, rank_tokens
     from graphtrain_inspect.inspector.read.capture_index import open_capture
@@ -360,6 +380,7 @@ def synthesize(src: str, out: str, ranks: int, log=print) -> dict[str, Any]:
         path = os.path.join(out, logformat.log_file_name(r))
         n = 0
         new_table: dict[str, Any] | None = None
+        nodes_of: dict[Any, tuple[bytes, Any]] = {}  # gid -> its node table as written here, its rewrites
         with open(path, "wb") as f:
             for rec in cap.records(s):
                 if rec.kind not in logformat.KINDS:
@@ -391,6 +412,11 @@ def synthesize(src: str, out: str, ranks: int, log=print) -> dict[str, Any]:
                     norm = rank_tokens.table_norm(text, new_table, cap.own_device(s, rec.meta.get("gid")))
                     if norm is not None:
                         meta[rank_tokens.NORM] = norm
+                        nodes_of[rec.meta.get("gid")] = (text, rank_tokens.recorded_rewrites(norm))
+                elif rec.kind == logformat.NODES:
+                    nodes_of[rec.meta.get("gid")] = (text, None)
+                elif rec.kind == logformat.ROW_DIGESTS:
+                    payload = _row_digests_again(text, nodes_of)
                 compile_id = {k: rec.env[k] for k in logformat.COMPILE_ID_KEYS if k in rec.env}
                 f.write(
                     logformat.encode_record(

@@ -41,6 +41,7 @@ from graphtrain_inspect.inspector.checks import shard_geometry
 from graphtrain_inspect.inspector.checks.cache_keys import keyed_per_rank
 from graphtrain_inspect.inspector.checks.differing_literals import Site, cross_rank_evidence, literal_sites
 from graphtrain_inspect.inspector.checks.findings import Finding
+from graphtrain_inspect.inspector.checks.rank_classes import class_rep_stage
 from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext, Observation
 from graphtrain_inspect.inspector.diff.normalize import table_meshes
 from graphtrain_inspect.inspector.read import pipelines
@@ -160,7 +161,9 @@ def _pieces(ctx: CheckContext, rank: int) -> dict[str, int]:
 
 
 def _rank_nodes(ctx: CheckContext, key, s: Site) -> dict[int, shard_geometry.RankNode] | None:
-    """The site's node on each rank, with its graph's rows by name (cached per graph)."""
+    """The site's node on each rank, with its graph's rows by name (cached per graph). A rank
+    whose graph is its rank class's lowest rank's (`class_rep_stage`) reads that rank's rows: the
+    two differ only in group names and the own device, which no judgement of geometry reads."""
     stages = ctx.index.across(key)
     cache = ctx.__dict__.setdefault("_geometry_rows", {})
     out = {}
@@ -168,18 +171,31 @@ def _rank_nodes(ctx: CheckContext, key, s: Site) -> dict[int, shard_geometry.Ran
         st = stages.get(r)
         if st is None:
             return None
-        ck = (r, st.gid, s.subgraph)
+        rep = class_rep_stage(ctx, st)
+        if rep is not None and s.nodes.get(rep.rank) == name:
+            st = rep
+        ck = (st.rank, st.gid, s.subgraph)
         if ck not in cache:
-            t = ctx.tables(r, st.gid)
+            t = ctx.tables(st.rank, st.gid)
             sub = t.subgraph(s.subgraph) if t is not None else None
-            cache[ck] = (
-                None if sub is None else ({x["name"]: x for x in sub.nodes}, shard_geometry.dim_sizes(sub.nodes))
-            )
+            cache[ck] = None if sub is None else _graph_rows(sub.nodes)
         got = cache[ck]
         if got is None or name not in got[0]:
             return None
-        out[r] = shard_geometry.RankNode(got[0][name], got[0], got[1])
+        out[r] = shard_geometry.RankNode(got[0][name], *got)
     return out
+
+
+def _graph_rows(rows: list[NodeRow]) -> tuple[dict[str, NodeRow], Callable[[], set[int]]]:
+    """A graph's rows by name, and its dimension sizes made when first asked (then kept)."""
+    sizes: list[set[int]] = []
+
+    def dim_sizes() -> set[int]:
+        if not sizes:
+            sizes.append(shard_geometry.dim_sizes(rows))
+        return sizes[0]
+
+    return {x["name"]: x for x in rows}, dim_sizes
 
 
 def _carry_own_chunks(ctx: CheckContext, findings: list) -> list:
@@ -205,7 +221,11 @@ def _carry_own_chunks(ctx: CheckContext, findings: list) -> list:
             across = ctx.index.across(a.key)
             held = True
             for r in f.ranks:
-                t = ctx.tables(r, across[r].gid) if r in across else None
+                # the rank's class's lowest rank's rows stand for its own (they differ in strings
+                # alone; the chunk is the rank's own, vec[r])
+                st_r = across.get(r)
+                st_r = (class_rep_stage(ctx, st_r) or st_r) if st_r is not None else None
+                t = ctx.tables(st_r.rank, st_r.gid) if st_r is not None else None
                 sub = t.subgraph(f.subgraph) if t is not None else None
                 if sub is None or r not in vec or not shard_geometry.takes_chunk(sub.nodes, size, n, vec[r]):
                     held = False
@@ -235,6 +255,8 @@ def _shard_size(ctx: CheckContext, key, s: Site, m: dict[str, Any]) -> int | Non
 def _geometry_observation(ctx: CheckContext, key, s: Site, values: dict, shared: bool) -> Observation | None:
     """A literal that is each rank's own chunk of a dimension (info per rank, an error where the
     graph is shared), or a slice that is no chunk of it (an error naming the chunk)."""
+    if not shard_geometry.may_judge(s.where, s.target, values):
+        return None  # no chunk geometry: no graph's rows need reading
     nodes = _rank_nodes(ctx, key, s)
     if nodes is None:
         return None

@@ -102,6 +102,7 @@ class RankClasses:
         self._digests: dict[tuple, bytes | None] = {}
         self._at: dict[Any, list[RankClass]] = {}
         self._of: dict[Any, dict[int, RankClass]] = {}
+        self._all: dict[Any, tuple[int, ...]] = {}
 
     def rewrites(self, rank: int, gid: str) -> Rewrites | None:
         k = (rank, gid)
@@ -160,7 +161,7 @@ class RankClasses:
         """The classes of the ranks (default: all) that have this stage, in order of their
         lowest rank."""
         across = self.index.across(key)
-        rs = tuple(sorted(r for r in (across if ranks is None else ranks) if r in across))
+        rs = self._ranks_at(key, across, ranks)
         ck = (key, rs)
         if ck not in self._at:
             members: dict[Any, list[int]] = {}
@@ -174,9 +175,17 @@ class RankClasses:
 
     def class_of(self, key: "StageKey", rank: int, ranks: Iterable[int] | None = None) -> RankClass | None:
         self.at(key, ranks)
-        across = self.index.across(key)
-        rs = tuple(sorted(r for r in (across if ranks is None else ranks) if r in across))
-        return self._of[(key, rs)].get(rank)
+        return self._of[(key, self._ranks_at(key, self.index.across(key), ranks))].get(rank)
+
+    def _ranks_at(self, key: "StageKey", across: Mapping[int, Any], ranks: Iterable[int] | None) -> tuple[int, ...]:
+        """The ranks (default: all) that have this stage, in order; all of them kept per stage
+        (asked once per rank pair of a many-rank capture)."""
+        if ranks is not None:
+            return tuple(sorted(r for r in ranks if r in across))
+        rs = self._all.get(key)
+        if rs is None:
+            rs = self._all[key] = tuple(sorted(across))
+        return rs
 
     def hashed(self, key: "StageKey", rank: int) -> bool:
         """Whether the rank's graph at this stage has a hash (else it is a class of its own)."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from graphtrain_inspect.capture.shared.logformat import NodeRow
 from graphtrain_inspect.inspector.read.graphmodel import is_ref
@@ -60,21 +60,30 @@ def _dim_size(by_name: dict[str, NodeRow], leaf: Any, dim: Any) -> int | None:
 
 def dim_sizes(rows: list[NodeRow]) -> set[int]:
     """Every concrete dimension size of a tensor in a graph (the dimensions a split can be of)."""
-    out: set[int] = set()
+    shapes = []
     for row in rows:
         v = row.get("val")
         if isinstance(v, dict) and v.get("t") == "tensor":
-            out.update(x for x in v.get("shape") or [] if _int(x))
-    return out
+            shapes.append(v.get("shape") or ())
+    # decoded JSON: an int is of type int exactly (a bool is not)
+    return {x for shape in shapes for x in shape if type(x) is int}
 
 
 @dataclass
 class RankNode:
-    """A node on one rank: its row, and its graph's rows by name."""
+    """A node on one rank: its row, its graph's rows by name, and the graph's dimension sizes
+    (`dim_sizes`; or the function that gives them, called when a judgement first needs them: one
+    pass over every row of the graph, which most literals are judged without)."""
 
     row: NodeRow
     by_name: dict[str, NodeRow]
-    sizes: set[int] = field(default_factory=set)
+    _sizes: set[int] | Callable[[], set[int]] = field(default_factory=set)
+
+    @property
+    def sizes(self) -> set[int]:
+        if callable(self._sizes):
+            self._sizes = self._sizes()
+        return self._sizes
 
 
 @dataclass
@@ -143,6 +152,18 @@ def _splits(vectors: dict[str, dict[int, int]], pieces: dict[str, int], ranks: l
         n = pieces.get(name)
         if n and n > 1 and all(r in vec and 0 <= vec[r] < n for r in ranks):
             yield name, vec, n
+
+
+def may_judge(where: str, target: Any, values: dict[int, Any]) -> bool:
+    """Whether `judge` can give a verdict on a literal at `where` of a node whose target (on the
+    lowest rank) is `target`: a split's chunk index, a slice's bounds, an int element of a shape.
+    Decided without the graphs' rows, so a literal that is none of these costs no table read."""
+    t = str(target)
+    if where == "args[1]" and t == "operator.getitem":
+        return True
+    if where in ("args[2]", "args[3]") and t in SLICE_OPS:
+        return True
+    return bool(_SHAPE_ELEMENT.fullmatch(where)) and all(_int(v) for v in values.values())
 
 
 def judge(

@@ -13,9 +13,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Hashable, Iterable, Sequence
 
 from graphtrain_inspect.inspector.checks.findings import Finding, NotRun
-from graphtrain_inspect.inspector.checks.rank_classes import class_rank_diff
+from graphtrain_inspect.inspector.checks.rank_classes import class_rank_diff, class_rep_stage
 from graphtrain_inspect.inspector.diff.collective_operands import Operand, operands, order_parts
-from graphtrain_inspect.inspector.diff.collectives import Collective, Part, collective_sequence, compare
+from graphtrain_inspect.inspector.diff.collectives import (
+    Collective,
+    Part,
+    collective_sequence,
+    compare,
+    same_by_digests,
+)
 from graphtrain_inspect.inspector.diff.graph_diff import graph_normalizer
 from graphtrain_inspect.inspector.diff.node_diff import GraphDiff
 from graphtrain_inspect.inspector.diff.normalize import GraphNormalizer, RankContext
@@ -158,6 +164,7 @@ class CheckContext:
         self._vectors: dict[str, dict[int, int]] | None = None
         self._colls: dict[tuple[int, str, bool], list[Collective] | None] = {}
         self._operands: dict[tuple[int, str, bool], list[Operand] | None] = {}
+        self._parts: dict[tuple[int, str, int, str, bool], list[Part] | None] = {}
         # check kind -> results made by other processes (check -j), by what the check keys them on
         self.prefetched: dict[str, dict[Any, Any]] = {}
 
@@ -168,7 +175,7 @@ class CheckContext:
         assert other.cap is self.cap and other.classes == self.classes and other.strategies == self.strategies
         self.index, self._rank_ctx, self._norm, self._rdiff = other.index, other._rank_ctx, other._norm, other._rdiff
         self._groups, self._classes, self._vectors = other._groups, other._classes, other._vectors
-        self._colls, self._operands = other._colls, other._operands
+        self._colls, self._parts, self._operands = other._colls, other._parts, other._operands
         self.prefetched = other.prefetched
 
     def skip(self, check: str, reason: str) -> None:
@@ -321,6 +328,12 @@ class CheckContext:
     def collectives(self, st: Stage) -> list[Collective] | None:
         """The collectives `st`'s graph runs, in order (`diff.collectives`); None if unreadable."""
         k = (st.rank, st.gid, st.key.role == BACKWARD_ROLE)
+        if k not in self._colls and self.classes:
+            # a rank of a class runs its lowest rank's collectives: their rows differ in group
+            # names and the own device alone, and a collective names its group by role
+            rep = class_rep_stage(self, st)
+            if rep is not None:
+                self._colls[k] = self.collectives(rep)
         if k not in self._colls:
             self._colls[k] = collective_sequence(
                 self.cap, st.rank, st.gid, self._stage_ctx(st.rank, st.gid), backward=k[2]
@@ -340,14 +353,29 @@ class CheckContext:
             classes = self.rank_classes
             if classes.class_of(key, ref) is classes.class_of(key, other) is not None:
                 return []
-        a, b = self.collectives(stages[ref]), self.collectives(stages[other])
+        sa, sb = stages[ref], stages[other]
+        if self.classes:
+            # a rank of a class runs its lowest rank's collectives (`collectives`): compared once
+            sb = class_rep_stage(self, sb) or sb
+        k = (sa.rank, sa.gid, sb.rank, sb.gid, key.role == BACKWARD_ROLE)
+        if k not in self._parts:
+            ctx_a, ctx_b = self._stage_ctx(sa.rank, sa.gid), self._stage_ctx(sb.rank, sb.gid)
+            if same_by_digests(self.cap, sa.rank, sa.gid, ctx_a, sb.rank, sb.gid, ctx_b):
+                self._parts[k] = []  # the rows that differ are no collective's
+            else:
+                self._parts[k] = self._compared_collectives(sa, sb)
+        return self._parts[k]
+
+    def _compared_collectives(self, sa: Stage, sb: Stage) -> list[Part] | None:
+        """How two stages' collectives differ: in what they are, else in the order they send what
+        they send (`diff.collective_operands`); None if unreadable."""
+        a, b = self.collectives(sa), self.collectives(sb)
         if a is None or b is None:
             return None
         parts = compare(a, b)
         if parts or len(a) < 2:
             return parts
-        # the same collectives: are they issued in the same order (by what they send)?
-        oa, ob = self.operands(stages[ref]), self.operands(stages[other])
+        oa, ob = self.operands(sa), self.operands(sb)
         return order_parts(a, b, oa, ob) if oa is not None and ob is not None else []
 
     def operands(self, st: Stage) -> list[Operand] | None:

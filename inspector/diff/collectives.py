@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from graphtrain_inspect.capture.shared.logformat import NodeRow
 from graphtrain_inspect.capture.shared.rank_tokens import REDUCE_OPS, is_collective_target
+from graphtrain_inspect.inspector.diff.anchored import rank_digests
 from graphtrain_inspect.inspector.diff.normalize import GraphNormalizer, RankContext
 from graphtrain_inspect.inspector.read.graphmodel import GraphTables, row_leaves
 
@@ -218,6 +219,30 @@ def _digest_rows(cap: "Capture", rank: int, gid: str) -> list[NodeRow] | None:
     if got is None:
         return None
     return [r for r in got if is_communication_target(r.get("target"))] if places else []
+
+
+def same_by_digests(cap: "Capture", ra: int, ga: str, ctx_a: RankContext, rb: int, gb: str, ctx_b: RankContext) -> bool:
+    """Whether two ranks' graphs run the same collectives, known from their tables' normalized
+    row digests without reading their collective rows: tables of one layout (subgraph heads and
+    row counts) whose rows differ only where neither rank's row is a collective's. Every other
+    row reads the same on both once group names and the own device are normalized, so the
+    sequences, groups and sizes are the same. False where that is not known (no normalized
+    digests, other layouts, a differing row that is a collective's): then read the rows."""
+    got = rank_digests(cap, ra, ga, ctx_a, rb, gb, ctx_b)
+    if got is None:
+        return False
+    da, db, tokens = got
+    if tokens or da.counts != db.counts or da.heads != db.heads:
+        return False  # not normalized digests, or not row for row
+    by_sub: dict[int, list[int]] = {}
+    for k, i in da.differing(db):
+        by_sub.setdefault(k, []).append(i)
+    for k, rows in by_sub.items():
+        for r, g in ((ra, ga), (rb, gb)):
+            got_rows = cap.digest_rows(r, g, k, rows)
+            if got_rows is None or any(is_collective_target(x.get("target")) for x in got_rows):
+                return False
+    return True
 
 
 # ---------------------------------------------------------------------------------------------

@@ -714,12 +714,17 @@ class Capture:
 
     def devices(self, rank: int, gid: str) -> dict[str, Any] | None:
         """The graph's device table (`gti_devices`) on this rank, or one derived from node rows;
-        read and validated once (the checks ask for it per rank diff and per stage)."""
+        read and validated once (the checks ask for it per rank diff and per stage), and once for
+        the ranks that logged the same table (`content_key`: a world's ranks of one local rank)."""
         key = ("dev", rank, gid)
         if key not in self._derived:
+            ck = ("dev", *self.content_key(rank, gid, logformat.DEVICES))
+            if ck in self._derived:
+                self._derived[key] = self._derived[ck]
+                return self._derived[key]
             v = self._payload(rank, gid, logformat.DEVICES)
             if isinstance(v, dict) and isinstance(v.get("literals"), list):
-                self._derived[key] = clean_devices(v)
+                self._derived[key] = self._derived[ck] = clean_devices(v)
             else:
                 t = self.node_table(rank, gid)
                 self._derived[key] = derive_devices(t) if t is not None else None

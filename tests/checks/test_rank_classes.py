@@ -129,3 +129,53 @@ def test_a_members_diff_reads_with_its_own_device(tmp_path):
     assert [(n.b, n.args, n.meta) for n in d3.changes()] == [(n.b, n.args, n.meta) for n in p3.changes()]
     full1, full3 = ({n.name: n.b for n in d.changes()}["full"] for d in (d1, d3))
     assert (full1["kwargs"], full3["kwargs"]) == ({"device": {"dev": "cuda:1"}}, {"device": {"dev": "cuda:3"}})
+
+
+def _slice_graph(tp: int | None, group: str):
+    """A slice of a dimension of 7 at the tp coordinate's chunk of it split in 2 ([0, 4) or [4, 7):
+    each rank's own chunk; None: the whole of it), and an all_reduce over the tp group."""
+    aten = torch.ops.aten
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    x.meta["val"] = torch.empty(7, 4)
+    start, end = (0, 7) if tp is None else ((0, 4), (4, 7))[tp]
+    sl = g.create_node("call_function", aten.slice.Tensor, (x, 0, start, end), name="slice_1")
+    sl.meta["val"] = torch.empty(end - start, 4)
+    red = g.create_node(
+        "call_function", torch.ops._c10d_functional.all_reduce.default, (sl, "sum", group), name="all_reduce"
+    )
+    red.meta["val"] = torch.empty(end - start, 4)
+    g.output((red,))
+    return torch.fx.GraphModule(torch.nn.Module(), g)
+
+
+def test_geometry_and_collectives_read_one_table_per_class(tmp_path):
+    """Each rank slices its own chunk of an uneven dimension (its tp coordinate's) and all_reduces
+    it: the shard geometry and the collectives are read from one rank of each class (ranks 0 and
+    1), and the report is the one reading every rank's table gives."""
+    w = CaptureWriter(tmp_path, world_size=8)
+    for r in range(8):
+        table = mesh_rank_table(r, MESH, ("dp", "tp"))
+        tp, group = table["meshes"][0]["coordinate"][1], table["meshes"][0]["group_names"]["tp"]
+        rw = w.rank(r, local_rank=r % 4, own_device=f"cuda:{r % 4}", rank_table=table)
+        rw.apply("shard", _slice_graph(None, group), _slice_graph(tp, group))
+        rw.end()
+    path = w.finish()
+    cap = open_capture(path)
+    read: set[int] = set()
+    node_table = cap.node_table
+
+    def counted(rank, gid):
+        read.add(rank)
+        return node_table(rank, gid)
+
+    cap.node_table = counted
+    report = check_report(cap).to_json()
+    assert read <= {0, 1}
+    assert report == _report(path, False)
+    (f,) = [f for f in report["findings"] if f["kind"] == "rank-baked-constant"]
+    geo = f["evidence"]["geometry"]
+    assert (geo["own_chunk"], geo["dim_size"], geo["chunks"]) == (True, 7, 2)
+    # tp 0 and tp 1 all_reduce 4 and 3 rows: a collective of two sizes (against rank 0: the tp 1s)
+    (c,) = [x for x in report["findings"] if x["kind"] == "collective-mismatch"]
+    assert f["severity"] == "info" and c["severity"] == "error" and c["ranks"] == [0, 1, 3, 5, 7]

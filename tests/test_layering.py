@@ -378,7 +378,7 @@ def test_no_import_circle():
 
 
 def test_a_circle_is_found_even_through_a_function():
-    """The finder itself: a lazy import back (the way rank_classes once read tables_and_blame's
+    """The finder itself: a lazy import back (the way rank_classes once read context's
     switch) is a circle; a `TYPE_CHECKING` import and `from package import submodule` are not."""
     a, b, pkg = f"{NS}.inspector.checks.a", f"{NS}.inspector.checks.b", f"{NS}.inspector.checks"
     mods = {

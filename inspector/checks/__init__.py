@@ -6,12 +6,12 @@
 
 Each check is a small module in this package, listed once in CHECK_MODULES below, with `KIND`,
 `DESCRIPTION` and `run(ctx) -> list[Finding]`. Checks look at every graph state (the traced graph,
-then each pass's outputs, on every rank); `tables_and_blame.CheckContext` turns per-stage
+then each pass's outputs, on every rank); `context.CheckContext` turns per-stage
 observations into findings that name the first pass after which each one appears (`introduced_by`, or
 `"trace"` when the traced graph already has it) and the last pass where it is still present
 (`pass`).
 
-Shared by the checks: `tables_and_blame` (cached node tables and rank diffs, rank-derived vectors,
+Shared by the checks: `context` (cached node tables and rank diffs, rank-derived vectors,
 blame), `differing_literals` (literals that differ across ranks at aligned nodes), `row_rank_diff`
 (rank diffs from undecoded rows), `symbol_rows` (a graph's symbol map as rows, stale ones marked),
 `cache_keys` (each compile's FX graph cache key, by key and by pipeline).
@@ -47,7 +47,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
+    from graphtrain_inspect.inspector.checks.context import CheckContext
     from graphtrain_inspect.inspector.diff.rank_diffs import RankDiffStrategy
     from graphtrain_inspect.inspector.read.capture_reader import Capture
 
@@ -172,7 +172,7 @@ def check_reports(cap: "Capture", shared_graphs: Sequence[bool], *, jobs: int = 
     """`check_report` under each grading (`shared_graph` off or on: `report` shows both), the
     rank diffs, normalizers, rank classes and stale-symbol walks made once: none of them depends
     on the grading, only what the checks conclude from them does."""
-    from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
+    from graphtrain_inspect.inspector.checks.context import CheckContext
     from graphtrain_inspect.inspector.read.collector import no_gc
 
     out: list[Report] = []
@@ -209,7 +209,7 @@ def _context(
 ) -> "CheckContext":
     """A check context, its rank diffs and stale-symbol walks made first in `jobs` processes
     where that is more than one (checks.parallel)."""
-    from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
+    from graphtrain_inspect.inspector.checks.context import CheckContext
 
     made = {"strategies": strategies} if strategies is not None else {}
     ctx = CheckContext(cap, shared_graph=shared_graph, classes=classes, **made)

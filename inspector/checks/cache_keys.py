@@ -5,7 +5,7 @@ what rank-baked-constant's grading asks (a pass's rank literal in a compile keye
 
 from __future__ import annotations
 
-from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
+from graphtrain_inspect.inspector.checks.context import CheckContext
 from graphtrain_inspect.inspector.read.output_code import OutputCode, compile_keys, pipeline_of
 
 

@@ -21,9 +21,9 @@ from typing import Any
 from graphtrain_inspect.capture.shared.rank_ranges import format_ranks
 from graphtrain_inspect.inspector.checks.cache_keys import by_cache_key, undetermined_keys
 from graphtrain_inspect.inspector.checks.codegen_sites import CODEGEN_PASS, CodeSite, code_evidence_lines
+from graphtrain_inspect.inspector.checks.context import CheckContext
 from graphtrain_inspect.inspector.checks.findings import Finding
 from graphtrain_inspect.inspector.checks.rank_baked_constant import match_vectors
-from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
 from graphtrain_inspect.inspector.diff.graph_diff import text_diff
 from graphtrain_inspect.inspector.diff.output_code import literal_skeleton, literal_value
 from graphtrain_inspect.inspector.read.output_code import OutputCode, pipeline_of

@@ -13,9 +13,9 @@ rank's own device is an error; an accelerator index on a rank that computes on t
 from __future__ import annotations
 
 from graphtrain_inspect.inspector.checks.codegen_sites import aligned, clip_code, code_evidence_lines, finding, fx_node
+from graphtrain_inspect.inspector.checks.context import CheckContext
 from graphtrain_inspect.inspector.checks.findings import Finding
 from graphtrain_inspect.inspector.checks.rank_baked_constant import compile_on_one_rank
-from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
 from graphtrain_inspect.inspector.diff.output_code import own_index, pinned_spans
 from graphtrain_inspect.inspector.read.graphmodel import split_device
 

@@ -15,9 +15,9 @@ itself, an error where the code is shared (compile on one rank, `check --shared-
 from __future__ import annotations
 
 from graphtrain_inspect.inspector.checks.codegen_sites import aligned, code_evidence_lines, finding
+from graphtrain_inspect.inspector.checks.context import CheckContext
 from graphtrain_inspect.inspector.checks.findings import Finding
 from graphtrain_inspect.inspector.checks.rank_baked_constant import compile_on_one_rank
-from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
 from graphtrain_inspect.inspector.diff.collectives import code_collectives
 from graphtrain_inspect.inspector.diff.graph_diff import text_diff
 from graphtrain_inspect.inspector.diff.output_code import literal_skeleton

@@ -18,9 +18,9 @@ from graphtrain_inspect.inspector.checks.codegen_sites import (
     finding,
     fx_node,
 )
+from graphtrain_inspect.inspector.checks.context import CheckContext
 from graphtrain_inspect.inspector.checks.findings import Finding
 from graphtrain_inspect.inspector.checks.rank_baked_constant import grade_per_rank, match_vectors
-from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
 from graphtrain_inspect.inspector.diff.output_code import literal_skeleton, literal_span, literal_value, pinned_indices
 
 KIND = "rank-baked-constant"

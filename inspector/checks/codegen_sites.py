@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from graphtrain_inspect.inspector.checks.context import CheckContext
 from graphtrain_inspect.inspector.checks.findings import Finding
-from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
 from graphtrain_inspect.inspector.diff.output_code import CodeNormalizer
 from graphtrain_inspect.inspector.read.output_code import (
     Kernel,

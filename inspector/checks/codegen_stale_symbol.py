@@ -25,8 +25,8 @@ from graphtrain_inspect.inspector.checks.codegen_sites import (
     finding,
     fx_node,
 )
+from graphtrain_inspect.inspector.checks.context import CheckContext
 from graphtrain_inspect.inspector.checks.findings import Finding
-from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
 from graphtrain_inspect.inspector.read.code_scopes import UnboundUse, unbound_symbols
 from graphtrain_inspect.inspector.read.graphmodel import GraphTables, SubGraph
 from graphtrain_inspect.inspector.read.output_code import Kernel

@@ -26,8 +26,8 @@ from __future__ import annotations
 from typing import Any
 
 from graphtrain_inspect.capture.shared.rank_ranges import format_ranks
+from graphtrain_inspect.inspector.checks.context import CheckContext, Observation
 from graphtrain_inspect.inspector.checks.findings import Finding
-from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext, Observation
 from graphtrain_inspect.inspector.diff.collective_operands import (
     OperandOrder,
     consequence,

@@ -8,8 +8,8 @@ handled there (FSDP2's `torch._dynamo.disable`d hook wrapper) is info with that 
 from __future__ import annotations
 
 from graphtrain_inspect.inspector.checks.compile_findings import finding, fold, story, where_key, whose
+from graphtrain_inspect.inspector.checks.context import CheckContext
 from graphtrain_inspect.inspector.checks.findings import Finding
-from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
 from graphtrain_inspect.inspector.read.compile_events import BREAK_FAIL_TYPES
 
 KIND = "compile-failure"

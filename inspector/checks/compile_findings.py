@@ -22,7 +22,7 @@ from graphtrain_inspect.inspector.read.compile_events import (
 )
 
 if TYPE_CHECKING:
-    from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
+    from graphtrain_inspect.inspector.checks.context import CheckContext
 
 INTRODUCED_BY = "dynamo"
 

@@ -27,10 +27,10 @@ from typing import Any
 
 from graphtrain_inspect.capture.shared import logformat
 from graphtrain_inspect.capture.shared.rank_ranges import values_by_rank
+from graphtrain_inspect.inspector.checks.context import CheckContext, Observation
 from graphtrain_inspect.inspector.checks.differing_literals import cross_rank_evidence, literal_sites
 from graphtrain_inspect.inspector.checks.findings import Finding
 from graphtrain_inspect.inspector.checks.rank_baked_constant import compile_on_one_rank, match_vectors
-from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext, Observation
 from graphtrain_inspect.inspector.read.graphmodel import device_of_leaf, split_device
 
 KIND = "device-baked"

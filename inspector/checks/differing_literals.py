@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from graphtrain_inspect.inspector.checks.context import CheckContext
 from graphtrain_inspect.inspector.checks.rank_classes import member_leaf
-from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
 from graphtrain_inspect.inspector.read.graphmodel import device_of_leaf, is_ref, iter_leaves, row_leaves
 from graphtrain_inspect.inspector.read.stages import StageKey
 

@@ -10,8 +10,8 @@ frame torch disabled, as FSDP2's hooks) is info: torch runs it uncompiled by des
 from __future__ import annotations
 
 from graphtrain_inspect.inspector.checks.compile_findings import finding, fold, story, where_key, whose
+from graphtrain_inspect.inspector.checks.context import CheckContext
 from graphtrain_inspect.inspector.checks.findings import Finding
-from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
 from graphtrain_inspect.inspector.read.compile_events import is_retrace
 
 KIND = "graph-break"

@@ -39,8 +39,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from graphtrain_inspect.capture.shared import logformat
+from graphtrain_inspect.inspector.checks.context import CheckContext
 from graphtrain_inspect.inspector.checks.findings import Finding
-from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
 
 KIND = "incomplete-capture"
 DESCRIPTION = (

@@ -22,7 +22,7 @@ from graphtrain_inspect.inspector.read.node_parts import absence
 from graphtrain_inspect.inspector.read.output_code import output_codes
 
 if TYPE_CHECKING:
-    from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
+    from graphtrain_inspect.inspector.checks.context import CheckContext
 
 CODEGEN_CHECKS = ("codegen-rank-baked", "codegen-device-baked", "codegen-stale-symbol", "codegen-divergent")
 ACROSS_RANKS = ("codegen-rank-baked", "codegen-divergent")

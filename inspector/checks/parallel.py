@@ -35,7 +35,7 @@ from graphtrain_inspect.inspector.read import compile_events
 from graphtrain_inspect.inspector.read.collector import no_gc
 
 if TYPE_CHECKING:
-    from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
+    from graphtrain_inspect.inspector.checks.context import CheckContext
 
 MAX_DEFAULT_JOBS = 16  # the default -j: the machine's cores, at most this many
 # What a task costs per node of its graphs, as a multiple of a row-by-row rank diff's, so that
@@ -175,7 +175,7 @@ def _do(ctx: "CheckContext", task: tuple) -> tuple:
 
 
 def _work(path: str, source: str, classes: bool, strategies: tuple, tasks: list) -> list[tuple]:
-    from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
+    from graphtrain_inspect.inspector.checks.context import CheckContext
     from graphtrain_inspect.inspector.read.capture_index import open_capture
 
     with no_gc():

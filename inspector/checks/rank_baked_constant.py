@@ -39,10 +39,10 @@ from graphtrain_inspect.capture.shared.logformat import NodeRow
 from graphtrain_inspect.capture.shared.rank_ranges import values_by_rank
 from graphtrain_inspect.inspector.checks import shard_geometry
 from graphtrain_inspect.inspector.checks.cache_keys import keyed_per_rank
+from graphtrain_inspect.inspector.checks.context import CheckContext, Observation
 from graphtrain_inspect.inspector.checks.differing_literals import Site, cross_rank_evidence, literal_sites
 from graphtrain_inspect.inspector.checks.findings import Finding
 from graphtrain_inspect.inspector.checks.rank_classes import class_rep_stage
-from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext, Observation
 from graphtrain_inspect.inspector.diff.normalize import table_meshes
 from graphtrain_inspect.inspector.read import pipelines
 from graphtrain_inspect.inspector.read.graphmodel import SubGraph, is_ref, row_leaves

@@ -36,7 +36,7 @@ from graphtrain_inspect.capture.shared.rank_ranges import brief_ranks
 from graphtrain_inspect.inspector.diff.normalize import RankContext, is_collective_target
 
 if TYPE_CHECKING:
-    from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
+    from graphtrain_inspect.inspector.checks.context import CheckContext
     from graphtrain_inspect.inspector.diff.node_diff import GraphDiff
     from graphtrain_inspect.inspector.read.capture_reader import Capture
     from graphtrain_inspect.inspector.read.stages import Stage, StageIndex, StageKey

@@ -16,8 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 from graphtrain_inspect.inspector.checks.compile_findings import INTRODUCED_BY, pipeline_key, story
+from graphtrain_inspect.inspector.checks.context import CheckContext
 from graphtrain_inspect.inspector.checks.findings import Finding
-from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
 from graphtrain_inspect.inspector.read.compile_events import CompileInfo, short_path
 
 KIND = "rank-divergent-compile"

@@ -27,9 +27,9 @@ from __future__ import annotations
 from typing import Any
 
 from graphtrain_inspect.capture.shared.rank_ranges import format_ranks
+from graphtrain_inspect.inspector.checks.context import CheckContext, Observation
 from graphtrain_inspect.inspector.checks.findings import Finding
 from graphtrain_inspect.inspector.checks.rank_baked_constant import compile_on_one_rank
-from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext, Observation
 from graphtrain_inspect.inspector.read.stages import TRACE, StageKey
 
 KIND = "rank-divergent-graph"

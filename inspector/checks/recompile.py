@@ -4,8 +4,8 @@ the guard. A recompile on some ranks only is rank-divergent-compile's error."""
 from __future__ import annotations
 
 from graphtrain_inspect.inspector.checks.compile_findings import finding, fold, story
+from graphtrain_inspect.inspector.checks.context import CheckContext
 from graphtrain_inspect.inspector.checks.findings import Finding
-from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
 
 KIND = "recompile"
 DESCRIPTION = "a frame compiled again because a guard failed (the guard)"

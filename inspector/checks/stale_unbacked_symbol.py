@@ -26,9 +26,9 @@ from graphtrain_inspect.capture.shared import logformat, symbol_rows
 from graphtrain_inspect.capture.shared.logformat import NodeRow
 from graphtrain_inspect.capture.shared.symbol_rows import row_refs
 from graphtrain_inspect.capture.shared.symbol_usage import is_unbacked, row_symbols
+from graphtrain_inspect.inspector.checks.context import CheckContext, Observation
 from graphtrain_inspect.inspector.checks.findings import Finding
 from graphtrain_inspect.inspector.checks.rank_classes import class_rep_stage
-from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext, Observation
 from graphtrain_inspect.inspector.diff.rank_diffs import POSITIONAL
 from graphtrain_inspect.inspector.read.collector import no_gc
 from graphtrain_inspect.inspector.read.graphmodel import GraphTables, SubGraph

@@ -35,7 +35,7 @@ from graphtrain_inspect.inspector.checks.findings import Finding
 from graphtrain_inspect.inspector.checks.incomplete_capture import expected_ranks
 
 if TYPE_CHECKING:
-    from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
+    from graphtrain_inspect.inspector.checks.context import CheckContext
 
 KIND = "training-failed"
 DESCRIPTION = "a rank's training raised or died (the exception, its ranks, the generated line or FX node it points at)"

@@ -11,7 +11,7 @@ import pytest
 
 from graphtrain_inspect.capture.shared import logformat, rank_tokens
 from graphtrain_inspect.inspector.checks import check_report
-from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
+from graphtrain_inspect.inspector.checks.context import CheckContext
 from graphtrain_inspect.inspector.diff import rank_diffs
 from graphtrain_inspect.inspector.read.capture_index import open_capture
 from graphtrain_inspect.inspector.read.logscan import LogFile

@@ -14,7 +14,7 @@ import torch.distributed  # registers the functional collectives
 import torch.fx
 
 from graphtrain_inspect.inspector.checks import run_checks
-from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
+from graphtrain_inspect.inspector.checks.context import CheckContext
 from graphtrain_inspect.inspector.diff.collectives import (
     Collective,
     code_collectives,

@@ -38,7 +38,7 @@ def test_fast_paths_report_what_whole_tables_report(sample_capture, bugs, coor):
 def test_fast_paths_are_taken_on_format_2_captures(sample_capture):
     """Guard against a fast path that silently never applies: on a capture with a rank-baked
     constant every rank diff is made from rows, and no table is read whole for a rank diff."""
-    from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
+    from graphtrain_inspect.inspector.checks.context import CheckContext
     from graphtrain_inspect.inspector.read.stages import StageIndex
 
     cap = open_capture(str(sample_capture("rank-baked")))
@@ -176,7 +176,7 @@ def test_a_walk_is_handed_on_only_where_rows_and_symbol_map_agree(sample_capture
     a symbol share one walk (guard against a reuse that never applies), and every graph's
     observations are what walking it alone gives (a fresh context each)."""
     from graphtrain_inspect.inspector.checks import stale_unbacked_symbol as ss
-    from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
+    from graphtrain_inspect.inspector.checks.context import CheckContext
 
     cap = open_capture(str(sample_capture("stale-symbol")))
     ctx = CheckContext(cap)

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from graphtrain_inspect.inspector.checks import parallel
+from graphtrain_inspect.inspector.checks.context import CheckContext
 from graphtrain_inspect.inspector.checks.differing_literals import literal_sites
-from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
 from graphtrain_inspect.inspector.diff.graph_diff import diff_tables
 from graphtrain_inspect.inspector.read.capture_index import open_capture
 from graphtrain_inspect.samples.bugs import ALL as ALL_BUGS

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from graphtrain_inspect.inspector.checks import check_report, parallel
-from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
+from graphtrain_inspect.inspector.checks.context import CheckContext
 from graphtrain_inspect.inspector.read.capture_index import open_capture
 
 

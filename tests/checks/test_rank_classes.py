@@ -9,8 +9,8 @@ import torch.distributed  # registers the functional collectives
 import torch.fx
 
 from graphtrain_inspect.inspector.checks import check_report
+from graphtrain_inspect.inspector.checks.context import CheckContext
 from graphtrain_inspect.inspector.checks.differing_literals import literal_sites
-from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
 from graphtrain_inspect.inspector.read.capture_index import open_capture
 from tests.small_captures import CaptureWriter, mesh_rank_table
 

@@ -18,7 +18,7 @@ from graphtrain_inspect.capture import session
 from graphtrain_inspect.capture.shared import logformat, rank_tokens, row_digests
 from graphtrain_inspect.capture.shared.logformat import split_records
 from graphtrain_inspect.inspector.checks import check_report
-from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
+from graphtrain_inspect.inspector.checks.context import CheckContext
 from graphtrain_inspect.inspector.cli.main import main as cli_main
 from graphtrain_inspect.inspector.diff import anchored as ard
 from graphtrain_inspect.inspector.diff import graph_diff

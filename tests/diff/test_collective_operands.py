@@ -10,7 +10,7 @@ import torch.distributed  # registers the functional collectives
 import torch.fx
 
 from graphtrain_inspect.inspector.checks import run_checks
-from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
+from graphtrain_inspect.inspector.checks.context import CheckContext
 from graphtrain_inspect.inspector.diff.collective_operands import OperandOrder, describe_order, ordinal
 from graphtrain_inspect.inspector.read.capture_index import open_capture
 from tests.small_captures import CaptureWriter, mesh_rank_table

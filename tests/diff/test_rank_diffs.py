@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from graphtrain_inspect.inspector.checks.tables_and_blame import CheckContext
+from graphtrain_inspect.inspector.checks.context import CheckContext
 from graphtrain_inspect.inspector.diff.rank_diffs import (
     STRATEGIES,
     VIEWS,

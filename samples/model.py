@@ -37,6 +37,10 @@ class ModelConfig:
     def head_dim(self) -> int:
         return self.dim // self.n_heads
 
+    @property
+    def tokens_per_rank(self) -> int:
+        return self.batch_per_rank * self.seq_len
+
 
 # ---------------------------------------------------------------------------
 # parameters

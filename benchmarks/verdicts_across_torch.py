@@ -82,7 +82,20 @@ PROGRAMS: dict[str, tuple[list[str], list[str], int]] = {
     ),
     "vocab-parallel": (_VOCAB_PASSES, ["tests.programs.vocab_parallel"], 2),
     "vocab-parallel-fixed": (_VOCAB_PASSES, ["tests.programs.vocab_parallel", "--fixed"], 2),
+    "rank-reorder": (["--pass", "tests.programs.rank_reorder_passes:PIPELINE"], ["tests.programs.rank_reorder"], 2),
+    "rank-reorder-clean": (
+        ["--pass", "tests.programs.rank_reorder_passes:PIPELINE"],
+        ["tests.programs.rank_reorder"],
+        2,
+    ),
+    "pipeline-stages": (
+        ["--pass", "tests.programs.pipeline_stages_passes:PIPELINE"],
+        ["tests.programs.pipeline_stages"],
+        4,
+    ),
 }
+# programs whose twin is chosen by the environment its passes read
+PROGRAM_ENV: dict[str, dict[str, str]] = {"rank-reorder-clean": {"GTI_REORDER_CLEAN": "1"}}
 
 
 def _finding_key(f: dict) -> tuple:
@@ -102,6 +115,7 @@ def verdict(name: str, work: Path) -> dict:
     # this checkout first (the programs import as tests.programs.*), then what the caller set
     path = [str(ROOT), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]]
     env = dict(os.environ, OMP_NUM_THREADS="1", TORCHINDUCTOR_COMPILE_THREADS="1", PYTHONPATH=os.pathsep.join(path))
+    env.update(PROGRAM_ENV.get(name, {}))
     cli = [sys.executable, "-m", "graphtrain_inspect.inspector.cli"]
     cmd = [*cli, "capture", "--out", str(out), *options, "--"]
     if nproc:

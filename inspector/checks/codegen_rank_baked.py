@@ -21,7 +21,13 @@ from graphtrain_inspect.inspector.checks.codegen_sites import (
 from graphtrain_inspect.inspector.checks.context import CheckContext
 from graphtrain_inspect.inspector.checks.findings import Finding
 from graphtrain_inspect.inspector.checks.rank_baked_constant import grade_per_rank, match_vectors
-from graphtrain_inspect.inspector.diff.output_code import literal_skeleton, literal_span, literal_value, pinned_indices
+from graphtrain_inspect.inspector.diff.output_code import (
+    autotune_hint,
+    literal_skeleton,
+    literal_span,
+    literal_value,
+    pinned_indices,
+)
 
 KIND = "rank-baked-constant"
 DESCRIPTION = "literals in generated code that differ across ranks and equal a rank-derived value"
@@ -47,6 +53,8 @@ def run(ctx: CheckContext) -> list[Finding]:
                 continue  # a comment computes nothing (Inductor copies the FX graph into kernels' comments)
             if any(pinned_indices(l) for l in lines.values()):
                 continue  # a device index: the device check's business, not a rank literal
+            if any(autotune_hint(l) for l in lines.values()):
+                continue  # each rank's own sizes as autotuning hints: what runs computes the same
             split = {r: literal_skeleton(l) for r, l in lines.items()}
             if len({sk for sk, _ in split.values()}) != 1 or len({len(lits) for _, lits in split.values()}) != 1:
                 continue

@@ -76,6 +76,17 @@ def kernel_renames(code: str, kernels: list[Kernel] | None = None) -> dict[str, 
     return out
 
 
+# the arguments of a Triton kernel's `@triton_heuristics.*(...)` decorator that are autotuning
+# hints: made from the compiling rank's sizes (a dynamic dimension's hint), they steer which
+# launch config is tried, never what the kernel computes
+_AUTOTUNE_HINTS = ("size_hints=", "inductor_meta=")
+
+
+def autotune_hint(line: str) -> bool:
+    """Whether the line is an autotuning hint of a Triton kernel's heuristics decorator."""
+    return line.lstrip().startswith(_AUTOTUNE_HINTS)
+
+
 def pinned_indices(line: str) -> list[tuple[str, int]]:
     """(what, index) for every device index the line pins."""
     return [(what, idx) for what, idx, _, _ in pinned_spans(line)]

@@ -22,7 +22,8 @@ has made both graphs by then): its backward would hang; `--hang` runs it anyway.
 
     torchrun --standalone --nproc-per-node 2 -m tests.programs.partitioner_recompute [--fix FIX]
 
-CPU (gloo), two ranks, one step: each rank compiles its own graph with torch.compile (Inductor, or
+CPU (gloo; `--device cuda`: cuda:LOCAL_RANK over NCCL), two ranks, one step: each rank compiles
+its own graph with torch.compile (Inductor, or
 `--backend aot_eager_decomp_partition`: the same partitioner without Inductor's passes and code),
 the batch dimension dynamic.
 """
@@ -30,6 +31,7 @@ the batch dimension dynamic.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 import torch
@@ -62,16 +64,21 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--hang", action="store_true", help="without --fix: run the backward that hangs")
     # aot_eager_decomp_partition: the same AOTAutograd and min-cut partitioner, no Inductor codegen
     p.add_argument("--backend", default="inductor", help="torch.compile backend (default: inductor)")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     args = p.parse_args(argv)
     _configure(args.fix)
-    dist.init_process_group("gloo")
+    dev = torch.device("cpu")
+    if args.device == "cuda":
+        dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+        torch.cuda.set_device(dev)
+    dist.init_process_group("nccl" if args.device == "cuda" else "gloo")
     try:
         rank = dist.get_rank()
         torch.manual_seed(0)
         dim = 16
-        w_shard = torch.nn.Parameter(torch.randn(dim // dist.get_world_size(), dim))
+        w_shard = torch.nn.Parameter(torch.randn(dim // dist.get_world_size(), dim).to(dev))
         # uneven data: rank 0 holds 2 samples, rank 1 64 (the sizes the partitioner weighs)
-        x = torch.randn(2 if rank == 0 else 64, dim)
+        x = torch.randn(2 if rank == 0 else 64, dim).to(dev)
         # the batch a symbol on every rank (one graph for all batch sizes): the partitioner weighs
         # each rank's own size hint, and no rank's batch size is a literal of its graph
         torch._dynamo.mark_dynamic(x, 0)

@@ -8,7 +8,8 @@ moved). With GTI_REORDER_CLEAN=1 the pass orders by the graph alone and every ra
     graphtrain-inspect capture --out OUT --pass tests.programs.rank_reorder_passes:PIPELINE -- \\
         torchrun --nproc-per-node=2 -m tests.programs.rank_reorder
 
-(GTI_REORDER_CLEAN=1: the fixed pass)
+(GTI_REORDER_CLEAN=1: the fixed pass). `--device cuda` runs each rank on cuda:LOCAL_RANK over
+NCCL, as the captures under tests/data/nccl/ were recorded.
 """
 
 import argparse
@@ -36,13 +37,18 @@ def step(w1, w2, w3, x):
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=1)
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     args = ap.parse_args()
+    dev = torch.device("cpu")
+    if args.device == "cuda":
+        dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+        torch.cuda.set_device(dev)
     if "RANK" in os.environ:
-        dist.init_process_group("gloo")
+        dist.init_process_group("nccl" if args.device == "cuda" else "gloo")
     rank = dist.get_rank() if dist.is_initialized() else 0
     torch.manual_seed(0)
-    ws = [torch.randn(8, 8, requires_grad=True) for _ in range(3)]
-    x = torch.randn(4, 8, generator=torch.Generator().manual_seed(rank + 1))
+    ws = [torch.randn(8, 8).to(dev).requires_grad_() for _ in range(3)]
+    x = torch.randn(4, 8, generator=torch.Generator().manual_seed(rank + 1)).to(dev)
     gm = make_fx(step)(*ws, x)
     for p in rank_reorder_passes.PIPELINE:
         gm = p(gm, [*ws, x])

@@ -10,6 +10,7 @@ nature: a match there is info unless the graph is shared (`rank_baked_constant.g
 
 from __future__ import annotations
 
+from graphtrain_inspect.inspector.checks import shard_geometry
 from graphtrain_inspect.inspector.checks.codegen_sites import (
     CODEGEN_PASS,
     aligned,
@@ -20,7 +21,7 @@ from graphtrain_inspect.inspector.checks.codegen_sites import (
 )
 from graphtrain_inspect.inspector.checks.context import CheckContext
 from graphtrain_inspect.inspector.checks.findings import Finding
-from graphtrain_inspect.inspector.checks.rank_baked_constant import grade_per_rank, match_vectors
+from graphtrain_inspect.inspector.checks.rank_baked_constant import chunk_counts, grade_per_rank, match_vectors
 from graphtrain_inspect.inspector.diff.output_code import (
     autotune_hint,
     literal_skeleton,
@@ -66,6 +67,7 @@ def run(ctx: CheckContext) -> list[Finding]:
                 if any(v is None for v in values.values()):
                     continue
                 matches = match_vectors(values, vectors)
+                own = None
                 kernel = ref.kernel_at(i)
                 kname = kernel.name if kernel else None
                 dedup = (key, kname, split[ranks[0]][0], j)
@@ -83,6 +85,10 @@ def run(ctx: CheckContext) -> list[Finding]:
                         f"literal in generated code of {where} differs across ranks ({vals}) and equals {form}: "
                         "baked at compile time"
                     )
+                    sev = "error"
+                elif (own := _own_size(ctx, sites, values, ranks)) is not None:
+                    # each rank's own shard size (uneven split), as each rank's own code holds it
+                    msg = f"literal in generated code of {where} differs across ranks ({vals}): {own.message}"
                     sev = "error"
                 else:
                     msg = f"literal in generated code of {where} differs across ranks ({vals})"
@@ -105,6 +111,8 @@ def run(ctx: CheckContext) -> list[Finding]:
                     "matches": matches,
                     **fx,
                 }
+                if own is not None and not matches:
+                    ev["geometry"] = {**own.evidence, "own_chunk": True}
                 out.append(finding(KIND, sev, msg, sites, ranks, node=node, evidence=ev))
     # several ranks generated code for one compile: each for itself, unless the user says it is shared
     return grade_per_rank(
@@ -115,3 +123,24 @@ def run(ctx: CheckContext) -> list[Finding]:
 def evidence_lines(f: Finding) -> list[str]:
     """The finding's evidence as lines of text (`check`, `report`, the TUI and SARIF show them)."""
     return code_evidence_lines(f)
+
+
+def _own_size(ctx: CheckContext, sites: dict, values: dict, ranks: list[int]) -> shard_geometry.Verdict | None:
+    """Whether each rank's literal is its own local size of an unevenly split dimension that the
+    graphs Inductor compiled hold on every rank (shard_geometry.scaled_local_size)."""
+    cache = ctx.__dict__.setdefault("_codegen_dim_sizes", {})
+    common: set[int] | None = None
+    for r in ranks:
+        gid = sites[r].oc.graph
+        if gid is None:
+            return None
+        if (r, gid) not in cache:
+            t = ctx.tables(r, gid)
+            cache[(r, gid)] = shard_geometry.dim_sizes(t.root.nodes) if t is not None else None
+        sizes = cache[(r, gid)]
+        if sizes is None:
+            return None
+        common = set(sizes) if common is None else common & sizes
+    if not common:
+        return None
+    return shard_geometry.scaled_local_size(values, common, ctx.vectors(), chunk_counts(ctx, min(ranks)), ranks)

@@ -152,7 +152,7 @@ def _match_vectors(values: dict[int, Any], vectors: dict[str, dict[int, int]]) -
     return out
 
 
-def _pieces(ctx: CheckContext, rank: int) -> dict[str, int]:
+def chunk_counts(ctx: CheckContext, rank: int) -> dict[str, int]:
     """Rank-derived vector -> how many chunks its values index (the mesh dimension's size)."""
     sizes = _mesh_sizes(ctx, rank)
     out = {f"coordinate[{d}]": n for d, n in sizes.items() if d != "world"}
@@ -260,7 +260,7 @@ def _geometry_observation(ctx: CheckContext, key, s: Site, values: dict, shared:
     nodes = _rank_nodes(ctx, key, s)
     if nodes is None:
         return None
-    verdict = shard_geometry.judge(s.where, nodes, values, ctx.vectors(), _pieces(ctx, min(nodes)))
+    verdict = shard_geometry.judge(s.where, nodes, values, ctx.vectors(), chunk_counts(ctx, min(nodes)))
     if verdict is None:
         return None
     what = f"{s.target} {s.where}" if s.where else str(s.target)

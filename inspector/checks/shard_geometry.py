@@ -263,6 +263,30 @@ def _judge_length(where: str, nodes: dict[int, RankNode], values, vectors, piece
     return None
 
 
+def scaled_local_size(values: dict[int, Any], sizes: set[int], vectors, pieces, ranks) -> Verdict | None:
+    """A size in code each rank generated for itself: each rank's value is k times the length of
+    its own chunk of a dimension of S split in n (k >= 1, the same on every rank: the other
+    dimensions of the local tensor a kernel walks flat), where S is a dimension size the ranks'
+    graphs all hold and the chunks differ in length (an uneven split)."""
+    if not all(type(values[r]) is int and values[r] > 0 for r in ranks):
+        return None
+    for name, vec, n in _splits(vectors, pieces, ranks):
+        for size in sorted(sizes):
+            for how in HOW:
+                lengths = {r: (lambda b: b[1] - b[0])(chunk_of(size, n, vec[r], how)) for r in ranks}
+                if len(set(lengths.values())) == 1 or min(lengths.values()) <= 0:
+                    continue
+                k, rest = divmod(values[ranks[0]], lengths[ranks[0]])
+                if rest == 0 and all(values[r] == k * lengths[r] for r in ranks):
+                    times = "" if k == 1 else f" times {k}"
+                    return Verdict(
+                        True,
+                        f"each rank's local size{times} of a dimension of {size} split in {n} ({name})",
+                        {"chunk_of": name, "chunks": n, "dim_size": size, "split": how, "times": k},
+                    )
+    return None
+
+
 # comparisons of an index tensor with a literal: the bound each sets ([lower, upper) of a range)
 _BOUND_AT = {"aten.lt.Scalar": 0, "aten.ge.Scalar": 0, "aten.le.Scalar": 1, "aten.gt.Scalar": 1}
 _BOUND_AT.update({k.replace(".Scalar", ".Tensor"): v for k, v in _BOUND_AT.items()})

@@ -1,7 +1,8 @@
 """Verdicts on captures recorded on 2 GPUs over NCCL (tests/data/nccl/README.md): the collective
 that one rank's partitioner recomputes, the all_reduces a scheduling pass reorders on one rank,
-and their fixed twins, as they are on gloo CPU ranks. Triton's autotuning hints, which hold each
-rank's own sizes, are not graded as literals."""
+uneven DTensor shards with a right and a wrong chunk bound, and their fixed twins, as they are on
+gloo CPU ranks. Triton's autotuning hints, which hold each rank's own sizes, are not graded as
+literals; each rank's own shard size in code it generated for itself is info."""
 
 from __future__ import annotations
 
@@ -42,7 +43,10 @@ def test_the_recomputed_all_gather_is_found_on_nccl(nccl_reports):
     assert {c.kind for c in root.consequences} == {"rank-divergent-graph"}
 
 
-@pytest.mark.parametrize("twin", ["partitioner-sync", "partitioner-nocoll", "reorder-clean"])
+@pytest.mark.parametrize(
+    "twin",
+    ["partitioner-sync", "partitioner-nocoll", "reorder-clean", "uneven-plain", "uneven-rewrite", "uneven-compile"],
+)
 def test_the_fixed_twins_are_quiet_on_nccl(nccl_reports, twin):
     rep, _ = nccl_reports[twin]
     assert _graded(rep) == []
@@ -57,3 +61,17 @@ def test_the_reordered_all_reduces_are_found_on_nccl(nccl_reports):
 def test_each_rank_ran_on_its_own_gpu(nccl_reports):
     for _rep, devices in nccl_reports.values():
         assert devices == ["cuda:0", "cuda:1"]
+
+
+def test_a_wrong_chunk_bound_is_found_on_nccl(nccl_reports):
+    rep, _ = nccl_reports["uneven-plant"]
+    assert _graded(rep) == [("rank-baked-constant", "error", "slice_at_rank_rows")]
+    assert "no chunk" in rep.findings[0].message
+
+
+def test_own_shard_sizes_in_each_ranks_triton_code_are_info(nccl_reports):
+    rep, _ = nccl_reports["uneven-compile"]
+    own = [f for f in rep.findings if f.layer == "codegen" and f.kind == "rank-baked-constant"]
+    assert own and all(f.severity == "info" for f in own)
+    assert {(f.evidence["geometry"]["dim_size"], f.evidence["geometry"]["chunks"]) for f in own} == {(7, 2)}
+    assert any(f.evidence["code"].strip() == "xnumel = 20" for f in own)

@@ -13,7 +13,7 @@ With `--rewrite` a pass rewrites each rank's own chunk into the equivalent `slic
 `[0, 4)`, rank 1 `[4, 7)`): still right. With `--plant` the pass computes the start as
 `rank * local_rows` (rank 1 `[3, 6)`: no chunk of 7 rows over 2 ranks; its chunk is `[4, 7)`):
 rank 1 trains on the wrong columns of the gradient. `--variants` runs the three in turn, one
-pipeline each.
+pipeline each. `--device cuda` runs each rank on cuda:LOCAL_RANK over NCCL.
 """
 
 from __future__ import annotations
@@ -39,14 +39,19 @@ def main() -> None:
     ap.add_argument("--variants", action="store_true", help="trace and run all three in turn (plain, rewrite, plant)")
     ap.add_argument("--compile", action="store_true", help="torch.compile the DTensor step instead (no own passes)")
     ap.add_argument("--steps", type=int, default=2)
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     args = ap.parse_args()
-    dist.init_process_group("gloo")
+    dev = torch.device("cpu")
+    if args.device == "cuda":
+        dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+        torch.cuda.set_device(dev)
+    dist.init_process_group("nccl" if args.device == "cuda" else "gloo")
     rank = dist.get_rank()
-    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+    mesh = init_device_mesh(args.device, (dist.get_world_size(),))
     torch.manual_seed(0)
-    weight = distribute_tensor(torch.randn(passes.ROWS, passes.COLS), mesh, [Shard(0)])
-    x = torch.randn(passes.BATCH, passes.COLS)
-    target = torch.randn(passes.BATCH, passes.ROWS)
+    weight = distribute_tensor(torch.randn(passes.ROWS, passes.COLS).to(dev), mesh, [Shard(0)])
+    x = torch.randn(passes.BATCH, passes.COLS).to(dev)
+    target = torch.randn(passes.BATCH, passes.ROWS).to(dev)
 
     def step(w, x, target):
         wd = DTensor.from_local(

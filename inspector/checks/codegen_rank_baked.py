@@ -66,8 +66,6 @@ def run(ctx: CheckContext) -> list[Finding]:
                 values = {r: literal_value(t) for r, t in texts.items()}
                 if any(v is None for v in values.values()):
                     continue
-                matches = match_vectors(values, vectors)
-                own = None
                 kernel = ref.kernel_at(i)
                 kname = kernel.name if kernel else None
                 dedup = (key, kname, split[ranks[0]][0], j)
@@ -78,21 +76,8 @@ def run(ctx: CheckContext) -> list[Finding]:
                 node = fx["fx_node"]
                 where = f"kernel {kname}" if kname else "the wrapper's own code"
                 vals = ", ".join(f"rank {r}: {texts[r]}" for r in ranks)
-                if matches:
-                    rel = matches[0]
-                    form = rel.get("form") or rel["vector"]
-                    msg = (
-                        f"literal in generated code of {where} differs across ranks ({vals}) and equals {form}: "
-                        "baked at compile time"
-                    )
-                    sev = "error"
-                elif (own := _own_size(ctx, sites, values, ranks)) is not None:
-                    # each rank's own shard size (uneven split), as each rank's own code holds it
-                    msg = f"literal in generated code of {where} differs across ranks ({vals}): {own.message}"
-                    sev = "error"
-                else:
-                    msg = f"literal in generated code of {where} differs across ranks ({vals})"
-                    sev = "warning"
+                sev, msg, matches, own = _graded(ctx, sites, values, ranks, vectors)
+                msg = f"literal in generated code of {where} differs across ranks ({vals}){msg}"
                 if node:
                     msg += f"; computed from FX node {node}" + (
                         f" ({fx['source_node']} in the model)"
@@ -118,6 +103,20 @@ def run(ctx: CheckContext) -> list[Finding]:
     return grade_per_rank(
         ctx, out, shared=ctx.shared_graph, traced_by=(CODEGEN_PASS,), where="code each rank generated"
     )
+
+
+def _graded(ctx: CheckContext, sites: dict, values: dict, ranks: list[int], vectors) -> tuple:
+    """(severity, the message's tail, matches, own size) of a literal that differs across ranks:
+    equal to a rank-derived value (an error, graded per rank after), each rank's own shard size
+    (the same), or neither (a warning)."""
+    matches = match_vectors(values, vectors)
+    if matches:
+        form = matches[0].get("form") or matches[0]["vector"]
+        return "error", f" and equals {form}: baked at compile time", matches, None
+    own = _own_size(ctx, sites, values, ranks)
+    if own is not None:
+        return "error", f": {own.message}", matches, own
+    return "warning", "", matches, None
 
 
 def evidence_lines(f: Finding) -> list[str]:

@@ -144,7 +144,7 @@ def _while_waiting(
     checks' modules imported: checks/__init__.py hands it), then the reference rank's row
     digests of each graph a worker diffs, in stage order (`attach_sources` finds a finding's row
     by them, on the first of its ranks, in the graph where it first appears: an early stage). On
-    a 32-core host this process waits 0.15 s for the structural diffs (`check_pieces --whole`);
+    a 32-core host this process waits 0.15 s for the structural diffs (the 30k-node capture);
     each step is cached, so one taken is not made again after."""
     steps: list[Callable[[], object]] = [first] if first is not None else []
     seen: set[tuple[int, str]] = set()

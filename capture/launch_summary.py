@@ -14,6 +14,7 @@ from typing import Any
 from graphtrain_inspect.capture import nodes, simulate
 from graphtrain_inspect.capture.manifest import manifest_simulated
 from graphtrain_inspect.capture.shared import logformat
+from graphtrain_inspect.capture.shared.terminal_text import fmt_bytes
 from graphtrain_inspect.capture.summary import RankSummary
 
 
@@ -54,15 +55,6 @@ def unresolved_passes(summaries: list[RankSummary]) -> dict[str, str]:
     return found
 
 
-def _fmt_bytes(size: int) -> str:
-    n = float(size)
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} B"
-
-
 def print_summary(
     out: str,
     args: argparse.Namespace,
@@ -89,7 +81,7 @@ def print_summary(
     try:
         files = [f for f in os.listdir(blob_dir) if f.endswith(logformat.BLOB_SUFFIX)]
         size = sum(os.path.getsize(os.path.join(blob_dir, f)) for f in files)
-        p(f"  blobs: {len(files)} files, {_fmt_bytes(size)}")
+        p(f"  blobs: {len(files)} files, {fmt_bytes(size)}")
     except OSError:
         pass
     if sim:
@@ -112,7 +104,7 @@ def _rank_lines(summaries: list[RankSummary], disk_full: bool) -> list[str]:
     for s in summaries:
         state = s.ending(disk_full)
         out.append(
-            f"  rank {s.rank}: {s.passes} passes, {s.graphs} graphs, {s.records} records, {_fmt_bytes(s.bytes)}, "
+            f"  rank {s.rank}: {s.passes} passes, {s.graphs} graphs, {s.records} records, {fmt_bytes(s.bytes)}, "
             f"{s.capture_errors} capture errors, {s.raised} passes raised; {state}"
         )
         if not s.has_log:
@@ -149,7 +141,7 @@ def _pass_lines(args: argparse.Namespace, summaries: list[RankSummary], disk_ful
     wrap_errors = unresolved_passes(summaries)
     total = sum(s.passes for s in summaries)
     if disk_full:
-        now = _fmt_bytes(free) if free is not None else "?"
+        now = fmt_bytes(free) if free is not None else "?"
         full_now = free is not None and free < DISK_FULL_BYTES
         out.append(
             f"  the capture's filesystem is full ({now} free): what could not be written is missing from the capture"

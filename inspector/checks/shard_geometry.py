@@ -251,16 +251,15 @@ def _judge_length(where: str, nodes: dict[int, RankNode], values, vectors, piece
     """A local size: each rank's value is the length of its own chunk of a dimension of S split
     in n, where S is the size of some dimension of a tensor the graphs hold on every rank."""
     common = set.intersection(*(nodes[r].sizes for r in ranks))
-    for name, vec, n in _splits(vectors, pieces, ranks):
-        for size in sorted(common):
-            for how in HOW:
-                if all(values[r] == (lambda b: b[1] - b[0])(chunk_of(size, n, vec[r], how)) for r in ranks):
-                    return Verdict(
-                        True,
-                        f"each rank's local size of a dimension of {size} split in {n} ({name})",
-                        {"chunk_of": name, "chunks": n, "dim_size": size, "split": how},
-                    )
-    return None
+    got = _own_lengths(values, common, vectors, pieces, ranks, times=False)
+    if got is None:
+        return None
+    name, n, size, how, _ = got
+    return Verdict(
+        True,
+        f"each rank's local size of a dimension of {size} split in {n} ({name})",
+        {"chunk_of": name, "chunks": n, "dim_size": size, "split": how},
+    )
 
 
 def scaled_local_size(values: dict[int, Any], sizes: set[int], vectors, pieces, ranks) -> Verdict | None:
@@ -270,21 +269,38 @@ def scaled_local_size(values: dict[int, Any], sizes: set[int], vectors, pieces, 
     graphs all hold and the chunks differ in length (an uneven split)."""
     if not all(type(values[r]) is int and values[r] > 0 for r in ranks):
         return None
+    got = _own_lengths(values, sizes, vectors, pieces, ranks, times=True)
+    if got is None:
+        return None
+    name, n, size, how, k = got
+    times = "" if k == 1 else f" times {k}"
+    return Verdict(
+        True,
+        f"each rank's local size{times} of a dimension of {size} split in {n} ({name})",
+        {"chunk_of": name, "chunks": n, "dim_size": size, "split": how, "times": k},
+    )
+
+
+def _own_lengths(values, sizes: set[int], vectors, pieces, ranks, *, times: bool) -> tuple | None:
+    """(vector name, n, S, how, k) where each rank's value is k times the length of its own chunk
+    of a dimension of S split in n: k is 1, or with `times` any whole k >= 1 where the chunks
+    differ in length."""
     for name, vec, n in _splits(vectors, pieces, ranks):
         for size in sorted(sizes):
             for how in HOW:
                 lengths = {r: (lambda b: b[1] - b[0])(chunk_of(size, n, vec[r], how)) for r in ranks}
-                if len(set(lengths.values())) == 1 or min(lengths.values()) <= 0:
-                    continue
-                k, rest = divmod(values[ranks[0]], lengths[ranks[0]])
-                if rest == 0 and all(values[r] == k * lengths[r] for r in ranks):
-                    times = "" if k == 1 else f" times {k}"
-                    return Verdict(
-                        True,
-                        f"each rank's local size{times} of a dimension of {size} split in {n} ({name})",
-                        {"chunk_of": name, "chunks": n, "dim_size": size, "split": how, "times": k},
-                    )
+                k = _multiple(values, lengths, ranks) if times else 1
+                if k is not None and all(values[r] == k * lengths[r] for r in ranks):
+                    return name, n, size, how, k
     return None
+
+
+def _multiple(values, lengths: dict[int, int], ranks) -> int | None:
+    """The whole k >= 1 with values = k x lengths on the first rank, for chunks of uneven length."""
+    if len(set(lengths.values())) == 1 or min(lengths.values()) <= 0:
+        return None
+    k, rest = divmod(values[ranks[0]], lengths[ranks[0]])
+    return k if rest == 0 and k >= 1 else None
 
 
 # comparisons of an index tensor with a literal: the bound each sets ([lower, upper) of a range)

@@ -31,12 +31,13 @@ the batch dimension dynamic.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 import torch
 import torch.distributed as dist
 import torch.distributed._functional_collectives as funcol
+
+from tests.programs.devices import rank_device
 
 FIXES = ("sync", "no-collective-recompute")
 
@@ -67,11 +68,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     args = p.parse_args(argv)
     _configure(args.fix)
-    dev = torch.device("cpu")
-    if args.device == "cuda":
-        dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
-        torch.cuda.set_device(dev)
-    dist.init_process_group("nccl" if args.device == "cuda" else "gloo")
+    dev, backend = rank_device(args.device == "cuda")
+    dist.init_process_group(backend)
     try:
         rank = dist.get_rank()
         torch.manual_seed(0)

@@ -22,6 +22,7 @@ import torch.distributed._functional_collectives as funcol
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from tests.programs import rank_reorder_passes
+from tests.programs.devices import rank_device
 
 
 def step(w1, w2, w3, x):
@@ -39,12 +40,9 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=1)
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     args = ap.parse_args()
-    dev = torch.device("cpu")
-    if args.device == "cuda":
-        dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
-        torch.cuda.set_device(dev)
+    dev, backend = rank_device(args.device == "cuda")
     if "RANK" in os.environ:
-        dist.init_process_group("nccl" if args.device == "cuda" else "gloo")
+        dist.init_process_group(backend)
     rank = dist.get_rank() if dist.is_initialized() else 0
     torch.manual_seed(0)
     ws = [torch.randn(8, 8).to(dev).requires_grad_() for _ in range(3)]

@@ -33,6 +33,8 @@ def main() -> None:
     from torch.distributed.tensor import DTensor, Replicate, Shard, distribute_tensor
     from torch.fx.experimental.proxy_tensor import make_fx
 
+    from tests.programs.devices import rank_device
+
     ap = argparse.ArgumentParser()
     ap.add_argument("--rewrite", action="store_true")
     ap.add_argument("--plant", action="store_true")
@@ -41,11 +43,8 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=2)
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     args = ap.parse_args()
-    dev = torch.device("cpu")
-    if args.device == "cuda":
-        dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
-        torch.cuda.set_device(dev)
-    dist.init_process_group("nccl" if args.device == "cuda" else "gloo")
+    dev, backend = rank_device(args.device == "cuda")
+    dist.init_process_group(backend)
     rank = dist.get_rank()
     mesh = init_device_mesh(args.device, (dist.get_world_size(),))
     torch.manual_seed(0)

@@ -46,7 +46,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.timing import machine_line, project_env, timed
+from benchmarks.timing import GTI, machine_line, project_env, timed
 
 # -- capture-overhead ----------------------------------------------------------------------
 
@@ -72,9 +72,7 @@ def run_sample(layers: int, steps: int, workdir: Path, mode: str, device: str) -
         cmd = train
     else:
         cmd = [
-            sys.executable,
-            "-m",
-            "graphtrain_inspect.inspector.cli",
+            *GTI,
             "capture",
             "--out",
             str(out),
@@ -211,9 +209,7 @@ def run_codegen(blocks: int, mode: str, work: Path) -> dict:
         cmd = prog
     else:
         cmd = [
-            sys.executable,
-            "-m",
-            "graphtrain_inspect.inspector.cli",
+            *GTI,
             "capture",
             "--out",
             str(out),
@@ -425,7 +421,7 @@ def torch_trace_cost_main() -> None:
         for run in range(1, args.runs + 1):
             for extra in ([], ["--torch-trace"]):
                 out = Path(tmp) / f"run{run}{'-tt' if extra else ''}"
-                cmd = [sys.executable, "-m", "graphtrain_inspect.inspector.cli", "capture", "--out", str(out)]
+                cmd = [*GTI, "capture", "--out", str(out)]
                 r = timed([*cmd, *extra, "--", *program], env=env)
                 print(
                     f"run {run} {'--torch-trace' if extra else 'plain'}: exit {r['rc']}, {r['s']:.1f} s, "

@@ -30,7 +30,7 @@ import tempfile
 import time
 from collections import Counter
 
-from benchmarks.timing import ROOT, machine_line, project_env
+from benchmarks.timing import GTI, ROOT, machine_line, project_env
 from graphtrain_inspect.capture.shared import logformat
 from tests.reader_mutations import GARBAGE, Baseline, mutate
 
@@ -38,9 +38,7 @@ from tests.reader_mutations import GARBAGE, Baseline, mutate
 def capture_sample(out: str) -> None:
     env = {**project_env(), "OMP_NUM_THREADS": "1"}
     cmd = [
-        sys.executable,
-        "-m",
-        "graphtrain_inspect.inspector.cli",
+        *GTI,
         "capture",
         "--out",
         out,

@@ -85,6 +85,10 @@ runpy.run_module("graphtrain_inspect.inspector.cli", run_name="__main__")
 """
 
 
+# the command line of `graphtrain-inspect`, as this Python runs it
+GTI = [sys.executable, "-m", "graphtrain_inspect.inspector.cli"]
+
+
 def cli(*args: str) -> list[str]:
     """`graphtrain-inspect ARGS` as a command for `timed`, which then also reports its memory at exit."""
     return [sys.executable, "-c", _CLI_WITH_MEMORY, *args]

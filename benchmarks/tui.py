@@ -44,7 +44,7 @@ from typing import Any
 
 import orjson
 
-from benchmarks.timing import ROOT, machine_line
+from benchmarks.timing import GTI, ROOT, machine_line
 from graphtrain_inspect.capture.shared import logformat
 
 # ---------------------------------------------------------------------------------------------
@@ -120,7 +120,7 @@ def memory(pid: int) -> dict[str, int]:
 
 
 def tui_argv(path: str) -> list[str]:
-    return [sys.executable, "-m", "graphtrain_inspect.inspector.cli", "tui", path]
+    return [*GTI, "tui", path]
 
 
 # ---------------------------------------------------------------------------------------------

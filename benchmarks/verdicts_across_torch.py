@@ -20,7 +20,7 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from benchmarks.timing import ROOT, timed
+from benchmarks.timing import GTI, ROOT, timed
 
 _VOCAB_PASSES = [
     "--pass",
@@ -116,14 +116,13 @@ def verdict(name: str, work: Path) -> dict:
     path = [str(ROOT), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]]
     env = dict(os.environ, OMP_NUM_THREADS="1", TORCHINDUCTOR_COMPILE_THREADS="1", PYTHONPATH=os.pathsep.join(path))
     env.update(PROGRAM_ENV.get(name, {}))
-    cli = [sys.executable, "-m", "graphtrain_inspect.inspector.cli"]
-    cmd = [*cli, "capture", "--out", str(out), *options, "--"]
+    cmd = [*GTI, "capture", "--out", str(out), *options, "--"]
     if nproc:
         cmd += [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}"]
     cmd += ["-m", *program] if nproc else [sys.executable, "-m", *program]
     with tempfile.TemporaryFile() as cap_err, tempfile.TemporaryFile() as chk_err:
         cap = timed(cmd, env=env, stderr=cap_err)
-        chk = timed([*cli, "check", str(out), "--json"], env=env, stderr=chk_err)
+        chk = timed([*GTI, "check", str(out), "--json"], env=env, stderr=chk_err)
         cap_err.seek(0)
         chk_err.seek(0)
         cap_tail = cap_err.read().decode(errors="replace")[-800:] if cap["rc"] else ""
